@@ -1,0 +1,168 @@
+//! Integration tests of the artifact store: faults are simulated on real files.
+
+use std::fs;
+use std::time::Duration;
+
+use atlas_cache::{Cache, Digest, Error, KeyBuilder, LockWait, RunRecord};
+
+fn open(dir: &std::path::Path) -> Cache {
+    Cache::open(dir, LockWait::NoWait, |_| {}).unwrap()
+}
+
+#[test]
+fn put_get_roundtrip_and_dedup() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let d1 = c.put(b"hello").unwrap();
+    let d2 = c.put(b"hello").unwrap();
+    assert_eq!(d1, d2);
+    assert_eq!(d1, Digest::of(b"hello"));
+    assert_eq!(c.get(d1).unwrap().as_deref(), Some(&b"hello"[..]));
+    assert_eq!(c.stats.objects_written.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert!(fs::read_dir(dir.path().join("tmp")).unwrap().next().is_none(), "no temp files left behind");
+}
+
+/// Each corruption kind is detected on read, evicted, and never served.
+#[test]
+fn corrupt_objects_are_detected_evicted_and_never_served() {
+    type Damage = fn(&std::path::Path);
+    let cases: [(&str, Damage); 3] = [
+        ("truncated", |p| {
+            let b = fs::read(p).unwrap();
+            fs::write(p, &b[..b.len() / 2]).unwrap();
+        }),
+        ("zero-byte", |p| fs::write(p, b"").unwrap()),
+        ("bit-flipped", |p| {
+            let mut b = fs::read(p).unwrap();
+            b[3] ^= 0x10;
+            fs::write(p, b).unwrap();
+        }),
+    ];
+    for (name, damage) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(dir.path());
+        let d = c.put(b"some artifact bytes that matter").unwrap();
+        let key = KeyBuilder::new("test").str("k", name).finish();
+        c.set_ref("memo", key, d).unwrap();
+        damage(&c.object_path(d));
+        assert_eq!(c.get_ref("memo", key).unwrap(), None, "{name}: a ref to a corrupt object is a miss");
+        assert!(!c.object_path(d).exists(), "{name}: corrupt object evicted");
+        assert_eq!(c.get(d).unwrap(), None, "{name}");
+        let events = c.take_corruptions();
+        assert_eq!(events.len(), 1, "{name}: reported once: {events:?}");
+        assert!(events[0].contains("corrupt cache object"), "{name}: {}", events[0]);
+        // Recompute: the same put heals it.
+        assert_eq!(c.put(b"some artifact bytes that matter").unwrap(), d);
+        assert_eq!(c.get_ref("memo", key).unwrap(), Some(d), "{name}: healed");
+    }
+}
+
+#[test]
+fn get_required_names_the_path_of_a_corrupt_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let d = c.put(b"payload").unwrap();
+    fs::write(c.object_path(d), b"paylaod").unwrap();
+    let err = c.get_required(d).unwrap_err();
+    assert!(matches!(err, Error::DataCorruption { ref path, .. } if path == &c.object_path(d)), "{err}");
+}
+
+#[test]
+fn garbled_ref_is_a_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let d = c.put(b"x").unwrap();
+    let key = KeyBuilder::new("t").finish();
+    c.set_ref("ns", key, d).unwrap();
+    let hex = key.to_hex();
+    fs::write(dir.path().join("refs/ns").join(&hex[..2]).join(&hex[2..]), "not a digest").unwrap();
+    assert_eq!(c.get_ref("ns", key).unwrap(), None);
+}
+
+#[test]
+fn second_open_fails_with_a_clear_message_while_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path());
+    let err = Cache::open(dir.path(), LockWait::NoWait, |_| {}).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("locked by another atlas-pipeline run"), "{msg}");
+    assert!(msg.contains(&format!("pid {}", std::process::id())), "names the holder: {msg}");
+    drop(first);
+    open(dir.path());
+}
+
+#[test]
+fn waiting_open_gets_the_lock_once_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path());
+    let path = dir.path().to_owned();
+    let t = std::thread::spawn(move || {
+        let mut told = false;
+        let c = Cache::open(&path, LockWait::Up(Duration::from_secs(20)), |_| told = true);
+        (c.is_ok(), told)
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    drop(first);
+    assert_eq!(t.join().unwrap(), (true, true));
+}
+
+#[test]
+fn leftover_temp_files_of_a_killed_writer_are_cleared_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    fs::write(dir.path().join("tmp/12345-0"), b"half an obj").unwrap();
+    let _c = open(dir.path());
+    assert!(fs::read_dir(dir.path().join("tmp")).unwrap().next().is_none());
+}
+
+fn run(c: &Cache, id: &str, pipeline: &str, at: u64, objects: &[Digest], refs: &[String]) {
+    c.record_run(&RunRecord {
+        id: id.into(),
+        pipeline: pipeline.into(),
+        started_unix_ms: at,
+        finished_unix_ms: at,
+        detail: serde_json::Value::Null,
+        objects: objects.iter().copied().collect(),
+        refs: refs.iter().cloned().collect(),
+    })
+    .unwrap();
+}
+
+#[test]
+fn gc_keeps_everything_the_latest_run_references() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = open(dir.path());
+    let old = c.put(b"old only").unwrap();
+    let shared = c.put(b"shared").unwrap();
+    let new = c.put(b"new only").unwrap();
+    let other = c.put(b"other pipeline").unwrap();
+    let orphan = c.put(b"never referenced (interrupted run)").unwrap();
+    let k_old = KeyBuilder::new("t").str("v", "old").finish();
+    let k_new = KeyBuilder::new("t").str("v", "new").finish();
+    c.set_ref("item", k_old, old).unwrap();
+    c.set_ref("item", k_new, new).unwrap();
+    run(&c, "r1", "a", 1, &[old, shared], &[Cache::ref_name("item", k_old)]);
+    run(&c, "r2", "a", 2, &[shared, new], &[Cache::ref_name("item", k_new)]);
+    run(&c, "r3", "b", 3, &[other], &[]);
+
+    let report = c.gc(1).unwrap();
+    assert_eq!((report.kept_runs, report.removed_runs), (2, 1));
+    assert_eq!(report.removed_objects, 2, "old-only and orphan: {report:?}");
+    assert_eq!(report.removed_refs, 1);
+    for d in [shared, new, other] {
+        assert!(c.get(d).unwrap().is_some());
+    }
+    for d in [old, orphan] {
+        assert!(c.get(d).unwrap().is_none());
+    }
+    assert_eq!(c.get_ref("item", k_new).unwrap(), Some(new));
+    assert_eq!(c.get_ref("item", k_old).unwrap(), None);
+    assert_eq!(c.latest_run("a").unwrap().unwrap().id, "r2");
+}
+
+#[test]
+fn key_builder_is_injective_over_part_boundaries() {
+    let a = KeyBuilder::new("d").str("x", "ab").str("y", "c").finish();
+    let b = KeyBuilder::new("d").str("x", "a").str("y", "bc").finish();
+    assert_ne!(a, b);
+}

@@ -1,0 +1,253 @@
+//! `chunks.parquet`: one row per chunk. The schema is documented in ARCHITECTURE.md;
+//! [`schema`] is its single definition, used by the writer (the chunk stage) and the
+//! reader (servers, tests).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::builder::{ListBuilder, StringBuilder};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, ListArray, RecordBatch, StringArray, UInt32Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Bumped when a column changes meaning or type.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkRecord {
+    /// blake3(source, path, heading path, part), 32 hex chars.
+    pub chunk_id: String,
+    /// `docs` (this schema version) or `code`.
+    pub kind: String,
+    /// Name of the pipeline source.
+    pub source: String,
+    /// Publication: the first folder of the document's path in its source.
+    pub section: String,
+    /// `<source>/<path in source>`: the document in the bundle's mirror.
+    pub path: String,
+    pub url: Option<String>,
+    pub title: String,
+    pub description: Option<String>,
+    pub heading_path: Vec<String>,
+    /// Position of the chunk in its document, from 0.
+    pub ordinal: u32,
+    /// What is embedded and indexed: overlap + section text.
+    pub text: String,
+    /// Bytes of `text` that are overlap from the previous chunk.
+    pub overlap_chars: u32,
+    pub is_code: bool,
+    /// Space-joined stems of sibling documents.
+    pub cluster_tags: String,
+    /// 1-based inclusive line range of the section in the mirrored document.
+    pub start_line: u32,
+    pub end_line: u32,
+}
+
+pub fn schema() -> SchemaRef {
+    let utf8 = |name: &str, nullable: bool| Field::new(name, DataType::Utf8, nullable);
+    let u32f = |name: &str| Field::new(name, DataType::UInt32, false);
+    Arc::new(Schema::new(vec![
+        utf8("chunk_id", false),
+        utf8("kind", false),
+        utf8("source", false),
+        utf8("section", false),
+        utf8("path", false),
+        utf8("url", true),
+        utf8("title", false),
+        utf8("description", true),
+        Field::new("heading_path", DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))), false),
+        u32f("ordinal"),
+        utf8("text", false),
+        u32f("overlap_chars"),
+        Field::new("is_code", DataType::Boolean, false),
+        utf8("cluster_tags", false),
+        u32f("start_line"),
+        u32f("end_line"),
+    ]))
+    .with_metadata([("atlas.chunks.schema_version".to_owned(), SCHEMA_VERSION.to_string())].into())
+    .into()
+}
+
+trait SchemaExt {
+    fn with_metadata(self, md: std::collections::HashMap<String, String>) -> Schema;
+}
+
+impl SchemaExt for Arc<Schema> {
+    fn with_metadata(self, md: std::collections::HashMap<String, String>) -> Schema {
+        Schema::new_with_metadata(self.fields().clone(), md)
+    }
+}
+
+/// Serialises chunks to parquet bytes (zstd). Deterministic for the same input.
+pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
+    let schema = schema();
+    let s = |f: fn(&ChunkRecord) -> &str| -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(chunks.iter().map(f)))
+    };
+    let opt = |f: fn(&ChunkRecord) -> Option<&str>| -> ArrayRef { Arc::new(chunks.iter().map(f).collect::<StringArray>()) };
+    let u = |f: fn(&ChunkRecord) -> u32| -> ArrayRef { Arc::new(UInt32Array::from_iter_values(chunks.iter().map(f))) };
+    let mut hp = ListBuilder::new(StringBuilder::new());
+    for c in chunks {
+        for h in &c.heading_path {
+            hp.values().append_value(h);
+        }
+        hp.append(true);
+    }
+    let columns: Vec<ArrayRef> = vec![
+        s(|c| &c.chunk_id),
+        s(|c| &c.kind),
+        s(|c| &c.source),
+        s(|c| &c.section),
+        s(|c| &c.path),
+        opt(|c| c.url.as_deref()),
+        s(|c| &c.title),
+        opt(|c| c.description.as_deref()),
+        Arc::new(hp.finish().with_nullable_field(schema.field(8))),
+        u(|c| c.ordinal),
+        s(|c| &c.text),
+        u(|c| c.overlap_chars),
+        Arc::new(chunks.iter().map(|c| Some(c.is_code)).collect::<BooleanArray>()),
+        s(|c| &c.cluster_tags),
+        u(|c| c.start_line),
+        u(|c| c.end_line),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), columns)?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+        .set_created_by(format!("atlas {}", env!("CARGO_PKG_VERSION")))
+        .build();
+    let mut buf = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut buf, schema, Some(props))?;
+    w.write(&batch)?;
+    w.close()?;
+    Ok(buf)
+}
+
+trait ListExt {
+    fn with_nullable_field(self, f: &Field) -> ListArray;
+}
+
+impl ListExt for ListArray {
+    fn with_nullable_field(self, f: &Field) -> ListArray {
+        let DataType::List(item) = f.data_type() else { unreachable!("heading_path is a list") };
+        let (_, offsets, values, nulls) = self.into_parts();
+        ListArray::new(item.clone(), offsets, values, nulls)
+    }
+}
+
+/// Reads `chunks.parquet` from a file.
+pub fn read_file(path: &Path) -> Result<Vec<ChunkRecord>> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    from_parquet(&bytes).map_err(|e| Error::DataCorruption { path: path.to_owned(), reason: e.to_string() })
+}
+
+/// Reads chunks from parquet bytes.
+pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::copy_from_slice(bytes))?.build()?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let b = batch?;
+        let col = |name: &str| -> Result<&ArrayRef> {
+            b.column_by_name(name).ok_or_else(|| Error::Arrow(arrow_schema::ArrowError::SchemaError(format!("missing column {name}"))))
+        };
+        macro_rules! get {
+            ($name:literal, $ty:ty) => {
+                col($name)?.as_any().downcast_ref::<$ty>().ok_or_else(|| {
+                    Error::Arrow(arrow_schema::ArrowError::SchemaError(format!("column {} has the wrong type", $name)))
+                })?
+            };
+        }
+        let strs = |name| -> Result<&StringArray> {
+            col(name)?.as_any().downcast_ref::<StringArray>().ok_or_else(|| {
+                Error::Arrow(arrow_schema::ArrowError::SchemaError(format!("column {name} has the wrong type")))
+            })
+        };
+        let u32s = |name| -> Result<&UInt32Array> {
+            col(name)?.as_any().downcast_ref::<UInt32Array>().ok_or_else(|| {
+                Error::Arrow(arrow_schema::ArrowError::SchemaError(format!("column {name} has the wrong type")))
+            })
+        };
+        let (id, kind, source, section, path, url, title, desc, text, tags) = (
+            strs("chunk_id")?,
+            strs("kind")?,
+            strs("source")?,
+            strs("section")?,
+            strs("path")?,
+            strs("url")?,
+            strs("title")?,
+            strs("description")?,
+            strs("text")?,
+            strs("cluster_tags")?,
+        );
+        let (ordinal, overlap, start, end) = (u32s("ordinal")?, u32s("overlap_chars")?, u32s("start_line")?, u32s("end_line")?);
+        let hp = get!("heading_path", ListArray);
+        let is_code = get!("is_code", BooleanArray);
+        let opt = |a: &StringArray, i: usize| (!a.is_null(i)).then(|| a.value(i).to_owned());
+        for i in 0..b.num_rows() {
+            let heads = hp.value(i);
+            let heads = heads.as_any().downcast_ref::<StringArray>().map_or_else(Vec::new, |h| {
+                (0..h.len()).map(|j| h.value(j).to_owned()).collect()
+            });
+            out.push(ChunkRecord {
+                chunk_id: id.value(i).to_owned(),
+                kind: kind.value(i).to_owned(),
+                source: source.value(i).to_owned(),
+                section: section.value(i).to_owned(),
+                path: path.value(i).to_owned(),
+                url: opt(url, i),
+                title: title.value(i).to_owned(),
+                description: opt(desc, i),
+                heading_path: heads,
+                ordinal: ordinal.value(i),
+                text: text.value(i).to_owned(),
+                overlap_chars: overlap.value(i),
+                is_code: is_code.value(i),
+                cluster_tags: tags.value(i).to_owned(),
+                start_line: start.value(i),
+                end_line: end.value(i),
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_is_exact_and_deterministic() {
+        let c = ChunkRecord {
+            chunk_id: "ab".into(),
+            kind: "docs".into(),
+            source: "s".into(),
+            section: "setup".into(),
+            path: "s/setup/a.md".into(),
+            url: None,
+            title: "T".into(),
+            description: Some("d".into()),
+            heading_path: vec!["A".into(), "B".into()],
+            ordinal: 3,
+            text: "hello".into(),
+            overlap_chars: 0,
+            is_code: true,
+            cluster_tags: "a b".into(),
+            start_line: 4,
+            end_line: 9,
+        };
+        let mut d = c.clone();
+        d.heading_path = vec![];
+        d.url = Some("https://x".into());
+        let bytes = to_parquet(&[c.clone(), d.clone()]).unwrap();
+        assert_eq!(from_parquet(&bytes).unwrap(), vec![c.clone(), d.clone()]);
+        assert_eq!(bytes, to_parquet(&[c, d]).unwrap());
+    }
+}

@@ -1,0 +1,23 @@
+//! The lean side of Atlas: the on-disk formats a bundle is made of, and (from the
+//! runtime issue on) the search engine the servers call.
+//!
+//! Architecture invariant: this crate never depends on `atlas-stages`, `atlas-cache`,
+//! reqwest or rmcp. The pipeline depends on it for the formats it writes, never the
+//! other way round.
+
+pub mod chunks;
+
+/// Errors of the runtime crate.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("I/O failed at {path}: {source}")]
+    Io { path: std::path::PathBuf, source: std::io::Error },
+    #[error("corrupt data in {path}: {reason}")]
+    DataCorruption { path: std::path::PathBuf, reason: String },
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

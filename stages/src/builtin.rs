@@ -1,0 +1,406 @@
+//! The built stages: crawl (local sources), clean-gitbook and chunk. Each is a pure
+//! function of its params and input artifacts; only crawl reads the outside world.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use anyhow::{Context as _, bail};
+use atlas_cache::{Cache, Digest, KeyBuilder};
+use atlas_runtime::chunks::ChunkRecord;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::chunk::{ChunkParams, chunk_markdown, first_h1};
+use crate::clean::{CleanParams, Cleaned, Residual, clean};
+use crate::config::{ConfigError, Loaded, SourceConfig, canonical};
+use crate::dag::{Ctx, Stage, StageOutput};
+use crate::failpoint;
+use crate::source::{DocEntry, Scan, scan_local, section_of};
+
+pub fn registry() -> Vec<Box<dyn Stage>> {
+    vec![Box::new(Crawl::default()), Box::new(CleanGitbook), Box::new(Chunk)]
+}
+
+// ---------------------------------------------------------------------------- crawl
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CrawlManifest {
+    pub docs: Vec<DocEntry>,
+    pub skipped: Vec<(String, String)>,
+}
+
+/// The source stage. Its external input is a snapshot digest of each source, so an
+/// unchanged source tree makes the stage (and everything after it) a cache hit.
+#[derive(Debug, Default)]
+pub struct Crawl {
+    scans: Mutex<Option<BTreeMap<String, Scan>>>,
+}
+
+impl Crawl {
+    fn scan_all(&self, cfg: &Loaded) -> anyhow::Result<()> {
+        let mut guard = self.scans.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_some() {
+            return Ok(());
+        }
+        let p = &cfg.config.stages.crawl;
+        let mut scans = BTreeMap::new();
+        for (name, src) in &cfg.config.sources {
+            match src {
+                SourceConfig::Local { path, include, exclude } => {
+                    let root = cfg.resolve(path);
+                    let scan = scan_local(&root, include, exclude, &p.doc_extensions, p.max_file_bytes)
+                        .with_context(|| format!("source {name}"))?;
+                    scans.insert(name.clone(), scan);
+                }
+                SourceConfig::LlmsTxt { url, .. } => {
+                    return Err(ConfigError(format!(
+                        "{}: source `{name}` ({url}) is kind llms-txt, and this build's crawl stage reads only `kind: local` sources; run a config with local sources, such as examples/self.yaml",
+                        cfg.path.display()
+                    ))
+                    .into());
+                }
+            }
+        }
+        *guard = Some(scans);
+        Ok(())
+    }
+}
+
+impl Stage for Crawl {
+    fn name(&self) -> &'static str {
+        "crawl"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn params(&self, cfg: &Loaded) -> serde_json::Value {
+        canonical(&cfg.config.stages.crawl)
+    }
+    fn external_inputs(&self, ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
+        self.scan_all(ctx.cfg)?;
+        let guard = self.scans.lock().unwrap_or_else(|e| e.into_inner());
+        let scans = guard.as_ref().expect("scanned above");
+        Ok(scans.iter().map(|(name, s)| (format!("source:{name}"), s.snapshot(name))).collect())
+    }
+    fn run(&self, ctx: &Ctx<'_>, _inputs: &BTreeMap<String, Digest>) -> anyhow::Result<StageOutput> {
+        self.scan_all(ctx.cfg)?;
+        let guard = self.scans.lock().unwrap_or_else(|e| e.into_inner());
+        let scans = guard.as_ref().expect("scanned above");
+        let total = scans.values().map(|s| s.files.len()).sum();
+        let bar = ctx.progress.stage("crawl", total);
+        let mut out = StageOutput::default();
+        let mut manifest = CrawlManifest { docs: Vec::new(), skipped: Vec::new() };
+        for (name, scan) in scans {
+            for f in &scan.files {
+                if ctx.cache.verify(f.digest)? && !ctx.force {
+                    out.reused += 1;
+                } else {
+                    ctx.cache.put(&f.bytes)?;
+                    failpoint::item_done("crawl");
+                }
+                out.objects.insert(f.digest);
+                manifest.docs.push(DocEntry {
+                    source: name.clone(),
+                    rel: f.rel.clone(),
+                    section: section_of(&f.rel),
+                    url: None,
+                    digest: f.digest,
+                });
+                bar.inc();
+            }
+            for (rel, why) in &scan.skipped {
+                out.notes.push(format!("skipped {name}/{rel}: {why}"));
+                manifest.skipped.push((format!("{name}/{rel}"), why.clone()));
+            }
+        }
+        bar.finish();
+        out.items = manifest.docs.len();
+        let d = ctx.cache.put_json(&manifest)?;
+        out.objects.insert(d);
+        out.output = Some(d);
+        Ok(out)
+    }
+}
+
+// -------------------------------------------------------------------- item memoisation
+
+/// Runs `compute` for each item in parallel, memoised in the cache under
+/// `item-<stage>/<key>`. Returns each item's output digest, in input order.
+fn memoised<T: Sync>(
+    ctx: &Ctx<'_>,
+    stage: &str,
+    items: &[T],
+    key: impl Fn(&T) -> Digest + Sync,
+    compute: impl Fn(&T) -> anyhow::Result<Vec<u8>> + Sync,
+    out: &mut StageOutput,
+) -> anyhow::Result<Vec<Digest>> {
+    let ns = format!("item-{stage}");
+    let bar = ctx.progress.stage(stage, items.len());
+    let results: Vec<anyhow::Result<(Digest, Digest, bool)>> = items
+        .par_iter()
+        .map(|item| {
+            let k = key(item);
+            if !ctx.force
+                && let Some(d) = ctx.cache.get_ref(&ns, k)?
+            {
+                bar.inc();
+                return Ok((k, d, true));
+            }
+            let bytes = compute(item)?;
+            let d = ctx.cache.put(&bytes)?;
+            ctx.cache.set_ref(&ns, k, d)?;
+            failpoint::item_done(stage);
+            bar.inc();
+            Ok((k, d, false))
+        })
+        .collect();
+    bar.finish();
+    let mut digests = Vec::with_capacity(items.len());
+    for r in results {
+        let (k, d, reused) = r?;
+        out.refs.insert(Cache::ref_name(&ns, k));
+        out.objects.insert(d);
+        out.items += 1;
+        out.reused += usize::from(reused);
+        digests.push(d);
+    }
+    Ok(digests)
+}
+
+fn item_key(stage: &dyn Stage, params: &serde_json::Value, parts: &[(&str, &str)], content: Digest) -> Digest {
+    let mut k = KeyBuilder::new("item");
+    k.str("stage", stage.name()).part("version", &stage.version().to_le_bytes()).str("params", &params.to_string());
+    for (label, v) in parts {
+        k.str(label, v);
+    }
+    k.digest("content", content).finish()
+}
+
+fn load_json<T: for<'de> Deserialize<'de>>(cache: &Cache, d: Digest, what: &str) -> anyhow::Result<T> {
+    let bytes = cache.get_required(d).with_context(|| format!("loading {what}"))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("decoding {what} {}", d.short()))
+}
+
+fn input(inputs: &BTreeMap<String, Digest>, name: &str) -> anyhow::Result<Digest> {
+    inputs.get(name).copied().with_context(|| format!("missing input {name}"))
+}
+
+// -------------------------------------------------------------------- clean-gitbook
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CleanDoc {
+    #[serde(flatten)]
+    pub doc: DocEntry,
+    /// The [`Cleaned`] item.
+    pub clean: Digest,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CleanManifest {
+    pub docs: Vec<CleanDoc>,
+    /// The [`CleanReport`].
+    pub report: Digest,
+}
+
+/// The validation report: what was converted per file, and what remains.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct CleanReport {
+    pub files: usize,
+    pub totals: BTreeMap<String, u64>,
+    pub residual_gitbook: usize,
+    pub residual_html: usize,
+    pub per_file: BTreeMap<String, FileReport>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct FileReport {
+    pub counts: BTreeMap<String, u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub residual: Vec<Residual>,
+}
+
+#[derive(Debug)]
+pub struct CleanGitbook;
+
+impl Stage for CleanGitbook {
+    fn name(&self) -> &'static str {
+        "clean-gitbook"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn params(&self, cfg: &Loaded) -> serde_json::Value {
+        canonical(&cfg.config.stages.clean_gitbook)
+    }
+    fn run(&self, ctx: &Ctx<'_>, inputs: &BTreeMap<String, Digest>) -> anyhow::Result<StageOutput> {
+        let crawl: CrawlManifest = load_json(ctx.cache, input(inputs, "crawl")?, "crawl manifest")?;
+        let params_json = self.params(ctx.cfg);
+        let params: &CleanParams = &ctx.cfg.config.stages.clean_gitbook;
+        let mut out = StageOutput::default();
+        let digests = memoised(
+            ctx,
+            self.name(),
+            &crawl.docs,
+            |doc| item_key(self, &params_json, &[], doc.digest),
+            |doc| {
+                let bytes = ctx.cache.get_required(doc.digest)?;
+                let text = String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", doc.path()))?;
+                Ok(serde_json::to_vec(&clean(&text, params))?)
+            },
+            &mut out,
+        )?;
+        let mut report = CleanReport { files: crawl.docs.len(), ..CleanReport::default() };
+        let mut docs = Vec::with_capacity(crawl.docs.len());
+        for (doc, d) in crawl.docs.into_iter().zip(digests) {
+            let c: Cleaned = load_json(ctx.cache, d, "cleaned document")?;
+            for (k, v) in &c.counts {
+                *report.totals.entry(k.clone()).or_default() += u64::from(*v);
+            }
+            report.residual_gitbook += c.residual.iter().filter(|r| r.kind == "gitbook").count();
+            report.residual_html += c.residual.iter().filter(|r| r.kind == "html").count();
+            report.per_file.insert(doc.path(), FileReport { counts: c.counts, residual: c.residual });
+            docs.push(CleanDoc { doc, clean: d });
+        }
+        if report.residual_gitbook > 0 {
+            out.notes.push(format!("{} GitBook tags left unconverted (see clean-report.json)", report.residual_gitbook));
+        }
+        let report_digest = ctx.cache.put_json(&report)?;
+        out.objects.insert(report_digest);
+        let manifest = ctx.cache.put_json(&CleanManifest { docs, report: report_digest })?;
+        out.objects.insert(manifest);
+        out.output = Some(manifest);
+        Ok(out)
+    }
+}
+
+// ---------------------------------------------------------------------------- chunk
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ChunkManifest {
+    /// chunks.parquet
+    pub chunks: Digest,
+    pub chunk_count: usize,
+    pub doc_count: usize,
+}
+
+#[derive(Debug)]
+pub struct Chunk;
+
+/// A stable id: blake3(source, path, heading path, part), 128 bits in hex.
+pub fn chunk_id(source: &str, path: &str, heading_path: &[String], part: u32) -> String {
+    let mut k = KeyBuilder::new("chunk-id");
+    k.str("source", source).str("path", path);
+    for h in heading_path {
+        k.str("heading", h);
+    }
+    k.part("part", &part.to_le_bytes());
+    k.finish().to_hex()[..32].to_owned()
+}
+
+/// Chunks of one cleaned document, without the cross-document fields (cluster_tags).
+pub fn chunk_document(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkParams) -> Vec<ChunkRecord> {
+    let stem = doc.rel.rsplit('/').next().unwrap_or(&doc.rel);
+    let stem = stem.rsplit_once('.').map_or(stem, |(s, _)| s);
+    let title = cleaned.title.clone().or_else(|| first_h1(&cleaned.text)).unwrap_or_else(|| stem.to_owned());
+    let path = doc.path();
+    chunk_markdown(&cleaned.text, params)
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| ChunkRecord {
+            chunk_id: chunk_id(&doc.source, &path, &c.heading_path, c.part),
+            kind: "docs".to_owned(),
+            source: doc.source.clone(),
+            section: doc.section.clone(),
+            path: path.clone(),
+            url: doc.url.clone(),
+            title: title.clone(),
+            description: cleaned.description.clone(),
+            heading_path: c.heading_path,
+            ordinal: i as u32,
+            text: c.text,
+            overlap_chars: c.overlap_chars,
+            is_code: c.is_code,
+            cluster_tags: String::new(),
+            start_line: c.start_line,
+            end_line: c.end_line,
+        })
+        .collect()
+}
+
+/// `cluster_tags` of each document: the stems of the other documents in its folder.
+pub fn cluster_tags(paths: &[String]) -> BTreeMap<String, String> {
+    let mut by_dir: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    let split = |p: &'_ str| -> (String, String) {
+        let (dir, file) = p.rsplit_once('/').unwrap_or(("", p));
+        let stem = file.rsplit_once('.').map_or(file, |(s, _)| s).to_lowercase();
+        (dir.to_owned(), stem)
+    };
+    for p in paths {
+        let (_, stem) = split(p);
+        let dir = p.rsplit_once('/').map_or("", |(d, _)| d);
+        by_dir.entry(dir).or_default().insert(stem);
+    }
+    paths
+        .iter()
+        .map(|p| {
+            let (dir, stem) = split(p);
+            let tags: Vec<&str> =
+                by_dir.get(dir.as_str()).map(|s| s.iter().filter(|t| **t != stem).map(String::as_str).collect()).unwrap_or_default();
+            (p.clone(), tags.join(" "))
+        })
+        .collect()
+}
+
+impl Stage for Chunk {
+    fn name(&self) -> &'static str {
+        "chunk"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn params(&self, cfg: &Loaded) -> serde_json::Value {
+        canonical(&cfg.config.stages.chunk)
+    }
+    fn run(&self, ctx: &Ctx<'_>, inputs: &BTreeMap<String, Digest>) -> anyhow::Result<StageOutput> {
+        let cleaned: CleanManifest = load_json(ctx.cache, input(inputs, "clean-gitbook")?, "clean manifest")?;
+        let params_json = self.params(ctx.cfg);
+        let params = &ctx.cfg.config.stages.chunk;
+        let mut out = StageOutput::default();
+        let digests = memoised(
+            ctx,
+            self.name(),
+            &cleaned.docs,
+            |d| item_key(self, &params_json, &[("source", &d.doc.source), ("rel", &d.doc.rel)], d.clean),
+            |d| {
+                let c: Cleaned = load_json(ctx.cache, d.clean, "cleaned document")?;
+                Ok(serde_json::to_vec(&chunk_document(&d.doc, &c, params))?)
+            },
+            &mut out,
+        )?;
+        let paths: Vec<String> = cleaned.docs.iter().map(|d| d.doc.path()).collect();
+        let tags = cluster_tags(&paths);
+        let mut all = Vec::new();
+        for (doc, d) in cleaned.docs.iter().zip(digests) {
+            let mut records: Vec<ChunkRecord> = load_json(ctx.cache, d, "document chunks")?;
+            let t = tags.get(&doc.doc.path()).cloned().unwrap_or_default();
+            for r in &mut records {
+                r.cluster_tags.clone_from(&t);
+            }
+            all.extend(records);
+        }
+        let mut seen = BTreeSet::new();
+        for c in &all {
+            if !seen.insert(c.chunk_id.as_str()) {
+                bail!("duplicate chunk id {} in {}", c.chunk_id, c.path);
+            }
+        }
+        let parquet = atlas_runtime::chunks::to_parquet(&all).context("writing chunks.parquet")?;
+        let pq = ctx.cache.put(&parquet)?;
+        out.objects.insert(pq);
+        let manifest =
+            ctx.cache.put_json(&ChunkManifest { chunks: pq, chunk_count: all.len(), doc_count: cleaned.docs.len() })?;
+        out.objects.insert(manifest);
+        out.output = Some(manifest);
+        Ok(out)
+    }
+}

@@ -1,0 +1,164 @@
+//! The `atlas-pipeline` command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use atlas_cache::{Cache, LockWait};
+use clap::{Parser, Subcommand};
+
+use crate::config::{self, ConfigError, Loaded};
+use crate::dag::{self, Freshness, RunOptions};
+use crate::progress::Progress;
+use crate::{builtin, failpoint, outputs};
+
+#[derive(Debug, Parser)]
+#[command(name = "atlas-pipeline", version, about = "Build an Atlas bundle: crawl → clean-gitbook → chunk → embed, bm25 → pack")]
+struct Cli {
+    /// The pipeline config.
+    #[arg(long, short, global = true, default_value = "pipeline.yaml")]
+    config: PathBuf,
+    /// The artifact cache (default: .atlas/cache beside the config).
+    #[arg(long, global = true, env = "ATLAS_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Seconds to wait for another run holding the cache lock.
+    #[arg(long, global = true, default_value_t = 30)]
+    lock_wait: u64,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the pipeline (every built stage, or up to --until).
+    Run {
+        /// Stop after this stage.
+        #[arg(long)]
+        until: Option<String>,
+        /// Recompute this stage (and its items) even when cached; repeatable.
+        #[arg(long)]
+        force: Vec<String>,
+        /// Use what sources already hold; never touch the network.
+        #[arg(long)]
+        offline: bool,
+        /// Where outputs go (default: .atlas/build beside the config, or `out:` in it).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Say, per stage, whether it is fresh, stale (and why) or never run.
+    Status,
+    /// Remove cache objects that no kept run references.
+    Gc {
+        /// Runs to keep per pipeline.
+        #[arg(long, default_value_t = 3)]
+        keep: usize,
+    },
+}
+
+/// Entry point of the binary: runs and maps errors to exit codes (2: the input is
+/// wrong and nothing was written; 1: the run failed).
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = e.exit_code();
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(code).unwrap_or(2));
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let line = format!("{e:#}").replace('\n', " ");
+            eprintln!("error: {line}");
+            if e.chain().any(|c| c.downcast_ref::<ConfigError>().is_some()) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn cache_dir(cli: &Cli, cfg: &Loaded) -> PathBuf {
+    cli.cache_dir.clone().unwrap_or_else(|| cfg.dir.join(".atlas").join("cache"))
+}
+
+fn open_cache(cli: &Cli, cfg: &Loaded, progress: &Progress) -> anyhow::Result<Cache> {
+    let dir = cache_dir(cli, cfg);
+    let wait = if cli.lock_wait == 0 { LockWait::NoWait } else { LockWait::Up(Duration::from_secs(cli.lock_wait)) };
+    let cache = Cache::open(&dir, wait, |holder| {
+        progress.log(&format!("waiting up to {}s for the cache lock held by {holder}", cli.lock_wait));
+    })?;
+    failpoint::lock_taken();
+    Ok(cache)
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    // Validate everything the user gave before touching the cache.
+    let cfg = config::load(&cli.config)?;
+    let registry = builtin::registry();
+    let progress = Progress::new();
+    match &cli.command {
+        Command::Run { until, force, offline, out } => {
+            if let Some(u) = until {
+                dag::check_stage_name(u, "--until", &registry)?;
+            }
+            for f in force {
+                dag::check_stage_name(f, "--force", &registry)?;
+            }
+            let out_dir = match (out, &cfg.config.out) {
+                (Some(o), _) => o.clone(),
+                (None, Some(o)) => cfg.resolve(o),
+                (None, None) => cfg.dir.join(".atlas").join("build"),
+            };
+            let cache = open_cache(&cli, &cfg, &progress)?;
+            let opts = RunOptions { until: until.as_deref(), force, offline: *offline };
+            let summary = dag::run(&cache, &cfg, &registry, &opts, &progress)?;
+            for c in &summary.corruptions {
+                progress.log(&format!("warning: {c}"));
+            }
+            let written = outputs::materialize(&cache, &out_dir, &summary.stages)
+                .with_context(|| format!("writing outputs to {}", out_dir.display()))?;
+            eprintln!("{}", dag::summary_table(&summary));
+            for p in &written.paths {
+                eprintln!("wrote {}", p.display());
+            }
+            Ok(())
+        }
+        Command::Status => {
+            let dir = cache_dir(&cli, &cfg);
+            let cache = if dir.join("runs").is_dir() { Some(open_cache(&cli, &cfg, &progress)?) } else { None };
+            let rows = dag::status(cache.as_ref(), &cfg, &registry, &progress)?;
+            let mut text = String::new();
+            for (name, f) in rows {
+                let line = match f {
+                    Freshness::Fresh => format!("{name:<14} fresh\n"),
+                    Freshness::Stale(why) => format!("{name:<14} stale: {why}\n"),
+                    Freshness::NeverRun => format!("{name:<14} never run\n"),
+                };
+                text.push_str(&line);
+            }
+            write_stdout(&text)
+        }
+        Command::Gc { keep } => {
+            let cache = open_cache(&cli, &cfg, &progress)?;
+            let r = cache.gc(*keep)?;
+            write_stdout(&format!(
+                "kept {} runs and {} objects; removed {} runs, {} objects ({} bytes) and {} refs\n",
+                r.kept_runs, r.kept_objects, r.removed_runs, r.removed_objects, r.freed_bytes, r.removed_refs
+            ))
+        }
+    }
+}
+
+/// Data goes to stdout; a closed pipe is not an error.
+fn write_stdout(s: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(s.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing to stdout"),
+    }
+}

@@ -1,0 +1,289 @@
+//! `pipeline.yaml`: named sources and the params of each stage.
+//!
+//! Parsing is strict: an unknown key, source kind or stage is an error that names the
+//! file, the line and the key. Params are filled with their defaults and then
+//! canonicalised to JSON, so writing a default out explicitly changes no cache key.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::chunk::ChunkParams;
+use crate::clean::CleanParams;
+
+/// A config problem: the user must fix the file. Reported on one line, exit code 2.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// Bundle name; servers are called `<name>-fs` and `<name>-rag`.
+    pub name: String,
+    /// Where final outputs are written, relative to the config file.
+    #[serde(default)]
+    pub out: Option<PathBuf>,
+    pub sources: BTreeMap<String, SourceConfig>,
+    #[serde(default)]
+    pub stages: StageParams,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum SourceConfig {
+    /// Files on disk, walked with the `ignore` crate.
+    Local {
+        path: PathBuf,
+        #[serde(default)]
+        include: Vec<String>,
+        #[serde(default)]
+        exclude: Vec<String>,
+    },
+    /// A GitBook (or any) site that publishes `llms.txt`; fetched by the crawl stage.
+    LlmsTxt {
+        url: String,
+        #[serde(default)]
+        sections: Vec<String>,
+        #[serde(default)]
+        max_pages: Option<usize>,
+    },
+}
+
+impl SourceConfig {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SourceConfig::Local { .. } => "local",
+            SourceConfig::LlmsTxt { .. } => "llms-txt",
+        }
+    }
+}
+
+/// Params of each built stage. A stage that is not built yet has no key here, so
+/// naming it is an unknown-key error.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StageParams {
+    #[serde(default)]
+    pub crawl: CrawlParams,
+    #[serde(default)]
+    pub clean_gitbook: CleanParams,
+    #[serde(default)]
+    pub chunk: ChunkParams,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CrawlParams {
+    /// File extensions (without dot) that are documents; others are skipped.
+    #[serde(default = "default_doc_extensions")]
+    pub doc_extensions: Vec<String>,
+    /// Files larger than this are skipped and reported.
+    #[serde(default = "default_max_file_bytes")]
+    pub max_file_bytes: u64,
+}
+
+fn default_doc_extensions() -> Vec<String> {
+    vec!["md".into(), "markdown".into()]
+}
+
+fn default_max_file_bytes() -> u64 {
+    4 * 1024 * 1024
+}
+
+impl Default for CrawlParams {
+    fn default() -> Self {
+        CrawlParams { doc_extensions: default_doc_extensions(), max_file_bytes: default_max_file_bytes() }
+    }
+}
+
+/// A loaded config: the parsed file plus where it lives.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub path: PathBuf,
+    pub dir: PathBuf,
+    pub config: PipelineConfig,
+}
+
+impl Loaded {
+    /// Resolves a path written in the config against the config's folder.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() { p.to_owned() } else { self.dir.join(p) }
+    }
+}
+
+/// Reads and validates a config. Nothing is written anywhere.
+pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
+    let shown = path.display();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ConfigError(format!(
+                "{shown}: config file not found; pass --config FILE or run from the folder that holds pipeline.yaml"
+            )));
+        }
+        Err(e) => return Err(ConfigError(format!("{shown}: cannot read config: {e}"))),
+    };
+    let config = parse(&text).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
+    let abs = std::path::absolute(path).map_err(|e| ConfigError(format!("{shown}: {e}")))?;
+    let dir = abs.parent().map(Path::to_owned).unwrap_or_else(|| PathBuf::from("."));
+    let loaded = Loaded { path: abs, dir, config };
+    validate(&loaded, &text).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
+    Ok(loaded)
+}
+
+/// Parses YAML text; the error text starts with `LINE:COL: ` when a position is known.
+pub fn parse(text: &str) -> Result<PipelineConfig, String> {
+    serde_saphyr::from_str::<PipelineConfig>(text).map_err(|e| {
+        let msg = one_line(&yaml_message(&e));
+        match e.location() {
+            Some(loc) if loc.line() > 0 => format!("{}:{}: {msg}", loc.line(), loc.column()),
+            _ => format!(" {msg}"),
+        }
+    })
+}
+
+/// The error's own message, without the source snippet that `Display` renders.
+fn yaml_message(e: &serde_saphyr::Error) -> String {
+    let full = e.to_string();
+    // serde-saphyr renders "message\n --> snippet…"; keep the first line, minus any position prefix.
+    let first = full.lines().next().unwrap_or_default().trim().to_owned();
+    let msg = first.strip_prefix("error: ").unwrap_or(&first).to_owned();
+    // Drop a trailing " at line X column Y" that some messages carry; we print our own.
+    match msg.find(" at line ") {
+        Some(i) => msg[..i].to_owned(),
+        None => msg,
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ").trim_end_matches('.').to_owned()
+}
+
+/// The 1-based line on which `key:` first appears after the line that opens `after`.
+fn line_of(text: &str, after: Option<&str>, key: &str) -> Option<usize> {
+    let mut armed = after.is_none();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if !armed {
+            if t.starts_with(&format!("{}:", after.unwrap_or_default())) {
+                armed = true;
+            }
+            continue;
+        }
+        if t.starts_with(&format!("{key}:")) {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+fn validate(l: &Loaded, text: &str) -> Result<(), String> {
+    let at = |after: Option<&str>, key: &str| match line_of(text, after, key) {
+        Some(n) => format!("{n}:"),
+        None => String::new(),
+    };
+    if l.config.sources.is_empty() {
+        return Err(format!("{} `sources` is empty; declare at least one source", at(None, "sources")));
+    }
+    for (name, src) in &l.config.sources {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(format!(
+                "{} source name {name:?} must be letters, digits, '-' or '_' (it names a folder in the mirror)",
+                at(Some("sources"), name)
+            ));
+        }
+        match src {
+            SourceConfig::Local { path, include, exclude } => {
+                let full = l.resolve(path);
+                if !full.is_dir() {
+                    return Err(format!(
+                        "{} sources.{name}.path: {} is not a folder; fix the path (it is relative to the config file)",
+                        at(Some(name), "path"),
+                        full.display()
+                    ));
+                }
+                for g in include.iter().chain(exclude) {
+                    if let Err(e) = globset::Glob::new(g) {
+                        return Err(format!("{} sources.{name}: bad glob {g:?}: {e}", at(Some(name), "include")));
+                    }
+                }
+            }
+            SourceConfig::LlmsTxt { url, .. } => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!(
+                        "{} sources.{name}.url: {url:?} is not an http(s) URL",
+                        at(Some(name), "url")
+                    ));
+                }
+            }
+        }
+    }
+    let c = &l.config.stages.chunk;
+    if !(1..=6).contains(&c.split_level) {
+        return Err(format!("{} stages.chunk.split_level must be 1 to 6", at(Some("chunk"), "split_level")));
+    }
+    if c.max_chars < 200 {
+        return Err(format!("{} stages.chunk.max_chars must be at least 200", at(Some("chunk"), "max_chars")));
+    }
+    Ok(())
+}
+
+/// Canonical JSON of a params value: object keys sorted (serde_json's default map),
+/// defaults filled in by the typed structs.
+pub fn canonical<T: Serialize>(params: &T) -> serde_json::Value {
+    serde_json::to_value(params).expect("params serialise")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(yaml: &str) -> String {
+        parse(yaml).unwrap_err()
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_key() {
+        let e = err("name: x\nsources:\n  a:\n    kind: local\n    path: .\n    colour: red\n");
+        assert!(e.starts_with("6:"), "{e}");
+        assert!(e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn unknown_kind_names_line_and_kind() {
+        let e = err("name: x\nsources:\n  a:\n    kind: ftp\n    path: .\n");
+        assert!(e.contains("ftp"), "{e}");
+        assert!(e.starts_with("4:") || e.starts_with("3:"), "{e}");
+    }
+
+    #[test]
+    fn unknown_stage_names_line_and_stage() {
+        let e = err("name: x\nsources: {}\nstages:\n  embed:\n    model: m\n");
+        assert!(e.starts_with("4:"), "{e}");
+        assert!(e.contains("embed"), "{e}");
+    }
+
+    #[test]
+    fn syntax_error_has_a_position() {
+        let e = err("name: x\nsources:\n  a: [unclosed\n");
+        assert!(e.chars().next().unwrap().is_ascii_digit(), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn defaults_are_filled_so_explicit_defaults_do_not_change_keys() {
+        let a = parse("name: x\nsources: {}\n").unwrap();
+        let b = parse("name: x\nsources: {}\nstages:\n  chunk:\n    overlap_chars: 150\n").unwrap();
+        assert_eq!(canonical(&a.stages), canonical(&b.stages));
+    }
+}

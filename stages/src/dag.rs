@@ -1,0 +1,361 @@
+//! The DAG runner: stages keyed by blake3(name, version, params, input digests) in the
+//! content-addressed cache, so a rebuild redoes only what changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use atlas_cache::{Cache, Digest, KeyBuilder, RunRecord};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ConfigError, Loaded};
+use crate::progress::Progress;
+
+/// The whole DAG, built or not, in topological order.
+pub const DAG: &[(&str, &[&str])] = &[
+    ("crawl", &[]),
+    ("clean-gitbook", &["crawl"]),
+    ("chunk", &["clean-gitbook"]),
+    ("embed", &["chunk"]),
+    ("bm25", &["chunk"]),
+    ("pack", &["embed", "bm25"]),
+];
+
+/// What a stage's run hands to the runner.
+#[derive(Debug, Default)]
+pub struct StageOutput {
+    /// The stage's output object (a manifest that names everything else).
+    pub output: Option<Digest>,
+    /// Every object the output references, itself included.
+    pub objects: BTreeSet<Digest>,
+    /// Memo refs used, for gc.
+    pub refs: BTreeSet<String>,
+    pub items: usize,
+    pub reused: usize,
+    /// Lines for the log (skipped files, warnings).
+    pub notes: Vec<String>,
+}
+
+/// Stored behind a stage's memo ref.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StageRecord {
+    output: Digest,
+    objects: BTreeSet<Digest>,
+    refs: BTreeSet<String>,
+    items: usize,
+}
+
+/// What the runner gives a stage.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    pub cache: &'a Cache,
+    pub cfg: &'a Loaded,
+    pub progress: &'a Progress,
+    /// Recompute items even when memoised (`--force STAGE`).
+    pub force: bool,
+    pub offline: bool,
+}
+
+pub trait Stage: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Bump when the implementation changes what it produces.
+    fn version(&self) -> u32;
+    fn params(&self, cfg: &Loaded) -> serde_json::Value;
+    /// Inputs from outside the cache (only the source stage has any).
+    fn external_inputs(&self, _ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
+        Ok(BTreeMap::new())
+    }
+    fn run(&self, ctx: &Ctx<'_>, inputs: &BTreeMap<String, Digest>) -> anyhow::Result<StageOutput>;
+}
+
+pub fn deps_of(name: &str) -> &'static [&'static str] {
+    DAG.iter().find(|(n, _)| *n == name).map_or(&[], |(_, d)| d)
+}
+
+/// Checks a stage name given on the command line against the registry.
+pub fn check_stage_name(name: &str, flag: &str, registry: &[Box<dyn Stage>]) -> Result<(), ConfigError> {
+    if registry.iter().any(|s| s.name() == name) {
+        return Ok(());
+    }
+    let built: Vec<&str> = registry.iter().map(|s| s.name()).collect();
+    if DAG.iter().any(|(n, _)| *n == name) {
+        return Err(ConfigError(format!(
+            "{flag} {name}: stage `{name}` is not built yet; available stages: {}",
+            built.join(", ")
+        )));
+    }
+    Err(ConfigError(format!("{flag} {name}: unknown stage `{name}`; available stages: {}", built.join(", "))))
+}
+
+/// Stages to run for `until` (it and its ancestors), in DAG order.
+pub fn plan<'r>(registry: &'r [Box<dyn Stage>], until: Option<&str>) -> Vec<&'r dyn Stage> {
+    let mut wanted: BTreeSet<&str> = BTreeSet::new();
+    match until {
+        Some(u) => {
+            let mut todo = vec![u];
+            while let Some(n) = todo.pop() {
+                if wanted.insert(n) {
+                    todo.extend(deps_of(n));
+                }
+            }
+        }
+        None => wanted.extend(registry.iter().map(|s| s.name())),
+    }
+    DAG.iter().filter_map(|(n, _)| registry.iter().find(|s| s.name() == *n && wanted.contains(n))).map(|s| &**s).collect()
+}
+
+pub fn stage_key(stage: &dyn Stage, params: &serde_json::Value, inputs: &BTreeMap<String, Digest>) -> Digest {
+    let mut k = KeyBuilder::new("stage");
+    k.str("name", stage.name()).part("version", &stage.version().to_le_bytes()).str("params", &params.to_string());
+    for (label, d) in inputs {
+        k.str("input", label).digest("digest", *d);
+    }
+    k.finish()
+}
+
+/// Per-stage line of the summary and of the run record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageReport {
+    pub name: String,
+    pub version: u32,
+    pub outcome: Outcome,
+    pub key: Digest,
+    pub params: serde_json::Value,
+    pub inputs: BTreeMap<String, Digest>,
+    pub output: Digest,
+    pub items: usize,
+    pub reused: usize,
+    pub millis: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Ran,
+    Cached,
+}
+
+#[derive(Debug)]
+pub struct RunSummary {
+    pub stages: Vec<StageReport>,
+    pub total: Duration,
+    pub corruptions: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct RunOptions<'a> {
+    pub until: Option<&'a str>,
+    pub force: &'a [String],
+    pub offline: bool,
+}
+
+/// Runs the planned stages, recording the run for status and gc.
+pub fn run(
+    cache: &Cache,
+    cfg: &Loaded,
+    registry: &[Box<dyn Stage>],
+    opts: &RunOptions<'_>,
+    progress: &Progress,
+) -> anyhow::Result<RunSummary> {
+    let started = atlas_cache::now_unix_ms();
+    let t0 = Instant::now();
+    let mut outputs: BTreeMap<&str, Digest> = BTreeMap::new();
+    let mut reports = Vec::new();
+    let mut objects = BTreeSet::new();
+    let mut refs = BTreeSet::new();
+    for stage in plan(registry, opts.until) {
+        let name = stage.name();
+        let ts = Instant::now();
+        let ctx = Ctx { cache, cfg, progress, force: opts.force.iter().any(|f| f == name), offline: opts.offline };
+        let params = stage.params(cfg);
+        let mut inputs = stage.external_inputs(&ctx).with_context(|| format!("stage {name}: reading its inputs"))?;
+        for dep in deps_of(name) {
+            let d = outputs.get(dep).with_context(|| format!("stage {name}: input {dep} was not produced"))?;
+            inputs.insert((*dep).to_owned(), *d);
+        }
+        let key = stage_key(stage, &params, &inputs);
+        let hit = if ctx.force { None } else { cached_record(cache, key)? };
+        let (record, outcome, items, reused) = match hit {
+            Some(rec) => {
+                let n = rec.items;
+                (rec, Outcome::Cached, n, n)
+            }
+            None => {
+                let out = stage.run(&ctx, &inputs).with_context(|| format!("stage {name} failed"))?;
+                for note in &out.notes {
+                    progress.log(&format!("{name}: {note}"));
+                }
+                let output = out.output.with_context(|| format!("stage {name} produced no output"))?;
+                let rec = StageRecord { output, objects: out.objects, refs: out.refs, items: out.items };
+                let rec_digest = cache.put_json(&rec)?;
+                cache.set_ref("stage", key, rec_digest)?;
+                objects.insert(rec_digest);
+                (rec, Outcome::Ran, out.items, out.reused)
+            }
+        };
+        if outcome == Outcome::Cached
+            && let Some(d) = cache.get_ref("stage", key)?
+        {
+            objects.insert(d);
+        }
+        refs.insert(Cache::ref_name("stage", key));
+        objects.extend(record.objects.iter().copied());
+        refs.extend(record.refs.iter().cloned());
+        outputs.insert(name, record.output);
+        let millis = ts.elapsed().as_millis() as u64;
+        progress.log(&format!(
+            "{name}: {} ({items} items, {reused} reused) in {}",
+            match outcome {
+                Outcome::Ran => "ran",
+                Outcome::Cached => "cached",
+            },
+            fmt_ms(millis)
+        ));
+        reports.push(StageReport {
+            name: name.to_owned(),
+            version: stage.version(),
+            outcome,
+            key,
+            params,
+            inputs,
+            output: record.output,
+            items,
+            reused,
+            millis,
+        });
+    }
+    let run = RunRecord {
+        id: format!("{started}-{}", std::process::id()),
+        pipeline: pipeline_id(cfg),
+        started_unix_ms: started,
+        finished_unix_ms: atlas_cache::now_unix_ms(),
+        detail: serde_json::to_value(&reports)?,
+        objects,
+        refs,
+    };
+    cache.record_run(&run)?;
+    Ok(RunSummary { stages: reports, total: t0.elapsed(), corruptions: cache.take_corruptions() })
+}
+
+/// A stage memo hit whose record and every referenced object are intact.
+fn cached_record(cache: &Cache, key: Digest) -> anyhow::Result<Option<StageRecord>> {
+    let Some(rec_digest) = cache.get_ref("stage", key)? else { return Ok(None) };
+    let Some(rec) = cache.get_json::<StageRecord>(rec_digest)? else { return Ok(None) };
+    for d in &rec.objects {
+        if !cache.verify(*d)? {
+            return Ok(None); // a lost or corrupt artifact: recompute the stage
+        }
+    }
+    Ok(Some(rec))
+}
+
+pub fn pipeline_id(cfg: &Loaded) -> String {
+    cfg.path.display().to_string()
+}
+
+pub fn fmt_ms(ms: u64) -> String {
+    if ms < 1000 { format!("{ms}ms") } else { format!("{:.2}s", ms as f64 / 1000.0) }
+}
+
+/// The end-of-run table.
+pub fn summary_table(s: &RunSummary) -> String {
+    let mut out = format!("{:<14} {:<7} {:>9} {:>9} {:>9}\n", "stage", "outcome", "processed", "reused", "time");
+    for r in &s.stages {
+        let outcome = match r.outcome {
+            Outcome::Ran => "ran",
+            Outcome::Cached => "cached",
+        };
+        out.push_str(&format!(
+            "{:<14} {:<7} {:>9} {:>9} {:>9}\n",
+            r.name,
+            outcome,
+            r.items - r.reused,
+            r.reused,
+            fmt_ms(r.millis)
+        ));
+    }
+    out.push_str(&format!("total {}", fmt_ms(s.total.as_millis() as u64)));
+    out
+}
+
+/// Freshness of one stage against the latest recorded run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Freshness {
+    Fresh,
+    Stale(String),
+    NeverRun,
+}
+
+/// Compares the current config and sources with the latest run of this pipeline.
+pub fn status(
+    cache: Option<&Cache>,
+    cfg: &Loaded,
+    registry: &[Box<dyn Stage>],
+    progress: &Progress,
+) -> anyhow::Result<Vec<(String, Freshness)>> {
+    let last: Vec<StageReport> = match cache {
+        Some(c) => match c.latest_run(&pipeline_id(cfg))? {
+            Some(run) => serde_json::from_value(run.detail).unwrap_or_default(),
+            None => Vec::new(),
+        },
+        None => Vec::new(),
+    };
+    let mut out = Vec::new();
+    let mut fresh_outputs: BTreeMap<String, Digest> = BTreeMap::new();
+    for stage in plan(registry, None) {
+        let name = stage.name();
+        let Some(prev) = last.iter().find(|r| r.name == name) else {
+            out.push((name.to_owned(), Freshness::NeverRun));
+            continue;
+        };
+        let params = stage.params(cfg);
+        let mut why = Vec::new();
+        if prev.version != stage.version() {
+            why.push(format!("implementation version {} → {}", prev.version, stage.version()));
+        }
+        diff_params(name, &prev.params, &params, &mut why);
+        let mut inputs = BTreeMap::new();
+        if let Some(cache) = cache {
+            let ctx = Ctx { cache, cfg, progress, force: false, offline: true };
+            inputs = stage.external_inputs(&ctx)?;
+        }
+        for dep in deps_of(name) {
+            match fresh_outputs.get(*dep) {
+                Some(d) => {
+                    inputs.insert((*dep).to_owned(), *d);
+                }
+                None => why.push(format!("upstream {dep} is not fresh")),
+            }
+        }
+        for (label, d) in &inputs {
+            if prev.inputs.get(label) != Some(d) && !why.iter().any(|w| w.contains(label.as_str())) {
+                why.push(format!("input {label} changed"));
+            }
+        }
+        if why.is_empty() && cache.is_some_and(|c| cached_record(c, prev.key).ok().flatten().is_none()) {
+            why.push("its cached output is gone (gc or corruption)".to_owned());
+        }
+        if why.is_empty() {
+            fresh_outputs.insert(name.to_owned(), prev.output);
+            out.push((name.to_owned(), Freshness::Fresh));
+        } else {
+            out.push((name.to_owned(), Freshness::Stale(why.join("; "))));
+        }
+    }
+    Ok(out)
+}
+
+fn diff_params(prefix: &str, old: &serde_json::Value, new: &serde_json::Value, why: &mut Vec<String>) {
+    use serde_json::Value;
+    match (old, new) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for k in keys {
+                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                diff_params(&p, a.get(k).unwrap_or(&Value::Null), b.get(k).unwrap_or(&Value::Null), why);
+            }
+        }
+        (a, b) if a != b => why.push(format!("param {prefix} changed ({a} → {b})")),
+        _ => {}
+    }
+}

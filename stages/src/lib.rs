@@ -1,0 +1,15 @@
+//! The Atlas pipeline: a DAG of stages over a content-addressed cache.
+//!
+//! `crawl → clean-gitbook → chunk → {embed, bm25} → pack`. Stages are pure functions of
+//! (params, input artifacts); only the source stage (crawl) reads the outside world.
+
+pub mod builtin;
+pub mod chunk;
+pub mod clean;
+pub mod cli;
+pub mod config;
+pub mod dag;
+pub mod failpoint;
+pub mod outputs;
+pub mod progress;
+pub mod source;

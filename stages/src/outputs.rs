@@ -1,0 +1,102 @@
+//! Writes the build outputs a run reached into the out folder (default `.atlas/build`
+//! beside the config): `mirror/` (the cleaned documents that chunk line ranges cite),
+//! `clean-report.json` and `chunks.parquet`. Each file is written atomically and only
+//! when its content changed; mirror files whose document is gone are removed.
+
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use atlas_cache::{Cache, Digest};
+
+use crate::builtin::{ChunkManifest, CleanManifest};
+use crate::clean::Cleaned;
+use crate::dag::StageReport;
+
+#[derive(Debug, Default)]
+pub struct Written {
+    pub files_written: usize,
+    pub files_removed: usize,
+    pub paths: Vec<PathBuf>,
+}
+
+pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport]) -> anyhow::Result<Written> {
+    let mut w = Written::default();
+    let output = |name: &str| stages.iter().find(|s| s.name == name).map(|s| s.output);
+    if let Some(d) = output("clean-gitbook") {
+        let m: CleanManifest = serde_json::from_slice(&cache.get_required(d)?)?;
+        let mirror = out_dir.join("mirror");
+        let mut keep = BTreeSet::new();
+        for doc in &m.docs {
+            let c: Cleaned = serde_json::from_slice(&cache.get_required(doc.clean)?)?;
+            let rel = safe_rel(&doc.doc.path())?;
+            let path = mirror.join(&rel);
+            write_if_changed(&path, c.text.as_bytes(), &mut w)?;
+            keep.insert(path);
+        }
+        remove_stale(&mirror, &keep, &mut w)?;
+        let report = cache.get_required(m.report)?;
+        let pretty = serde_json::to_vec_pretty(&serde_json::from_slice::<serde_json::Value>(&report)?)?;
+        write_if_changed(&out_dir.join("clean-report.json"), &pretty, &mut w)?;
+        w.paths.push(out_dir.join("clean-report.json"));
+    }
+    if let Some(d) = output("chunk") {
+        let m: ChunkManifest = serde_json::from_slice(&cache.get_required(d)?)?;
+        let bytes = cache.get_required(m.chunks)?;
+        write_if_changed(&out_dir.join("chunks.parquet"), &bytes, &mut w)?;
+        w.paths.push(out_dir.join("chunks.parquet"));
+    }
+    Ok(w)
+}
+
+/// Refuses document paths that would escape the mirror.
+fn safe_rel(p: &str) -> anyhow::Result<PathBuf> {
+    let rel = PathBuf::from(p);
+    anyhow::ensure!(
+        rel.components().all(|c| matches!(c, std::path::Component::Normal(_))),
+        "document path {p:?} would leave the mirror"
+    );
+    Ok(rel)
+}
+
+fn write_if_changed(path: &Path, bytes: &[u8], w: &mut Written) -> anyhow::Result<()> {
+    if let Ok(old) = std::fs::read(path)
+        && Digest::of(&old) == Digest::of(bytes)
+    {
+        return Ok(());
+    }
+    let dir = path.parent().context("output path has a parent")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tmp = dir.join(format!(".{}.tmp-{}", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
+    let mut f = std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
+    w.files_written += 1;
+    Ok(())
+}
+
+fn remove_stale(root: &Path, keep: &BTreeSet<PathBuf>, w: &mut Written) -> anyhow::Result<()> {
+    if !root.exists() {
+        return Ok(());
+    }
+    let mut dirs = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("listing {}", d.display()))? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p.clone());
+                dirs.push(p);
+            } else if !keep.contains(&p) {
+                std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
+                w.files_removed += 1;
+            }
+        }
+    }
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for d in dirs {
+        let _ = std::fs::remove_dir(&d); // only empty ones go
+    }
+    Ok(())
+}

@@ -1,0 +1,90 @@
+//! Progress reporting: indicatif bars on a TTY, plain log lines on stderr otherwise.
+
+use std::io::IsTerminal;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+#[derive(Debug)]
+pub struct Progress {
+    multi: Option<MultiProgress>,
+}
+
+impl Progress {
+    pub fn new() -> Progress {
+        let tty = std::io::stderr().is_terminal() && std::env::var_os("ATLAS_NO_PROGRESS").is_none();
+        Progress { multi: tty.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr())) }
+    }
+
+    /// Logs one line on stderr without tearing a bar.
+    pub fn log(&self, msg: &str) {
+        match &self.multi {
+            Some(m) => {
+                let _ = m.println(msg);
+            }
+            None => eprintln!("{msg}"),
+        }
+    }
+
+    pub fn stage(&self, name: &str, total: usize) -> StageBar {
+        let bar = self.multi.as_ref().map(|m| {
+            let b = m.add(ProgressBar::new(total as u64));
+            b.set_style(
+                ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} {per_sec} eta {eta} {msg}")
+                    .expect("static template")
+                    .progress_chars("=> "),
+            );
+            b.set_prefix(name.to_owned());
+            b
+        });
+        if bar.is_none() {
+            eprintln!("{name}: {total} items");
+        }
+        StageBar {
+            bar,
+            name: name.to_owned(),
+            total: total as u64,
+            done: AtomicU64::new(0),
+            last_log: Mutex::new(Instant::now()),
+        }
+    }
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress::new()
+    }
+}
+
+#[derive(Debug)]
+pub struct StageBar {
+    bar: Option<ProgressBar>,
+    name: String,
+    total: u64,
+    done: AtomicU64,
+    last_log: Mutex<Instant>,
+}
+
+impl StageBar {
+    pub fn inc(&self) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        match &self.bar {
+            Some(b) => b.inc(1),
+            None => {
+                let mut last = self.last_log.lock().unwrap_or_else(|e| e.into_inner());
+                if last.elapsed() >= Duration::from_secs(2) && done < self.total {
+                    eprintln!("{}: {done}/{} items", self.name, self.total);
+                    *last = Instant::now();
+                }
+            }
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Local sources: a folder walked with the `ignore` crate, filtered by include and
+//! exclude globs.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use atlas_cache::{Digest, KeyBuilder};
+use serde::{Deserialize, Serialize};
+
+/// One document as the crawl stage publishes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DocEntry {
+    pub source: String,
+    /// Path inside the source, with `/` separators.
+    pub rel: String,
+    /// Publication: the first folder of `rel`, or `root`.
+    pub section: String,
+    pub url: Option<String>,
+    pub digest: Digest,
+}
+
+impl DocEntry {
+    /// `<source>/<rel>`: where the document lives in the mirror.
+    pub fn path(&self) -> String {
+        format!("{}/{}", self.source, self.rel)
+    }
+}
+
+#[derive(Debug)]
+pub struct ScannedFile {
+    pub rel: String,
+    pub bytes: Vec<u8>,
+    pub digest: Digest,
+}
+
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub files: Vec<ScannedFile>,
+    /// `(path, reason)` of files left out.
+    pub skipped: Vec<(String, String)>,
+}
+
+impl Scan {
+    /// A digest over (path, content digest) of every file: the source's identity.
+    pub fn snapshot(&self, name: &str) -> Digest {
+        let mut k = KeyBuilder::new("source-snapshot");
+        k.str("name", name);
+        for f in &self.files {
+            k.str("rel", &f.rel).digest("content", f.digest);
+        }
+        k.finish()
+    }
+}
+
+pub fn section_of(rel: &str) -> String {
+    match rel.split_once('/') {
+        Some((first, _)) => first.to_owned(),
+        None => "root".to_owned(),
+    }
+}
+
+/// Walks `root`, keeping files whose extension is in `extensions` and that pass the
+/// globs (include: any must match when given; exclude: none may match).
+pub fn scan_local(
+    root: &Path,
+    include: &[String],
+    exclude: &[String],
+    extensions: &[String],
+    max_bytes: u64,
+) -> anyhow::Result<Scan> {
+    let build = |globs: &[String]| -> anyhow::Result<globset::GlobSet> {
+        let mut b = globset::GlobSetBuilder::new();
+        for g in globs {
+            b.add(globset::GlobBuilder::new(g).literal_separator(true).build().with_context(|| format!("bad glob {g:?}"))?);
+        }
+        Ok(b.build()?)
+    };
+    let inc = build(include)?;
+    let exc = build(exclude)?;
+    let mut scan = Scan::default();
+    let walker = ignore::WalkBuilder::new(root).hidden(true).git_ignore(true).require_git(false).sort_by_file_name(Ord::cmp).build();
+    for entry in walker {
+        let entry = entry.with_context(|| format!("walking {}", root.display()))?;
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let path = entry.path();
+        let rel = path.strip_prefix(root).unwrap_or(path);
+        let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+        let ext_ok = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| extensions.iter().any(|x| x.eq_ignore_ascii_case(e)));
+        if !ext_ok || (!include.is_empty() && !inc.is_match(&rel)) || exc.is_match(&rel) {
+            continue;
+        }
+        let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        if len > max_bytes {
+            scan.skipped.push((rel, format!("{len} bytes is over max_file_bytes ({max_bytes})")));
+            continue;
+        }
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        if std::str::from_utf8(&bytes).is_err() {
+            scan.skipped.push((rel, "not UTF-8 text".to_owned()));
+            continue;
+        }
+        let digest = Digest::of(&bytes);
+        scan.files.push(ScannedFile { rel, bytes, digest });
+    }
+    scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(scan)
+}
