@@ -88,15 +88,19 @@ const HTML_TAGS: &[&str] = &[
     "b",
     "br",
     "code",
+    "del",
     "details",
     "div",
     "em",
     "figcaption",
     "figure",
+    "hr",
     "i",
     "img",
     "kbd",
+    "li",
     "mark",
+    "ol",
     "p",
     "picture",
     "source",
@@ -105,6 +109,7 @@ const HTML_TAGS: &[&str] = &[
     "summary",
     "table",
     "u",
+    "ul",
 ];
 
 fn is_gitbook_tag(name: &str) -> bool {
@@ -362,6 +367,10 @@ impl<'a> Walker<'a> {
         }
         if let Some(next) = self.try_details_block(lines, i) {
             return next;
+        }
+        if line.trim().is_empty() {
+            self.emit("");
+            return i + 1;
         }
         self.inline(line);
         self.flush();
@@ -875,6 +884,9 @@ fn convert_html_inline(s: &str, counts: &mut BTreeMap<String, u32>) -> String {
                 }
             }
             ("code", _) => out.push('`'),
+            ("del", _) => out.push_str("~~"),
+            ("li", false) => out.push_str(" • "),
+            ("hr", _) => out.push_str("***"),
             ("br", _) => out.push(' '),
             ("img", _) => {
                 let src = tag.attr("src").unwrap_or_default();
@@ -894,7 +906,7 @@ fn convert_html_inline(s: &str, counts: &mut BTreeMap<String, u32>) -> String {
         out.replace_range(open..=m, "");
         out.remove(open - 1); // the '['
     }
-    let out = out.replace("****", "");
+    let out = out.replace("****", "**");
     // Removing a tag can leave double spaces or trailing spaces; keep leading indentation.
     let indent = out.len() - out.trim_start().len();
     let (lead, body) = out.split_at(indent);
@@ -1013,31 +1025,23 @@ pub(crate) fn html_table_to_markdown(html: &str) -> Vec<String> {
 }
 
 fn collapse_blank_runs(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut blank_run = 0;
+    // At most one blank line in a row outside fences; none at the start or the end.
+    let mut out: Vec<&str> = Vec::new();
     let mut fence = Fence::default();
-    let mut first = true;
     for line in s.split('\n') {
         let in_fence = fence.step(line);
-        let is_blank = line.trim().is_empty();
-        if is_blank && !in_fence {
-            blank_run += 1;
-            if blank_run > 1 || first {
-                continue;
-            }
-        } else {
-            blank_run = 0;
+        let blank = line.trim().is_empty() && !in_fence;
+        if blank && out.last().is_none_or(|l| l.trim().is_empty()) {
+            continue;
         }
-        if !first || !is_blank {
-            if !out.is_empty() || !first {
-                out.push('\n');
-            }
-            out.push_str(line);
-            first = false;
-        }
+        out.push(if blank { "" } else { line });
     }
-    let trimmed = out.trim_start_matches('\n');
-    format!("{}\n", trimmed.trim_end())
+    while out.last().is_some_and(|l| l.trim().is_empty()) {
+        out.pop();
+    }
+    let mut text = out.join("\n");
+    text.push('\n');
+    text
 }
 
 /// Known GitBook tags and convertible HTML that remain outside code.
