@@ -199,8 +199,13 @@ impl Cache {
             fs::create_dir_all(&p).map_err(io_err(&p))?;
         }
         let lock_path = root.join("lock");
-        let mut lock =
-            OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&lock_path).map_err(io_err(&lock_path))?;
+        let mut lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_err(&lock_path))?;
         let deadline = match wait {
             LockWait::NoWait => Instant::now(),
             LockWait::Up(d) => Instant::now() + d,
@@ -226,7 +231,10 @@ impl Cache {
         // We hold the lock. Any previous holder is gone (the kernel released its lock when
         // it died), so whatever it left in tmp/ is garbage from an interrupted write.
         let holder = format!("pid {} since unix {}", std::process::id(), now_unix_ms() / 1000);
-        lock.set_len(0).and_then(|()| lock.write_all(holder.as_bytes())).and_then(|()| lock.sync_data()).map_err(io_err(&lock_path))?;
+        lock.set_len(0)
+            .and_then(|()| lock.write_all(holder.as_bytes()))
+            .and_then(|()| lock.sync_data())
+            .map_err(io_err(&lock_path))?;
         let tmp = root.join("tmp");
         if let Ok(entries) = fs::read_dir(&tmp) {
             for e in entries.flatten() {
@@ -357,7 +365,8 @@ impl Cache {
     fn evict(&self, path: &Path, expected: Digest, actual: Digest) {
         let _ = fs::remove_file(path);
         self.stats.corrupt_evicted.fetch_add(1, Ordering::Relaxed);
-        let msg = Error::DataCorruption { path: path.to_owned(), expected: expected.to_hex(), actual: actual.to_hex() }.to_string();
+        let msg = Error::DataCorruption { path: path.to_owned(), expected: expected.to_hex(), actual: actual.to_hex() }
+            .to_string();
         self.corruptions.lock().unwrap_or_else(|e| e.into_inner()).push(msg);
     }
 
@@ -413,10 +422,10 @@ impl Cache {
                 match serde_json::from_slice::<RunRecord>(&bytes) {
                     Ok(r) => runs.push(r),
                     Err(e) => {
-                        self.corruptions.lock().unwrap_or_else(|p| p.into_inner()).push(format!(
-                            "unreadable run record {} ({e}); it is ignored",
-                            path.display()
-                        ));
+                        self.corruptions
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(format!("unreadable run record {} ({e}); it is ignored", path.display()));
                     }
                 }
             }
@@ -511,4 +520,3 @@ fn read_holder(lock_path: &Path) -> String {
 pub fn now_unix_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
-

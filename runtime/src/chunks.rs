@@ -6,9 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::builder::{ListBuilder, StringBuilder};
-use arrow_array::{
-    Array, ArrayRef, BooleanArray, ListArray, RecordBatch, StringArray, UInt32Array,
-};
+use arrow_array::{Array, ArrayRef, BooleanArray, ListArray, RecordBatch, StringArray, UInt32Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -89,10 +87,9 @@ impl SchemaExt for Arc<Schema> {
 /// Serialises chunks to parquet bytes (zstd). Deterministic for the same input.
 pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
     let schema = schema();
-    let s = |f: fn(&ChunkRecord) -> &str| -> ArrayRef {
-        Arc::new(StringArray::from_iter_values(chunks.iter().map(f)))
-    };
-    let opt = |f: fn(&ChunkRecord) -> Option<&str>| -> ArrayRef { Arc::new(chunks.iter().map(f).collect::<StringArray>()) };
+    let s = |f: fn(&ChunkRecord) -> &str| -> ArrayRef { Arc::new(StringArray::from_iter_values(chunks.iter().map(f))) };
+    let opt =
+        |f: fn(&ChunkRecord) -> Option<&str>| -> ArrayRef { Arc::new(chunks.iter().map(f).collect::<StringArray>()) };
     let u = |f: fn(&ChunkRecord) -> u32| -> ArrayRef { Arc::new(UInt32Array::from_iter_values(chunks.iter().map(f))) };
     let mut hp = ListBuilder::new(StringBuilder::new());
     for c in chunks {
@@ -156,7 +153,8 @@ pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
     for batch in reader {
         let b = batch?;
         let col = |name: &str| -> Result<&ArrayRef> {
-            b.column_by_name(name).ok_or_else(|| Error::Arrow(arrow_schema::ArrowError::SchemaError(format!("missing column {name}"))))
+            b.column_by_name(name)
+                .ok_or_else(|| Error::Arrow(arrow_schema::ArrowError::SchemaError(format!("missing column {name}"))))
         };
         macro_rules! get {
             ($name:literal, $ty:ty) => {
@@ -187,15 +185,17 @@ pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
             strs("text")?,
             strs("cluster_tags")?,
         );
-        let (ordinal, overlap, start, end) = (u32s("ordinal")?, u32s("overlap_chars")?, u32s("start_line")?, u32s("end_line")?);
+        let (ordinal, overlap, start, end) =
+            (u32s("ordinal")?, u32s("overlap_chars")?, u32s("start_line")?, u32s("end_line")?);
         let hp = get!("heading_path", ListArray);
         let is_code = get!("is_code", BooleanArray);
         let opt = |a: &StringArray, i: usize| (!a.is_null(i)).then(|| a.value(i).to_owned());
         for i in 0..b.num_rows() {
             let heads = hp.value(i);
-            let heads = heads.as_any().downcast_ref::<StringArray>().map_or_else(Vec::new, |h| {
-                (0..h.len()).map(|j| h.value(j).to_owned()).collect()
-            });
+            let heads = heads
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .map_or_else(Vec::new, |h| (0..h.len()).map(|j| h.value(j).to_owned()).collect());
             out.push(ChunkRecord {
                 chunk_id: id.value(i).to_owned(),
                 kind: kind.value(i).to_owned(),

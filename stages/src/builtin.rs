@@ -262,7 +262,8 @@ impl Stage for CleanGitbook {
             docs.push(CleanDoc { doc, clean: d });
         }
         if report.residual_gitbook > 0 {
-            out.notes.push(format!("{} GitBook tags left unconverted (see clean-report.json)", report.residual_gitbook));
+            out.notes
+                .push(format!("{} GitBook tags left unconverted (see clean-report.json)", report.residual_gitbook));
         }
         let report_digest = ctx.cache.put_json(&report)?;
         out.objects.insert(report_digest);
@@ -344,8 +345,10 @@ pub fn cluster_tags(paths: &[String]) -> BTreeMap<String, String> {
         .iter()
         .map(|p| {
             let (dir, stem) = split(p);
-            let tags: Vec<&str> =
-                by_dir.get(dir.as_str()).map(|s| s.iter().filter(|t| **t != stem).map(String::as_str).collect()).unwrap_or_default();
+            let tags: Vec<&str> = by_dir
+                .get(dir.as_str())
+                .map(|s| s.iter().filter(|t| **t != stem).map(String::as_str).collect())
+                .unwrap_or_default();
             (p.clone(), tags.join(" "))
         })
         .collect()

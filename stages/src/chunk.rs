@@ -71,7 +71,9 @@ fn headings(text: &str) -> Vec<Heading> {
     for (ev, range) in Parser::new_ext(text, opts).into_offset_iter() {
         match ev {
             Event::Start(Tag::Heading { level, .. }) if depth == 0 => {
-                current = Some(Heading { level: heading_level(level), start: range.start, text: String::new() });
+                // Cut at the start of the heading's line, so line ranges stay exact.
+                let start = text[..range.start].rfind('\n').map_or(0, |i| i + 1);
+                current = Some(Heading { level: heading_level(level), start, text: String::new() });
             }
             Event::End(TagEnd::Heading(_)) => {
                 if let Some(h) = current.take() {

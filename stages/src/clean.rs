@@ -191,7 +191,8 @@ fn strip_boilerplate(lines: &mut Vec<&str>, counts: &mut BTreeMap<String, u32>) 
     if let Some(start) = first
         && lines[start].trim_start().starts_with('>')
     {
-        let end = lines[start..].iter().position(|l| !l.trim_start().starts_with('>')).map_or(lines.len(), |n| start + n);
+        let end =
+            lines[start..].iter().position(|l| !l.trim_start().starts_with('>')).map_or(lines.len(), |n| start + n);
         if lines[start..end].iter().any(|l| l.contains("llms.txt")) {
             lines.drain(..end);
             bump(counts, "export-preamble");
@@ -312,7 +313,15 @@ struct Walker<'a> {
 
 impl<'a> Walker<'a> {
     fn new(params: &'a CleanParams, counts: &'a mut BTreeMap<String, u32>) -> Self {
-        Walker { params, counts, out: Vec::new(), stack: Vec::new(), fence: Fence::default(), code_title: None, buf: String::new() }
+        Walker {
+            params,
+            counts,
+            out: Vec::new(),
+            stack: Vec::new(),
+            fence: Fence::default(),
+            code_title: None,
+            buf: String::new(),
+        }
     }
 
     fn quote_depth(&self) -> usize {
@@ -331,7 +340,11 @@ impl<'a> Walker<'a> {
             self.out.push(line.to_owned());
         } else {
             let prefix = ">".repeat(depth);
-            self.out.push(if line.is_empty() { prefix } else { format!("{} {line}", prefix.replace('>', "> ").trim_end()) });
+            self.out.push(if line.is_empty() {
+                prefix
+            } else {
+                format!("{} {line}", prefix.replace('>', "> ").trim_end())
+            });
         }
     }
 
@@ -362,7 +375,9 @@ impl<'a> Walker<'a> {
             self.emit(line);
             return i + 1;
         }
-        if self.params.html_tables && let Some(next) = self.try_table(lines, i) {
+        if self.params.html_tables
+            && let Some(next) = self.try_table(lines, i)
+        {
             return next;
         }
         if let Some(next) = self.try_details_block(lines, i) {
@@ -660,7 +675,8 @@ fn next_tag(s: &str) -> Option<(usize, usize, Tag)> {
         let inner = inner.strip_suffix('-').unwrap_or(inner);
         // `{%%x%%}` and `{%~x%}` are SDK rule tokens: the tag name must follow spaces or directly.
         let trimmed = inner.trim_start();
-        let name: String = trimmed.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
+        let name: String =
+            trimmed.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
         if name.is_empty() || !is_gitbook_tag(&name.to_ascii_lowercase()) {
             continue;
         }
@@ -795,8 +811,15 @@ impl HtmlTag<'_> {
     }
 }
 
+/// Elements that only appear inside `<table>`, converted with it.
+const TABLE_PARTS: &[&str] = &["thead", "tbody", "tfoot", "tr", "td", "th", "caption", "colgroup", "col", "row"];
+
 /// Finds a known HTML tag at `s[i..]` (which starts with `<`).
 fn html_tag_at(s: &str, i: usize) -> Option<HtmlTag<'_>> {
+    html_tag_in(s, i, HTML_TAGS)
+}
+
+fn html_tag_in<'s>(s: &'s str, i: usize, names: &[&str]) -> Option<HtmlTag<'s>> {
     let rest = &s[i..];
     let after = rest.strip_prefix('<')?;
     let (closing, after) = match after.strip_prefix('/') {
@@ -805,7 +828,7 @@ fn html_tag_at(s: &str, i: usize) -> Option<HtmlTag<'_>> {
     };
     let name: String = after.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
     let lname = name.to_ascii_lowercase();
-    if !HTML_TAGS.contains(&lname.as_str()) {
+    if !names.contains(&lname.as_str()) {
         return None;
     }
     let next = after[name.len()..].chars().next()?;
@@ -1060,10 +1083,8 @@ pub fn residuals(text: &str) -> Vec<Residual> {
             if code.iter().any(|&(a, b)| i >= a && i < b) {
                 continue;
             }
-            if let Some(tag) = html_tag_at(line, i) {
+            if let Some(tag) = html_tag_at(line, i).or_else(|| html_tag_in(line, i, TABLE_PARTS)) {
                 res.push(Residual { line: n + 1, kind: "html".into(), text: tag.raw.chars().take(60).collect() });
-            } else if line[i..].starts_with("<table") || line[i..].starts_with("</t") {
-                res.push(Residual { line: n + 1, kind: "html".into(), text: line[i..].chars().take(60).collect() });
             }
         }
     }
@@ -1078,28 +1099,74 @@ pub fn words(s: &str) -> Vec<String> {
 /// Text of `input` a faithful cleaner must keep: the page minus GitBook tag tokens,
 /// HTML tag markup and front matter keys. Used by the tests' no-word-lost check.
 pub fn content_words(input: &str) -> Vec<String> {
-    let mut text = String::new();
+    let mut no_tags = String::new();
     for line in input.replace("\r\n", "\n").lines() {
         let mut rest = line;
         while let Some((s, e, _)) = next_tag(rest) {
-            text.push_str(&rest[..s]);
-            text.push(' ');
+            no_tags.push_str(&rest[..s]);
+            no_tags.push(' ');
             rest = &rest[e..];
         }
-        let mut i = 0;
-        while i < rest.len() {
-            let ch = rest[i..].chars().next().expect("in bounds");
-            if ch == '<'
-                && let Some(tag) = html_tag_at(rest, i)
-            {
-                text.push(' ');
-                i += tag.raw.len();
-                continue;
-            }
-            text.push(ch);
-            i += ch.len_utf8();
+        no_tags.push_str(rest);
+        no_tags.push('\n');
+    }
+    let no_tags = decode_entities(&no_tags);
+    // HTML tags may span lines (`<br\n/>`), so strip them over the whole text.
+    let mut text = String::with_capacity(no_tags.len());
+    let mut i = 0;
+    while i < no_tags.len() {
+        let ch = no_tags[i..].chars().next().expect("in bounds");
+        if ch == '<'
+            && let Some(tag) = html_tag_at(&no_tags, i).or_else(|| html_tag_in(&no_tags, i, TABLE_PARTS))
+        {
+            text.push(' ');
+            i += tag.raw.len();
+            continue;
         }
-        text.push('\n');
+        text.push(ch);
+        i += ch.len_utf8();
     }
     words(&text)
+}
+
+/// Decodes numeric character references and the common named entities.
+fn decode_entities(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        rest = &rest[i..];
+        let end = rest.char_indices().take(12).find(|&(_, c)| c == ';').map(|(i, _)| i);
+        let decoded = end.and_then(|e| {
+            let body = &rest[1..e];
+            let c = if let Some(hex) = body.strip_prefix("#x").or_else(|| body.strip_prefix("#X")) {
+                u32::from_str_radix(hex, 16).ok().and_then(char::from_u32)
+            } else if let Some(dec) = body.strip_prefix('#') {
+                dec.parse().ok().and_then(char::from_u32)
+            } else {
+                match body {
+                    "amp" => Some('&'),
+                    "lt" => Some('<'),
+                    "gt" => Some('>'),
+                    "quot" => Some('"'),
+                    "apos" => Some('\''),
+                    "nbsp" => Some(' '),
+                    _ => None,
+                }
+            };
+            c.map(|c| (c, e + 1))
+        });
+        match decoded {
+            Some((c, len)) => {
+                out.push(c);
+                rest = &rest[len..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }

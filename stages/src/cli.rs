@@ -14,7 +14,11 @@ use crate::progress::Progress;
 use crate::{builtin, failpoint, outputs};
 
 #[derive(Debug, Parser)]
-#[command(name = "atlas-pipeline", version, about = "Build an Atlas bundle: crawl → clean-gitbook → chunk → embed, bm25 → pack")]
+#[command(
+    name = "atlas-pipeline",
+    version,
+    about = "Build an Atlas bundle: crawl → clean-gitbook → chunk → embed, bm25 → pack"
+)]
 struct Cli {
     /// The pipeline config.
     #[arg(long, short, global = true, default_value = "pipeline.yaml")]

@@ -220,10 +220,7 @@ fn validate(l: &Loaded, text: &str) -> Result<(), String> {
             }
             SourceConfig::LlmsTxt { url, .. } => {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(format!(
-                        "{} sources.{name}.url: {url:?} is not an http(s) URL",
-                        at(Some(name), "url")
-                    ));
+                    return Err(format!("{} sources.{name}.url: {url:?} is not an http(s) URL", at(Some(name), "url")));
                 }
             }
         }

@@ -101,7 +101,10 @@ pub fn plan<'r>(registry: &'r [Box<dyn Stage>], until: Option<&str>) -> Vec<&'r 
         }
         None => wanted.extend(registry.iter().map(|s| s.name())),
     }
-    DAG.iter().filter_map(|(n, _)| registry.iter().find(|s| s.name() == *n && wanted.contains(n))).map(|s| &**s).collect()
+    DAG.iter()
+        .filter_map(|(n, _)| registry.iter().find(|s| s.name() == *n && wanted.contains(n)))
+        .map(|s| &**s)
+        .collect()
 }
 
 pub fn stage_key(stage: &dyn Stage, params: &serde_json::Value, inputs: &BTreeMap<String, Digest>) -> Digest {

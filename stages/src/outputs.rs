@@ -68,7 +68,8 @@ fn write_if_changed(path: &Path, bytes: &[u8], w: &mut Written) -> anyhow::Resul
     }
     let dir = path.parent().context("output path has a parent")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = dir.join(format!(".{}.tmp-{}", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
+    let tmp =
+        dir.join(format!(".{}.tmp-{}", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
     let mut f = std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
     f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;

@@ -71,14 +71,24 @@ pub fn scan_local(
     let build = |globs: &[String]| -> anyhow::Result<globset::GlobSet> {
         let mut b = globset::GlobSetBuilder::new();
         for g in globs {
-            b.add(globset::GlobBuilder::new(g).literal_separator(true).build().with_context(|| format!("bad glob {g:?}"))?);
+            b.add(
+                globset::GlobBuilder::new(g)
+                    .literal_separator(true)
+                    .build()
+                    .with_context(|| format!("bad glob {g:?}"))?,
+            );
         }
         Ok(b.build()?)
     };
     let inc = build(include)?;
     let exc = build(exclude)?;
     let mut scan = Scan::default();
-    let walker = ignore::WalkBuilder::new(root).hidden(true).git_ignore(true).require_git(false).sort_by_file_name(Ord::cmp).build();
+    let walker = ignore::WalkBuilder::new(root)
+        .hidden(true)
+        .git_ignore(true)
+        .require_git(false)
+        .sort_by_file_name(Ord::cmp)
+        .build();
     for entry in walker {
         let entry = entry.with_context(|| format!("walking {}", root.display()))?;
         if !entry.file_type().is_some_and(|t| t.is_file()) {

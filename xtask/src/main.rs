@@ -1,1 +1,95 @@
-fn main() {}
+//! Project automation: `cargo xtask <test|ci|demo>`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context as _, bail};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  test   build and run every test (what CI runs)
+  ci     cargo fmt --check, clippy -D warnings, then the tests
+  demo   run the pipeline over this project's own docs (examples/self.yaml) and show the result";
+
+fn run() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = project_root();
+    std::env::set_current_dir(&root).with_context(|| format!("entering {}", root.display()))?;
+    match args.first().map(String::as_str) {
+        Some("test") => test(&args[1..]),
+        Some("ci") => ci(),
+        Some("demo") => demo(),
+        Some("-h" | "--help" | "help") | None => {
+            eprintln!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => bail!("unknown command `{other}`\n\n{USAGE}"),
+    }
+}
+
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace root").to_owned()
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+fn status(mut cmd: Command) -> anyhow::Result<()> {
+    eprintln!("xtask: running {cmd:?}");
+    let st = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
+    if !st.success() {
+        bail!("{cmd:?} failed with {st}");
+    }
+    Ok(())
+}
+
+fn test(extra: &[String]) -> anyhow::Result<()> {
+    match std::env::var_os("ATLAS_CORPORA") {
+        Some(p) => eprintln!("xtask: ATLAS_CORPORA={} (real-corpus tests run)", Path::new(&p).display()),
+        None => eprintln!("xtask: ATLAS_CORPORA is unset: the real-corpus tests will be skipped"),
+    }
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--locked"]).args(extra);
+    status(cmd)
+}
+
+fn ci() -> anyhow::Result<()> {
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--check"]);
+    status(fmt)?;
+    let mut clippy = cargo();
+    clippy.args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]);
+    status(clippy)?;
+    test(&[])
+}
+
+fn demo() -> anyhow::Result<()> {
+    let config = Path::new("examples/self.yaml");
+    let mut build = cargo();
+    build.args(["build", "--release", "--locked", "-p", "atlas-stages", "--bin", "atlas-pipeline"]);
+    status(build)?;
+    let bin = Path::new("target/release/atlas-pipeline");
+    let mut run = Command::new(bin);
+    run.arg("--config").arg(config).arg("run");
+    status(run)?;
+    let mut st = Command::new(bin);
+    st.arg("--config").arg(config).arg("status");
+    status(st)?;
+    eprintln!(
+        "xtask: the demo built examples/.atlas/build/chunks.parquet and mirror/ from this project's docs; \
+         run it again to see every stage cached"
+    );
+    Ok(())
+}

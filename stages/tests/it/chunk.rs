@@ -1,0 +1,252 @@
+//! Markdown chunker cases: `check(input, params, expected)`.
+
+use atlas_stages::builtin::chunk_document;
+use atlas_stages::chunk::ChunkParams;
+use atlas_stages::clean::{CleanParams, clean};
+use atlas_stages::source::DocEntry;
+use expect_test::{Expect, expect};
+
+fn doc(rel: &str) -> DocEntry {
+    DocEntry {
+        source: "site".into(),
+        rel: rel.into(),
+        section: atlas_stages::source::section_of(rel),
+        url: None,
+        digest: atlas_cache::Digest::of(b""),
+    }
+}
+
+fn render(rel: &str, input: &str, params: &ChunkParams) -> String {
+    let cleaned = clean(input, &CleanParams::default());
+    let chunks = chunk_document(&doc(rel), &cleaned, params);
+    let lines: Vec<&str> = cleaned.text.lines().collect();
+    let mut out = String::new();
+    for c in &chunks {
+        // Line ranges must point at exactly the section text in the cleaned document.
+        let body = &c.text[c.overlap_chars as usize..];
+        let cited = lines[c.start_line as usize - 1..c.end_line as usize].join("\n");
+        assert_eq!(body, cited.trim_end(), "line range of chunk {} is exact", c.ordinal);
+        out.push_str(&format!(
+            "#{} [{}-{}] {} | title={}{}{}\n",
+            c.ordinal,
+            c.start_line,
+            c.end_line,
+            c.heading_path.join(" > "),
+            c.title,
+            if c.is_code { " code" } else { "" },
+            if c.overlap_chars > 0 { format!(" overlap={}", c.overlap_chars) } else { String::new() },
+        ));
+        for l in c.text.lines() {
+            if l.is_empty() {
+                out.push('\n');
+            } else {
+                out.push_str(&format!("  {l}\n"));
+            }
+        }
+    }
+    out
+}
+
+fn check(input: &str, expected: Expect) {
+    let params = ChunkParams { overlap_chars: 0, ..ChunkParams::default() };
+    expected.assert_eq(&render("guide/page.md", input, &params));
+}
+
+#[test]
+fn splits_on_h1_and_h2_not_h3() {
+    check(
+        "# Guide\n\nIntro.\n\n## Install\n\nStep one.\n\n### Details\n\nMore.\n\n## Use\n\nRun it.\n",
+        expect![[r#"
+            #0 [1-3] Guide | title=Guide
+              # Guide
+
+              Intro.
+            #1 [5-11] Guide > Install | title=Guide
+              ## Install
+
+              Step one.
+
+              ### Details
+
+              More.
+            #2 [13-15] Guide > Use | title=Guide
+              ## Use
+
+              Run it.
+        "#]],
+    );
+}
+
+#[test]
+fn hash_lines_inside_fences_are_not_headings() {
+    check(
+        "## Config\n\n```bash\n# install\n## still code\nhelm install\n```\n\n## Next\n\nText.\n",
+        expect![[r#"
+            #0 [1-7] Config | title=page code
+              ## Config
+
+              ```bash
+              # install
+              ## still code
+              helm install
+              ```
+            #1 [9-11] Next | title=page
+              ## Next
+
+              Text.
+        "#]],
+    );
+}
+
+#[test]
+fn page_without_h1_takes_its_title_from_front_matter_or_stem() {
+    check(
+        "---\ntitle: From Front Matter\n---\n\n## Only H2\n\nText.\n",
+        expect![[r#"
+            #0 [1-3] Only H2 | title=From Front Matter
+              ## Only H2
+
+              Text.
+        "#]],
+    );
+    check(
+        "Preamble without headings.\n\n## Section\n\nBody.\n",
+        expect![[r#"
+            #0 [1-1]  | title=page
+              Preamble without headings.
+            #1 [3-5] Section | title=page
+              ## Section
+
+              Body.
+        "#]],
+    );
+}
+
+#[test]
+fn page_with_two_h1s_restarts_the_heading_path() {
+    check(
+        "# First\n\nA.\n\n## Sub\n\nB.\n\n# Second\n\nC.\n\n## Sub\n\nD.\n",
+        expect![[r#"
+            #0 [1-3] First | title=First
+              # First
+
+              A.
+            #1 [5-7] First > Sub | title=First
+              ## Sub
+
+              B.
+            #2 [9-11] Second | title=First
+              # Second
+
+              C.
+            #3 [13-15] Second > Sub | title=First
+              ## Sub
+
+              D.
+        "#]],
+    );
+}
+
+#[test]
+fn heading_only_h1_folds_into_the_next_section() {
+    check(
+        "# Title\n\n## Overview\n\nText.\n",
+        expect![[r#"
+            #0 [1-5] Title > Overview | title=Title
+              # Title
+
+              ## Overview
+
+              Text.
+        "#]],
+    );
+}
+
+#[test]
+fn escaped_and_anchored_headings_give_clean_heading_paths() {
+    check(
+        "## setAppGroup \\(iOS only\\) <a id=\"set-app-group\"></a>\n\nText.\n",
+        expect![[r#"
+            #0 [1-3] setAppGroup (iOS only) | title=page
+              ## setAppGroup \(iOS only\)
+
+              Text.
+        "#]],
+    );
+}
+
+#[test]
+fn headings_inside_hints_do_not_split() {
+    check(
+        "## Setup\n\n{% hint style=\"warning\" %}\n## Who can do this?\nAdmins only.\n{% endhint %}\n\nSteps.\n",
+        expect![[r#"
+            #0 [1-8] Setup | title=page
+              ## Setup
+
+              > **Warning:**
+              >
+              > ## Who can do this?
+              > Admins only.
+
+              Steps.
+        "#]],
+    );
+}
+
+#[test]
+fn overlap_carries_the_tail_of_the_previous_section() {
+    let params = ChunkParams { overlap_chars: 30, ..ChunkParams::default() };
+    expect![[r#"
+        #0 [1-3] A | title=page
+          ## A
+
+          The quick brown fox jumps over the lazy dog near the river bank.
+        #1 [5-7] B | title=page overlap=31
+          lazy dog near the river bank.
+
+          ## B
+
+          Second.
+    "#]]
+    .assert_eq(&render(
+        "x/page.md",
+        "## A\n\nThe quick brown fox jumps over the lazy dog near the river bank.\n\n## B\n\nSecond.\n",
+        &params,
+    ));
+}
+
+#[test]
+fn long_sections_split_at_paragraph_boundaries() {
+    let para = |n: usize| format!("Paragraph {n} {}.", "word ".repeat(40).trim_end());
+    let input = format!("## Big\n\n{}\n\n{}\n\n{}\n\n{}\n", para(1), para(2), para(3), para(4));
+    let params = ChunkParams { overlap_chars: 0, max_chars: 500, ..ChunkParams::default() };
+    let out = render("x/page.md", &input, &params);
+    expect![[r#"
+        #0 [1-5] Big | title=page
+        #1 [7-9] Big | title=page
+    "#]]
+    .assert_eq(&out.lines().filter(|l| l.starts_with('#')).map(|l| format!("{l}\n")).collect::<String>());
+}
+
+#[test]
+fn chunk_ids_are_stable_and_distinct_for_parts() {
+    let params = ChunkParams { overlap_chars: 0, max_chars: 200, ..ChunkParams::default() };
+    let input = format!("## Same\n\n{}\n\n{}\n", "a ".repeat(80), "b ".repeat(80));
+    let c1 = chunk_document(&doc("p.md"), &clean(&input, &CleanParams::default()), &params);
+    let c2 = chunk_document(&doc("p.md"), &clean(&input, &CleanParams::default()), &params);
+    assert!(c1.len() >= 2);
+    assert_eq!(c1.iter().map(|c| &c.chunk_id).collect::<Vec<_>>(), c2.iter().map(|c| &c.chunk_id).collect::<Vec<_>>());
+    assert_ne!(c1[0].chunk_id, c1[1].chunk_id);
+    // Editing the body of a section keeps its id.
+    let edited = input.replace("a a", "a z");
+    let c3 = chunk_document(&doc("p.md"), &clean(&edited, &CleanParams::default()), &params);
+    assert_eq!(c1[0].chunk_id, c3[0].chunk_id);
+}
+
+#[test]
+fn cluster_tags_are_sibling_stems() {
+    let paths = ["s/a/one.md", "s/a/two.md", "s/a/README.md", "s/b/three.md"].map(String::from);
+    let tags = atlas_stages::builtin::cluster_tags(&paths);
+    assert_eq!(tags["s/a/one.md"], "readme two");
+    assert_eq!(tags["s/b/three.md"], "");
+}

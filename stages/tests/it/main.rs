@@ -1,0 +1,6 @@
+//! Integration tests of the stages crate: data-driven cleaner and chunker cases on
+//! fixtures this project wrote, and checks over the real corpora (ATLAS_CORPORA).
+
+mod chunk;
+mod clean;
+mod corpora;
