@@ -17,6 +17,19 @@ use crate::dag::{Ctx, Stage, StageOutput};
 use crate::failpoint;
 use crate::source::{DocEntry, Scan, scan_local, section_of};
 
+/// Refuses, before anything is written, a config this build cannot run.
+pub fn check_runnable(cfg: &Loaded) -> Result<(), ConfigError> {
+    for (name, src) in &cfg.config.sources {
+        if let SourceConfig::LlmsTxt { url, .. } = src {
+            return Err(ConfigError(format!(
+                "{}: source `{name}` ({url}) is kind llms-txt, and this build's crawl stage reads only `kind: local` sources; run a config with local sources, such as examples/self.yaml",
+                cfg.path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub fn registry() -> Vec<Box<dyn Stage>> {
     vec![Box::new(Crawl::default()), Box::new(CleanGitbook), Box::new(Chunk)]
 }
@@ -52,13 +65,7 @@ impl Crawl {
                         .with_context(|| format!("source {name}"))?;
                     scans.insert(name.clone(), scan);
                 }
-                SourceConfig::LlmsTxt { url, .. } => {
-                    return Err(ConfigError(format!(
-                        "{}: source `{name}` ({url}) is kind llms-txt, and this build's crawl stage reads only `kind: local` sources; run a config with local sources, such as examples/self.yaml",
-                        cfg.path.display()
-                    ))
-                    .into());
-                }
+                SourceConfig::LlmsTxt { .. } => check_runnable(cfg)?,
             }
         }
         *guard = Some(scans);

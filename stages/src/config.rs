@@ -145,11 +145,30 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
 pub fn parse(text: &str) -> Result<PipelineConfig, String> {
     serde_saphyr::from_str::<PipelineConfig>(text).map_err(|e| {
         let msg = one_line(&yaml_message(&e));
-        match e.location() {
-            Some(loc) if loc.line() > 0 => format!("{}:{}: {msg}", loc.line(), loc.column()),
-            _ => format!(" {msg}"),
+        let mut pos = e.location().filter(|l| l.line() > 0).map(|l| (l.line() as usize, l.column() as usize));
+        // Inside a tagged map (a source), serde reports the map's position; point at the key.
+        if let (Some((line, _)), Some(key)) = (pos, quoted_after(&msg, "unknown field `")) {
+            if let Some(n) = text.lines().enumerate().skip(line - 1).find_map(|(i, l)| {
+                let t = l.trim_start();
+                t.strip_prefix(key)
+                    .is_some_and(|r| r.trim_start().starts_with(':'))
+                    .then_some((i + 1, l.len() - t.len() + 1))
+            }) {
+                pos = Some(n);
+            }
+        }
+        match pos {
+            Some((line, col)) => format!("{line}:{col}: {msg}"),
+            None => format!(" {msg}"),
         }
     })
+}
+
+/// The text between `prefix` and the next backtick.
+fn quoted_after<'m>(msg: &'m str, prefix: &str) -> Option<&'m str> {
+    let start = msg.find(prefix)? + prefix.len();
+    let len = msg[start..].find('`')?;
+    Some(&msg[start..start + len])
 }
 
 /// The error's own message, without the source snippet that `Display` renders.
@@ -157,7 +176,14 @@ fn yaml_message(e: &serde_saphyr::Error) -> String {
     let full = e.to_string();
     // serde-saphyr renders "message\n --> snippet…"; keep the first line, minus any position prefix.
     let first = full.lines().next().unwrap_or_default().trim().to_owned();
-    let msg = first.strip_prefix("error: ").unwrap_or(&first).to_owned();
+    let mut msg = first.strip_prefix("error: ").unwrap_or(&first).to_owned();
+    // Drop a leading "line X column Y: "; we print our own position.
+    if let Some(rest) = msg.strip_prefix("line ")
+        && let Some(i) = rest.find(": ")
+        && rest[..i].split(' ').count() == 3
+    {
+        msg = rest[i + 2..].to_owned();
+    }
     // Drop a trailing " at line X column Y" that some messages carry; we print our own.
     match msg.find(" at line ") {
         Some(i) => msg[..i].to_owned(),

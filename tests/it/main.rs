@@ -1,1 +1,5 @@
+//! End-to-end tests: the real `atlas-pipeline` binary on real files.
 
+mod bad_input;
+mod cache_faults;
+mod incremental;
