@@ -281,7 +281,7 @@ fn overlap_tail(s: &str, n: usize) -> String {
 
 fn has_fence(s: &str) -> bool {
     s.lines().any(|l| {
-        let t = l.trim_start_matches(|c: char| c == ' ' || c == '>');
+        let t = l.trim_start_matches([' ', '>']);
         t.starts_with("```") || t.starts_with("~~~")
     })
 }

@@ -248,7 +248,7 @@ impl Fence {
     /// Feeds one line; returns true when the line is part of a fence (its opener,
     /// content or closer).
     pub(crate) fn step(&mut self, line: &str) -> bool {
-        let t = line.trim_start_matches(|c: char| c == ' ' || c == '\t' || c == '>');
+        let t = line.trim_start_matches([' ', '\t', '>']);
         let marker = t.bytes().next().filter(|b| *b == b'`' || *b == b'~');
         let run = marker.map_or(0, |m| t.bytes().take_while(|&b| b == m).count());
         match self.open {
@@ -848,6 +848,8 @@ fn convert_html_inline(s: &str, counts: &mut BTreeMap<String, u32>) -> String {
     let mut out = String::with_capacity(s.len());
     let mut i = 0;
     let mut icon_depth = 0usize;
+    // Open links: where their '[' is in `out`, and their href.
+    let mut links: Vec<(usize, String)> = Vec::new();
     while i < s.len() {
         if let Some(&(a, b)) = code.iter().find(|&&(a, _)| a == i) {
             out.push_str(&s[a..b]);
@@ -870,23 +872,18 @@ fn convert_html_inline(s: &str, counts: &mut BTreeMap<String, u32>) -> String {
         bump(counts, &key);
         match (tag.name.as_str(), tag.closing) {
             ("a", false) => {
-                if tag.attr("href").is_some() {
+                // Anchors (<a id>, <a name>) just go; links become [text](href).
+                if let Some(href) = tag.attr("href") {
+                    links.push((out.len(), href));
                     out.push('[');
-                    // remember the href for the closing tag
-                    out.push('\u{0}');
-                    out.push_str(&tag.attr("href").unwrap_or_default());
-                    out.push('\u{0}');
-                } // anchors (<a id>, <a name>) just go
+                }
             }
             ("a", true) => {
-                // Close a pending link: find the marker we left.
-                if let Some(m) = out.rfind('\u{0}') {
-                    let open = out[..m].rfind('\u{0}').expect("markers come in pairs");
-                    let href = out[open + 1..m].to_owned();
-                    let text = out[m + 1..].to_owned();
-                    out.truncate(open);
+                if let Some((at, href)) = links.pop() {
+                    let text = out[at + 1..].to_owned();
+                    out.truncate(at);
                     let text = if text.trim().is_empty() { href.clone() } else { text };
-                    out.push_str(&format!("{text}]({href})"));
+                    out.push_str(&format!("[{text}]({href})"));
                 }
             }
             ("b" | "strong", _) => out.push_str("**"),
@@ -923,11 +920,9 @@ fn convert_html_inline(s: &str, counts: &mut BTreeMap<String, u32>) -> String {
             _ => {}
         }
     }
-    // Links never closed on this line: keep their text, drop the marker.
-    while let Some(m) = out.rfind('\u{0}') {
-        let open = out[..m].rfind('\u{0}').expect("markers come in pairs");
-        out.replace_range(open..=m, "");
-        out.remove(open - 1); // the '['
+    // Links never closed on this line keep their text; only the '[' goes.
+    for (at, _) in links.into_iter().rev() {
+        out.remove(at);
     }
     let out = out.replace("****", "**");
     // Removing a tag can leave double spaces or trailing spaces; keep leading indentation.

@@ -71,7 +71,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(code).unwrap_or(2));
         }
     };
-    match run(cli) {
+    match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let line = format!("{e:#}").replace('\n', " ");
@@ -99,7 +99,7 @@ fn open_cache(cli: &Cli, cfg: &Loaded, progress: &Progress) -> anyhow::Result<Ca
     Ok(cache)
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: &Cli) -> anyhow::Result<()> {
     // Validate everything the user gave before touching the cache.
     let cfg = config::load(&cli.config)?;
     let registry = builtin::registry();
@@ -118,7 +118,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 (None, Some(o)) => cfg.resolve(o),
                 (None, None) => cfg.dir.join(".atlas").join("build"),
             };
-            let cache = open_cache(&cli, &cfg, &progress)?;
+            let cache = open_cache(cli, &cfg, &progress)?;
             let opts = RunOptions { until: until.as_deref(), force, offline: *offline };
             let summary = dag::run(&cache, &cfg, &registry, &opts, &progress)?;
             for c in &summary.corruptions {
@@ -133,8 +133,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Status => {
-            let dir = cache_dir(&cli, &cfg);
-            let cache = if dir.join("runs").is_dir() { Some(open_cache(&cli, &cfg, &progress)?) } else { None };
+            let dir = cache_dir(cli, &cfg);
+            let cache = if dir.join("runs").is_dir() { Some(open_cache(cli, &cfg, &progress)?) } else { None };
             let rows = dag::status(cache.as_ref(), &cfg, &registry, &progress)?;
             let mut text = String::new();
             for (name, f) in rows {
@@ -148,7 +148,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             write_stdout(&text)
         }
         Command::Gc { keep } => {
-            let cache = open_cache(&cli, &cfg, &progress)?;
+            let cache = open_cache(cli, &cfg, &progress)?;
             let r = cache.gc(*keep)?;
             write_stdout(&format!(
                 "kept {} runs and {} objects; removed {} runs, {} objects ({} bytes) and {} refs\n",

@@ -147,15 +147,17 @@ pub fn parse(text: &str) -> Result<PipelineConfig, String> {
         let msg = one_line(&yaml_message(&e));
         let mut pos = e.location().filter(|l| l.line() > 0).map(|l| (l.line() as usize, l.column() as usize));
         // Inside a tagged map (a source), serde reports the map's position; point at the key.
-        if let (Some((line, _)), Some(key)) = (pos, quoted_after(&msg, "unknown field `")) {
-            if let Some(n) = text.lines().enumerate().skip(line - 1).find_map(|(i, l)| {
+        let key_line = |line: usize, key: &str| {
+            text.lines().enumerate().skip(line - 1).find_map(|(i, l)| {
                 let t = l.trim_start();
-                t.strip_prefix(key)
-                    .is_some_and(|r| r.trim_start().starts_with(':'))
-                    .then_some((i + 1, l.len() - t.len() + 1))
-            }) {
-                pos = Some(n);
-            }
+                let is_key = t.strip_prefix(key).is_some_and(|r| r.trim_start().starts_with(':'));
+                is_key.then_some((i + 1, l.len() - t.len() + 1))
+            })
+        };
+        if let (Some((line, _)), Some(key)) = (pos, quoted_after(&msg, "unknown field `"))
+            && let Some(n) = key_line(line, key)
+        {
+            pos = Some(n);
         }
         match pos {
             Some((line, col)) => format!("{line}:{col}: {msg}"),
