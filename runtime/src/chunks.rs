@@ -23,8 +23,10 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub struct ChunkRecord {
     /// blake3(source, path, heading path, part), 32 hex chars.
     pub chunk_id: String,
-    /// `docs` (this schema version) or `code`.
+    /// `docs` (markdown) or `code` (any other text file).
     pub kind: String,
+    /// Language of a code chunk, from the file extension.
+    pub language: Option<String>,
     /// Name of the pipeline source.
     pub source: String,
     /// Publication: the first folder of the document's path in its source.
@@ -55,6 +57,7 @@ pub fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         utf8("chunk_id", false),
         utf8("kind", false),
+        utf8("language", true),
         utf8("source", false),
         utf8("section", false),
         utf8("path", false),
@@ -101,13 +104,14 @@ pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
     let columns: Vec<ArrayRef> = vec![
         s(|c| &c.chunk_id),
         s(|c| &c.kind),
+        opt(|c| c.language.as_deref()),
         s(|c| &c.source),
         s(|c| &c.section),
         s(|c| &c.path),
         opt(|c| c.url.as_deref()),
         s(|c| &c.title),
         opt(|c| c.description.as_deref()),
-        Arc::new(hp.finish().with_nullable_field(schema.field(8))),
+        Arc::new(hp.finish().with_nullable_field(schema.field(9))),
         u(|c| c.ordinal),
         s(|c| &c.text),
         u(|c| c.overlap_chars),
@@ -173,6 +177,7 @@ pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
                 Error::Arrow(arrow_schema::ArrowError::SchemaError(format!("column {name} has the wrong type")))
             })
         };
+        let language = strs("language")?;
         let (id, kind, source, section, path, url, title, desc, text, tags) = (
             strs("chunk_id")?,
             strs("kind")?,
@@ -199,6 +204,7 @@ pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
             out.push(ChunkRecord {
                 chunk_id: id.value(i).to_owned(),
                 kind: kind.value(i).to_owned(),
+                language: opt(language, i),
                 source: source.value(i).to_owned(),
                 section: section.value(i).to_owned(),
                 path: path.value(i).to_owned(),
@@ -228,6 +234,7 @@ mod tests {
         let c = ChunkRecord {
             chunk_id: "ab".into(),
             kind: "docs".into(),
+            language: None,
             source: "s".into(),
             section: "setup".into(),
             path: "s/setup/a.md".into(),

@@ -10,12 +10,12 @@ use atlas_runtime::chunks::ChunkRecord;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::chunk::{ChunkParams, chunk_markdown, first_h1};
+use crate::chunk::{ChunkParams, DocChunk, chunk_lines, chunk_markdown, first_h1};
 use crate::clean::{CleanParams, Cleaned, Residual, clean};
 use crate::config::{ConfigError, Loaded, SourceConfig, canonical};
 use crate::dag::{Ctx, Stage, StageOutput};
 use crate::failpoint;
-use crate::source::{DocEntry, Scan, scan_local, section_of};
+use crate::source::{DocEntry, Scan, is_markdown, language_of, scan_local, section_of};
 
 /// Refuses, before anything is written, a config this build cannot run.
 pub fn check_runnable(cfg: &Loaded) -> Result<(), ConfigError> {
@@ -61,7 +61,7 @@ impl Crawl {
             match src {
                 SourceConfig::Local { path, include, exclude } => {
                     let root = cfg.resolve(path);
-                    let scan = scan_local(&root, include, exclude, &p.doc_extensions, p.max_file_bytes)
+                    let scan = scan_local(&root, include, exclude, p.max_file_bytes)
                         .with_context(|| format!("source {name}"))?;
                     scans.insert(name.clone(), scan);
                 }
@@ -248,11 +248,19 @@ impl Stage for CleanGitbook {
             ctx,
             self.name(),
             &crawl.docs,
-            |doc| item_key(self, &params_json, &[], doc.digest),
+            |doc| {
+                let markdown = if is_markdown(&doc.rel) { "yes" } else { "no" };
+                item_key(self, &params_json, &[("markdown", markdown)], doc.digest)
+            },
             |doc| {
                 let bytes = ctx.cache.get_required(doc.digest)?;
                 let text = String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", doc.path()))?;
-                Ok(serde_json::to_vec(&clean(&text, params))?)
+                let cleaned = if is_markdown(&doc.rel) {
+                    clean(&text, params)
+                } else {
+                    Cleaned { text, ..Cleaned::default() } // code is mirrored verbatim
+                };
+                Ok(serde_json::to_vec(&cleaned)?)
             },
             &mut out,
         )?;
@@ -307,16 +315,23 @@ pub fn chunk_id(source: &str, path: &str, heading_path: &[String], part: u32) ->
 
 /// Chunks of one cleaned document, without the cross-document fields (cluster_tags).
 pub fn chunk_document(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkParams) -> Vec<ChunkRecord> {
-    let stem = doc.rel.rsplit('/').next().unwrap_or(&doc.rel);
-    let stem = stem.rsplit_once('.').map_or(stem, |(s, _)| s);
-    let title = cleaned.title.clone().or_else(|| first_h1(&cleaned.text)).unwrap_or_else(|| stem.to_owned());
+    let file = doc.rel.rsplit('/').next().unwrap_or(&doc.rel);
+    let stem = file.rsplit_once('.').map_or(file, |(s, _)| s);
+    let markdown = is_markdown(&doc.rel);
+    let (title, chunks): (String, Vec<DocChunk>) = if markdown {
+        let title = cleaned.title.clone().or_else(|| first_h1(&cleaned.text)).unwrap_or_else(|| stem.to_owned());
+        (title, chunk_markdown(&cleaned.text, params))
+    } else {
+        (file.to_owned(), chunk_lines(&cleaned.text, params))
+    };
     let path = doc.path();
-    chunk_markdown(&cleaned.text, params)
+    chunks
         .into_iter()
         .enumerate()
         .map(|(i, c)| ChunkRecord {
             chunk_id: chunk_id(&doc.source, &path, &c.heading_path, c.part),
-            kind: "docs".to_owned(),
+            kind: if markdown { "docs" } else { "code" }.to_owned(),
+            language: language_of(&doc.rel).map(str::to_owned),
             source: doc.source.clone(),
             section: doc.section.clone(),
             path: path.clone(),

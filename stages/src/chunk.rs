@@ -18,6 +18,9 @@ pub struct ChunkParams {
     /// Sections longer than this are split at paragraph boundaries.
     #[serde(default = "default_max_chars")]
     pub max_chars: usize,
+    /// Line windows of files that are not markdown hold at most this many lines.
+    #[serde(default = "default_code_max_lines")]
+    pub code_max_lines: usize,
 }
 
 fn default_split_level() -> u8 {
@@ -29,10 +32,13 @@ fn default_overlap() -> usize {
 fn default_max_chars() -> usize {
     8000
 }
+fn default_code_max_lines() -> usize {
+    60
+}
 
 impl Default for ChunkParams {
     fn default() -> Self {
-        ChunkParams { split_level: 2, overlap_chars: 150, max_chars: 8000 }
+        ChunkParams { split_level: 2, overlap_chars: 150, max_chars: 8000, code_max_lines: 60 }
     }
 }
 
@@ -193,6 +199,50 @@ pub fn chunk_markdown(text: &str, params: &ChunkParams) -> Vec<DocChunk> {
         }
     }
     chunks
+}
+
+/// Splits a text file that is not markdown into windows of whole lines: at most
+/// `code_max_lines` lines and `max_chars` bytes, cut at a blank line when one falls in
+/// the second half of the window. Blank lines between windows belong to no chunk.
+pub fn chunk_lines(text: &str, params: &ChunkParams) -> Vec<DocChunk> {
+    let lines: Vec<&str> = text.lines().collect();
+    let max_lines = params.code_max_lines.max(1);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim().is_empty() {
+            i += 1;
+            continue;
+        }
+        let mut end = i;
+        let mut bytes = 0;
+        while end < lines.len() && end - i < max_lines && (end == i || bytes + lines[end].len() < params.max_chars) {
+            bytes += lines[end].len() + 1;
+            end += 1;
+        }
+        if end < lines.len() {
+            // Prefer to cut at the last blank line in the second half of the window.
+            let half = i + (end - i) / 2;
+            if let Some(b) = (half.max(i + 1)..end).rev().find(|&j| lines[j].trim().is_empty()) {
+                end = b;
+            }
+        }
+        let mut last = end;
+        while last > i && lines[last - 1].trim().is_empty() {
+            last -= 1;
+        }
+        out.push(DocChunk {
+            heading_path: Vec::new(),
+            part: out.len() as u32,
+            text: lines[i..last].join("\n"),
+            overlap_chars: 0,
+            is_code: true,
+            start_line: i as u32 + 1,
+            end_line: last as u32,
+        });
+        i = end;
+    }
+    out
 }
 
 /// Byte ranges of at most `max` bytes, cut at top-level block boundaries (falling back

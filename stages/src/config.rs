@@ -41,10 +41,12 @@ pub struct PipelineConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum SourceConfig {
-    /// Files on disk, walked with the `ignore` crate.
+    /// Files on disk, walked with the `ignore` crate (hidden and git-ignored files are
+    /// skipped). Markdown files are documents; other included text files are chunked
+    /// as code.
     Local {
         path: PathBuf,
-        #[serde(default)]
+        #[serde(default = "default_include")]
         include: Vec<String>,
         #[serde(default)]
         exclude: Vec<String>,
@@ -68,6 +70,10 @@ impl SourceConfig {
     }
 }
 
+fn default_include() -> Vec<String> {
+    vec!["**/*.md".into(), "**/*.markdown".into()]
+}
+
 /// Params of each built stage. A stage that is not built yet has no key here, so
 /// naming it is an unknown-key error.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -84,16 +90,9 @@ pub struct StageParams {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CrawlParams {
-    /// File extensions (without dot) that are documents; others are skipped.
-    #[serde(default = "default_doc_extensions")]
-    pub doc_extensions: Vec<String>,
     /// Files larger than this are skipped and reported.
     #[serde(default = "default_max_file_bytes")]
     pub max_file_bytes: u64,
-}
-
-fn default_doc_extensions() -> Vec<String> {
-    vec!["md".into(), "markdown".into()]
 }
 
 fn default_max_file_bytes() -> u64 {
@@ -102,7 +101,7 @@ fn default_max_file_bytes() -> u64 {
 
 impl Default for CrawlParams {
     fn default() -> Self {
-        CrawlParams { doc_extensions: default_doc_extensions(), max_file_bytes: default_max_file_bytes() }
+        CrawlParams { max_file_bytes: default_max_file_bytes() }
     }
 }
 

@@ -19,6 +19,35 @@ pub struct DocEntry {
     pub digest: Digest,
 }
 
+/// Markdown documents go through the GitBook cleaner and the markdown chunker; every
+/// other text file is mirrored verbatim and chunked as code.
+pub fn is_markdown(rel: &str) -> bool {
+    let ext = rel.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    matches!(ext.as_deref(), Some("md" | "markdown"))
+}
+
+/// The language of a code file, from its extension (None when unknown).
+pub fn language_of(rel: &str) -> Option<&'static str> {
+    let file = rel.rsplit('/').next().unwrap_or(rel);
+    let ext = file.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
+    Some(match ext.as_str() {
+        "rs" => "rust",
+        "py" | "pyi" => "python",
+        "js" | "mjs" | "cjs" | "jsx" => "javascript",
+        "ts" | "mts" | "cts" | "tsx" => "typescript",
+        "go" => "go",
+        "java" => "java",
+        "c" | "h" => "c",
+        "cc" | "cpp" | "cxx" | "hpp" | "hh" => "cpp",
+        "sh" | "bash" => "shell",
+        "toml" => "toml",
+        "yaml" | "yml" => "yaml",
+        "json" => "json",
+        "md" | "markdown" => "markdown",
+        _ => return None,
+    })
+}
+
 impl DocEntry {
     /// `<source>/<rel>`: where the document lives in the mirror.
     pub fn path(&self) -> String {
@@ -59,15 +88,8 @@ pub fn section_of(rel: &str) -> String {
     }
 }
 
-/// Walks `root`, keeping files whose extension is in `extensions` and that pass the
-/// globs (include: any must match when given; exclude: none may match).
-pub fn scan_local(
-    root: &Path,
-    include: &[String],
-    exclude: &[String],
-    extensions: &[String],
-    max_bytes: u64,
-) -> anyhow::Result<Scan> {
+/// Walks `root`, keeping the files that match an include glob and no exclude glob.
+pub fn scan_local(root: &Path, include: &[String], exclude: &[String], max_bytes: u64) -> anyhow::Result<Scan> {
     let build = |globs: &[String]| -> anyhow::Result<globset::GlobSet> {
         let mut b = globset::GlobSetBuilder::new();
         for g in globs {
@@ -97,11 +119,7 @@ pub fn scan_local(
         let path = entry.path();
         let rel = path.strip_prefix(root).unwrap_or(path);
         let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
-        let ext_ok = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| extensions.iter().any(|x| x.eq_ignore_ascii_case(e)));
-        if !ext_ok || (!include.is_empty() && !inc.is_match(&rel)) || exc.is_match(&rel) {
+        if !inc.is_match(&rel) || exc.is_match(&rel) {
             continue;
         }
         let len = entry.metadata().map(|m| m.len()).unwrap_or(0);

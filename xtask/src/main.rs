@@ -55,6 +55,33 @@ fn status(mut cmd: Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Architecture invariants on the dependency graph, checked with `cargo tree`.
+const FORBIDDEN: &[(&str, &[&str])] = &[
+    ("atlas-runtime", &["atlas-stages", "atlas-cache", "reqwest", "rmcp", "scraper"]),
+    ("atlas-cache", &["atlas-stages", "atlas-runtime", "reqwest", "rmcp"]),
+    ("atlas-stages", &["rmcp"]),
+];
+
+fn check_invariants() -> anyhow::Result<()> {
+    for (krate, banned) in FORBIDDEN {
+        let out = cargo()
+            .args(["tree", "--locked", "-p", krate, "-e", "normal,build", "--prefix", "none", "--format", "{p}"])
+            .output()
+            .context("running cargo tree")?;
+        if !out.status.success() {
+            bail!("cargo tree -p {krate} failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let tree = String::from_utf8_lossy(&out.stdout);
+        for dep in tree.lines().filter_map(|l| l.split_whitespace().next()) {
+            if banned.contains(&dep) {
+                bail!("architecture invariant broken: {krate} depends on {dep} (see ARCHITECTURE.md)");
+            }
+        }
+    }
+    eprintln!("xtask: dependency invariants hold");
+    Ok(())
+}
+
 fn test(extra: &[String]) -> anyhow::Result<()> {
     match std::env::var_os("ATLAS_CORPORA") {
         Some(p) => eprintln!("xtask: ATLAS_CORPORA={} (real-corpus tests run)", Path::new(&p).display()),
@@ -62,7 +89,8 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     }
     let mut cmd = cargo();
     cmd.args(["test", "--workspace", "--locked"]).args(extra);
-    status(cmd)
+    status(cmd)?;
+    check_invariants()
 }
 
 fn ci() -> anyhow::Result<()> {

@@ -7,6 +7,7 @@ use atlas_stages::source::DocEntry;
 use expect_test::{Expect, expect};
 
 fn doc(rel: &str) -> DocEntry {
+    // (Non-markdown files are chunked as code; see the last tests.)
     DocEntry {
         source: "site".into(),
         rel: rel.into(),
@@ -249,4 +250,54 @@ fn cluster_tags_are_sibling_stems() {
     let tags = atlas_stages::builtin::cluster_tags(&paths);
     assert_eq!(tags["s/a/one.md"], "readme two");
     assert_eq!(tags["s/b/three.md"], "");
+}
+
+#[test]
+fn code_files_chunk_as_line_windows_cut_at_blank_lines() {
+    let params = ChunkParams { code_max_lines: 6, ..ChunkParams::default() };
+    let src = "use std::io;\n\nfn a() {\n    one();\n}\n\nfn b() {\n    two();\n    three();\n}\n\n\nfn c() {}\n";
+    expect![[r#"
+        #0 [1-5]  | title=lib.rs code
+          use std::io;
+
+          fn a() {
+              one();
+          }
+        #1 [7-12]  | title=lib.rs code
+          fn b() {
+              two();
+              three();
+          }
+
+          fn c() {}
+    "#]]
+    .assert_eq(&render("src/lib.rs", src, &params));
+    let c = chunk_document(&doc("src/lib.rs"), &clean(src, &CleanParams::default()), &params);
+    assert!(c.iter().all(|c| c.kind == "code" && c.language.as_deref() == Some("rust")));
+}
+
+/// Every non-blank line of a code file lies in exactly one window.
+#[test]
+fn code_windows_cover_every_line_once() {
+    let src: String = (0..500).map(|i| if i % 7 == 0 { "\n".to_owned() } else { format!("line {i}\n") }).collect();
+    for max in [1, 5, 60] {
+        let params = ChunkParams { code_max_lines: max, ..ChunkParams::default() };
+        let chunks = atlas_stages::chunk::chunk_lines(&src, &params);
+        let mut seen = vec![0; 501];
+        for c in &chunks {
+            assert!((c.end_line - c.start_line + 1) as usize <= max);
+            for l in c.start_line..=c.end_line {
+                seen[l as usize] += 1;
+            }
+        }
+        for (i, line) in src.lines().enumerate() {
+            let want = usize::from(!line.is_empty());
+            assert!(
+                seen[i + 1] == want || (line.is_empty() && seen[i + 1] <= 1),
+                "line {} seen {}",
+                i + 1,
+                seen[i + 1]
+            );
+        }
+    }
 }

@@ -21,7 +21,7 @@ pub fn corpora() -> Option<PathBuf> {
 }
 
 fn pages(root: &Path) -> Vec<(String, String)> {
-    let scan = scan_local(root, &[], &[], &["md".into()], 16 << 20).unwrap();
+    let scan = scan_local(root, &["**/*.md".into()], &[], 16 << 20).unwrap();
     scan.files.into_iter().map(|f| (f.rel, String::from_utf8(f.bytes).unwrap())).collect()
 }
 
