@@ -155,6 +155,7 @@ pub fn clean(input: &str, params: &CleanParams) -> Cleaned {
     }
 
     let mut w = Walker::new(params, &mut out.counts);
+    w.open_ended_hints = open_ended_hints(&lines);
     let mut i = 0;
     while i < lines.len() {
         i = w.line(&lines, i);
@@ -278,18 +279,26 @@ impl Fence {
 
 #[derive(Debug)]
 enum Container {
-    Hint,
-    Tabs { count: u32 },
+    /// `open_ended`: no `{% endhint %}` follows before the next hint or the end.
+    Hint {
+        open_ended: bool,
+    },
+    Tabs {
+        count: u32,
+    },
     Tab,
     Code,
-    ContentRef { url: String, had_content: bool },
+    ContentRef {
+        url: String,
+        had_content: bool,
+    },
     Other(String),
 }
 
 impl Container {
     fn tag(&self) -> &str {
         match self {
-            Container::Hint => "hint",
+            Container::Hint { .. } => "hint",
             Container::Tabs { .. } => "tabs",
             Container::Tab => "tab",
             Container::Code => "code",
@@ -309,6 +318,10 @@ struct Walker<'a> {
     code_title: Option<String>,
     /// Line buffer for text around inline tags.
     buf: String,
+    /// Index of the line being processed.
+    line_no: usize,
+    /// Lines whose `{% hint %}` has no matching `{% endhint %}`.
+    open_ended_hints: std::collections::HashSet<usize>,
 }
 
 impl<'a> Walker<'a> {
@@ -321,11 +334,13 @@ impl<'a> Walker<'a> {
             fence: Fence::default(),
             code_title: None,
             buf: String::new(),
+            line_no: 0,
+            open_ended_hints: Default::default(),
         }
     }
 
     fn quote_depth(&self) -> usize {
-        self.stack.iter().filter(|c| matches!(c, Container::Hint)).count()
+        self.stack.iter().filter(|c| matches!(c, Container::Hint { .. })).count()
     }
 
     fn emit(&mut self, line: &str) {
@@ -365,6 +380,7 @@ impl<'a> Walker<'a> {
     /// Processes the line at `i`; returns the index of the next unprocessed line.
     fn line(&mut self, lines: &[&str], i: usize) -> usize {
         let line = lines[i];
+        self.line_no = i;
         let was_open = self.fence.is_open();
         if self.fence.step(line) {
             if !was_open && let Some(title) = self.code_title.take() {
@@ -386,6 +402,16 @@ impl<'a> Walker<'a> {
         if line.trim().is_empty() {
             self.emit("");
             return i + 1;
+        }
+        // A hint that is never closed does not swallow the next top-level section.
+        if atx_heading(line).is_some_and(|(level, _)| level <= 2) {
+            while let Some(pos) = self.stack.iter().rposition(|c| matches!(c, Container::Hint { open_ended: true })) {
+                bump(self.counts, "unbalanced");
+                while self.stack.len() > pos {
+                    let c = self.stack.pop().expect("non-empty");
+                    self.closed(c);
+                }
+            }
         }
         self.inline(line);
         self.flush();
@@ -463,10 +489,17 @@ impl<'a> Walker<'a> {
         match name {
             "hint" => {
                 self.flush();
+                // GitBook cannot nest hints: a hint opened inside one closes it.
+                if matches!(self.stack.last(), Some(Container::Hint { .. })) {
+                    bump(self.counts, "unbalanced");
+                    let c = self.stack.pop().expect("checked");
+                    self.closed(c);
+                }
                 self.blank();
                 let style = tag.attr("style").unwrap_or("info");
                 let label = hint_label(style);
-                self.stack.push(Container::Hint);
+                let open_ended = self.open_ended_hints.contains(&self.line_no);
+                self.stack.push(Container::Hint { open_ended });
                 self.emit(&format!("**{label}:**"));
                 self.emit("");
             }
@@ -599,7 +632,7 @@ impl<'a> Walker<'a> {
 
     fn closed(&mut self, c: Container) {
         match c {
-            Container::Hint => {
+            Container::Hint { .. } => {
                 // Leave the quote: the next line must not continue it lazily.
                 self.out.push(String::new());
                 // …but inside an outer hint the blank line must stay quoted.
@@ -628,6 +661,33 @@ impl<'a> Walker<'a> {
             self.out.pop();
         }
     }
+}
+
+/// Lines that open a hint whose next hint tag is not `{% endhint %}`.
+fn open_ended_hints(lines: &[&str]) -> std::collections::HashSet<usize> {
+    let mut fence = Fence::default();
+    let mut tags: Vec<(usize, bool)> = Vec::new(); // (line, is_open)
+    for (i, line) in lines.iter().enumerate() {
+        if fence.step(line) {
+            continue;
+        }
+        let mut rest = *line;
+        while let Some((_, end, tag)) = next_tag(rest) {
+            match tag.name.as_str() {
+                "hint" => tags.push((i, true)),
+                "endhint" => tags.push((i, false)),
+                _ => {}
+            }
+            rest = &rest[end..];
+        }
+    }
+    let mut open_ended = std::collections::HashSet::new();
+    for (k, &(line, is_open)) in tags.iter().enumerate() {
+        if is_open && !tags.get(k + 1).is_some_and(|&(_, next_open)| !next_open) {
+            open_ended.insert(line);
+        }
+    }
+    open_ended
 }
 
 fn hint_label(style: &str) -> String {
@@ -1043,18 +1103,30 @@ pub(crate) fn html_table_to_markdown(html: &str) -> Vec<String> {
 }
 
 fn collapse_blank_runs(s: &str) -> String {
-    // At most one blank line in a row outside fences; none at the start or the end.
+    // Outside fences: at most one blank line in a row, none at the start or the end; a
+    // quoted blank line (`>`) is not repeated and does not end a quote.
+    let is_quote_blank = |l: &str| !l.is_empty() && l.chars().all(|c| c == '>' || c == ' ');
     let mut out: Vec<&str> = Vec::new();
     let mut fence = Fence::default();
     for line in s.split('\n') {
         let in_fence = fence.step(line);
         let blank = line.trim().is_empty() && !in_fence;
-        if blank && out.last().is_none_or(|l| l.trim().is_empty()) {
+        if blank {
+            if out.last().is_some_and(|l| is_quote_blank(l)) {
+                out.pop();
+            }
+            if out.last().is_none_or(|l| l.trim().is_empty()) {
+                continue;
+            }
+            out.push("");
             continue;
         }
-        out.push(if blank { "" } else { line });
+        if !in_fence && is_quote_blank(line) && out.last().is_some_and(|l| *l == line) {
+            continue;
+        }
+        out.push(line);
     }
-    while out.last().is_some_and(|l| l.trim().is_empty()) {
+    while out.last().is_some_and(|l| l.trim().is_empty() || is_quote_blank(l)) {
         out.pop();
     }
     let mut text = out.join("\n");

@@ -120,10 +120,10 @@ fn unclosed_hint_keeps_all_text_and_is_counted() {
             > **Danger:**
             >
             > This never closes.
-            >
-            > ## Next section
-            >
-            > Body.
+
+            ## Next section
+
+            Body.
         "#]],
     );
 }
@@ -429,6 +429,43 @@ fn unclosed_html_table_is_reported_not_dropped() {
             residual html:1 </tr>
             ---
             <tr><td>never closed</td></tr>
+        "#]],
+    );
+}
+
+#[test]
+fn hint_opened_inside_a_hint_closes_it() {
+    check(
+        "{% hint style=\"warning\" %}\n\n### Use it\n\n{% hint style=\"info\" %}\nPrerequisite.\n{% endhint %}\n\nAfter.\n",
+        expect![[r#"
+            counts: endhint=1 hint=2 unbalanced=1
+            ---
+            > **Warning:**
+            >
+            > ### Use it
+
+            > **Info:**
+            >
+            > Prerequisite.
+
+            After.
+        "#]],
+    );
+}
+
+#[test]
+fn balanced_hint_may_hold_an_h2() {
+    check(
+        "{% hint style=\"success\" %}\n## Renamed!\nThe project has a new name.\n{% endhint %}\n\n## Next\n",
+        expect![[r#"
+            counts: endhint=1 hint=1
+            ---
+            > **Success:**
+            >
+            > ## Renamed!
+            > The project has a new name.
+
+            ## Next
         "#]],
     );
 }

@@ -143,3 +143,141 @@ fn fence_hash_lines_in_real_pages_never_start_chunks() {
     }
     assert!(fence_hash_lines > 50, "the corpus has `#` lines in fences ({fence_hash_lines})");
 }
+
+/// One real page, what its cleaned text must and must not hold, and its chunks' shape.
+struct RealCase {
+    page: &'static str,
+    why: &'static str,
+    has: &'static [&'static str],
+    lacks: &'static [&'static str],
+    title: Option<&'static str>,
+    /// Heading paths (joined with " > ") that some chunk must carry.
+    paths: &'static [&'static str],
+}
+
+const REAL_CASES: &[RealCase] = &[
+    RealCase {
+        page: "devtron-docs/site/user-guide/global-configurations/container-registries.md",
+        why: "a hint opened inside an unclosed hint; later H2s must still split",
+        has: &["> **Warning:**", "> **Info:**", "\n## Supported Registry Providers"],
+        lacks: &["> ## "],
+        title: None,
+        paths: &["Supported Registry Providers", "Delete an OCI Registry"],
+    },
+    RealCase {
+        page: "devtron-docs/site/user-guide/global-configurations/external-links.md",
+        why: "HTML table whose header row is a non-standard <row>",
+        has: &["| Field | Description |", "| **Link name** |"],
+        lacks: &["<table", "<td", "<row"],
+        title: None,
+        paths: &[],
+    },
+    RealCase {
+        page: "devtron-docs/site/user-guide/creating-application/app-metrics.md",
+        why: "<details>/<summary> with <strong>",
+        has: &["**Facing Prometheus Deployment Timeout due to Failed CRDs**"],
+        lacks: &["<details", "<summary"],
+        title: None,
+        paths: &["Troubleshoot Issues"],
+    },
+    RealCase {
+        page: "devtron-docs/site/user-guide/creating-application/docker-build-configuration.md",
+        why: "an H1 indented by one space",
+        has: &[],
+        lacks: &[],
+        title: Some("Build Configuration"),
+        paths: &[],
+    },
+    RealCase {
+        page: "devtron-docs/site/user-guide/command-bar.md",
+        why: "front matter without a title",
+        has: &["# Command bar"],
+        lacks: &["hidden: true"],
+        title: Some("Command bar"),
+        paths: &[],
+    },
+    RealCase {
+        page: "aep-sdks-docs/site/foundation-extensions/mobile-core/lifecycle.md",
+        why: "table cells with <code>, <p> and a <br> split over two lines",
+        has: &["`a.CarrierName`"],
+        lacks: &["<br", "<td"],
+        title: None,
+        paths: &[],
+    },
+    RealCase {
+        page: "aep-sdks-docs/site/foundation-extensions/mobile-core/lifecycle/lifecycle-api-reference.md",
+        why: "headings with <a id> anchors",
+        has: &["### lifecycleStart\n"],
+        lacks: &["<a id"],
+        title: None,
+        paths: &[],
+    },
+    RealCase {
+        page: "aep-sdks-docs/site/foundation-extensions/places/places-usage-reference.md",
+        why: "untitled tabs",
+        has: &["**Tab "],
+        lacks: &["{% tab"],
+        title: None,
+        paths: &[],
+    },
+    RealCase {
+        page: "aep-sdks-docs/site/foundation-extensions/places/migration.md",
+        why: "tab titles with escaped parentheses",
+        has: &["**AEP 3.x \\(Swift\\)**"],
+        lacks: &["{% tab"],
+        title: None,
+        paths: &[],
+    },
+    RealCase {
+        page: "aep-sdks-docs/site/resources/privacy-and-gdpr.md",
+        why: "two H1s: the second restarts the heading path",
+        has: &[],
+        lacks: &[],
+        title: Some("Privacy and GDPR"),
+        paths: &["Privacy and GDPR", "Setup steps > Update and get collect consent preferences"],
+    },
+    RealCase {
+        page: "aep-sdks-docs/site/beta/project-griffon/using-project-griffon.md",
+        why: "no H1, and a balanced hint that holds an H2",
+        has: &["> **Success:**\n>\n> ## Project Griffon will be Assurance!"],
+        lacks: &[],
+        title: Some("using-project-griffon"),
+        paths: &["User Access Is Changing"],
+    },
+];
+
+#[test]
+fn real_page_cases() {
+    let Some(root) = corpora() else { return };
+    for case in REAL_CASES {
+        let text = std::fs::read_to_string(root.join(case.page)).unwrap_or_else(|e| panic!("{}: {e}", case.page));
+        let c = clean(&text, &CleanParams::default());
+        for needle in case.has {
+            assert!(c.text.contains(needle), "{} ({}): missing {needle:?}", case.page, case.why);
+        }
+        for needle in case.lacks {
+            assert!(!c.text.contains(needle), "{} ({}): still has {needle:?}", case.page, case.why);
+        }
+        let rel = case.page.split_once("/site/").map_or(case.page, |(_, r)| r);
+        let d = DocEntry {
+            source: "s".into(),
+            section: section_of(rel),
+            rel: rel.into(),
+            url: None,
+            digest: atlas_cache::Digest::of(b""),
+        };
+        let chunks = chunk_document(&d, &c, &ChunkParams::default());
+        if let Some(t) = case.title {
+            assert_eq!(chunks[0].title, t, "{} ({})", case.page, case.why);
+        }
+        for p in case.paths {
+            assert!(
+                chunks.iter().any(|ch| ch.heading_path.join(" > ").ends_with(p)),
+                "{} ({}): no chunk under {p:?}; paths: {:?}",
+                case.page,
+                case.why,
+                chunks.iter().map(|ch| ch.heading_path.join(" > ")).collect::<Vec<_>>()
+            );
+        }
+    }
+}
