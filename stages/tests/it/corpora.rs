@@ -242,7 +242,7 @@ const REAL_CASES: &[RealCase] = &[
         has: &["> **Success:**\n>\n> ## Project Griffon will be Assurance!"],
         lacks: &[],
         title: Some("using-project-griffon"),
-        paths: &["User Access Is Changing"],
+        paths: &["Log in"],
     },
 ];
 
