@@ -32,8 +32,11 @@ impl Progress {
         let bar = self.multi.as_ref().map(|m| {
             let b = m.add(ProgressBar::new(total as u64));
             b.set_style(
-                ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} {per_sec} eta {eta} {msg}")
+                ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} {rate} eta {eta} {msg}")
                     .expect("static template")
+                    .with_key("rate", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.0} items/s", s.per_sec());
+                    })
                     .progress_chars("=> "),
             );
             b.set_prefix(name.to_owned());
