@@ -51,10 +51,14 @@ pub struct ChunkRecord {
     pub end_line: u32,
 }
 
+fn heading_item() -> Arc<Field> {
+    Arc::new(Field::new("item", DataType::Utf8, true))
+}
+
 pub fn schema() -> SchemaRef {
     let utf8 = |name: &str, nullable: bool| Field::new(name, DataType::Utf8, nullable);
     let u32f = |name: &str| Field::new(name, DataType::UInt32, false);
-    Arc::new(Schema::new(vec![
+    let fields = vec![
         utf8("chunk_id", false),
         utf8("kind", false),
         utf8("language", true),
@@ -64,7 +68,7 @@ pub fn schema() -> SchemaRef {
         utf8("url", true),
         utf8("title", false),
         utf8("description", true),
-        Field::new("heading_path", DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))), false),
+        Field::new("heading_path", DataType::List(heading_item()), false),
         u32f("ordinal"),
         utf8("text", false),
         u32f("overlap_chars"),
@@ -72,19 +76,10 @@ pub fn schema() -> SchemaRef {
         utf8("cluster_tags", false),
         u32f("start_line"),
         u32f("end_line"),
-    ]))
-    .with_metadata([("atlas.chunks.schema_version".to_owned(), SCHEMA_VERSION.to_string())].into())
-    .into()
-}
-
-trait SchemaExt {
-    fn with_metadata(self, md: std::collections::HashMap<String, String>) -> Schema;
-}
-
-impl SchemaExt for Arc<Schema> {
-    fn with_metadata(self, md: std::collections::HashMap<String, String>) -> Schema {
-        Schema::new_with_metadata(self.fields().clone(), md)
-    }
+    ];
+    let metadata =
+        std::collections::HashMap::from([("atlas.chunks.schema_version".to_owned(), SCHEMA_VERSION.to_string())]);
+    Arc::new(Schema::new_with_metadata(fields, metadata))
 }
 
 /// Serialises chunks to parquet bytes (zstd). Deterministic for the same input.
@@ -94,7 +89,7 @@ pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
     let opt =
         |f: fn(&ChunkRecord) -> Option<&str>| -> ArrayRef { Arc::new(chunks.iter().map(f).collect::<StringArray>()) };
     let u = |f: fn(&ChunkRecord) -> u32| -> ArrayRef { Arc::new(UInt32Array::from_iter_values(chunks.iter().map(f))) };
-    let mut hp = ListBuilder::new(StringBuilder::new());
+    let mut hp = ListBuilder::new(StringBuilder::new()).with_field(heading_item());
     for c in chunks {
         for h in &c.heading_path {
             hp.values().append_value(h);
@@ -111,7 +106,7 @@ pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
         opt(|c| c.url.as_deref()),
         s(|c| &c.title),
         opt(|c| c.description.as_deref()),
-        Arc::new(hp.finish().with_nullable_field(schema.field(9))),
+        Arc::new(hp.finish()),
         u(|c| c.ordinal),
         s(|c| &c.text),
         u(|c| c.overlap_chars),
@@ -132,22 +127,20 @@ pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-trait ListExt {
-    fn with_nullable_field(self, f: &Field) -> ListArray;
-}
-
-impl ListExt for ListArray {
-    fn with_nullable_field(self, f: &Field) -> ListArray {
-        let DataType::List(item) = f.data_type() else { unreachable!("heading_path is a list") };
-        let (_, offsets, values, nulls) = self.into_parts();
-        ListArray::new(item.clone(), offsets, values, nulls)
-    }
-}
-
 /// Reads `chunks.parquet` from a file.
 pub fn read_file(path: &Path) -> Result<Vec<ChunkRecord>> {
     let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
     from_parquet(&bytes).map_err(|e| Error::DataCorruption { path: path.to_owned(), reason: e.to_string() })
+}
+
+/// A column of a batch, of the type the schema says.
+fn column<'b, T: 'static>(b: &'b RecordBatch, name: &str) -> Result<&'b T> {
+    let bad = |what: &str| Error::Arrow(arrow_schema::ArrowError::SchemaError(format!("column {name} {what}")));
+    b.column_by_name(name)
+        .ok_or_else(|| bad("is missing"))?
+        .as_any()
+        .downcast_ref::<T>()
+        .ok_or_else(|| bad("has the wrong type"))
 }
 
 /// Reads chunks from parquet bytes.
@@ -156,47 +149,18 @@ pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
     let mut out = Vec::new();
     for batch in reader {
         let b = batch?;
-        let col = |name: &str| -> Result<&ArrayRef> {
-            b.column_by_name(name)
-                .ok_or_else(|| Error::Arrow(arrow_schema::ArrowError::SchemaError(format!("missing column {name}"))))
-        };
-        macro_rules! get {
-            ($name:literal, $ty:ty) => {
-                col($name)?.as_any().downcast_ref::<$ty>().ok_or_else(|| {
-                    Error::Arrow(arrow_schema::ArrowError::SchemaError(format!("column {} has the wrong type", $name)))
-                })?
-            };
-        }
-        let strs = |name| -> Result<&StringArray> {
-            col(name)?.as_any().downcast_ref::<StringArray>().ok_or_else(|| {
-                Error::Arrow(arrow_schema::ArrowError::SchemaError(format!("column {name} has the wrong type")))
-            })
-        };
-        let u32s = |name| -> Result<&UInt32Array> {
-            col(name)?.as_any().downcast_ref::<UInt32Array>().ok_or_else(|| {
-                Error::Arrow(arrow_schema::ArrowError::SchemaError(format!("column {name} has the wrong type")))
-            })
-        };
-        let language = strs("language")?;
-        let (id, kind, source, section, path, url, title, desc, text, tags) = (
-            strs("chunk_id")?,
-            strs("kind")?,
-            strs("source")?,
-            strs("section")?,
-            strs("path")?,
-            strs("url")?,
-            strs("title")?,
-            strs("description")?,
-            strs("text")?,
-            strs("cluster_tags")?,
-        );
-        let (ordinal, overlap, start, end) =
-            (u32s("ordinal")?, u32s("overlap_chars")?, u32s("start_line")?, u32s("end_line")?);
-        let hp = get!("heading_path", ListArray);
-        let is_code = get!("is_code", BooleanArray);
+        let s = |name| column::<StringArray>(&b, name);
+        let u = |name| column::<UInt32Array>(&b, name);
+        let (id, kind, language, source, section, path) =
+            (s("chunk_id")?, s("kind")?, s("language")?, s("source")?, s("section")?, s("path")?);
+        let (url, title, desc, text, tags) =
+            (s("url")?, s("title")?, s("description")?, s("text")?, s("cluster_tags")?);
+        let (ordinal, overlap, start, end) = (u("ordinal")?, u("overlap_chars")?, u("start_line")?, u("end_line")?);
+        let heading_path = column::<ListArray>(&b, "heading_path")?;
+        let is_code = column::<BooleanArray>(&b, "is_code")?;
         let opt = |a: &StringArray, i: usize| (!a.is_null(i)).then(|| a.value(i).to_owned());
         for i in 0..b.num_rows() {
-            let heads = hp.value(i);
+            let heads = heading_path.value(i);
             let heads = heads
                 .as_any()
                 .downcast_ref::<StringArray>()

@@ -683,7 +683,7 @@ fn open_ended_hints(lines: &[&str]) -> std::collections::HashSet<usize> {
     }
     let mut open_ended = std::collections::HashSet::new();
     for (k, &(line, is_open)) in tags.iter().enumerate() {
-        if is_open && !tags.get(k + 1).is_some_and(|&(_, next_open)| !next_open) {
+        if is_open && tags.get(k + 1).is_none_or(|&(_, next_open)| next_open) {
             open_ended.insert(line);
         }
     }
