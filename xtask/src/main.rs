@@ -89,8 +89,48 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     }
     let mut cmd = cargo();
     cmd.args(["test", "--workspace", "--locked"]).args(extra);
-    status(cmd)?;
-    check_invariants()
+    let (passed, failed, ignored) = run_tests(cmd)?;
+    check_invariants()?;
+    // The closing line CI reads: the totals over every test binary.
+    eprintln!();
+    #[allow(clippy::print_stdout)]
+    {
+        println!("xtask: {passed} passed, {failed} failed, {ignored} skipped");
+    }
+    Ok(())
+}
+
+/// Runs `cargo test`, echoing its output, and sums the `test result:` lines.
+fn run_tests(mut cmd: Command) -> anyhow::Result<(u64, u64, u64)> {
+    use std::io::{BufRead as _, BufReader};
+    eprintln!("xtask: running {cmd:?}");
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().with_context(|| format!("starting {cmd:?}"))?;
+    let (mut passed, mut failed, mut ignored) = (0, 0, 0);
+    let stdout = child.stdout.take().context("piped stdout")?;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.context("reading cargo test output")?;
+        #[allow(clippy::print_stdout)]
+        {
+            println!("{line}");
+        }
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            let count = |word: &str| -> u64 {
+                rest.split(';')
+                    .find_map(|part| {
+                        part.trim().strip_suffix(word).and_then(|n| n.trim().rsplit(' ').next()?.parse().ok())
+                    })
+                    .unwrap_or(0)
+            };
+            passed += count(" passed");
+            failed += count(" failed");
+            ignored += count(" ignored");
+        }
+    }
+    let st = child.wait().context("waiting for cargo test")?;
+    if !st.success() {
+        bail!("{cmd:?} failed with {st} ({passed} passed, {failed} failed)");
+    }
+    Ok((passed, failed, ignored))
 }
 
 fn ci() -> anyhow::Result<()> {
