@@ -12,23 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::chunk::{ChunkParams, DocChunk, chunk_lines, chunk_markdown, first_h1};
 use crate::clean::{CleanParams, Cleaned, Residual, clean};
-use crate::config::{ConfigError, Loaded, SourceConfig, canonical};
+use crate::config::{Loaded, SourceConfig, canonical};
+use crate::crawl;
 use crate::dag::{Ctx, Stage, StageOutput};
 use crate::failpoint;
-use crate::source::{DocEntry, Scan, is_markdown, language_of, scan_local, section_of};
-
-/// Refuses, before anything is written, a config this build cannot run.
-pub fn check_runnable(cfg: &Loaded) -> Result<(), ConfigError> {
-    for (name, src) in &cfg.config.sources {
-        if let SourceConfig::LlmsTxt { url, .. } = src {
-            return Err(ConfigError(format!(
-                "{}: source `{name}` ({url}) is kind llms-txt, and this build's crawl stage reads only `kind: local` sources; run a config with local sources, such as examples/self.yaml",
-                cfg.path.display()
-            )));
-        }
-    }
-    Ok(())
-}
+use crate::source::{DocEntry, Scan, ScannedFile, is_markdown, language_of, scan_local, section_of};
 
 pub fn registry() -> Vec<Box<dyn Stage>> {
     vec![Box::new(Crawl::default()), Box::new(CleanGitbook), Box::new(Chunk)]
@@ -50,11 +38,12 @@ pub struct Crawl {
 }
 
 impl Crawl {
-    fn scan_all(&self, cfg: &Loaded) -> anyhow::Result<()> {
+    fn scan_all(&self, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         let mut guard = self.scans.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_some() {
             return Ok(());
         }
+        let cfg = ctx.cfg;
         let p = &cfg.config.stages.crawl;
         let mut scans = BTreeMap::new();
         for (name, src) in &cfg.config.sources {
@@ -65,7 +54,29 @@ impl Crawl {
                         .with_context(|| format!("source {name}"))?;
                     scans.insert(name.clone(), scan);
                 }
-                SourceConfig::LlmsTxt { .. } => check_runnable(cfg)?,
+                SourceConfig::LlmsTxt { url, sections, max_pages } => {
+                    let state = crawl::state_dir(ctx.cache.root(), name);
+                    let src = crawl::LlmsSource { name, url, sections, max_pages: *max_pages };
+                    let (pages, notes) = crawl::crawl_llms(&src, p, &state, ctx.offline, ctx.progress)?;
+                    for n in notes {
+                        ctx.progress.log(&format!("crawl: {n}"));
+                    }
+                    let mut scan = Scan::default();
+                    for page in pages {
+                        let bytes =
+                            std::fs::read(&page.path).with_context(|| format!("reading {}", page.path.display()))?;
+                        let digest = Digest::of(&bytes);
+                        scan.files.push(ScannedFile {
+                            rel: page.rel,
+                            bytes,
+                            digest,
+                            url: Some(page.url),
+                            section: Some(page.section),
+                        });
+                    }
+                    scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
+                    scans.insert(name.clone(), scan);
+                }
             }
         }
         *guard = Some(scans);
@@ -84,13 +95,13 @@ impl Stage for Crawl {
         canonical(&cfg.config.stages.crawl)
     }
     fn external_inputs(&self, ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
-        self.scan_all(ctx.cfg)?;
+        self.scan_all(ctx)?;
         let guard = self.scans.lock().unwrap_or_else(|e| e.into_inner());
         let scans = guard.as_ref().expect("scanned above");
         Ok(scans.iter().map(|(name, s)| (format!("source:{name}"), s.snapshot(name))).collect())
     }
     fn run(&self, ctx: &Ctx<'_>, _inputs: &BTreeMap<String, Digest>) -> anyhow::Result<StageOutput> {
-        self.scan_all(ctx.cfg)?;
+        self.scan_all(ctx)?;
         let guard = self.scans.lock().unwrap_or_else(|e| e.into_inner());
         let scans = guard.as_ref().expect("scanned above");
         let total = scans.values().map(|s| s.files.len()).sum();
@@ -109,8 +120,8 @@ impl Stage for Crawl {
                 manifest.docs.push(DocEntry {
                     source: name.clone(),
                     rel: f.rel.clone(),
-                    section: section_of(&f.rel),
-                    url: None,
+                    section: f.section.clone().unwrap_or_else(|| section_of(&f.rel)),
+                    url: f.url.clone(),
                     digest: f.digest,
                 });
                 bar.inc();

@@ -112,7 +112,6 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             for f in force {
                 dag::check_stage_name(f, "--force", &registry)?;
             }
-            builtin::check_runnable(&cfg)?;
             let out_dir = match (out, &cfg.config.out) {
                 (Some(o), _) => o.clone(),
                 (None, Some(o)) => cfg.resolve(o),

@@ -87,23 +87,7 @@ pub struct StageParams {
     pub chunk: ChunkParams,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct CrawlParams {
-    /// Files larger than this are skipped and reported.
-    #[serde(default = "default_max_file_bytes")]
-    pub max_file_bytes: u64,
-}
-
-fn default_max_file_bytes() -> u64 {
-    4 * 1024 * 1024
-}
-
-impl Default for CrawlParams {
-    fn default() -> Self {
-        CrawlParams { max_file_bytes: default_max_file_bytes() }
-    }
-}
+pub use crate::crawl::CrawlParams;
 
 /// A loaded config: the parsed file plus where it lives.
 #[derive(Debug, Clone)]

@@ -320,7 +320,10 @@ pub fn status(
         let mut inputs = BTreeMap::new();
         if let Some(cache) = cache {
             let ctx = Ctx { cache, cfg, progress, force: false, offline: true };
-            inputs = stage.external_inputs(&ctx)?;
+            match stage.external_inputs(&ctx) {
+                Ok(i) => inputs = i,
+                Err(e) => why.push(format!("its sources cannot be read offline ({e:#})")),
+            }
         }
         for dep in deps_of(name) {
             match fresh_outputs.get(*dep) {

@@ -8,6 +8,7 @@ pub mod chunk;
 pub mod clean;
 pub mod cli;
 pub mod config;
+pub mod crawl;
 pub mod dag;
 pub mod failpoint;
 pub mod outputs;

@@ -50,6 +50,7 @@ impl Progress {
             name: name.to_owned(),
             total: total as u64,
             done: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
             last_log: Mutex::new(Instant::now()),
         }
     }
@@ -67,6 +68,7 @@ pub struct StageBar {
     name: String,
     total: u64,
     done: AtomicU64,
+    errors: AtomicU64,
     last_log: Mutex<Instant>,
 }
 
@@ -78,10 +80,19 @@ impl StageBar {
             None => {
                 let mut last = self.last_log.lock().unwrap_or_else(|e| e.into_inner());
                 if last.elapsed() >= Duration::from_secs(2) && done < self.total {
-                    eprintln!("{}: {done}/{} items", self.name, self.total);
+                    let errors = self.errors.load(Ordering::Relaxed);
+                    eprintln!("{}: {done}/{} items, {errors} errors", self.name, self.total);
                     *last = Instant::now();
                 }
             }
+        }
+    }
+
+    /// Counts a failed item; the bar shows the count.
+    pub fn error(&self) {
+        let n = self.errors.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(b) = &self.bar {
+            b.set_message(format!("{n} errors"));
         }
     }
 

@@ -60,6 +60,11 @@ pub struct ScannedFile {
     pub rel: String,
     pub bytes: Vec<u8>,
     pub digest: Digest,
+    /// Where the file came from, for crawled pages.
+    pub url: Option<String>,
+    /// The publication, when the source knows it (an llms.txt group); else derived
+    /// from the path.
+    pub section: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -76,6 +81,7 @@ impl Scan {
         k.str("name", name);
         for f in &self.files {
             k.str("rel", &f.rel).digest("content", f.digest);
+            k.str("url", f.url.as_deref().unwrap_or_default()).str("section", f.section.as_deref().unwrap_or_default());
         }
         k.finish()
     }
@@ -133,7 +139,7 @@ pub fn scan_local(root: &Path, include: &[String], exclude: &[String], max_bytes
             continue;
         }
         let digest = Digest::of(&bytes);
-        scan.files.push(ScannedFile { rel, bytes, digest });
+        scan.files.push(ScannedFile { rel, bytes, digest, url: None, section: None });
     }
     scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
     Ok(scan)

@@ -1,0 +1,545 @@
+//! The network side of the crawl stage: an llms.txt source fetched politely into a
+//! mirror (`markdown/<path>.md` plus `crawl_meta.json`) that later runs update with
+//! conditional GETs. The crawl stage then reads the mirror like a local folder.
+//!
+//! The mirror lives in the cache folder (`sources/<name>/`) and is guarded by the
+//! cache lock. Each page's result is appended to `journal.jsonl` (fsynced) as it
+//! lands, so a killed crawl resumes without refetching; the journal is folded into
+//! `crawl_meta.json` when the crawl completes.
+
+pub mod fetch;
+pub mod html;
+pub mod llms;
+pub mod robots;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use atlas_cache::Digest;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+use url::Url;
+
+use crate::progress::Progress;
+use fetch::{Fetcher, Outcome};
+use robots::Robots;
+
+/// Params of the crawl stage (network sources use all of them; local sources only
+/// `max_file_bytes`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CrawlParams {
+    /// Local files larger than this are skipped and reported.
+    pub max_file_bytes: u64,
+    pub max_concurrent: usize,
+    /// A random pause in this range (milliseconds) before each request.
+    pub delay_ms: [u64; 2],
+    /// Overrides the default `atlas/<version> (+<contact_url>)`.
+    pub user_agent: Option<String>,
+    pub contact_url: String,
+    pub connect_timeout_s: f64,
+    /// Longest silence while reading a response.
+    pub read_timeout_s: f64,
+    /// Longest a whole request may take.
+    pub total_timeout_s: f64,
+    pub max_body_bytes: usize,
+    pub max_redirects: usize,
+    pub max_retries: u32,
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
+    /// Retry-After values above this are capped.
+    pub retry_after_cap_s: f64,
+    /// The crawl fails the run when more than this share of pages failed.
+    pub max_error_ratio: f64,
+}
+
+impl Default for CrawlParams {
+    fn default() -> Self {
+        CrawlParams {
+            max_file_bytes: 4 * 1024 * 1024,
+            max_concurrent: 5,
+            delay_ms: [300, 1500],
+            user_agent: None,
+            contact_url: "https://github.com/atlas-mcp/atlas".to_owned(),
+            connect_timeout_s: 10.0,
+            read_timeout_s: 30.0,
+            total_timeout_s: 120.0,
+            max_body_bytes: 10 * 1024 * 1024,
+            max_redirects: 5,
+            max_retries: 3,
+            backoff_base_ms: 500,
+            backoff_max_ms: 30_000,
+            retry_after_cap_s: 60.0,
+            max_error_ratio: 0.05,
+        }
+    }
+}
+
+/// A page as recorded in `crawl_meta.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PageMeta {
+    pub url: String,
+    pub title: String,
+    pub section: String,
+    /// `fetched`, `not-modified`, `removed`, `skipped` or `error`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<Digest>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retries: Vec<String>,
+    /// The page came as HTML and was converted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_html: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SectionCounts {
+    pub found: usize,
+    pub fetched: usize,
+    pub not_modified: usize,
+    pub skipped: usize,
+    pub removed: usize,
+    pub errors: usize,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CrawlMeta {
+    pub source_url: String,
+    pub started_at: String,
+    pub finished_at: String,
+    pub sections: BTreeMap<String, SectionCounts>,
+    /// By mirror path (`rel`).
+    pub pages: BTreeMap<String, PageMeta>,
+    /// `(url, reason)` of every failure.
+    pub failures: Vec<(String, String)>,
+    pub offsite: Vec<(String, String)>,
+    pub duplicates: Vec<(String, String)>,
+}
+
+/// One page the mirror holds after a crawl.
+#[derive(Debug, Clone)]
+pub struct MirroredPage {
+    pub rel: String,
+    pub section: String,
+    pub url: String,
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct JournalEntry {
+    rel: String,
+    page: PageMeta,
+}
+
+/// Where a source's mirror lives.
+pub fn state_dir(cache_root: &Path, source: &str) -> PathBuf {
+    cache_root.join("sources").join(source)
+}
+
+/// The human page URL of a `.md` export: GitBook serves `/a/b` as `/a/b.md`.
+fn page_url(url: &Url) -> String {
+    let s = url.to_string();
+    s.strip_suffix(".md").map(str::to_owned).unwrap_or(s)
+}
+
+#[derive(Debug)]
+pub struct LlmsSource<'a> {
+    pub name: &'a str,
+    pub url: &'a str,
+    pub sections: &'a [String],
+    pub max_pages: Option<usize>,
+}
+
+/// Crawls (or, offline, reuses) the mirror of one llms.txt source.
+pub fn crawl_llms(
+    src: &LlmsSource<'_>,
+    params: &CrawlParams,
+    state: &Path,
+    offline: bool,
+    progress: &Progress,
+) -> anyhow::Result<(Vec<MirroredPage>, Vec<String>)> {
+    let meta_path = state.join("crawl_meta.json");
+    let previous: Option<CrawlMeta> = match std::fs::read(&meta_path) {
+        Ok(b) => Some(serde_json::from_slice(&b).with_context(|| format!("reading {}", meta_path.display()))?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("reading {}", meta_path.display())),
+    };
+    if offline {
+        let Some(meta) = previous else {
+            bail!(
+                "source `{}` has no mirror yet ({} is missing); run once without --offline",
+                src.name,
+                meta_path.display()
+            );
+        };
+        return Ok((mirrored(&meta, state), vec!["offline: using the last mirror".to_owned()]));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let meta = rt.block_on(crawl_async(src, params, state, previous, progress))?;
+    let mut notes = Vec::new();
+    for (section, c) in &meta.sections {
+        notes.push(format!(
+            "{}/{section}: {} found, {} fetched, {} not modified, {} skipped, {} removed, {} errors, {} bytes",
+            src.name, c.found, c.fetched, c.not_modified, c.skipped, c.removed, c.errors, c.bytes
+        ));
+    }
+    for (url, why) in &meta.failures {
+        notes.push(format!("failed {url}: {why}"));
+    }
+    for (title, url) in &meta.offsite {
+        notes.push(format!("not fetched (other host): {title} <{url}>"));
+    }
+    for (title, url) in &meta.duplicates {
+        notes.push(format!("listed twice: {title} <{url}>"));
+    }
+    Ok((mirrored(&meta, state), notes))
+}
+
+fn mirrored(meta: &CrawlMeta, state: &Path) -> Vec<MirroredPage> {
+    meta.pages
+        .iter()
+        .filter(|(_, p)| p.digest.is_some() && p.status != "removed")
+        .map(|(rel, p)| MirroredPage {
+            rel: rel.clone(),
+            section: p.section.clone(),
+            url: p.url.clone(),
+            path: state.join("markdown").join(rel),
+        })
+        .filter(|p| p.path.is_file())
+        .collect()
+}
+
+fn now_rfc3339() -> String {
+    httpdate::fmt_http_date(std::time::SystemTime::now())
+}
+
+struct Shared {
+    meta: CrawlMeta,
+    journal: std::fs::File,
+}
+
+async fn crawl_async(
+    src: &LlmsSource<'_>,
+    params: &CrawlParams,
+    state: &Path,
+    previous: Option<CrawlMeta>,
+    progress: &Progress,
+) -> anyhow::Result<CrawlMeta> {
+    let llms_url = Url::parse(src.url).with_context(|| format!("source {}: bad url {}", src.name, src.url))?;
+    let fetcher = Fetcher::new(params)?;
+    let started_at = now_rfc3339();
+
+    // The index itself.
+    let mut notes = Vec::new();
+    let index_text = match fetcher.get(&llms_url, None, None, params.max_body_bytes, &mut notes).await {
+        Outcome::Fetched { body, .. } => String::from_utf8_lossy(&body).into_owned(),
+        Outcome::Gone(code) => bail!("source {}: {} answered HTTP {code}; check the url", src.name, src.url),
+        Outcome::NotModified => bail!("source {}: {} answered 304 to an unconditional GET", src.name, src.url),
+        Outcome::Failed(why) => bail!("source {}: cannot fetch {}: {why}", src.name, src.url),
+    };
+    let index =
+        llms::parse(&index_text, &llms_url).map_err(|e| anyhow::anyhow!("source {}: {}: {e}", src.name, src.url))?;
+
+    // Filters.
+    let mut entries = index.entries.clone();
+    if !src.sections.is_empty() {
+        let available: std::collections::BTreeSet<String> = entries
+            .iter()
+            .map(llms::section_of)
+            .chain(entries.iter().map(|e| crate::source::section_of(&e.rel)))
+            .collect();
+        for want in src.sections {
+            if !available.contains(&llms::slug(want)) && !available.contains(want) {
+                bail!(
+                    "source {}: unknown section {want:?}; available: {}",
+                    src.name,
+                    available.iter().cloned().collect::<Vec<_>>().join(", ")
+                );
+            }
+        }
+        entries.retain(|e| {
+            src.sections.iter().any(|w| {
+                let w_slug = llms::slug(w);
+                llms::section_of(e) == w_slug
+                    || crate::source::section_of(&e.rel) == *w
+                    || crate::source::section_of(&e.rel) == w_slug
+            })
+        });
+    }
+    if let Some(max) = src.max_pages {
+        entries.truncate(max);
+    }
+
+    // robots.txt, once per run.
+    let robots = fetch_robots(&fetcher, &llms_url, params).await;
+
+    // Previous state and an interrupted crawl's journal.
+    let markdown = state.join("markdown");
+    std::fs::create_dir_all(&markdown).with_context(|| format!("creating {}", markdown.display()))?;
+    let journal_path = state.join("journal.jsonl");
+    let mut resumed: BTreeMap<String, PageMeta> = BTreeMap::new();
+    if let Ok(text) = std::fs::read_to_string(&journal_path) {
+        for line in text.lines() {
+            // A torn last line from a kill is just skipped.
+            if let Ok(e) = serde_json::from_str::<JournalEntry>(line) {
+                resumed.insert(e.rel, e.page);
+            }
+        }
+    }
+    let previous = previous.unwrap_or_default();
+    let journal = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&journal_path)
+        .with_context(|| format!("opening {}", journal_path.display()))?;
+    let shared = Arc::new(Mutex::new(Shared {
+        meta: CrawlMeta {
+            source_url: src.url.to_owned(),
+            started_at,
+            offsite: index.offsite.clone(),
+            duplicates: index.duplicates.clone(),
+            ..CrawlMeta::default()
+        },
+        journal,
+    }));
+
+    let bar = progress.stage(&format!("crawl {}", src.name), entries.len());
+    let bar = Arc::new(bar);
+    let sem = Arc::new(Semaphore::new(params.max_concurrent.max(1)));
+    let fetcher = Arc::new(fetcher);
+    let robots = Arc::new(robots);
+    let mut tasks = tokio::task::JoinSet::new();
+    for entry in entries.clone() {
+        let section = llms::section_of(&entry);
+        if let Some(page) = resumed.get(&entry.rel) {
+            let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
+            s.meta.pages.insert(entry.rel.clone(), page.clone());
+            bar.inc();
+            continue;
+        }
+        let prev = previous.pages.get(&entry.rel).cloned();
+        let (sem, fetcher, robots, shared, bar) =
+            (sem.clone(), fetcher.clone(), robots.clone(), shared.clone(), bar.clone());
+        let (markdown, params) = (markdown.clone(), params.clone());
+        tasks.spawn(async move {
+            let _permit = sem.acquire_owned().await.expect("semaphore is never closed");
+            let page = fetch_page(&entry, &section, prev, &fetcher, &robots, &markdown, &params).await;
+            let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
+            let line = serde_json::to_string(&JournalEntry { rel: entry.rel.clone(), page: page.clone() })
+                .expect("journal entries serialise");
+            if page.status != "error" {
+                // Failures are not journaled: a resume retries them.
+                let _ = writeln!(s.journal, "{line}").and_then(|()| s.journal.sync_data());
+            }
+            if page.status == "error" {
+                bar.error();
+            }
+            s.meta.pages.insert(entry.rel.clone(), page);
+            bar.inc();
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.context("a crawl task panicked")?;
+    }
+    bar.finish();
+
+    let mut shared = Arc::try_unwrap(shared).map_err(|_| anyhow::anyhow!("crawl tasks still hold the state"))?;
+    let meta = &mut shared.get_mut().unwrap_or_else(|e| e.into_inner()).meta;
+
+    // Pages that left llms.txt (and were not filtered out on purpose) leave the mirror.
+    let listed: std::collections::HashSet<&str> = index.entries.iter().map(|e| e.rel.as_str()).collect();
+    for (rel, old) in &previous.pages {
+        if meta.pages.contains_key(rel) || old.status == "removed" {
+            continue;
+        }
+        if listed.contains(rel.as_str()) {
+            meta.pages.insert(rel.clone(), old.clone()); // filtered out this run: keep as is
+            continue;
+        }
+        let _ = std::fs::remove_file(markdown.join(rel));
+        let mut gone = old.clone();
+        gone.status = "removed".to_owned();
+        gone.error = Some("no longer listed in llms.txt".to_owned());
+        gone.digest = None;
+        meta.pages.insert(rel.clone(), gone);
+    }
+    // Counts and failures.
+    for (rel, p) in &meta.pages {
+        let c = meta.sections.entry(p.section.clone()).or_default();
+        match p.status.as_str() {
+            "fetched" => c.fetched += 1,
+            "not-modified" => c.not_modified += 1,
+            "skipped" => c.skipped += 1,
+            "removed" => c.removed += 1,
+            _ => c.errors += 1,
+        }
+        if p.status != "removed" {
+            c.found += 1;
+        }
+        if p.status == "fetched" {
+            c.bytes += std::fs::metadata(markdown.join(rel)).map(|m| m.len()).unwrap_or(0);
+        }
+        if p.status == "removed" || p.status == "error" || p.status == "skipped" {
+            meta.failures.push((p.url.clone(), p.error.clone().unwrap_or_else(|| p.status.clone())));
+        }
+    }
+    meta.finished_at = now_rfc3339();
+    let meta = meta.clone();
+    write_atomic(&state.join("crawl_meta.json"), &serde_json::to_vec_pretty(&meta)?)?;
+    let _ = std::fs::remove_file(&journal_path);
+
+    let errors = meta.pages.values().filter(|p| p.status == "error").count();
+    let found = meta.pages.values().filter(|p| p.status != "removed").count().max(1);
+    if errors as f64 / found as f64 > params.max_error_ratio {
+        let list: Vec<String> = meta
+            .pages
+            .values()
+            .filter(|p| p.status == "error")
+            .map(|p| format!("{} ({})", p.url, p.error.as_deref().unwrap_or("?")))
+            .collect();
+        bail!(
+            "source {}: {errors} of {found} pages failed, over max_error_ratio {}: {}",
+            src.name,
+            params.max_error_ratio,
+            list.join("; ")
+        );
+    }
+    Ok(meta)
+}
+
+async fn fetch_robots(fetcher: &Fetcher, llms_url: &Url, params: &CrawlParams) -> Robots {
+    let Ok(robots_url) = llms_url.join("/robots.txt") else { return Robots::AllowAll };
+    let mut notes = Vec::new();
+    match fetcher.get(&robots_url, None, None, params.max_body_bytes.max(robots::MAX_ROBOTS_BYTES), &mut notes).await {
+        Outcome::Fetched { body, .. } => Robots::parse(&String::from_utf8_lossy(&body), "atlas"),
+        Outcome::Gone(_) => Robots::AllowAll,
+        Outcome::NotModified => Robots::AllowAll,
+        Outcome::Failed(why) if why.starts_with("HTTP 4") => Robots::AllowAll,
+        Outcome::Failed(why) => Robots::DisallowAll(format!("robots.txt unavailable: {why}")),
+    }
+}
+
+async fn fetch_page(
+    entry: &llms::Entry,
+    section: &str,
+    prev: Option<PageMeta>,
+    fetcher: &Fetcher,
+    robots: &Robots,
+    markdown: &Path,
+    params: &CrawlParams,
+) -> PageMeta {
+    let path = markdown.join(&entry.rel);
+    let mut page = PageMeta {
+        url: page_url(&entry.url),
+        title: entry.title.clone(),
+        section: section.to_owned(),
+        status: String::new(),
+        etag: None,
+        last_modified: None,
+        fetched_at: None,
+        digest: None,
+        error: None,
+        retries: Vec::new(),
+        from_html: false,
+    };
+    let target = entry.url.path().to_owned() + entry.url.query().map(|q| format!("?{q}")).as_deref().unwrap_or("");
+    if !robots.allows(&target) {
+        page.status = "skipped".to_owned();
+        page.error = Some(match robots {
+            Robots::DisallowAll(why) => why.clone(),
+            _ => "disallowed by robots.txt".to_owned(),
+        });
+        return page;
+    }
+    let [lo, hi] = params.delay_ms;
+    if hi > 0 {
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(lo.min(hi)..=hi))).await;
+    }
+    // Validators only when we still hold the page.
+    let have = prev.as_ref().filter(|p| p.digest.is_some() && path.is_file());
+    let (etag, lm) = (have.and_then(|p| p.etag.clone()), have.and_then(|p| p.last_modified.clone()));
+    let outcome =
+        fetcher.get(&entry.url, etag.as_deref(), lm.as_deref(), params.max_body_bytes, &mut page.retries).await;
+    match outcome {
+        Outcome::NotModified => {
+            let prev = have.cloned().expect("304 only answers a conditional GET");
+            page.status = "not-modified".to_owned();
+            page.etag = prev.etag;
+            page.last_modified = prev.last_modified;
+            page.fetched_at = prev.fetched_at;
+            page.digest = prev.digest;
+            page.from_html = prev.from_html;
+        }
+        Outcome::Fetched { body, etag, last_modified, content_type } => {
+            let text = String::from_utf8_lossy(&body).into_owned();
+            let (text, from_html) = if html::looks_like_html(&text, content_type.as_deref()) {
+                (html::to_markdown(&text), true)
+            } else {
+                (text, false)
+            };
+            match write_atomic(&path, text.as_bytes()) {
+                Ok(()) => {
+                    page.status = "fetched".to_owned();
+                    page.digest = Some(Digest::of(text.as_bytes()));
+                    page.etag = etag;
+                    page.last_modified = last_modified;
+                    page.fetched_at = Some(now_rfc3339());
+                    page.from_html = from_html;
+                }
+                Err(e) => {
+                    page.status = "error".to_owned();
+                    page.error = Some(format!("{e:#}"));
+                }
+            }
+        }
+        Outcome::Gone(code) => {
+            let _ = std::fs::remove_file(&path);
+            page.status = "removed".to_owned();
+            page.error = Some(format!("HTTP {code} upstream"));
+        }
+        Outcome::Failed(why) => {
+            page.status = "error".to_owned();
+            page.error = Some(why);
+            // A transient failure keeps the copy we had, so the bundle does not lose it.
+            if let Some(p) = have {
+                page.digest = p.digest;
+                page.etag = p.etag.clone();
+                page.last_modified = p.last_modified.clone();
+                page.fetched_at = p.fetched_at.clone();
+            }
+        }
+    }
+    page
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = path.parent().context("a file path has a parent")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}-{}",
+        path.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    let mut f = std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
+    Ok(())
+}
