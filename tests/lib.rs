@@ -1,6 +1,8 @@
 //! Helpers for the end-to-end tests: locate and run the real binaries, write fixture
 //! sites, and read what they produced.
 
+pub mod http;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

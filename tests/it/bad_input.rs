@@ -98,10 +98,10 @@ fn missing_source_path() {
 }
 
 #[test]
-fn llms_txt_source_before_the_crawler_lands() {
+fn llms_txt_url_that_is_not_http() {
     check(
-        Some("name: t\nsources:\n  docs:\n    kind: llms-txt\n    url: https://docs.example.com/llms.txt\n"),
+        Some("name: t\nsources:\n  docs:\n    kind: llms-txt\n    url: ftp://docs.example.com/llms.txt\n"),
         &["run"],
-        &["kind llms-txt", "local"],
+        &["pipeline.yaml:5:", "sources.docs.url", "not an http(s) URL"],
     );
 }

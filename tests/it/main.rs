@@ -2,4 +2,5 @@
 
 mod bad_input;
 mod cache_faults;
+mod crawl;
 mod incremental;
