@@ -34,6 +34,9 @@ pub struct ChunkRecord {
     /// `<source>/<path in source>`: the document in the bundle's mirror.
     pub path: String,
     pub url: Option<String>,
+    /// The repository (web URL, else clone URL) and commit, for files from git.
+    pub repo: Option<String>,
+    pub commit: Option<String>,
     pub title: String,
     pub description: Option<String>,
     pub heading_path: Vec<String>,
@@ -66,6 +69,8 @@ pub fn schema() -> SchemaRef {
         utf8("section", false),
         utf8("path", false),
         utf8("url", true),
+        utf8("repo", true),
+        utf8("commit", true),
         utf8("title", false),
         utf8("description", true),
         Field::new("heading_path", DataType::List(heading_item()), false),
@@ -104,6 +109,8 @@ pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
         s(|c| &c.section),
         s(|c| &c.path),
         opt(|c| c.url.as_deref()),
+        opt(|c| c.repo.as_deref()),
+        opt(|c| c.commit.as_deref()),
         s(|c| &c.title),
         opt(|c| c.description.as_deref()),
         Arc::new(hp.finish()),
@@ -155,6 +162,7 @@ pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
             (s("chunk_id")?, s("kind")?, s("language")?, s("source")?, s("section")?, s("path")?);
         let (url, title, desc, text, tags) =
             (s("url")?, s("title")?, s("description")?, s("text")?, s("cluster_tags")?);
+        let (repo, commit) = (s("repo")?, s("commit")?);
         let (ordinal, overlap, start, end) = (u("ordinal")?, u("overlap_chars")?, u("start_line")?, u("end_line")?);
         let heading_path = column::<ListArray>(&b, "heading_path")?;
         let is_code = column::<BooleanArray>(&b, "is_code")?;
@@ -173,6 +181,8 @@ pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
                 section: section.value(i).to_owned(),
                 path: path.value(i).to_owned(),
                 url: opt(url, i),
+                repo: opt(repo, i),
+                commit: opt(commit, i),
                 title: title.value(i).to_owned(),
                 description: opt(desc, i),
                 heading_path: heads,
@@ -203,6 +213,8 @@ mod tests {
             section: "setup".into(),
             path: "s/setup/a.md".into(),
             url: None,
+            repo: Some("https://github.com/o/r".into()),
+            commit: Some("abc".into()),
             title: "T".into(),
             description: Some("d".into()),
             heading_path: vec!["A".into(), "B".into()],

@@ -16,7 +16,7 @@ use crate::config::{Loaded, SourceConfig, canonical};
 use crate::crawl;
 use crate::dag::{Ctx, Stage, StageOutput};
 use crate::failpoint;
-use crate::source::{DocEntry, Scan, ScannedFile, is_markdown, language_of, scan_local, section_of};
+use crate::source::{DocEntry, Globs, Scan, ScannedFile, is_markdown, language_of, scan_local, section_of};
 
 pub fn registry() -> Vec<Box<dyn Stage>> {
     vec![Box::new(Crawl::default()), Box::new(CleanGitbook), Box::new(Chunk)]
@@ -72,7 +72,64 @@ impl Crawl {
                             digest,
                             url: Some(page.url),
                             section: Some(page.section),
+                            repo: None,
+                            commit: None,
                         });
+                    }
+                    scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
+                    scans.insert(name.clone(), scan);
+                }
+                SourceConfig::Git { url, rev, branch, include, exclude } => {
+                    let state = crawl::state_dir(ctx.cache.root(), name);
+                    let url = resolve_repo_url(cfg, url);
+                    let globs = Globs::new(include, exclude)?;
+                    let web = url.starts_with("https://github.com/").then(|| url.trim_end_matches(".git").to_owned());
+                    let repo = RepoRef { url: &url, web: web.as_deref(), name: None, section: name };
+                    let mut scan = Scan::default();
+                    read_repo(
+                        ctx,
+                        &repo,
+                        &state.join("repo.git"),
+                        rev.as_deref(),
+                        branch.as_deref(),
+                        &globs,
+                        &mut scan,
+                    )?;
+                    scans.insert(name.clone(), scan);
+                }
+                SourceConfig::Github { owner, topic, api_url, include, exclude } => {
+                    let state = crawl::state_dir(ctx.cache.root(), name);
+                    let globs = Globs::new(include, exclude)?;
+                    let repos = if ctx.offline {
+                        read_portfolio_list(&state)?
+                    } else {
+                        let token = std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty());
+                        let mut notes = Vec::new();
+                        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                        let repos = rt.block_on(crawl::github::list_repos(
+                            api_url,
+                            owner,
+                            topic,
+                            token.as_deref(),
+                            p,
+                            &mut notes,
+                        ))?;
+                        for n in notes {
+                            ctx.progress.log(&format!("crawl: {n}"));
+                        }
+                        write_portfolio_list(&state, &repos)?;
+                        repos
+                    };
+                    let mut scan = Scan::default();
+                    for r in &repos {
+                        let repo = RepoRef {
+                            url: &r.clone_url,
+                            web: Some(&r.html_url),
+                            name: Some(&r.name),
+                            section: &r.name,
+                        };
+                        let bare = state.join("repos").join(format!("{}.git", r.name));
+                        read_repo(ctx, &repo, &bare, None, r.default_branch.as_deref(), &globs, &mut scan)?;
                     }
                     scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
                     scans.insert(name.clone(), scan);
@@ -82,6 +139,82 @@ impl Crawl {
         *guard = Some(scans);
         Ok(())
     }
+}
+
+/// One repository to read: where it is fetched from, its web page (for citation
+/// URLs), and where its files go in the source.
+struct RepoRef<'a> {
+    url: &'a str,
+    web: Option<&'a str>,
+    /// Set for portfolio repositories: files live under `<name>/`.
+    name: Option<&'a str>,
+    section: &'a str,
+}
+
+/// A local repository path in the config is relative to the config file.
+fn resolve_repo_url(cfg: &Loaded, url: &str) -> String {
+    if url.contains("://") || url.contains('@') {
+        return url.to_owned();
+    }
+    cfg.resolve(std::path::Path::new(url)).display().to_string()
+}
+
+fn read_repo(
+    ctx: &Ctx<'_>,
+    r: &RepoRef<'_>,
+    bare: &std::path::Path,
+    rev: Option<&str>,
+    branch: Option<&str>,
+    globs: &Globs,
+    scan: &mut Scan,
+) -> anyhow::Result<()> {
+    let p = &ctx.cfg.config.stages.crawl;
+    crawl::git::sync(r.url, bare, ctx.offline)?;
+    let commit = crawl::git::resolve(bare, rev, branch)?;
+    let checkout = crawl::git::files_at(bare, &commit, |path| globs.keep(path), p.max_file_bytes)?;
+    ctx.progress.log(&format!(
+        "crawl: {} at {}: {} files",
+        r.url,
+        &commit[..12.min(commit.len())],
+        checkout.files.len()
+    ));
+    let prefix = r.name.map(|n| format!("{n}/")).unwrap_or_default();
+    for (path, why) in checkout.skipped {
+        scan.skipped.push((format!("{prefix}{path}"), why));
+    }
+    for f in checkout.files {
+        let digest = Digest::of(&f.bytes);
+        scan.files.push(ScannedFile {
+            rel: format!("{prefix}{}", f.path),
+            url: r.web.map(|w| format!("{w}/blob/{commit}/{}", f.path)),
+            section: Some(r.section.to_owned()),
+            repo: Some(r.web.unwrap_or(r.url).to_owned()),
+            commit: Some(commit.clone()),
+            bytes: f.bytes,
+            digest,
+        });
+    }
+    Ok(())
+}
+
+/// The portfolio's repository list is kept beside the clones, for offline runs.
+fn write_portfolio_list(state: &std::path::Path, repos: &[crawl::github::Repo]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(state)?;
+    let list: Vec<serde_json::Value> = repos
+        .iter()
+        .map(|r| {
+            serde_json::json!({"name": r.name, "full_name": r.full_name, "clone_url": r.clone_url,
+                "html_url": r.html_url, "default_branch": r.default_branch, "topics": r.topics, "archived": r.archived})
+        })
+        .collect();
+    std::fs::write(state.join("repos.json"), serde_json::to_vec_pretty(&list)?)?;
+    Ok(())
+}
+
+fn read_portfolio_list(state: &std::path::Path) -> anyhow::Result<Vec<crawl::github::Repo>> {
+    let p = state.join("repos.json");
+    let bytes = std::fs::read(&p).with_context(|| format!("{} is missing; run once without --offline", p.display()))?;
+    Ok(serde_json::from_slice(&bytes)?)
 }
 
 impl Stage for Crawl {
@@ -123,6 +256,8 @@ impl Stage for Crawl {
                     section: f.section.clone().unwrap_or_else(|| section_of(&f.rel)),
                     url: f.url.clone(),
                     digest: f.digest,
+                    repo: f.repo.clone(),
+                    commit: f.commit.clone(),
                 });
                 bar.inc();
             }
@@ -347,6 +482,8 @@ pub fn chunk_document(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkParams) -
             section: doc.section.clone(),
             path: path.clone(),
             url: doc.url.clone(),
+            repo: None, // set with cluster_tags, after the memo
+            commit: None,
             title: title.clone(),
             description: cleaned.description.clone(),
             heading_path: c.heading_path,
@@ -421,6 +558,10 @@ impl Stage for Chunk {
             let t = tags.get(&doc.doc.path()).cloned().unwrap_or_default();
             for r in &mut records {
                 r.cluster_tags.clone_from(&t);
+                // Not part of the per-document memo: a new commit re-chunks only changed files.
+                r.repo.clone_from(&doc.doc.repo);
+                r.commit.clone_from(&doc.doc.commit);
+                r.url.clone_from(&doc.doc.url);
             }
             all.extend(records);
         }

@@ -59,6 +59,38 @@ pub enum SourceConfig {
         #[serde(default)]
         max_pages: Option<usize>,
     },
+    /// One git repository at a commit: `rev` (any revision), else `branch`, else HEAD.
+    Git {
+        url: String,
+        #[serde(default)]
+        rev: Option<String>,
+        #[serde(default)]
+        branch: Option<String>,
+        #[serde(default = "default_include_all")]
+        include: Vec<String>,
+        #[serde(default)]
+        exclude: Vec<String>,
+    },
+    /// An owner's GitHub repositories that carry `topic`, each read as a git source
+    /// at its default branch. The token comes from GITHUB_TOKEN.
+    Github {
+        owner: String,
+        topic: String,
+        #[serde(default = "default_github_api")]
+        api_url: String,
+        #[serde(default = "default_include_all")]
+        include: Vec<String>,
+        #[serde(default)]
+        exclude: Vec<String>,
+    },
+}
+
+fn default_include_all() -> Vec<String> {
+    vec!["**".into()]
+}
+
+fn default_github_api() -> String {
+    "https://api.github.com".into()
 }
 
 impl SourceConfig {
@@ -66,6 +98,8 @@ impl SourceConfig {
         match self {
             SourceConfig::Local { .. } => "local",
             SourceConfig::LlmsTxt { .. } => "llms-txt",
+            SourceConfig::Git { .. } => "git",
+            SourceConfig::Github { .. } => "github",
         }
     }
 }
@@ -223,16 +257,27 @@ fn validate(l: &Loaded, text: &str) -> Result<(), String> {
                         full.display()
                     ));
                 }
-                for g in include.iter().chain(exclude) {
-                    if let Err(e) = globset::Glob::new(g) {
-                        return Err(format!("{} sources.{name}: bad glob {g:?}: {e}", at(Some(name), "include")));
-                    }
-                }
+                check_globs(name, include, exclude, &at)?;
             }
             SourceConfig::LlmsTxt { url, .. } => {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     return Err(format!("{} sources.{name}.url: {url:?} is not an http(s) URL", at(Some(name), "url")));
                 }
+            }
+            SourceConfig::Git { rev, branch, include, exclude, .. } => {
+                if rev.is_some() && branch.is_some() {
+                    return Err(format!("{} sources.{name}: give rev or branch, not both", at(Some(name), "rev")));
+                }
+                check_globs(name, include, exclude, &at)?;
+            }
+            SourceConfig::Github { api_url, include, exclude, .. } => {
+                if !(api_url.starts_with("http://") || api_url.starts_with("https://")) {
+                    return Err(format!(
+                        "{} sources.{name}.api_url: {api_url:?} is not an http(s) URL",
+                        at(Some(name), "api_url")
+                    ));
+                }
+                check_globs(name, include, exclude, &at)?;
             }
         }
     }
@@ -242,6 +287,20 @@ fn validate(l: &Loaded, text: &str) -> Result<(), String> {
     }
     if c.max_chars < 200 {
         return Err(format!("{} stages.chunk.max_chars must be at least 200", at(Some("chunk"), "max_chars")));
+    }
+    Ok(())
+}
+
+fn check_globs(
+    name: &str,
+    include: &[String],
+    exclude: &[String],
+    at: &dyn Fn(Option<&str>, &str) -> String,
+) -> Result<(), String> {
+    for g in include.iter().chain(exclude) {
+        if let Err(e) = globset::Glob::new(g) {
+            return Err(format!("{} sources.{name}: bad glob {g:?}: {e}", at(Some(name), "include")));
+        }
     }
     Ok(())
 }

@@ -17,6 +17,11 @@ pub struct DocEntry {
     pub section: String,
     pub url: Option<String>,
     pub digest: Digest,
+    /// For files from a repository: the repository and the commit they were read at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// Markdown documents go through the GitBook cleaner and the markdown chunker; every
@@ -49,6 +54,19 @@ pub fn language_of(rel: &str) -> Option<&'static str> {
 }
 
 impl DocEntry {
+    /// A document of `source` at `rel`, with its section derived from the path.
+    pub fn new(source: &str, rel: &str, digest: Digest) -> DocEntry {
+        DocEntry {
+            source: source.to_owned(),
+            rel: rel.to_owned(),
+            section: section_of(rel),
+            url: None,
+            digest,
+            repo: None,
+            commit: None,
+        }
+    }
+
     /// `<source>/<rel>`: where the document lives in the mirror.
     pub fn path(&self) -> String {
         format!("{}/{}", self.source, self.rel)
@@ -62,9 +80,11 @@ pub struct ScannedFile {
     pub digest: Digest,
     /// Where the file came from, for crawled pages.
     pub url: Option<String>,
-    /// The publication, when the source knows it (an llms.txt group); else derived
-    /// from the path.
+    /// The publication, when the source knows it (an llms.txt group, a repository);
+    /// else derived from the path.
     pub section: Option<String>,
+    pub repo: Option<String>,
+    pub commit: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -82,6 +102,7 @@ impl Scan {
         for f in &self.files {
             k.str("rel", &f.rel).digest("content", f.digest);
             k.str("url", f.url.as_deref().unwrap_or_default()).str("section", f.section.as_deref().unwrap_or_default());
+            k.str("repo", f.repo.as_deref().unwrap_or_default()).str("commit", f.commit.as_deref().unwrap_or_default());
         }
         k.finish()
     }
@@ -94,22 +115,38 @@ pub fn section_of(rel: &str) -> String {
     }
 }
 
+/// Include/exclude globs over `/`-separated relative paths.
+#[derive(Debug)]
+pub struct Globs {
+    include: globset::GlobSet,
+    exclude: globset::GlobSet,
+}
+
+impl Globs {
+    pub fn new(include: &[String], exclude: &[String]) -> anyhow::Result<Globs> {
+        let build = |globs: &[String]| -> anyhow::Result<globset::GlobSet> {
+            let mut b = globset::GlobSetBuilder::new();
+            for g in globs {
+                b.add(
+                    globset::GlobBuilder::new(g)
+                        .literal_separator(true)
+                        .build()
+                        .with_context(|| format!("bad glob {g:?}"))?,
+                );
+            }
+            Ok(b.build()?)
+        };
+        Ok(Globs { include: build(include)?, exclude: build(exclude)? })
+    }
+
+    pub fn keep(&self, rel: &str) -> bool {
+        self.include.is_match(rel) && !self.exclude.is_match(rel)
+    }
+}
+
 /// Walks `root`, keeping the files that match an include glob and no exclude glob.
 pub fn scan_local(root: &Path, include: &[String], exclude: &[String], max_bytes: u64) -> anyhow::Result<Scan> {
-    let build = |globs: &[String]| -> anyhow::Result<globset::GlobSet> {
-        let mut b = globset::GlobSetBuilder::new();
-        for g in globs {
-            b.add(
-                globset::GlobBuilder::new(g)
-                    .literal_separator(true)
-                    .build()
-                    .with_context(|| format!("bad glob {g:?}"))?,
-            );
-        }
-        Ok(b.build()?)
-    };
-    let inc = build(include)?;
-    let exc = build(exclude)?;
+    let globs = Globs::new(include, exclude)?;
     let mut scan = Scan::default();
     let walker = ignore::WalkBuilder::new(root)
         .hidden(true)
@@ -125,7 +162,7 @@ pub fn scan_local(root: &Path, include: &[String], exclude: &[String], max_bytes
         let path = entry.path();
         let rel = path.strip_prefix(root).unwrap_or(path);
         let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
-        if !inc.is_match(&rel) || exc.is_match(&rel) {
+        if !globs.keep(&rel) {
             continue;
         }
         let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
@@ -139,7 +176,7 @@ pub fn scan_local(root: &Path, include: &[String], exclude: &[String], max_bytes
             continue;
         }
         let digest = Digest::of(&bytes);
-        scan.files.push(ScannedFile { rel, bytes, digest, url: None, section: None });
+        scan.files.push(ScannedFile { rel, bytes, digest, url: None, section: None, repo: None, commit: None });
     }
     scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
     Ok(scan)

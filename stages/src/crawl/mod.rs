@@ -8,6 +8,8 @@
 //! `crawl_meta.json` when the crawl completes.
 
 pub mod fetch;
+pub mod git;
+pub mod github;
 pub mod html;
 pub mod llms;
 pub mod robots;

@@ -8,13 +8,7 @@ use expect_test::{Expect, expect};
 
 fn doc(rel: &str) -> DocEntry {
     // (Non-markdown files are chunked as code; see the last tests.)
-    DocEntry {
-        source: "site".into(),
-        rel: rel.into(),
-        section: atlas_stages::source::section_of(rel),
-        url: None,
-        digest: atlas_cache::Digest::of(b""),
-    }
+    DocEntry::new("site", rel, atlas_cache::Digest::of(b""))
 }
 
 fn render(rel: &str, input: &str, params: &ChunkParams) -> String {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use atlas_stages::builtin::chunk_document;
 use atlas_stages::chunk::ChunkParams;
 use atlas_stages::clean::{CleanParams, clean};
-use atlas_stages::source::{DocEntry, scan_local, section_of};
+use atlas_stages::source::{DocEntry, scan_local};
 
 use crate::clean::lost_words;
 
@@ -79,13 +79,7 @@ fn real_pages_chunk_with_exact_line_ranges() {
         let mut chunks = 0;
         for (rel, text) in pages(&root.join(site)) {
             let c = clean(&text, &CleanParams::default());
-            let d = DocEntry {
-                source: "s".into(),
-                section: section_of(&rel),
-                rel: rel.clone(),
-                url: None,
-                digest: atlas_cache::Digest::of(text.as_bytes()),
-            };
+            let d = DocEntry::new("s", &rel, atlas_cache::Digest::of(text.as_bytes()));
             let lines: Vec<&str> = c.text.lines().collect();
             for ch in chunk_document(&d, &c, &ChunkParams::default()) {
                 let body = &ch.text[ch.overlap_chars as usize..];
@@ -128,13 +122,7 @@ fn fence_hash_lines_in_real_pages_never_start_chunks() {
                 fence_hash_lines += 1;
             }
         }
-        let d = DocEntry {
-            source: "s".into(),
-            section: section_of(&rel),
-            rel: rel.clone(),
-            url: None,
-            digest: atlas_cache::Digest::of(b""),
-        };
+        let d = DocEntry::new("s", &rel, atlas_cache::Digest::of(b""));
         for ch in chunk_document(&d, &c, &ChunkParams { overlap_chars: 0, ..ChunkParams::default() }) {
             if ch.text.starts_with('#') {
                 assert!(!in_fence[ch.start_line as usize], "{rel}: chunk {} starts inside a fence", ch.ordinal);
@@ -259,13 +247,7 @@ fn real_page_cases() {
             assert!(!c.text.contains(needle), "{} ({}): still has {needle:?}", case.page, case.why);
         }
         let rel = case.page.split_once("/site/").map_or(case.page, |(_, r)| r);
-        let d = DocEntry {
-            source: "s".into(),
-            section: section_of(rel),
-            rel: rel.into(),
-            url: None,
-            digest: atlas_cache::Digest::of(b""),
-        };
+        let d = DocEntry::new("s", rel, atlas_cache::Digest::of(b""));
         let chunks = chunk_document(&d, &c, &ChunkParams::default());
         if let Some(t) = case.title {
             assert_eq!(chunks[0].title, t, "{} ({})", case.page, case.why);

@@ -1,0 +1,123 @@
+//! GitHub portfolio sources: an owner's repositories carrying a topic, listed through
+//! the REST API (pagination by `Link: rel="next"`, rate limits honoured), each then
+//! read as a git source. The API base is configurable for GitHub Enterprise.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, bail};
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, LINK};
+use serde::Deserialize;
+
+use super::CrawlParams;
+use super::fetch::user_agent;
+
+/// The fields of a repository object that the portfolio uses.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Repo {
+    pub name: String,
+    pub full_name: String,
+    pub clone_url: String,
+    pub html_url: String,
+    #[serde(default)]
+    pub default_branch: Option<String>,
+    #[serde(default)]
+    pub topics: Vec<String>,
+    #[serde(default)]
+    pub archived: bool,
+}
+
+/// Lists `owner`'s repositories (as an organisation, else as a user) that carry `topic`.
+pub async fn list_repos(
+    api: &str,
+    owner: &str,
+    topic: &str,
+    token: Option<&str>,
+    p: &CrawlParams,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Vec<Repo>> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .user_agent(user_agent(p))
+        .connect_timeout(Duration::from_secs_f64(p.connect_timeout_s))
+        .timeout(Duration::from_secs_f64(p.total_timeout_s))
+        .build()?;
+    let api = api.trim_end_matches('/');
+    let mut all = Vec::new();
+    let mut next = Some(format!("{api}/orgs/{owner}/repos?per_page=100&type=all"));
+    let mut tried_user = false;
+    while let Some(url) = next.take() {
+        let mut attempt = 0;
+        let resp = loop {
+            let mut req = client
+                .get(&url)
+                .header(ACCEPT, "application/vnd.github+json")
+                .header("X-GitHub-Api-Version", "2022-11-28");
+            if let Some(t) = token {
+                req = req.header(AUTHORIZATION, format!("Bearer {t}"));
+            }
+            let resp = req.send().await.with_context(|| format!("GET {url}"))?;
+            let status = resp.status().as_u16();
+            if (status == 403 || status == 429) && attempt < p.max_retries {
+                if let Some(wait) = rate_limit_wait(resp.headers(), SystemTime::now()) {
+                    let wait = wait.min(Duration::from_secs_f64(p.retry_after_cap_s));
+                    notes.push(format!("GitHub API rate limit: waiting {wait:?} before retrying {url}"));
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                    continue;
+                }
+            }
+            break resp;
+        };
+        let status = resp.status().as_u16();
+        if status == 404 && !tried_user && all.is_empty() {
+            // Not an organisation: list the user's repositories instead.
+            tried_user = true;
+            next = Some(format!("{api}/users/{owner}/repos?per_page=100&type=owner"));
+            continue;
+        }
+        if status == 401 || status == 403 {
+            bail!(
+                "GitHub API answered {status} for {url}; set GITHUB_TOKEN to a token that can read {owner}'s repositories"
+            );
+        }
+        if !(200..300).contains(&status) {
+            bail!("GitHub API answered {status} for {url}");
+        }
+        next = next_link(resp.headers());
+        let body = resp.bytes().await.with_context(|| format!("reading {url}"))?;
+        let page: Vec<Repo> =
+            serde_json::from_slice(&body).with_context(|| format!("decoding the repository list from {url}"))?;
+        all.extend(page);
+    }
+    let total = all.len();
+    all.retain(|r| r.topics.iter().any(|t| t.eq_ignore_ascii_case(topic)));
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    notes.push(format!("GitHub {owner}: {} of {total} repositories carry topic `{topic}`", all.len()));
+    Ok(all)
+}
+
+/// `Link: <url>; rel="next", …` → the next page.
+fn next_link(h: &HeaderMap) -> Option<String> {
+    let link = h.get(LINK)?.to_str().ok()?;
+    link.split(',').find_map(|part| {
+        let (url, rest) = part.split_once(';')?;
+        rest.contains("rel=\"next\"").then(|| url.trim().trim_start_matches('<').trim_end_matches('>').to_owned())
+    })
+}
+
+/// How long a rate-limited answer asks us to wait: Retry-After, or the reset time of
+/// an exhausted `X-RateLimit-Remaining`.
+fn rate_limit_wait(h: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    if let Some(v) = h.get("retry-after").and_then(|v| v.to_str().ok())
+        && let Ok(d) = super::fetch::retry_after(v, now)
+    {
+        return Some(d);
+    }
+    let remaining = h.get("x-ratelimit-remaining")?.to_str().ok()?.trim().parse::<u64>().ok()?;
+    if remaining > 0 {
+        return None;
+    }
+    let reset = h.get("x-ratelimit-reset")?.to_str().ok()?.trim().parse::<u64>().ok()?;
+    let now_s = now.duration_since(UNIX_EPOCH).ok()?.as_secs();
+    Some(Duration::from_secs(reset.saturating_sub(now_s).max(1)))
+}
