@@ -3,4 +3,5 @@
 mod bad_input;
 mod cache_faults;
 mod crawl;
+mod git;
 mod incremental;
