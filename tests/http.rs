@@ -206,3 +206,20 @@ pub fn static_site(root: PathBuf, prefix: &'static str, rewrite: (String, String
         Response::new(200, bytes).header("ETag", &etag).header("Content-Type", "text/markdown; charset=utf-8")
     }
 }
+
+/// Serves a real GitBook site folder (a copy of it) as published, under `prefix`,
+/// with its llms.txt base `base` rewritten to this server.
+pub fn serve_site(corpora: &std::path::Path, site: &str, base: &str, prefix: &'static str) -> Server {
+    let root = tempfile::tempdir().expect("temp dir").keep();
+    crate::copy_tree(&corpora.join(site), &root);
+    let port = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let port2 = port.clone();
+    let base = base.to_owned();
+    let handler = move |req: &Request| {
+        let to = format!("http://127.0.0.1:{}{prefix}", port2.load(Ordering::SeqCst));
+        static_site(root.clone(), prefix, (base.clone(), to))(req)
+    };
+    let server = Server::start(handler);
+    port.store(usize::from(server.addr.port()), Ordering::SeqCst);
+    server
+}

@@ -2,13 +2,13 @@
 //! real `atlas-pipeline` binary.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use atlas_e2e::http::{Body, Request, Response, Server, static_site};
-use atlas_e2e::{copy_tree, pipeline, run};
+use atlas_e2e::http::{Body, Request, Response, Server, serve_site};
+use atlas_e2e::{pipeline, run};
 
 /// Crawl params that keep the tests fast; `overrides` replace defaults by key.
 fn crawl_params(overrides: &[(&str, &str)]) -> String {
@@ -498,22 +498,6 @@ fn kill_mid_crawl_then_resume_refetches_nothing_stored() {
     }
     assert_eq!(c.meta()["pages"].as_object().unwrap().len(), n);
     assert!(!journal.exists(), "the journal is folded into crawl_meta.json");
-}
-
-/// The real GitBook sites, served as published, with llms.txt pointing at the server.
-fn serve_site(corpora: &Path, site: &str, base: &str, prefix: &'static str) -> Server {
-    let root = tempfile::tempdir().unwrap().keep();
-    copy_tree(&corpora.join(site), &root);
-    let port = Arc::new(AtomicUsize::new(0));
-    let port2 = port.clone();
-    let base = base.to_owned();
-    let handler = move |req: &Request| {
-        let to = format!("http://127.0.0.1:{}{prefix}", port2.load(Ordering::SeqCst));
-        static_site(root.clone(), prefix, (base.clone(), to))(req)
-    };
-    let server = Server::start(handler);
-    port.store(server.addr.port() as usize, Ordering::SeqCst);
-    server
 }
 
 #[test]

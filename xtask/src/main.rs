@@ -20,7 +20,8 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   test   build and run every test (what CI runs)
   ci     cargo fmt --check, clippy -D warnings, then the tests
-  demo   run the pipeline over this project's own docs (examples/self.yaml) and show the result";
+  demo   run the pipeline over this project's own docs (examples/self.yaml) and show the result
+  bench  crawl and pipeline figures on the real sites served locally (needs ATLAS_CORPORA)";
 
 fn run() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -30,6 +31,7 @@ fn run() -> anyhow::Result<()> {
         Some("test") => test(&args[1..]),
         Some("ci") => ci(),
         Some("demo") => demo(),
+        Some("bench") => bench(),
         Some("-h" | "--help" | "help") | None => {
             eprintln!("{USAGE}");
             Ok(())
@@ -141,6 +143,19 @@ fn ci() -> anyhow::Result<()> {
     clippy.args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]);
     status(clippy)?;
     test(&[])
+}
+
+fn bench() -> anyhow::Result<()> {
+    if std::env::var_os("ATLAS_CORPORA").is_none() {
+        bail!("set ATLAS_CORPORA to the corpora folder (../shared/corpora) to run the benchmarks");
+    }
+    let mut build = cargo();
+    build.args(["build", "--release", "--locked", "-p", "atlas-stages", "--bin", "atlas-pipeline"]);
+    status(build)?;
+    let mut bench = cargo();
+    bench.args(["run", "--release", "--locked", "-q", "-p", "atlas-e2e", "--example", "crawl_bench", "--"]);
+    bench.arg(project_root().join("target/release/atlas-pipeline"));
+    status(bench)
 }
 
 fn demo() -> anyhow::Result<()> {

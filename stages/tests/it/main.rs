@@ -4,3 +4,4 @@
 mod chunk;
 mod clean;
 mod corpora;
+mod llms;
