@@ -57,14 +57,15 @@ pub async fn list_repos(
             }
             let resp = req.send().await.with_context(|| format!("GET {url}"))?;
             let status = resp.status().as_u16();
-            if (status == 403 || status == 429) && attempt < p.max_retries {
-                if let Some(wait) = rate_limit_wait(resp.headers(), SystemTime::now()) {
-                    let wait = wait.min(Duration::from_secs_f64(p.retry_after_cap_s));
-                    notes.push(format!("GitHub API rate limit: waiting {wait:?} before retrying {url}"));
-                    tokio::time::sleep(wait).await;
-                    attempt += 1;
-                    continue;
-                }
+            if (status == 403 || status == 429)
+                && attempt < p.max_retries
+                && let Some(wait) = rate_limit_wait(resp.headers(), SystemTime::now())
+            {
+                let wait = wait.min(Duration::from_secs_f64(p.retry_after_cap_s));
+                notes.push(format!("GitHub API rate limit: waiting {wait:?} before retrying {url}"));
+                tokio::time::sleep(wait).await;
+                attempt += 1;
+                continue;
             }
             break resp;
         };
