@@ -56,7 +56,8 @@ impl Crawl {
                 }
                 SourceConfig::LlmsTxt { url, sections, max_pages } => {
                     let state = crawl::state_dir(ctx.cache.root(), name);
-                    let src = crawl::LlmsSource { name, url, sections, max_pages: *max_pages };
+                    let sections = if ctx.sections.is_empty() { sections.as_slice() } else { ctx.sections };
+                    let src = crawl::LlmsSource { name, url, sections, max_pages: ctx.max_pages.or(*max_pages) };
                     let (pages, notes) = crawl::crawl_llms(&src, p, &state, ctx.offline, ctx.progress)?;
                     for n in notes {
                         ctx.progress.log(&format!("crawl: {n}"));

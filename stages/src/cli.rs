@@ -46,6 +46,13 @@ enum Command {
         /// Use what sources already hold; never touch the network.
         #[arg(long)]
         offline: bool,
+        /// Crawl only these sections of llms.txt sources (`##` group or first path
+        /// folder; comma-separated or repeated). Overrides the config.
+        #[arg(long, value_delimiter = ',')]
+        sections: Vec<String>,
+        /// Crawl at most this many pages of each llms.txt source. Overrides the config.
+        #[arg(long)]
+        max_pages: Option<usize>,
         /// Where outputs go (default: .atlas/build beside the config, or `out:` in it).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -105,7 +112,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     let registry = builtin::registry();
     let progress = Progress::new();
     match &cli.command {
-        Command::Run { until, force, offline, out } => {
+        Command::Run { until, force, offline, out, sections, max_pages } => {
             if let Some(u) = until {
                 dag::check_stage_name(u, "--until", &registry)?;
             }
@@ -118,7 +125,8 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                 (None, None) => cfg.dir.join(".atlas").join("build"),
             };
             let cache = open_cache(cli, &cfg, &progress)?;
-            let opts = RunOptions { until: until.as_deref(), force, offline: *offline };
+            let opts =
+                RunOptions { until: until.as_deref(), force, offline: *offline, sections, max_pages: *max_pages };
             let summary = dag::run(&cache, &cfg, &registry, &opts, &progress)?;
             for c in &summary.corruptions {
                 progress.log(&format!("warning: {c}"));

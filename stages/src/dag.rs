@@ -54,6 +54,10 @@ pub struct Ctx<'a> {
     /// Recompute items even when memoised (`--force STAGE`).
     pub force: bool,
     pub offline: bool,
+    /// `--sections`: replaces the llms.txt sources' `sections` when not empty.
+    pub sections: &'a [String],
+    /// `--max-pages`: replaces the llms.txt sources' `max_pages`.
+    pub max_pages: Option<usize>,
 }
 
 pub trait Stage: Send + Sync {
@@ -150,6 +154,8 @@ pub struct RunOptions<'a> {
     pub until: Option<&'a str>,
     pub force: &'a [String],
     pub offline: bool,
+    pub sections: &'a [String],
+    pub max_pages: Option<usize>,
 }
 
 /// Runs the planned stages, recording the run for status and gc.
@@ -169,7 +175,15 @@ pub fn run(
     for stage in plan(registry, opts.until) {
         let name = stage.name();
         let ts = Instant::now();
-        let ctx = Ctx { cache, cfg, progress, force: opts.force.iter().any(|f| f == name), offline: opts.offline };
+        let ctx = Ctx {
+            cache,
+            cfg,
+            progress,
+            force: opts.force.iter().any(|f| f == name),
+            offline: opts.offline,
+            sections: opts.sections,
+            max_pages: opts.max_pages,
+        };
         let params = stage.params(cfg);
         let mut inputs = stage.external_inputs(&ctx).with_context(|| format!("stage {name}: reading its inputs"))?;
         for dep in deps_of(name) {
@@ -319,7 +333,7 @@ pub fn status(
         diff_params(name, &prev.params, &params, &mut why);
         let mut inputs = BTreeMap::new();
         if let Some(cache) = cache {
-            let ctx = Ctx { cache, cfg, progress, force: false, offline: true };
+            let ctx = Ctx { cache, cfg, progress, force: false, offline: true, sections: &[], max_pages: None };
             match stage.external_inputs(&ctx) {
                 Ok(i) => inputs = i,
                 Err(e) => why.push(format!("its sources cannot be read offline ({e:#})")),

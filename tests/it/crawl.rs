@@ -125,20 +125,20 @@ fn crawls_every_listed_page_then_revalidates_with_304s() {
     let first = c.run().success();
     let meta = c.meta();
     assert_eq!(meta["pages"].as_object().unwrap().len(), 3, "{meta:#}");
-    assert_eq!(c.page("a.md")["status"], "fetched");
-    assert_eq!(c.page("a.md")["etag"], "\"a1\"");
-    assert_eq!(c.page("b.md")["title"], "Beta (2.x)");
-    assert_eq!(c.page("c.md")["section"], "guides");
-    assert_eq!(c.page("a.md")["url"], server.url("/docs/a"));
-    assert!(c.mirror().join("c.md").is_file());
+    assert_eq!(c.page("root/a.md")["status"], "fetched");
+    assert_eq!(c.page("root/a.md")["etag"], "\"a1\"");
+    assert_eq!(c.page("root/b.md")["title"], "Beta (2.x)");
+    assert_eq!(c.page("guides/c.md")["section"], "guides");
+    assert_eq!(c.page("root/a.md")["url"], server.url("/docs/a"));
+    assert!(c.mirror().join("guides/c.md").is_file());
     assert_eq!(meta["sections"]["guides"]["fetched"], 1);
     assert_eq!(first.stage("chunk").0, "ran");
     let ua = server.all().len();
     assert!(ua >= 4);
 
     let second = c.run().success();
-    assert_eq!(c.page("a.md")["status"], "not-modified");
-    assert_eq!(c.page("b.md")["status"], "not-modified");
+    assert_eq!(c.page("root/a.md")["status"], "not-modified");
+    assert_eq!(c.page("root/b.md")["status"], "not-modified");
     assert_eq!(server.hits("/docs/a.md"), [200, 304]);
     for stage in ["clean-gitbook", "chunk"] {
         assert_eq!(second.stage(stage).0, "cached", "{stage}:\n{}", second.stderr);
@@ -173,7 +173,7 @@ fn retry_after_3600_is_capped() {
         &[],
     );
     c.run().success();
-    let a = c.page("a.md");
+    let a = c.page("root/a.md");
     assert_eq!(a["status"], "fetched");
     assert!(a["retries"][0].as_str().unwrap().contains("Retry-After 3600 capped to 300ms"), "{a:#}");
 }
@@ -188,7 +188,7 @@ fn retry_after_in_the_past_falls_back_to_backoff() {
         &[],
     );
     c.run().success();
-    let a = c.page("a.md");
+    let a = c.page("root/a.md");
     assert_eq!(a["status"], "fetched");
     assert!(a["retries"][0].as_str().unwrap().contains("is in the past; backoff"), "{a:#}");
 }
@@ -202,7 +202,7 @@ fn garbage_retry_after_falls_back_to_backoff() {
         &[],
     );
     c.run().success();
-    let a = c.page("a.md");
+    let a = c.page("root/a.md");
     assert_eq!(a["status"], "fetched");
     assert!(a["retries"][0].as_str().unwrap().contains("neither seconds nor an HTTP date"), "{a:#}");
 }
@@ -214,7 +214,7 @@ fn server_error_then_success() {
         &[],
     );
     c.run().success();
-    let b = c.page("b.md");
+    let b = c.page("root/b.md");
     assert_eq!(b["status"], "fetched");
     assert!(b["retries"][0].as_str().unwrap().contains("HTTP 500"), "{b:#}");
 }
@@ -225,7 +225,8 @@ fn failed_with(c: &Crawl, rel: &str, needle: &str) {
     let why = p["error"].as_str().unwrap().to_lowercase();
     assert!(why.contains(needle), "{rel}: {needle:?} in {why:?}");
     let failures = c.meta()["failures"].to_string();
-    assert!(failures.contains(&rel.replace(".md", "")), "listed in failures: {failures}");
+    let url_path = format!("/docs/{}", rel.rsplit('/').next().unwrap_or(rel).trim_end_matches(".md"));
+    assert!(failures.contains(&url_path), "listed in failures: {failures}");
 }
 
 #[test]
@@ -241,7 +242,7 @@ fn slow_drip_hits_the_total_timeout() {
         &[("max_retries", "0")],
     );
     c.run().success();
-    failed_with(&c, "a.md", "timed out");
+    failed_with(&c, "root/a.md", "timed out");
 }
 
 #[test]
@@ -257,7 +258,7 @@ fn a_stalled_response_times_out() {
         &[("max_retries", "0")],
     );
     c.run().success();
-    failed_with(&c, "a.md", "timed out");
+    failed_with(&c, "root/a.md", "timed out");
 }
 
 #[test]
@@ -267,7 +268,7 @@ fn an_oversized_body_is_cut_off_and_reported() {
         &[("max_body_bytes", "1000")],
     );
     c.run().success();
-    failed_with(&c, "a.md", "over the 1000-byte cap");
+    failed_with(&c, "root/a.md", "over the 1000-byte cap");
 }
 
 #[test]
@@ -281,7 +282,7 @@ fn a_redirect_loop_is_reported() {
         &[],
     );
     c.run().success();
-    failed_with(&c, "a.md", "redirect");
+    failed_with(&c, "root/a.md", "redirect");
 }
 
 #[test]
@@ -294,7 +295,7 @@ fn an_off_site_redirect_is_refused() {
         &[],
     );
     c.run().success();
-    failed_with(&c, "a.md", "off-site redirect to http://127.0.0.2:9/elsewhere.md");
+    failed_with(&c, "root/a.md", "off-site redirect to http://127.0.0.2:9/elsewhere.md");
 }
 
 #[test]
@@ -302,7 +303,7 @@ fn robots_5xx_disallows_everything() {
     let (server, c) =
         fixture_crawl(Box::new(|req, _| (req.path == "/robots.txt").then(|| Response::new(503, "down"))), &[]);
     c.run().success();
-    for rel in ["a.md", "b.md", "c.md"] {
+    for rel in ["root/a.md", "root/b.md", "guides/c.md"] {
         let p = c.page(rel);
         assert_eq!(p["status"], "skipped", "{p:#}");
         assert!(p["error"].as_str().unwrap().contains("robots.txt unavailable"));
@@ -314,7 +315,7 @@ fn robots_5xx_disallows_everything() {
 fn robots_404_allows_everything_and_rules_are_honoured() {
     let (_s, c) = fixture_crawl(Box::new(|_, _| None), &[]);
     c.run().success();
-    assert_eq!(c.page("a.md")["status"], "fetched");
+    assert_eq!(c.page("root/a.md")["status"], "fetched");
     let (server, c) = fixture_crawl(
         Box::new(|req, _| {
             (req.path == "/robots.txt").then(|| {
@@ -324,9 +325,9 @@ fn robots_404_allows_everything_and_rules_are_honoured() {
         &[],
     );
     c.run().success();
-    assert_eq!(c.page("a.md")["status"], "fetched");
-    assert_eq!(c.page("b.md")["status"], "fetched", "the atlas group replaces the * group");
-    assert_eq!(c.page("c.md")["status"], "skipped");
+    assert_eq!(c.page("root/a.md")["status"], "fetched");
+    assert_eq!(c.page("root/b.md")["status"], "fetched", "the atlas group replaces the * group");
+    assert_eq!(c.page("guides/c.md")["status"], "skipped");
     assert!(server.hits("/docs/c.md").is_empty());
 }
 
@@ -365,17 +366,21 @@ fn pages_removed_upstream_leave_the_mirror() {
         &[],
     );
     c.run().success();
-    assert!(c.mirror().join("b.md").is_file() && c.mirror().join("c.md").is_file());
+    assert!(c.mirror().join("root/b.md").is_file() && c.mirror().join("guides/c.md").is_file());
     gone.store(true, Ordering::SeqCst);
     let r = c.run().success();
-    assert!(!c.mirror().join("b.md").exists());
-    assert!(!c.mirror().join("c.md").exists());
-    assert_eq!(c.page("b.md")["status"], "removed");
-    assert_eq!(c.page("b.md")["error"], "HTTP 410 upstream");
-    assert_eq!(c.page("c.md")["error"], "no longer listed in llms.txt");
+    assert!(!c.mirror().join("root/b.md").exists());
+    assert!(!c.mirror().join("guides/c.md").exists());
+    assert_eq!(c.page("root/b.md")["status"], "removed");
+    assert_eq!(c.page("root/b.md")["error"], "HTTP 410 upstream");
+    assert_eq!(c.page("guides/c.md")["error"], "no longer listed in llms.txt");
     assert!(r.stderr.contains("failed"), "removals are reported:\n{}", r.stderr);
     let chunks = atlas_runtime::chunks::read_file(&c.dir.path().join(".atlas/build/chunks.parquet")).unwrap();
-    assert!(chunks.iter().all(|ch| ch.path == "site/a.md"), "{:?}", chunks.iter().map(|c| &c.path).collect::<Vec<_>>());
+    assert!(
+        chunks.iter().all(|ch| ch.path == "site/root/a.md"),
+        "{:?}",
+        chunks.iter().map(|c| &c.path).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -397,7 +402,7 @@ fn sections_and_max_pages_are_honoured() {
     let params = crawl_params(&[]);
     let c = Crawl::new(&url, "    sections: [Guides]\n", &params);
     c.run().success();
-    assert_eq!(c.meta()["pages"].as_object().unwrap().keys().collect::<Vec<_>>(), ["c.md"]);
+    assert_eq!(c.meta()["pages"].as_object().unwrap().keys().collect::<Vec<_>>(), ["guides/c.md"]);
 
     let c = Crawl::new(&url, "    max_pages: 2\n", &params);
     c.run().success();
@@ -432,8 +437,8 @@ fn html_pages_are_converted_and_offsite_links_reported() {
         &[],
     );
     let r = c.run().success();
-    assert_eq!(c.page("page.md")["from_html"], true);
-    assert_eq!(std::fs::read_to_string(c.mirror().join("page.md")).unwrap(), "# Page\n\nBody **text**.\n");
+    assert_eq!(c.page("root/page.md")["from_html"], true);
+    assert_eq!(std::fs::read_to_string(c.mirror().join("root/page.md")).unwrap(), "# Page\n\nBody **text**.\n");
     assert!(r.stderr.contains("not fetched (other host): Elsewhere <https://other.example/x.md>"), "{}", r.stderr);
     assert_eq!(c.meta()["offsite"][0][1], "https://other.example/x.md");
     assert!(server.all().iter().all(|(p, _, _)| !p.contains("x.md")));
@@ -494,7 +499,8 @@ fn kill_mid_crawl_then_resume_refetches_nothing_stored() {
     c.run().success();
     let hits = hits.lock().unwrap();
     for rel in &stored {
-        assert_eq!(hits.get(&format!("/{rel}")), Some(&1), "{rel} was fetched again after the resume");
+        let url_path = format!("/{}", rel.trim_start_matches("root/"));
+        assert_eq!(hits.get(&url_path), Some(&1), "{rel} was fetched again after the resume");
     }
     assert_eq!(c.meta()["pages"].as_object().unwrap().len(), n);
     assert!(!journal.exists(), "the journal is folded into crawl_meta.json");
@@ -528,4 +534,15 @@ fn real_sites_over_real_http() {
             assert_eq!(warm.stage(stage).0, "cached", "{site} {stage}:\n{}", warm.stderr);
         }
     }
+
+    // --sections and --max-pages on the aep site (grouped llms.txt).
+    let server = serve_site(&corpora, "aep-sdks-docs/site", "https://aep-sdks.gitbook.io/docs", "/docs");
+    let c = Crawl::new(&server.url("/docs/llms.txt"), "", &crawl_params(&[]));
+    let r = run(pipeline().arg("-c").arg(&c.cfg).args(["run", "--until", "chunk", "--sections", "Getting Started"]));
+    r.success();
+    let pages = c.meta()["pages"].as_object().unwrap().clone();
+    assert!(!pages.is_empty() && pages.keys().all(|k| k.starts_with("getting-started/")), "{:?}", pages.keys());
+    let c = Crawl::new(&server.url("/docs/llms.txt"), "", &crawl_params(&[]));
+    run(pipeline().arg("-c").arg(&c.cfg).args(["run", "--until", "chunk", "--max-pages", "10"])).success();
+    assert_eq!(c.meta()["pages"].as_object().unwrap().len(), 10);
 }

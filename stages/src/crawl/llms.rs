@@ -14,6 +14,10 @@ pub struct Entry {
     pub group: Option<String>,
     /// The page's path below the site's base, e.g. `setup/install.md`.
     pub rel: String,
+    /// Where the page lives in the mirror: `<section>/<path>`. The section is the
+    /// `##` group's slug (then the whole URL path follows), else the URL's first
+    /// folder (which the path already starts with), else `root`.
+    pub mirror: String,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -78,7 +82,12 @@ pub fn parse(text: &str, llms_url: &Url) -> Result<Index, String> {
             index.offsite.push((title, url.to_string()));
             continue;
         };
-        index.entries.push(Entry { title, url, description, group: group.clone(), rel });
+        let mirror = match &group {
+            Some(g) => format!("{}/{rel}", slug(g)),
+            None if rel.contains('/') => rel.clone(),
+            None => format!("root/{rel}"),
+        };
+        index.entries.push(Entry { title, url, description, group: group.clone(), rel, mirror });
     }
     if index.entries.is_empty() && index.offsite.is_empty() {
         return Err(
@@ -224,8 +233,5 @@ pub fn slug(s: &str) -> String {
 
 /// The section of an entry: its `##` group, or else the first folder of its path.
 pub fn section_of(entry: &Entry) -> String {
-    match &entry.group {
-        Some(g) => slug(g),
-        None => crate::source::section_of(&entry.rel),
-    }
+    crate::source::section_of(&entry.mirror)
 }

@@ -330,13 +330,13 @@ async fn crawl_async(
     let mut tasks = tokio::task::JoinSet::new();
     for entry in entries.clone() {
         let section = llms::section_of(&entry);
-        if let Some(page) = resumed.get(&entry.rel) {
+        if let Some(page) = resumed.get(&entry.mirror) {
             let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
-            s.meta.pages.insert(entry.rel.clone(), page.clone());
+            s.meta.pages.insert(entry.mirror.clone(), page.clone());
             bar.inc();
             continue;
         }
-        let prev = previous.pages.get(&entry.rel).cloned();
+        let prev = previous.pages.get(&entry.mirror).cloned();
         let (sem, fetcher, robots, shared, bar) =
             (sem.clone(), fetcher.clone(), robots.clone(), shared.clone(), bar.clone());
         let (markdown, params) = (markdown.clone(), params.clone());
@@ -344,7 +344,7 @@ async fn crawl_async(
             let _permit = sem.acquire_owned().await.expect("semaphore is never closed");
             let page = fetch_page(&entry, &section, prev, &fetcher, &robots, &markdown, &params).await;
             let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
-            let line = serde_json::to_string(&JournalEntry { rel: entry.rel.clone(), page: page.clone() })
+            let line = serde_json::to_string(&JournalEntry { rel: entry.mirror.clone(), page: page.clone() })
                 .expect("journal entries serialise");
             if page.status != "error" {
                 // Failures are not journaled: a resume retries them.
@@ -353,7 +353,7 @@ async fn crawl_async(
             if page.status == "error" {
                 bar.error();
             }
-            s.meta.pages.insert(entry.rel.clone(), page);
+            s.meta.pages.insert(entry.mirror.clone(), page);
             bar.inc();
         });
     }
@@ -366,7 +366,7 @@ async fn crawl_async(
     let meta = &mut shared.get_mut().unwrap_or_else(|e| e.into_inner()).meta;
 
     // Pages that left llms.txt (and were not filtered out on purpose) leave the mirror.
-    let listed: std::collections::HashSet<&str> = index.entries.iter().map(|e| e.rel.as_str()).collect();
+    let listed: std::collections::HashSet<&str> = index.entries.iter().map(|e| e.mirror.as_str()).collect();
     for (rel, old) in &previous.pages {
         if meta.pages.contains_key(rel) || old.status == "removed" {
             continue;
@@ -447,7 +447,7 @@ async fn fetch_page(
     markdown: &Path,
     params: &CrawlParams,
 ) -> PageMeta {
-    let path = markdown.join(&entry.rel);
+    let path = markdown.join(&entry.mirror);
     let mut page = PageMeta {
         url: page_url(&entry.url),
         title: entry.title.clone(),

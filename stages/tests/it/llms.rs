@@ -9,10 +9,11 @@ fn check(llms_url: &str, text: &str, expected: Expect) {
     let mut out = format!("title: {:?}\ngroups: {:?}\n", index.title, index.groups);
     for e in &index.entries {
         out.push_str(&format!(
-            "{} | {} | {} | section={}{}\n",
+            "{} | {} | {} -> {} | section={}{}\n",
             e.title,
             e.url,
             e.rel,
+            e.mirror,
             section_of(e),
             e.description.as_deref().map(|d| format!(" | {d}")).unwrap_or_default()
         ));
@@ -34,10 +35,10 @@ fn absolute_root_relative_and_relative_links() {
         expect![[r#"
             title: Some("Example")
             groups: []
-            Abs | https://docs.example.com/a/b.md | a/b.md | section=a
-            Root | https://docs.example.com/c.md | c.md | section=root
-            Rel | https://docs.example.com/d/e.md | d/e.md | section=d
-            Star | https://docs.example.com/f.md | f.md | section=root
+            Abs | https://docs.example.com/a/b.md | a/b.md -> a/b.md | section=a
+            Root | https://docs.example.com/c.md | c.md -> root/c.md | section=root
+            Rel | https://docs.example.com/d/e.md | d/e.md -> d/e.md | section=d
+            Star | https://docs.example.com/f.md | f.md -> root/f.md | section=root
         "#]],
     );
 }
@@ -50,8 +51,8 @@ fn base_with_a_path_prefix() {
         expect![[r#"
             title: Some("Docs")
             groups: []
-            Home | https://aep.example.io/docs/readme.md | readme.md | section=root | Welcome home.
-            Rel | https://aep.example.io/docs/getting-started/overview.md | getting-started/overview.md | section=getting-started
+            Home | https://aep.example.io/docs/readme.md | readme.md -> root/readme.md | section=root | Welcome home.
+            Rel | https://aep.example.io/docs/getting-started/overview.md | getting-started/overview.md -> getting-started/overview.md | section=getting-started
             offsite: Outside prefix https://aep.example.io/other/x.md
         "#]],
     );
@@ -65,8 +66,8 @@ fn groups_with_anchors_escaped_titles_and_duplicates() {
         expect![[r#"
             title: Some("D")
             groups: ["Mobile Foundations", "ADOBE ASSURANCE"]
-            AEP 3.x (Swift) | https://d.example.com/a.md | a.md | section=mobile-foundations
-            Title with [brackets] inside | https://d.example.com/b.md | b.md | section=adobe-assurance
+            AEP 3.x (Swift) | https://d.example.com/a.md | a.md -> mobile-foundations/a.md | section=mobile-foundations
+            Title with [brackets] inside | https://d.example.com/b.md | b.md -> adobe-assurance/b.md | section=adobe-assurance
             offsite: Other host https://elsewhere.example.com/x.md
             duplicate: Same page again https://d.example.com/a.md
         "#]],
@@ -81,9 +82,9 @@ fn pages_without_md_and_folder_urls_get_md_names() {
         expect![[r#"
             title: None
             groups: []
-            Html | https://s.example.com/guide/page | guide/page.md | section=guide
-            Folder | https://s.example.com/guide/ | guide/README.md | section=guide
-            Encoded | https://s.example.com/a%20b.md | a b.md | section=root
+            Html | https://s.example.com/guide/page | guide/page.md -> guide/page.md | section=guide
+            Folder | https://s.example.com/guide/ | guide/README.md -> guide/README.md | section=guide
+            Encoded | https://s.example.com/a%20b.md | a b.md -> root/a b.md | section=root
         "#]],
     );
 }
