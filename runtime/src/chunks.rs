@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 /// Bumped when a column changes meaning or type.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChunkRecord {
@@ -52,6 +52,17 @@ pub struct ChunkRecord {
     /// 1-based inclusive line range of the section in the mirrored document.
     pub start_line: u32,
     pub end_line: u32,
+    /// Code: the qualified symbol (`Class.method`, `Type::method`), its kind, and the
+    /// item's signature line.
+    pub symbol: Option<String>,
+    pub symbol_kind: Option<String>,
+    pub signature: Option<String>,
+    /// Code: the members of a whole container, or the items of a merged run.
+    pub symbols: Vec<String>,
+    /// Docs: symbols defined in the corpus that the chunk mentions in code.
+    pub mentions: Vec<String>,
+    /// Code: ids of the docs chunks that mention this chunk's symbols.
+    pub mentioned_in: Vec<String>,
 }
 
 fn heading_item() -> Arc<Field> {
@@ -81,6 +92,12 @@ pub fn schema() -> SchemaRef {
         utf8("cluster_tags", false),
         u32f("start_line"),
         u32f("end_line"),
+        utf8("symbol", true),
+        utf8("symbol_kind", true),
+        utf8("signature", true),
+        Field::new("symbols", DataType::List(heading_item()), false),
+        Field::new("mentions", DataType::List(heading_item()), false),
+        Field::new("mentioned_in", DataType::List(heading_item()), false),
     ];
     let metadata =
         std::collections::HashMap::from([("atlas.chunks.schema_version".to_owned(), SCHEMA_VERSION.to_string())]);
@@ -94,13 +111,16 @@ pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
     let opt =
         |f: fn(&ChunkRecord) -> Option<&str>| -> ArrayRef { Arc::new(chunks.iter().map(f).collect::<StringArray>()) };
     let u = |f: fn(&ChunkRecord) -> u32| -> ArrayRef { Arc::new(UInt32Array::from_iter_values(chunks.iter().map(f))) };
-    let mut hp = ListBuilder::new(StringBuilder::new()).with_field(heading_item());
-    for c in chunks {
-        for h in &c.heading_path {
-            hp.values().append_value(h);
+    let list = |f: fn(&ChunkRecord) -> &Vec<String>| -> ArrayRef {
+        let mut b = ListBuilder::new(StringBuilder::new()).with_field(heading_item());
+        for c in chunks {
+            for v in f(c) {
+                b.values().append_value(v);
+            }
+            b.append(true);
         }
-        hp.append(true);
-    }
+        Arc::new(b.finish())
+    };
     let columns: Vec<ArrayRef> = vec![
         s(|c| &c.chunk_id),
         s(|c| &c.kind),
@@ -113,7 +133,7 @@ pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
         opt(|c| c.commit.as_deref()),
         s(|c| &c.title),
         opt(|c| c.description.as_deref()),
-        Arc::new(hp.finish()),
+        list(|c| &c.heading_path),
         u(|c| c.ordinal),
         s(|c| &c.text),
         u(|c| c.overlap_chars),
@@ -121,6 +141,12 @@ pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
         s(|c| &c.cluster_tags),
         u(|c| c.start_line),
         u(|c| c.end_line),
+        opt(|c| c.symbol.as_deref()),
+        opt(|c| c.symbol_kind.as_deref()),
+        opt(|c| c.signature.as_deref()),
+        list(|c| &c.symbols),
+        list(|c| &c.mentions),
+        list(|c| &c.mentioned_in),
     ];
     let batch = RecordBatch::try_new(schema.clone(), columns)?;
     let props = WriterProperties::builder()
@@ -165,14 +191,22 @@ pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
         let (repo, commit) = (s("repo")?, s("commit")?);
         let (ordinal, overlap, start, end) = (u("ordinal")?, u("overlap_chars")?, u("start_line")?, u("end_line")?);
         let heading_path = column::<ListArray>(&b, "heading_path")?;
+        let (symbol, symbol_kind, signature) = (s("symbol")?, s("symbol_kind")?, s("signature")?);
+        let (symbols, mentions, mentioned_in) = (
+            column::<ListArray>(&b, "symbols")?,
+            column::<ListArray>(&b, "mentions")?,
+            column::<ListArray>(&b, "mentioned_in")?,
+        );
+        let strings = |l: &ListArray, i: usize| -> Vec<String> {
+            let v = l.value(i);
+            v.as_any()
+                .downcast_ref::<StringArray>()
+                .map_or_else(Vec::new, |h| (0..h.len()).map(|j| h.value(j).to_owned()).collect())
+        };
         let is_code = column::<BooleanArray>(&b, "is_code")?;
         let opt = |a: &StringArray, i: usize| (!a.is_null(i)).then(|| a.value(i).to_owned());
         for i in 0..b.num_rows() {
-            let heads = heading_path.value(i);
-            let heads = heads
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .map_or_else(Vec::new, |h| (0..h.len()).map(|j| h.value(j).to_owned()).collect());
+            let heads = strings(heading_path, i);
             out.push(ChunkRecord {
                 chunk_id: id.value(i).to_owned(),
                 kind: kind.value(i).to_owned(),
@@ -193,6 +227,12 @@ pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
                 cluster_tags: tags.value(i).to_owned(),
                 start_line: start.value(i),
                 end_line: end.value(i),
+                symbol: opt(symbol, i),
+                symbol_kind: opt(symbol_kind, i),
+                signature: opt(signature, i),
+                symbols: strings(symbols, i),
+                mentions: strings(mentions, i),
+                mentioned_in: strings(mentioned_in, i),
             });
         }
     }
@@ -225,6 +265,12 @@ mod tests {
             cluster_tags: "a b".into(),
             start_line: 4,
             end_line: 9,
+            symbol: Some("A::b".into()),
+            symbol_kind: Some("method".into()),
+            signature: Some("fn b()".into()),
+            symbols: vec!["x".into()],
+            mentions: vec![],
+            mentioned_in: vec!["id".into()],
         };
         let mut d = c.clone();
         d.heading_path = vec![];

@@ -444,6 +444,8 @@ pub struct ChunkManifest {
     pub chunks: Digest,
     pub chunk_count: usize,
     pub doc_count: usize,
+    #[serde(default)]
+    pub license_lines_dropped: u64,
 }
 
 #[derive(Debug)]
@@ -460,43 +462,199 @@ pub fn chunk_id(source: &str, path: &str, heading_path: &[String], part: u32) ->
     k.finish().to_hex()[..32].to_owned()
 }
 
-/// Chunks of one cleaned document, without the cross-document fields (cluster_tags).
+/// The chunks of one document, and the lines it dropped (a licence header).
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct DocChunks {
+    pub chunks: Vec<ChunkRecord>,
+    pub license_lines: u32,
+}
+
+/// Chunks of one cleaned document, without the cross-document fields (cluster_tags,
+/// cross-links, repo, commit).
 pub fn chunk_document(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkParams) -> Vec<ChunkRecord> {
+    chunk_document_full(doc, cleaned, params).chunks
+}
+
+pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkParams) -> DocChunks {
     let file = doc.rel.rsplit('/').next().unwrap_or(&doc.rel);
     let stem = file.rsplit_once('.').map_or(file, |(s, _)| s);
     let markdown = is_markdown(&doc.rel);
-    let (title, chunks): (String, Vec<DocChunk>) = if markdown {
-        let title = cleaned.title.clone().or_else(|| first_h1(&cleaned.text)).unwrap_or_else(|| stem.to_owned());
-        (title, chunk_markdown(&cleaned.text, params))
-    } else {
-        (file.to_owned(), chunk_lines(&cleaned.text, params))
-    };
+    let language = language_of(&doc.rel);
     let path = doc.path();
-    chunks
+    let record = |c: DocChunk, i: usize, title: &str| ChunkRecord {
+        chunk_id: chunk_id(&doc.source, &path, &c.heading_path, c.part),
+        kind: if markdown { "docs" } else { "code" }.to_owned(),
+        language: language.map(str::to_owned),
+        source: doc.source.clone(),
+        section: doc.section.clone(),
+        path: path.clone(),
+        url: doc.url.clone(),
+        repo: None, // set with cluster_tags, after the memo
+        commit: None,
+        title: title.to_owned(),
+        description: cleaned.description.clone(),
+        heading_path: c.heading_path,
+        ordinal: i as u32,
+        text: c.text,
+        overlap_chars: c.overlap_chars,
+        is_code: c.is_code,
+        cluster_tags: String::new(),
+        start_line: c.start_line,
+        end_line: c.end_line,
+        symbol: None,
+        symbol_kind: None,
+        signature: None,
+        symbols: Vec::new(),
+        mentions: Vec::new(),
+        mentioned_in: Vec::new(),
+    };
+    if markdown {
+        let title = cleaned.title.clone().or_else(|| first_h1(&cleaned.text)).unwrap_or_else(|| stem.to_owned());
+        let chunks =
+            chunk_markdown(&cleaned.text, params).into_iter().enumerate().map(|(i, c)| record(c, i, &title)).collect();
+        return DocChunks { chunks, license_lines: 0 };
+    }
+    let code = language.and_then(|l| crate::code::chunk_code(&cleaned.text, l, &doc.rel, params));
+    let Some(code) = code else {
+        let chunks =
+            chunk_lines(&cleaned.text, params).into_iter().enumerate().map(|(i, c)| record(c, i, file)).collect();
+        return DocChunks { chunks, license_lines: 0 };
+    };
+    let license_lines = code.dropped_lines("license");
+    let mut seen: BTreeMap<Vec<String>, u32> = BTreeMap::new();
+    let chunks = code
+        .chunks
         .into_iter()
         .enumerate()
-        .map(|(i, c)| ChunkRecord {
-            chunk_id: chunk_id(&doc.source, &path, &c.heading_path, c.part),
-            kind: if markdown { "docs" } else { "code" }.to_owned(),
-            language: language_of(&doc.rel).map(str::to_owned),
-            source: doc.source.clone(),
-            section: doc.section.clone(),
-            path: path.clone(),
-            url: doc.url.clone(),
-            repo: None, // set with cluster_tags, after the memo
-            commit: None,
-            title: title.clone(),
-            description: cleaned.description.clone(),
-            heading_path: c.heading_path,
-            ordinal: i as u32,
-            text: c.text,
-            overlap_chars: c.overlap_chars,
-            is_code: c.is_code,
-            cluster_tags: String::new(),
-            start_line: c.start_line,
-            end_line: c.end_line,
+        .map(|(i, c)| {
+            let heading_path: Vec<String> = c.symbol.iter().cloned().collect();
+            let part = seen.entry(heading_path.clone()).or_default();
+            let dc = DocChunk {
+                heading_path,
+                part: *part,
+                text: c.text,
+                overlap_chars: c.overlap,
+                is_code: true,
+                start_line: c.start_line,
+                end_line: c.end_line,
+            };
+            *part += 1;
+            let mut r = record(dc, i, file);
+            r.symbol = c.symbol;
+            r.symbol_kind = Some(c.symbol_kind);
+            r.signature = c.signature;
+            r.symbols = c.symbols;
+            r
         })
-        .collect()
+        .collect();
+    DocChunks { chunks, license_lines }
+}
+
+/// At most this many links are kept per chunk, in each direction.
+const MAX_LINKS: usize = 32;
+
+/// Docs ↔ code cross-links: a docs chunk that mentions, in inline code or a code
+/// block, an identifier defined in the corpus (exact match on the qualified name or
+/// the bare last segment, 3+ characters) records the symbol; the code chunk records
+/// the docs chunk.
+pub fn cross_link(all: &mut [ChunkRecord]) {
+    let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, c) in all.iter().enumerate().filter(|(_, c)| c.kind == "code") {
+        for sym in c.symbol.iter().chain(&c.symbols) {
+            if sym.starts_with("impl ") {
+                continue;
+            }
+            by_name.entry(sym.clone()).or_default().push(i);
+            let bare = sym.rsplit(['.', ':']).next().unwrap_or(sym).trim_end_matches('!');
+            if bare.len() >= 3 && bare != sym {
+                by_name.entry(bare.to_owned()).or_default().push(i);
+            }
+        }
+    }
+    if by_name.is_empty() {
+        return;
+    }
+    let mut back: Vec<(usize, String)> = Vec::new();
+    for doc in all.iter_mut().filter(|c| c.kind == "docs") {
+        let mut mentions: Vec<String> = Vec::new();
+        // Its own text: the overlap belongs to the previous chunk.
+        for (path, last) in code_identifiers(&doc.text[doc.overlap_chars as usize..]) {
+            // The qualified path if it is defined, else its bare last segment.
+            let Some((name, hits)) = [path, last].into_iter().find_map(|n| by_name.get(&n).map(|h| (n, h))) else {
+                continue;
+            };
+            if mentions.len() < MAX_LINKS && !mentions.contains(&name) {
+                mentions.push(name);
+            }
+            back.extend(hits.iter().map(|&h| (h, doc.chunk_id.clone())));
+        }
+        doc.mentions = mentions;
+    }
+    for (h, id) in back {
+        let m = &mut all[h].mentioned_in;
+        if !m.contains(&id) && m.len() < MAX_LINKS {
+            m.push(id);
+        }
+    }
+}
+
+/// Identifiers written as code in markdown (inline code spans and fences), as
+/// `(path, last segment)`: `Foo::bar()` gives (`Foo::bar`, `bar`).
+fn code_identifiers(text: &str) -> BTreeSet<(String, String)> {
+    let mut code = String::new();
+    let mut fence = false;
+    for line in text.lines() {
+        let t = line.trim_start_matches([' ', '>']);
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fence = !fence;
+            continue;
+        }
+        if fence {
+            code.push_str(line);
+            code.push('\n');
+            continue;
+        }
+        for (a, b) in crate::clean::code_spans(line) {
+            code.push_str(&line[a..b]);
+            code.push('\n');
+        }
+    }
+    let mut out = BTreeSet::new();
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let b = code.as_str();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i..].chars().next().expect("in bounds");
+        if c.is_alphabetic() || c == '_' {
+            let mut j = i;
+            // an identifier path: ident((::|.)ident)*
+            loop {
+                while j < b.len() && b[j..].starts_with(is_ident) {
+                    j += b[j..].chars().next().map_or(1, char::len_utf8);
+                }
+                let rest = &b[j..];
+                let sep = if rest.starts_with("::") {
+                    2
+                } else if rest.starts_with('.') {
+                    1
+                } else {
+                    0
+                };
+                if sep > 0 && rest[sep..].starts_with(|c: char| c.is_alphabetic() || c == '_') {
+                    j += sep;
+                } else {
+                    break;
+                }
+            }
+            let path = &b[i..j];
+            let last = path.rsplit(['.', ':']).next().unwrap_or(path);
+            out.insert((path.to_owned(), last.to_owned()));
+            i = j;
+        } else {
+            i += c.len_utf8();
+        }
+    }
+    out
 }
 
 /// `cluster_tags` of each document: the stems of the other documents in its folder.
@@ -530,7 +688,7 @@ impl Stage for Chunk {
         "chunk"
     }
     fn version(&self) -> u32 {
-        1
+        2 // 2: per-document items carry licence counts; code chunks
     }
     fn params(&self, cfg: &Loaded) -> serde_json::Value {
         canonical(&cfg.config.stages.chunk)
@@ -547,15 +705,20 @@ impl Stage for Chunk {
             |d| item_key(self, &params_json, &[("source", &d.doc.source), ("rel", &d.doc.rel)], d.clean),
             |d| {
                 let c: Cleaned = load_json(ctx.cache, d.clean, "cleaned document")?;
-                Ok(serde_json::to_vec(&chunk_document(&d.doc, &c, params))?)
+                Ok(serde_json::to_vec(&chunk_document_full(&d.doc, &c, params))?)
             },
             &mut out,
         )?;
         let paths: Vec<String> = cleaned.docs.iter().map(|d| d.doc.path()).collect();
         let tags = cluster_tags(&paths);
         let mut all = Vec::new();
+        let (mut license_lines, mut license_files) = (0u64, 0usize);
         for (doc, d) in cleaned.docs.iter().zip(digests) {
-            let mut records: Vec<ChunkRecord> = load_json(ctx.cache, d, "document chunks")?;
+            let DocChunks { chunks: mut records, license_lines: dropped } = load_json(ctx.cache, d, "document chunks")?;
+            if dropped > 0 {
+                license_lines += u64::from(dropped);
+                license_files += 1;
+            }
             let t = tags.get(&doc.doc.path()).cloned().unwrap_or_default();
             for r in &mut records {
                 r.cluster_tags.clone_from(&t);
@@ -566,6 +729,10 @@ impl Stage for Chunk {
             }
             all.extend(records);
         }
+        if license_lines > 0 {
+            out.notes.push(format!("dropped {license_lines} licence-header lines in {license_files} files"));
+        }
+        cross_link(&mut all);
         let mut seen = BTreeSet::new();
         for c in &all {
             if !seen.insert(c.chunk_id.as_str()) {
@@ -575,8 +742,12 @@ impl Stage for Chunk {
         let parquet = atlas_runtime::chunks::to_parquet(&all).context("writing chunks.parquet")?;
         let pq = ctx.cache.put(&parquet)?;
         out.objects.insert(pq);
-        let manifest =
-            ctx.cache.put_json(&ChunkManifest { chunks: pq, chunk_count: all.len(), doc_count: cleaned.docs.len() })?;
+        let manifest = ctx.cache.put_json(&ChunkManifest {
+            chunks: pq,
+            chunk_count: all.len(),
+            doc_count: cleaned.docs.len(),
+            license_lines_dropped: license_lines,
+        })?;
         out.objects.insert(manifest);
         out.output = Some(manifest);
         Ok(out)

@@ -18,9 +18,15 @@ pub struct ChunkParams {
     /// Sections longer than this are split at paragraph boundaries.
     #[serde(default = "default_max_chars")]
     pub max_chars: usize,
-    /// Line windows of files that are not markdown hold at most this many lines.
+    /// Code chunks (and line windows of other text files) hold at most this many lines.
     #[serde(default = "default_code_max_lines")]
     pub code_max_lines: usize,
+    /// Code items of at most this many lines count as tiny…
+    #[serde(default = "default_code_tiny_lines")]
+    pub code_tiny_lines: usize,
+    /// …and runs of tiny items merge into one chunk up to this many lines.
+    #[serde(default = "default_code_merge_max_lines")]
+    pub code_merge_max_lines: usize,
 }
 
 fn default_split_level() -> u8 {
@@ -33,12 +39,25 @@ fn default_max_chars() -> usize {
     8000
 }
 fn default_code_max_lines() -> usize {
-    60
+    80
+}
+fn default_code_tiny_lines() -> usize {
+    5
+}
+fn default_code_merge_max_lines() -> usize {
+    40
 }
 
 impl Default for ChunkParams {
     fn default() -> Self {
-        ChunkParams { split_level: 2, overlap_chars: 150, max_chars: 8000, code_max_lines: 60 }
+        ChunkParams {
+            split_level: 2,
+            overlap_chars: 150,
+            max_chars: 8000,
+            code_max_lines: default_code_max_lines(),
+            code_tiny_lines: default_code_tiny_lines(),
+            code_merge_max_lines: default_code_merge_max_lines(),
+        }
     }
 }
 

@@ -7,6 +7,7 @@ pub mod builtin;
 pub mod chunk;
 pub mod clean;
 pub mod cli;
+pub mod code;
 pub mod config;
 pub mod crawl;
 pub mod dag;

@@ -135,3 +135,37 @@ fn summary_table_snapshot() {
         insta::assert_snapshot!(second.stderr);
     });
 }
+
+#[test]
+fn code_chunks_and_docs_code_cross_links() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(site.path().join("src")).unwrap();
+    std::fs::write(
+        site.path().join("guide.md"),
+        "# Guide\n\n## Saving\n\nCall `Model.dump_dict()` to save, or `load_dict` to restore.\n\n## Other\n\nNothing about code here: dump_dict in prose is not a mention.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        site.path().join("src/model.py"),
+        "# Copyright 2024 Example. Licensed under the MIT License.\n\nclass Model:\n    def dump_dict(self):\n        return {}\n\n    def load_dict(self, d):\n        return Model()\n",
+    )
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), site.path(), "    include: [\"**/*.md\", \"**/*.py\"]\n");
+    let r = run(pipeline().arg("-c").arg(&cfg).args(["run", "--until", "chunk"])).success();
+    assert!(r.stderr.contains("dropped 1 licence-header lines in 1 files"), "{}", r.stderr);
+    let all = chunks(work.path());
+    let code: Vec<_> = all.iter().filter(|c| c.kind == "code").collect();
+    assert_eq!(code.len(), 1, "a small class is one chunk");
+    let model = code[0];
+    assert_eq!(model.symbol.as_deref(), Some("Model"));
+    assert_eq!(model.symbol_kind.as_deref(), Some("class"));
+    assert_eq!(model.signature.as_deref(), Some("class Model:"));
+    assert_eq!(model.symbols, ["Model.dump_dict", "Model.load_dict"]);
+    assert_eq!((model.start_line, model.end_line), (3, 8));
+    let saving = all.iter().find(|c| c.heading_path.last().is_some_and(|h| h == "Saving")).unwrap();
+    assert_eq!(saving.mentions, ["Model.dump_dict", "load_dict"]);
+    assert_eq!(model.mentioned_in, std::slice::from_ref(&saving.chunk_id));
+    let other = all.iter().find(|c| c.heading_path.last().is_some_and(|h| h == "Other")).unwrap();
+    assert!(other.mentions.is_empty());
+}

@@ -247,27 +247,27 @@ fn cluster_tags_are_sibling_stems() {
 }
 
 #[test]
-fn code_files_chunk_as_line_windows_cut_at_blank_lines() {
+fn text_files_without_a_grammar_chunk_as_line_windows_cut_at_blank_lines() {
     let params = ChunkParams { code_max_lines: 6, ..ChunkParams::default() };
-    let src = "use std::io;\n\nfn a() {\n    one();\n}\n\nfn b() {\n    two();\n    three();\n}\n\n\nfn c() {}\n";
+    let src = "set -e\n\na() {\n    one\n}\n\nb() {\n    two\n    three\n}\n\n\nc\n";
     expect![[r#"
-        #0 [1-5]  | title=lib.rs code
-          use std::io;
+        #0 [1-5]  | title=build.sh code
+          set -e
 
-          fn a() {
-              one();
+          a() {
+              one
           }
-        #1 [7-12]  | title=lib.rs code
-          fn b() {
-              two();
-              three();
+        #1 [7-12]  | title=build.sh code
+          b() {
+              two
+              three
           }
 
-          fn c() {}
+          c
     "#]]
-    .assert_eq(&render("src/lib.rs", src, &params));
-    let c = chunk_document(&doc("src/lib.rs"), &clean(src, &CleanParams::default()), &params);
-    assert!(c.iter().all(|c| c.kind == "code" && c.language.as_deref() == Some("rust")));
+    .assert_eq(&render("scripts/build.sh", src, &params));
+    let c = chunk_document(&doc("scripts/build.sh"), &clean(src, &CleanParams::default()), &params);
+    assert!(c.iter().all(|c| c.kind == "code" && c.language.as_deref() == Some("shell")));
 }
 
 /// Every non-blank line of a code file lies in exactly one window.

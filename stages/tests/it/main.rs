@@ -3,5 +3,6 @@
 
 mod chunk;
 mod clean;
+mod code;
 mod corpora;
 mod llms;
