@@ -21,7 +21,7 @@ commands:
   test   build and run every test (what CI runs)
   ci     cargo fmt --check, clippy -D warnings, then the tests
   demo   run the pipeline over this project's own docs (examples/self.yaml) and show the result
-  bench  crawl and pipeline figures on the real sites served locally (needs ATLAS_CORPORA)";
+  bench  crawl, pipeline and code-chunking figures on the real corpora (needs ATLAS_CORPORA)";
 
 fn run() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -155,7 +155,10 @@ fn bench() -> anyhow::Result<()> {
     let mut bench = cargo();
     bench.args(["run", "--release", "--locked", "-q", "-p", "atlas-e2e", "--example", "crawl_bench", "--"]);
     bench.arg(project_root().join("target/release/atlas-pipeline"));
-    status(bench)
+    status(bench)?;
+    let mut code = cargo();
+    code.args(["run", "--release", "--locked", "-q", "-p", "atlas-stages", "--example", "code_bench"]);
+    status(code)
 }
 
 fn demo() -> anyhow::Result<()> {
@@ -170,9 +173,23 @@ fn demo() -> anyhow::Result<()> {
     let mut st = Command::new(bin);
     st.arg("--config").arg(config).arg("status");
     status(st)?;
-    eprintln!(
-        "xtask: the demo built examples/.atlas/build/chunks.parquet and mirror/ from this project's docs; \
-         run it again to see every stage cached"
-    );
+    // Until search lands, show what was built.
+    let chunks = atlas_runtime::chunks::read_file(Path::new("examples/.atlas/build/chunks.parquet"))?;
+    let mut by_kind = std::collections::BTreeMap::<String, usize>::new();
+    for c in &chunks {
+        *by_kind.entry(format!("{} {}", c.kind, c.language.as_deref().unwrap_or("-"))).or_default() += 1;
+    }
+    #[allow(clippy::print_stdout)]
+    {
+        println!("\n{} chunks in examples/.atlas/build/chunks.parquet:", chunks.len());
+        for (k, n) in &by_kind {
+            println!("  {n:>5}  {k}");
+        }
+        println!("\nsome code symbols and where they are:");
+        for c in chunks.iter().filter(|c| c.symbol_kind.as_deref() == Some("function")).take(8) {
+            println!("  {:<40} {}:{}-{}", c.symbol.as_deref().unwrap_or("-"), c.path, c.start_line, c.end_line);
+        }
+    }
+    eprintln!("xtask: run it again to see every stage cached");
     Ok(())
 }

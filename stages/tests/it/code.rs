@@ -364,6 +364,16 @@ const REAL: &[RealCase] = &[
         check: |o| o.chunks.iter().any(|c| c.overlap > 0),
     },
     RealCase {
+        file: "concrete-ml/repo/src/concrete/ml/sklearn/linear_model.py",
+        why: "a 300+ line method split into parts that repeat its signature",
+        symbols: &[("SGDClassifier._fit_encrypted", "method")],
+        check: |o| {
+            let parts: Vec<_> =
+                o.chunks.iter().filter(|c| c.symbol.as_deref() == Some("SGDClassifier._fit_encrypted")).collect();
+            parts.len() >= 4 && parts[1..].iter().all(|p| p.overlap > 0 && p.text.starts_with("def _fit_encrypted("))
+        },
+    },
+    RealCase {
         file: "tfhe-rs/repo/tfhe/src/high_level_api/integers/unsigned/ops.rs",
         why: "generic trait impls for references; macro invocations",
         symbols: &[("FheUint::max", "method")],
@@ -392,5 +402,124 @@ fn real_code_cases() {
             assert!(has, "{} ({}): no {kind} {sym}:\n{}", case.file, case.why, render(&out));
         }
         assert!((case.check)(&out), "{} ({}):\n{}", case.file, case.why, render(&out));
+    }
+}
+
+/// Structure snapshots (ranges, kinds, symbols; no source text) of real files.
+fn check_real(file: &str, expected: Expect) {
+    let Some(root) = crate::corpora::corpora() else { return };
+    let src = std::fs::read_to_string(root.join(file)).unwrap();
+    expected.assert_eq(&render(&chunks(file, &src, &ChunkParams::default())));
+}
+
+#[test]
+fn real_structure_python_check_inputs() {
+    check_real(
+        "concrete-ml/repo/src/concrete/ml/common/check_inputs.py",
+        expect![[r#"
+        1-13 module -
+        16-32 function check_array_and_assert
+        35-54 function check_X_y_and_assert
+        57-74 function check_X_y_and_assert_multi_output
+        77-77 module -
+    "#]],
+    );
+}
+
+#[test]
+fn real_structure_rust_config() {
+    check_real(
+        "tfhe-rs/repo/tfhe/src/high_level_api/config.rs",
+        expect![[r#"
+        1-9 module -
+        11-16 struct Config
+        18-32 impl impl Config ["Config::from_hpu_device", "Config::public_key_encryption_parameters"]
+        34-43 struct ConfigBuilder
+        45-53 impl impl Default for ConfigBuilder ["ConfigBuilder::default"]
+        55-55 impl impl ConfigBuilder
+        56-60 method ConfigBuilder::enable_compression
+        62-71 method ConfigBuilder::enable_noise_squashing
+        73-90 method ConfigBuilder::enable_noise_squashing_compression
+        92-110 method ConfigBuilder::enable_ciphertext_re_randomization
+        112-121 method ConfigBuilder::with_custom_parameters
+        123-133 method ConfigBuilder::use_dedicated_compact_public_key_parameters
+        135-138 method ConfigBuilder::use_dedicated_oprf_key
+        140-146 method ConfigBuilder::use_custom_parameters
+        148-150 method ConfigBuilder::build
+        153-157 impl impl From<ConfigBuilder> for Config ["Config::from"]
+        159-179 impl impl From<MetaParameters> for Config ["Config::from"]
+        dropped 151-151 closing
+    "#]],
+    );
+}
+
+#[test]
+fn real_structure_rust_traits() {
+    check_real(
+        "tfhe-rs/repo/tfhe/src/high_level_api/traits.rs",
+        expect![[r#"
+        1-8 module -
+        10-20 trait FheEncrypt ["FheEncrypt::encrypt"]
+        22-29 impl impl FheEncrypt<Clear, Key> for T ["T::encrypt"]
+        31-36 trait FheTrivialEncrypt ["FheTrivialEncrypt::encrypt_trivial"]
+        38-52 trait FheTryEncrypt ["FheTryEncrypt::try_encrypt"]
+        54-62 trait FheTryTrivialEncrypt ["FheTryTrivialEncrypt::try_encrypt_trivial"]
+        64-73 merged FheDecrypt ["FheDecrypt", "FheDecrypt::decrypt", "FheKeyswitch", "FheKeyswitch::keyswitch"]
+        75-87 trait FheEq ["FheEq::eq", "FheEq::ne"]
+        89-102 trait FheOrd ["FheOrd::lt", "FheOrd::le", "FheOrd::gt", "FheOrd::ge"]
+        104-140 merged FheMin ["FheMin", "FheMin::min", "FheMax", "FheMax::max", "RotateLeft", "RotateLeft::rotate_left", "RotateRight", "RotateRight::rotate_right", "RotateLeftAssign", "RotateLeftAssign::rotate_left_assign", "RotateRightAssign", "RotateRightAssign::rotate_right_assign", "DivRem", "DivRem::div_rem"]
+        142-152 trait FusedMulScalarDiv ["FusedMulScalarDiv::fused_mul_scalar_div"]
+        154-164 trait FusedScalarMulScalarDiv ["FusedScalarMulScalarDiv::fused_scalar_mul_scalar_div"]
+        166-174 trait IfThenElse ["IfThenElse::if_then_else", "IfThenElse::select", "IfThenElse::cmux"]
+        176-178 trait IfThenZero ["IfThenZero::if_then_zero"]
+        180-192 trait ScalarIfThenElse ["ScalarIfThenElse::scalar_if_then_else", "ScalarIfThenElse::scalar_select", "ScalarIfThenElse::scalar_cmux"]
+        194-222 merged Flip ["Flip", "Flip::flip", "OverflowingAdd", "OverflowingAdd::overflowing_add", "OverflowingSub", "OverflowingSub::overflowing_sub", "OverflowingMul", "OverflowingMul::overflowing_mul", "OverflowingNeg", "OverflowingNeg::overflowing_neg"]
+        224-230 trait BitSlice ["BitSlice::bitslice"]
+        232-236 trait Tagged ["Tagged::tag", "Tagged::tag_mut"]
+        238-247 trait CiphertextList ["CiphertextList::len", "CiphertextList::is_empty", "CiphertextList::get_kind_of", "CiphertextList::get", "CiphertextList::get_decompression_size_on_gpu"]
+        249-260 merged FheId ["FheId", "SquashNoise", "SquashNoise::squash_noise", "FheWait", "FheWait::wait"]
+        262-268 struct HpuHandle
+        270-279 trait FheHpu ["FheHpu::iop_exec"]
+        281-310 merged SizeOnGpu ["SizeOnGpu", "SizeOnGpu::get_size_on_gpu", "AddSizeOnGpu", "AddSizeOnGpu::get_add_size_on_gpu", "SubSizeOnGpu", "SubSizeOnGpu::get_sub_size_on_gpu", "BitAndSizeOnGpu", "BitAndSizeOnGpu::get_bitand_size_on_gpu", "BitOrSizeOnGpu", "BitOrSizeOnGpu::get_bitor_size_on_gpu", "BitXorSizeOnGpu", "BitXorSizeOnGpu::get_bitxor_size_on_gpu", "BitNotSizeOnGpu", "BitNotSizeOnGpu::get_bitnot_size_on_gpu"]
+        312-318 trait FheOrdSizeOnGpu ["FheOrdSizeOnGpu::get_gt_size_on_gpu", "FheOrdSizeOnGpu::get_lt_size_on_gpu", "FheOrdSizeOnGpu::get_ge_size_on_gpu", "FheOrdSizeOnGpu::get_le_size_on_gpu"]
+        319-347 merged FheMinSizeOnGpu ["FheMinSizeOnGpu", "FheMinSizeOnGpu::get_min_size_on_gpu", "FheMaxSizeOnGpu", "FheMaxSizeOnGpu::get_max_size_on_gpu", "ShlSizeOnGpu", "ShlSizeOnGpu::get_left_shift_size_on_gpu", "ShrSizeOnGpu", "ShrSizeOnGpu::get_right_shift_size_on_gpu", "RotateLeftSizeOnGpu", "RotateLeftSizeOnGpu::get_rotate_left_size_on_gpu", "RotateRightSizeOnGpu", "RotateRightSizeOnGpu::get_rotate_right_size_on_gpu"]
+        349-359 trait IfThenElseSizeOnGpu ["IfThenElseSizeOnGpu::get_if_then_else_size_on_gpu", "IfThenElseSizeOnGpu::get_select_size_on_gpu", "IfThenElseSizeOnGpu::get_cmux_size_on_gpu"]
+        361-369 trait RerandSizeOnGpu ["RerandSizeOnGpu::get_rerand_size_on_gpu"]
+        371-396 merged MulSizeOnGpu ["MulSizeOnGpu", "MulSizeOnGpu::get_mul_size_on_gpu", "DivSizeOnGpu", "DivSizeOnGpu::get_div_size_on_gpu", "RemSizeOnGpu", "RemSizeOnGpu::get_rem_size_on_gpu", "DivRemSizeOnGpu", "DivRemSizeOnGpu::get_div_rem_size_on_gpu", "NegSizeOnGpu", "NegSizeOnGpu::get_neg_size_on_gpu", "FheEqSizeOnGpu", "FheEqSizeOnGpu::get_eq_size_on_gpu", "FheEqSizeOnGpu::get_ne_size_on_gpu"]
+    "#]],
+    );
+}
+
+#[test]
+fn overloaded_methods_keep_one_symbol_and_distinct_ids() {
+    let src = "class A {\n    void run() {\n        a();\n        b();\n        c();\n    }\n\n    void run(int n) {\n        a(n);\n        b(n);\n        c(n);\n    }\n}\n";
+    let out = chunks("A.java", src, &ChunkParams { code_max_lines: 6, ..params() });
+    let runs: Vec<_> = out.chunks.iter().filter(|c| c.symbol.as_deref() == Some("A.run")).collect();
+    assert_eq!(runs.len(), 2, "{}", render(&out));
+    let doc = atlas_stages::source::DocEntry::new("s", "A.java", atlas_cache::Digest::of(b""));
+    let cleaned = atlas_stages::clean::Cleaned { text: src.to_owned(), ..Default::default() };
+    let recs = atlas_stages::builtin::chunk_document(&doc, &cleaned, &ChunkParams { code_max_lines: 6, ..params() });
+    let ids: std::collections::BTreeSet<_> = recs.iter().map(|r| &r.chunk_id).collect();
+    assert_eq!(ids.len(), recs.len(), "chunk ids are distinct");
+}
+
+#[test]
+fn dump_dict_is_qualified_by_its_class_everywhere_in_concrete_ml() {
+    let Some(root) = crate::corpora::corpora() else { return };
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for f in files(&root.join("concrete-ml/repo/src"), &["py"]) {
+        let src = std::fs::read_to_string(&f).unwrap();
+        let out = chunks(&f.display().to_string(), &src, &ChunkParams::default());
+        for s in out.chunks.iter().flat_map(|c| c.symbol.iter().chain(&c.symbols)) {
+            if s.ends_with("dump_dict") {
+                *seen.entry(s.clone()).or_default() += 1;
+            }
+        }
+    }
+    assert!(seen.len() >= 10, "{seen:?}");
+    for (sym, n) in &seen {
+        let class = sym.strip_suffix(".dump_dict").unwrap_or_else(|| panic!("{sym} is not Class.dump_dict"));
+        assert!(class.starts_with(|c: char| c.is_uppercase() || c == '_'), "{sym}");
+        assert!(*n <= 2, "{sym} appears {n} times");
     }
 }
