@@ -187,6 +187,13 @@ pub trait Shape {
     fn area(&self) -> f64;
 }
 
+fn with_local_items() -> u8 {
+    struct Local;
+    fn helper() -> u8 { 1 }
+    let _ = Local;
+    helper()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,11 +217,12 @@ mod tests {
             11-18 impl impl fmt::Display for &Wrapper<T> ["Wrapper::fmt"]
             20-25 macro getter!
             27-31 merged getter! ["getter!", "Shape", "Shape::area"]
-            33-35 mod tests
-            37-40 function tests::works
-            42-47 function tests::also_works
+            33-38 function with_local_items
+            40-42 mod tests
+            44-47 function tests::works
+            49-54 function tests::also_works
             dropped 1-1 license
-            dropped 48-48 closing
+            dropped 55-55 closing
         "#]],
     );
 }
@@ -362,6 +370,24 @@ const REAL: &[RealCase] = &[
         why: "dump_dict in many classes; functions long enough to split",
         symbols: &[("BaseEstimator.dump_dict", "method"), ("BaseEstimator.compile", "method")],
         check: |o| o.chunks.iter().any(|c| c.overlap > 0),
+    },
+    RealCase {
+        file: "concrete-ml/repo/src/concrete/ml/pandas/_development.py",
+        why: "a decorator whose arguments span lines starts the function's chunk",
+        symbols: &[("left_right_join_to_compile", "function")],
+        check: |o| {
+            o.chunks.iter().any(|c| {
+                c.symbol.as_deref() == Some("left_right_join_to_compile")
+                    && c.text.starts_with("@fhe.compiler(")
+                    && c.signature.as_deref().is_some_and(|s| s.starts_with("def left_right_join_to_compile("))
+            })
+        },
+    },
+    RealCase {
+        file: "tfhe-rs/repo/tfhe/src/high_level_api/array/ops.rs",
+        why: "macro_rules! definitions and their invocations are chunks",
+        symbols: &[("impl_other_binary_ops_variants!", "macro")],
+        check: |o| o.chunks.iter().filter(|c| c.symbol.as_deref() == Some("impl_other_binary_ops_variants!")).count() >= 2,
     },
     RealCase {
         file: "concrete-ml/repo/src/concrete/ml/sklearn/linear_model.py",
