@@ -408,9 +408,6 @@ fn signature(cx: &Ctx<'_>, n: Node<'_>) -> String {
     {
         row = d.start_position().row;
     }
-    if cx.lang == Lang::Js && n.kind() == "export_statement" {
-        row = n.start_position().row;
-    }
     let mut sig = cx.lines.get(row).copied().unwrap_or_default().trim().to_owned();
     // Java and Rust put annotations/attributes on the item's own first lines.
     let mut r = row;
@@ -577,22 +574,14 @@ fn split_function(
     // Code runs between nested items, the signature lines starting the first.
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut cur_start = start;
-    let mut last_end = start;
     let mut items = Vec::new();
-    for u in nested {
-        if u.item.is_some() {
-            if u.start > cur_start {
-                runs.push((cur_start, u.start - 1));
-            }
-            cur_start = u.end + 1;
-            last_end = u.end;
-            items.push(u);
-        } else {
-            last_end = u.end;
+    for u in nested.into_iter().filter(|u| u.item.is_some()) {
+        if u.start > cur_start {
+            runs.push((cur_start, u.start - 1));
         }
+        cur_start = u.end + 1;
+        items.push(u);
     }
-    let body_end = if items.is_empty() { end } else { last_end.max(cur_start.saturating_sub(1)) };
-    let _ = body_end;
     if cur_start <= end {
         runs.push((cur_start, end));
     }

@@ -4,7 +4,6 @@
 //! when its content changed; mirror files whose document is gone are removed.
 
 use std::collections::BTreeSet;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -66,13 +65,7 @@ fn write_if_changed(path: &Path, bytes: &[u8], w: &mut Written) -> anyhow::Resul
     {
         return Ok(());
     }
-    let dir = path.parent().context("output path has a parent")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp =
-        dir.join(format!(".{}.tmp-{}", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
-    let mut f = std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
+    atlas_cache::write_file_atomic(path, bytes).with_context(|| format!("writing {}", path.display()))?;
     w.files_written += 1;
     Ok(())
 }

@@ -387,7 +387,9 @@ const REAL: &[RealCase] = &[
         file: "tfhe-rs/repo/tfhe/src/high_level_api/array/ops.rs",
         why: "macro_rules! definitions and their invocations are chunks",
         symbols: &[("impl_other_binary_ops_variants!", "macro")],
-        check: |o| o.chunks.iter().filter(|c| c.symbol.as_deref() == Some("impl_other_binary_ops_variants!")).count() >= 2,
+        check: |o| {
+            o.chunks.iter().filter(|c| c.symbol.as_deref() == Some("impl_other_binary_ops_variants!")).count() >= 2
+        },
     },
     RealCase {
         file: "concrete-ml/repo/src/concrete/ml/sklearn/linear_model.py",
