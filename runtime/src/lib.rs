@@ -6,6 +6,8 @@
 //! other way round.
 
 pub mod chunks;
+pub mod embed;
+pub mod model;
 
 /// Errors of the runtime crate.
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +20,8 @@ pub enum Error {
     Parquet(#[from] parquet::errors::ParquetError),
     #[error("arrow: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
+    #[error("{0}")]
+    Model(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

