@@ -8,6 +8,7 @@
 pub mod chunks;
 pub mod embed;
 pub mod model;
+pub mod vectors;
 
 /// Errors of the runtime crate.
 #[derive(Debug, thiserror::Error)]

@@ -19,7 +19,7 @@ use crate::failpoint;
 use crate::source::{DocEntry, Globs, Scan, ScannedFile, is_markdown, language_of, scan_local, section_of};
 
 pub fn registry() -> Vec<Box<dyn Stage>> {
-    vec![Box::new(Crawl::default()), Box::new(CleanGitbook), Box::new(Chunk)]
+    vec![Box::new(Crawl::default()), Box::new(CleanGitbook), Box::new(Chunk), Box::new(crate::embed::Embed)]
 }
 
 // ---------------------------------------------------------------------------- crawl

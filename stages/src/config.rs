@@ -119,6 +119,8 @@ pub struct StageParams {
     pub clean_gitbook: CleanParams,
     #[serde(default)]
     pub chunk: ChunkParams,
+    #[serde(default)]
+    pub embed: crate::embed::EmbedParams,
 }
 
 pub use crate::crawl::CrawlParams;

@@ -11,6 +11,7 @@ pub mod code;
 pub mod config;
 pub mod crawl;
 pub mod dag;
+pub mod embed;
 pub mod failpoint;
 pub mod outputs;
 pub mod progress;

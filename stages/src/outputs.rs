@@ -46,6 +46,12 @@ pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport]) -> any
         write_if_changed(&out_dir.join("chunks.parquet"), &bytes, &mut w)?;
         w.paths.push(out_dir.join("chunks.parquet"));
     }
+    if let Some(d) = output("embed") {
+        let m: crate::embed::EmbedManifest = serde_json::from_slice(&cache.get_required(d)?)?;
+        write_if_changed(&out_dir.join("embeddings.npy"), &cache.get_required(m.embeddings)?, &mut w)?;
+        write_if_changed(&out_dir.join("embeddings.json"), &serde_json::to_vec_pretty(&m)?, &mut w)?;
+        w.paths.push(out_dir.join("embeddings.npy"));
+    }
     Ok(w)
 }
 

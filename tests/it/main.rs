@@ -3,5 +3,6 @@
 mod bad_input;
 mod cache_faults;
 mod crawl;
+mod embed;
 mod git;
 mod incremental;

@@ -240,6 +240,7 @@ fn bench() -> anyhow::Result<()> {
 }
 
 fn demo() -> anyhow::Result<()> {
+    setup()?;
     let config = Path::new("examples/self.yaml");
     let mut build = cargo();
     build.args(["build", "--release", "--locked", "-p", "atlas-stages", "--bin", "atlas-pipeline"]);

@@ -1,0 +1,310 @@
+//! embed: one vector per window of each chunk, memoised per chunk.
+//!
+//! No silent truncation: a chunk longer than the model's window is embedded as
+//! overlapping windows that each fit, one vector per window, each mapped back to its
+//! chunk (`window_chunk`). Misses are tokenised in parallel (rayon), sorted by token
+//! length and batched with padding to each batch's longest, while ONNX Runtime uses
+//! every core. Vectors are stored as f16. The memo key is (model sha256, window
+//! params, chunk text digest), so unchanged chunks are never embedded again.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context as _, bail};
+use atlas_cache::{Cache, Digest, KeyBuilder};
+use atlas_runtime::embed::{Backend, EmbedOptions, Embedder};
+use atlas_runtime::model;
+use half::f16;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::builtin::ChunkManifest;
+use crate::config::{Loaded, canonical};
+use crate::dag::{Ctx, Stage, StageOutput};
+use crate::failpoint;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbedParams {
+    /// A model id from the registry.
+    pub model: String,
+    /// Windows per forward pass.
+    pub batch_size: usize,
+    /// Tokens shared by consecutive windows of an over-long chunk.
+    pub window_overlap: usize,
+    /// auto | cpu | cuda | coreml; ATLAS_EMBED_BACKEND overrides it.
+    pub backend: Backend,
+    /// ONNX Runtime threads (0: every core).
+    pub threads: usize,
+}
+
+impl Default for EmbedParams {
+    fn default() -> Self {
+        EmbedParams {
+            model: model::DEFAULT_MODEL.to_owned(),
+            batch_size: 32,
+            window_overlap: 32,
+            backend: Backend::Cpu,
+            threads: 0,
+        }
+    }
+}
+
+/// What the stage produces: the matrix and the map from its rows to chunks.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct EmbedManifest {
+    pub model: String,
+    pub model_sha256: String,
+    pub dims: usize,
+    pub pooling: model::Pooling,
+    /// embeddings.npy (f16, rows × dims).
+    pub embeddings: Digest,
+    pub rows: usize,
+    /// For each row, the chunk's position in chunks.parquet.
+    pub window_chunk: Vec<u32>,
+    pub chunks: usize,
+    /// Chunks longer than one window, and the windows they became.
+    pub over_window_chunks: usize,
+    pub over_window_windows: usize,
+    pub tokens: u64,
+}
+
+/// One chunk's vectors, as memoised: `windows` (u32 LE), `tokens` (u32 LE), then
+/// windows × dims f16 LE.
+struct ChunkVectors {
+    windows: u32,
+    tokens: u32,
+    data: Vec<u8>,
+}
+
+impl ChunkVectors {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(8 + self.data.len());
+        b.extend_from_slice(&self.windows.to_le_bytes());
+        b.extend_from_slice(&self.tokens.to_le_bytes());
+        b.extend_from_slice(&self.data);
+        b
+    }
+    fn decode(b: &[u8]) -> anyhow::Result<ChunkVectors> {
+        anyhow::ensure!(b.len() >= 8, "chunk vectors too short");
+        let u = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        Ok(ChunkVectors { windows: u(0), tokens: u(4), data: b[8..].to_vec() })
+    }
+}
+
+/// Windows of at most `size` tokens, consecutive ones sharing `overlap` tokens.
+pub fn windows(ids: &[u32], size: usize, overlap: usize) -> Vec<&[u32]> {
+    if ids.len() <= size {
+        return vec![ids];
+    }
+    let step = size.saturating_sub(overlap).max(1);
+    let mut out = Vec::new();
+    let mut start = 0;
+    loop {
+        let end = (start + size).min(ids.len());
+        out.push(&ids[start..end]);
+        if end == ids.len() {
+            break;
+        }
+        start += step;
+    }
+    out
+}
+
+#[derive(Debug)]
+pub struct Embed;
+
+fn backend(p: &EmbedParams) -> anyhow::Result<Backend> {
+    match std::env::var("ATLAS_EMBED_BACKEND") {
+        Ok(v) if !v.is_empty() => v.parse().map_err(|e: String| anyhow::anyhow!("ATLAS_EMBED_BACKEND: {e}")),
+        _ => Ok(p.backend),
+    }
+}
+
+impl Stage for Embed {
+    fn name(&self) -> &'static str {
+        "embed"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn params(&self, cfg: &Loaded) -> serde_json::Value {
+        // The backend and thread count do not change what is produced: keep them out of the key.
+        let mut v = canonical(&cfg.config.stages.embed);
+        if let Some(o) = v.as_object_mut() {
+            o.remove("backend");
+            o.remove("threads");
+            o.remove("batch_size");
+        }
+        v
+    }
+    /// The model file itself: a new file under the same id must not reuse vectors.
+    fn external_inputs(&self, ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
+        let p = &ctx.cfg.config.stages.embed;
+        let path = model::model_dir(&p.model).join("model.onnx");
+        let bytes = std::fs::read(&path).with_context(|| {
+            format!("model {} is not provisioned ({}); run `cargo xtask setup`", p.model, path.display())
+        })?;
+        Ok(BTreeMap::from([("model".to_owned(), Digest::of(&bytes))]))
+    }
+    fn run(&self, ctx: &Ctx<'_>, inputs: &BTreeMap<String, Digest>) -> anyhow::Result<StageOutput> {
+        let p = &ctx.cfg.config.stages.embed;
+        let chunks_manifest: ChunkManifest = {
+            let d = inputs.get("chunk").copied().context("missing input chunk")?;
+            serde_json::from_slice(&ctx.cache.get_required(d)?)?
+        };
+        let records = atlas_runtime::chunks::from_parquet(&ctx.cache.get_required(chunks_manifest.chunks)?)?;
+        let spec = model::spec(&p.model).with_context(|| {
+            let ids: Vec<&str> = model::REGISTRY.iter().map(|m| m.id).collect();
+            format!("unknown model {:?}; registered: {}", p.model, ids.join(", "))
+        })?;
+        let threads =
+            if p.threads == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { p.threads };
+        let opts = EmbedOptions { intra_threads: threads, backend: backend(p)?, low_latency: false };
+        let embedder = Embedder::load(spec, &model::model_dir(spec.id), &model::ort_dylib(), &opts)?;
+        let mut out = StageOutput::default();
+        out.notes.extend(embedder.warnings.iter().cloned());
+        let size = embedder.window();
+        let overlap = p.window_overlap.min(size / 2);
+        let key = |text: &str| -> Digest {
+            KeyBuilder::new("item")
+                .str("stage", "embed")
+                .part("version", &self.version().to_le_bytes())
+                .str("model", &embedder.model_sha256)
+                .str("prefix", spec.passage_prefix)
+                .part("window", &(size as u64).to_le_bytes())
+                .part("overlap", &(overlap as u64).to_le_bytes())
+                .digest("text", Digest::of(text.as_bytes()))
+                .finish()
+        };
+        let ns = "item-embed";
+        // Hits and misses.
+        let keys: Vec<Digest> = records.par_iter().map(|r| key(&r.text)).collect();
+        let mut have: Vec<Option<Digest>> = vec![None; records.len()];
+        if !ctx.force {
+            for (i, k) in keys.iter().enumerate() {
+                have[i] = ctx.cache.get_ref(ns, *k)?;
+            }
+        }
+        let missing: Vec<usize> = (0..records.len()).filter(|&i| have[i].is_none()).collect();
+        // Tokenise the misses in parallel.
+        let t0 = Instant::now();
+        let tokenized: Vec<Vec<u32>> = missing
+            .par_iter()
+            .map(|&i| embedder.tokenize(&format!("{}{}", spec.passage_prefix, records[i].text)))
+            .collect::<Result<_, _>>()?;
+        let mut jobs: Vec<(usize, usize, &[u32])> = Vec::new(); // (miss index, window index, ids)
+        for (m, ids) in tokenized.iter().enumerate() {
+            for (w, win) in windows(ids, size, overlap).into_iter().enumerate() {
+                jobs.push((m, w, win));
+            }
+        }
+        jobs.sort_by_key(|j| j.2.len());
+        let bar = ctx.progress.stage("embed", missing.len());
+        let total_tokens: u64 = tokenized.iter().map(|t| t.len() as u64).sum();
+        let done_tokens = AtomicU64::new(0);
+        let mut vectors: Vec<Vec<Vec<f32>>> =
+            tokenized.iter().map(|ids| vec![Vec::new(); windows(ids, size, overlap).len()]).collect();
+        let mut remaining: Vec<usize> = vectors.iter().map(Vec::len).collect();
+        for batch in jobs.chunks(p.batch_size.max(1)) {
+            let ids: Vec<&[u32]> = batch.iter().map(|j| j.2).collect();
+            let vs = embedder.embed_ids(&ids)?;
+            for ((m, w, win), v) in batch.iter().zip(vs) {
+                vectors[*m][*w] = v;
+                remaining[*m] -= 1;
+                done_tokens.fetch_add(win.len() as u64, Ordering::Relaxed);
+                if remaining[*m] == 0 {
+                    // A chunk is complete: store it at once, so a kill loses little.
+                    let i = missing[*m];
+                    let mut data = Vec::with_capacity(vectors[*m].len() * spec.dims * 2);
+                    for v in &vectors[*m] {
+                        data.extend(v.iter().flat_map(|x| f16::from_f32(*x).to_le_bytes()));
+                    }
+                    let item =
+                        ChunkVectors { windows: vectors[*m].len() as u32, tokens: tokenized[*m].len() as u32, data };
+                    let d = ctx.cache.put(&item.encode())?;
+                    ctx.cache.set_ref(ns, keys[i], d)?;
+                    have[i] = Some(d);
+                    failpoint::item_done("embed");
+                    bar.inc();
+                }
+            }
+        }
+        bar.finish();
+        if !missing.is_empty() {
+            let secs = t0.elapsed().as_secs_f64().max(1e-9);
+            out.notes.push(format!(
+                "embedded {} chunks ({total_tokens} tokens) in {secs:.2} s: {:.1} chunks/s, {:.0} tokens/s",
+                missing.len(),
+                missing.len() as f64 / secs,
+                done_tokens.load(Ordering::Relaxed) as f64 / secs
+            ));
+        }
+        // Assemble the matrix in chunk order.
+        let mut data: Vec<f16> = Vec::new();
+        let mut window_chunk = Vec::new();
+        let (mut over_chunks, mut over_windows, mut tokens) = (0, 0, 0u64);
+        for (i, d) in have.iter().enumerate() {
+            let d = d.context("every chunk has vectors")?;
+            let item = ChunkVectors::decode(&ctx.cache.get_required(d)?)?;
+            if item.data.len() != item.windows as usize * spec.dims * 2 {
+                bail!("cached vectors of chunk {} have the wrong size", records[i].chunk_id);
+            }
+            data.extend(item.data.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]])));
+            window_chunk.extend(std::iter::repeat_n(i as u32, item.windows as usize));
+            if item.windows > 1 {
+                over_chunks += 1;
+                over_windows += item.windows as usize;
+            }
+            tokens += u64::from(item.tokens);
+            out.objects.insert(d);
+            out.refs.insert(Cache::ref_name(ns, keys[i]));
+        }
+        out.items = records.len();
+        out.reused = records.len() - missing.len();
+        if over_chunks > 0 {
+            out.notes.push(format!(
+                "{over_chunks} of {} chunks run past the {size}-token window: embedded as {over_windows} overlapping windows ({overlap} tokens shared), none truncated",
+                records.len()
+            ));
+        }
+        let rows = window_chunk.len();
+        let npy = atlas_runtime::vectors::to_npy_f16(rows, spec.dims, &data);
+        let emb = ctx.cache.put(&npy)?;
+        out.objects.insert(emb);
+        let manifest = EmbedManifest {
+            model: spec.id.to_owned(),
+            model_sha256: embedder.model_sha256.clone(),
+            dims: spec.dims,
+            pooling: spec.pooling,
+            embeddings: emb,
+            rows,
+            window_chunk,
+            chunks: records.len(),
+            over_window_chunks: over_chunks,
+            over_window_windows: over_windows,
+            tokens,
+        };
+        let d = ctx.cache.put_json(&manifest)?;
+        out.objects.insert(d);
+        out.output = Some(d);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_overlap_and_cover_everything() {
+        let ids: Vec<u32> = (0..600).collect();
+        let w = windows(&ids, 254, 32);
+        assert_eq!(w.len(), 3);
+        assert_eq!(w[0].len(), 254);
+        assert_eq!(w[1][0], 222);
+        assert_eq!(*w.last().unwrap().last().unwrap(), 599);
+        assert_eq!(windows(&ids[..10], 254, 32).len(), 1);
+    }
+}

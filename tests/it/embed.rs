@@ -1,0 +1,90 @@
+//! The embed stage through the real binary, with real ONNX inference. Needs the
+//! provisioned default model (`cargo xtask setup`): skipped with a printed reason when
+//! it is missing, unless ATLAS_REQUIRE_MODELS is set (CI).
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use atlas_e2e::{pipeline, run, write_config, write_fixture_site};
+
+fn model_ready() -> bool {
+    let ok = atlas_runtime::model::model_dir(atlas_runtime::model::DEFAULT_MODEL).join("model.onnx").is_file()
+        && atlas_runtime::model::ort_dylib().is_file();
+    if !ok {
+        assert!(
+            std::env::var_os("ATLAS_REQUIRE_MODELS").is_none(),
+            "the model is not provisioned: run `cargo xtask setup`"
+        );
+        eprintln!("skipped: the embedding model is not provisioned (run `cargo xtask setup`)");
+    }
+    ok
+}
+
+fn texts(dir: &Path) -> Vec<String> {
+    atlas_runtime::chunks::read_file(&dir.join(".atlas/build/chunks.parquet"))
+        .unwrap()
+        .into_iter()
+        .map(|c| c.text)
+        .collect()
+}
+
+#[test]
+fn embeds_every_chunk_then_only_what_changed() {
+    if !model_ready() {
+        return;
+    }
+    let site = tempfile::tempdir().unwrap();
+    write_fixture_site(site.path());
+    // One section long enough to need several windows.
+    let long =
+        format!("# Long\n\n## Everything\n\n{}\n", "The operator reconciles every release in the cluster. ".repeat(80));
+    std::fs::write(site.path().join("guides/long.md"), long).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), site.path(), "stages:\n  embed:\n    threads: 2\n");
+    let go = || run(pipeline().arg("-c").arg(&cfg).arg("run")).success();
+
+    let cold = go();
+    let chunks = texts(work.path()).len();
+    assert_eq!(cold.stage("embed"), ("ran".into(), chunks, 0), "{}", cold.stderr);
+    assert!(cold.stderr.contains("run past the 254-token window"), "{}", cold.stderr);
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(work.path().join(".atlas/build/embeddings.json")).unwrap()).unwrap();
+    assert_eq!(m["model"], "all-minilm-l6-v2-int8");
+    assert_eq!(m["dims"], 384);
+    assert_eq!(m["chunks"], chunks);
+    let rows = m["rows"].as_u64().unwrap() as usize;
+    assert!(rows > chunks, "the long chunk became several windows");
+    assert_eq!(m["window_chunk"].as_array().unwrap().len(), rows);
+    let npy = std::fs::read(work.path().join(".atlas/build/embeddings.npy")).unwrap();
+    let (r, d, data) = atlas_runtime::vectors::from_npy_f16(&npy).unwrap();
+    assert_eq!((r, d), (rows, 384));
+    let norm: f32 = data[..384].iter().map(|x| x.to_f32() * x.to_f32()).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 0.01, "vectors are L2-normalised ({norm})");
+
+    let noop = go();
+    assert_eq!(noop.stage("embed").0, "cached");
+
+    // Edit one page: exactly the chunks whose text changed are embedded again.
+    let before: HashSet<String> = texts(work.path()).into_iter().collect();
+    let page = site.path().join("guides/install.md");
+    let text = std::fs::read_to_string(&page).unwrap().replace("Use brew.", "Use brew, or the installer.");
+    std::fs::write(&page, text).unwrap();
+    let one = go();
+    let changed = texts(work.path()).iter().filter(|t| !before.contains(*t)).count();
+    assert!(changed >= 1);
+    let after = texts(work.path()).len();
+    assert_eq!(one.stage("embed"), ("ran".into(), changed, after - changed), "{}", one.stderr);
+}
+
+#[test]
+fn a_missing_model_names_the_setup_command() {
+    let site = tempfile::tempdir().unwrap();
+    write_fixture_site(site.path());
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), site.path(), "");
+    let home = tempfile::tempdir().unwrap();
+    let r = run(pipeline().arg("-c").arg(&cfg).arg("run").env("ATLAS_HOME", home.path()).env_remove("ORT_DYLIB_PATH"));
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let last = r.stderr.lines().last().unwrap();
+    assert!(last.contains("cargo xtask setup"), "{last}");
+}
