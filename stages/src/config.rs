@@ -337,9 +337,9 @@ mod tests {
 
     #[test]
     fn unknown_stage_names_line_and_stage() {
-        let e = err("name: x\nsources: {}\nstages:\n  embed:\n    model: m\n");
+        let e = err("name: x\nsources: {}\nstages:\n  bm25:\n    k1: 1\n");
         assert!(e.starts_with("4:"), "{e}");
-        assert!(e.contains("embed"), "{e}");
+        assert!(e.contains("bm25"), "{e}");
     }
 
     #[test]
