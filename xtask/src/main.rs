@@ -236,7 +236,74 @@ fn bench() -> anyhow::Result<()> {
     status(bench)?;
     let mut code = cargo();
     code.args(["run", "--release", "--locked", "-q", "-p", "atlas-stages", "--example", "code_bench"]);
-    status(code)
+    status(code)?;
+    bench_embed()
+}
+
+/// Embedding throughput of the embed stage against the plain Python loop
+/// (`xtask/bench/embed_baseline.py`), side by side on the devtron chunks.
+fn bench_embed() -> anyhow::Result<()> {
+    setup()?;
+    let corpora = PathBuf::from(std::env::var_os("ATLAS_CORPORA").context("ATLAS_CORPORA is set")?);
+    let mut pip = Command::new("python3");
+    pip.args(["-m", "pip", "install", "--quiet", "onnxruntime==1.32.0", "tokenizers", "numpy"]);
+    status(pip).context("installing the Python baseline's packages")?;
+    let work = std::env::temp_dir().join(format!("atlas-bench-embed-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    let cfg = work.join("pipeline.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "name: bench\nsources:\n  devtron:\n    kind: local\n    path: {}\n",
+            corpora.join("devtron-docs/site").display()
+        ),
+    )?;
+    let out = Command::new(project_root().join("target/release/atlas-pipeline"))
+        .arg("-c")
+        .arg(&cfg)
+        .args(["run", "--until", "embed"])
+        .env("ATLAS_NO_PROGRESS", "1")
+        .output()
+        .context("running atlas-pipeline")?;
+    let log = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!("atlas-pipeline failed: {log}");
+    }
+    let line =
+        log.lines().find(|l| l.contains("tokens/s") && l.starts_with("embed: embedded")).context("no embed figures")?;
+    let atlas_tps: f64 = line
+        .rsplit(", ")
+        .next()
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .context("tokens/s")?;
+    let chunks = atlas_runtime::chunks::read_file(&work.join(".atlas/build/chunks.parquet"))?;
+    let jsonl: String = chunks.iter().map(|c| format!("{}\n", serde_json::json!({"text": c.text}))).collect();
+    std::fs::write(work.join("chunks.jsonl"), jsonl)?;
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).to_string();
+    let py = Command::new("python3")
+        .arg(project_root().join("xtask/bench/embed_baseline.py"))
+        .arg(atlas_runtime::model::model_dir(atlas_runtime::model::DEFAULT_MODEL))
+        .arg(work.join("chunks.jsonl"))
+        .arg(&threads)
+        .output()
+        .context("running the Python baseline")?;
+    let py_out = String::from_utf8_lossy(&py.stdout);
+    let py_tps: f64 = py_out
+        .split_whitespace()
+        .nth(2)
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("baseline output {py_out:?} {}", String::from_utf8_lossy(&py.stderr)))?;
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{line}");
+        println!(
+            "embed throughput: atlas {atlas_tps:.0} tokens/s, plain Python loop {py_tps:.0} tokens/s: {:.2}x",
+            atlas_tps / py_tps
+        );
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(())
 }
 
 fn demo() -> anyhow::Result<()> {
