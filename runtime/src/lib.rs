@@ -8,6 +8,7 @@
 pub mod chunks;
 pub mod embed;
 pub mod model;
+pub mod text_index;
 pub mod vectors;
 
 /// Errors of the runtime crate.

@@ -19,7 +19,13 @@ use crate::failpoint;
 use crate::source::{DocEntry, Globs, Scan, ScannedFile, is_markdown, language_of, scan_local, section_of};
 
 pub fn registry() -> Vec<Box<dyn Stage>> {
-    vec![Box::new(Crawl::default()), Box::new(CleanGitbook), Box::new(Chunk), Box::new(crate::embed::Embed)]
+    vec![
+        Box::new(Crawl::default()),
+        Box::new(CleanGitbook),
+        Box::new(Chunk),
+        Box::new(crate::embed::Embed),
+        Box::new(crate::bm25::Bm25),
+    ]
 }
 
 // ---------------------------------------------------------------------------- crawl

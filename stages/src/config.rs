@@ -121,6 +121,8 @@ pub struct StageParams {
     pub chunk: ChunkParams,
     #[serde(default)]
     pub embed: crate::embed::EmbedParams,
+    #[serde(default)]
+    pub bm25: crate::bm25::Bm25Params,
 }
 
 pub use crate::crawl::CrawlParams;
@@ -337,9 +339,9 @@ mod tests {
 
     #[test]
     fn unknown_stage_names_line_and_stage() {
-        let e = err("name: x\nsources: {}\nstages:\n  bm25:\n    k1: 1\n");
+        let e = err("name: x\nsources: {}\nstages:\n  pack:\n    k1: 1\n");
         assert!(e.starts_with("4:"), "{e}");
-        assert!(e.contains("bm25"), "{e}");
+        assert!(e.contains("pack"), "{e}");
     }
 
     #[test]

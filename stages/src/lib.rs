@@ -3,6 +3,7 @@
 //! `crawl → clean-gitbook → chunk → {embed, bm25} → pack`. Stages are pure functions of
 //! (params, input artifacts); only the source stage (crawl) reads the outside world.
 
+pub mod bm25;
 pub mod builtin;
 pub mod chunk;
 pub mod clean;

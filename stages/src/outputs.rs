@@ -52,6 +52,20 @@ pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport]) -> any
         write_if_changed(&out_dir.join("embeddings.json"), &serde_json::to_vec_pretty(&m)?, &mut w)?;
         w.paths.push(out_dir.join("embeddings.npy"));
     }
+    if let Some(d) = output("bm25") {
+        let m: crate::bm25::Bm25Manifest = serde_json::from_slice(&cache.get_required(d)?)?;
+        let dir = out_dir.join("tantivy");
+        let mut keep = BTreeSet::new();
+        for (name, obj) in &m.files {
+            let path = dir.join(safe_rel(name)?);
+            write_if_changed(&path, &cache.get_required(*obj)?, &mut w)?;
+            keep.insert(path);
+        }
+        remove_stale(&dir, &keep, &mut w)?;
+        let boosts = serde_json::json!({ "boosts": m.boosts, "docs": m.docs });
+        write_if_changed(&out_dir.join("bm25.json"), &serde_json::to_vec_pretty(&boosts)?, &mut w)?;
+        w.paths.push(dir);
+    }
     Ok(w)
 }
 

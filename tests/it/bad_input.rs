@@ -53,7 +53,7 @@ fn unknown_stage_in_until() {
 
 #[test]
 fn stage_not_built_yet_in_until() {
-    check(Some(GOOD), &["run", "--until", "bm25"], &["stage `bm25` is not built yet"]);
+    check(Some(GOOD), &["run", "--until", "pack"], &["stage `pack` is not built yet"]);
 }
 
 #[test]

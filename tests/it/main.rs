@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `atlas-pipeline` binary on real files.
 
 mod bad_input;
+mod bm25;
 mod cache_faults;
 mod crawl;
 mod embed;

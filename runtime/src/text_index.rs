@@ -1,0 +1,202 @@
+//! The fielded BM25 index (tantivy): its schema and analyzers, shared by the build
+//! (the bm25 stage) and the query side.
+//!
+//! - `atlas_prose` (text, title, heading): code-aware splitting, lowercase, English
+//!   stemming.
+//! - `atlas_code` (file_path, symbol): code-aware splitting and lowercase, no stemming.
+//!
+//! Code-aware splitting keeps every identifier whole and adds its parts:
+//! `getApplication` → `getApplication`, `get`, `Application`; `dump_dict` →
+//! `dump_dict`, `dump`, `dict`; `Foo::bar` and `self.x` → the path, then each segment.
+
+use tantivy::Index;
+use tantivy::schema::{FAST, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions};
+use tantivy::tokenizer::{Language, LowerCaser, Stemmer, TextAnalyzer, Token, TokenStream, Tokenizer};
+
+pub const PROSE: &str = "atlas_prose";
+pub const CODE: &str = "atlas_code";
+
+/// Field names, in the order the manifest lists their boosts.
+pub const FIELDS: [&str; 5] = ["text", "title", "heading", "file_path", "symbol"];
+
+pub fn schema() -> Schema {
+    let mut b = Schema::builder();
+    let text = |tok: &str| {
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default().set_tokenizer(tok).set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        )
+    };
+    b.add_u64_field("chunk", INDEXED | STORED | FAST);
+    b.add_text_field("text", text(PROSE));
+    b.add_text_field("title", text(PROSE));
+    b.add_text_field("heading", text(PROSE));
+    b.add_text_field("file_path", text(CODE));
+    b.add_text_field("symbol", text(CODE));
+    b.add_text_field("kind", STRING | FAST);
+    b.add_text_field("section", STRING | FAST);
+    b.add_text_field("language", STRING | FAST);
+    b.build()
+}
+
+/// Registers the analyzers the schema names. Call on every opened index.
+pub fn register(index: &Index) {
+    index.tokenizers().register(
+        PROSE,
+        TextAnalyzer::builder(CodeSplitter).filter(LowerCaser).filter(Stemmer::new(Language::English)).build(),
+    );
+    index.tokenizers().register(CODE, TextAnalyzer::builder(CodeSplitter).filter(LowerCaser).build());
+}
+
+/// `file_path` text: path segments, the `.md` extension dropped.
+pub fn path_text(path: &str) -> String {
+    path.strip_suffix(".md").unwrap_or(path).replace(['/', '-'], " ")
+}
+
+/// Splits text into words and identifiers; identifiers also yield their parts.
+#[derive(Clone, Debug, Default)]
+pub struct CodeSplitter;
+
+#[derive(Debug)]
+pub struct VecTokenStream {
+    tokens: Vec<Token>,
+    at: usize,
+}
+
+impl TokenStream for VecTokenStream {
+    fn advance(&mut self) -> bool {
+        if self.at < self.tokens.len() {
+            self.at += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn token(&self) -> &Token {
+        &self.tokens[self.at - 1]
+    }
+    fn token_mut(&mut self) -> &mut Token {
+        &mut self.tokens[self.at - 1]
+    }
+}
+
+impl Tokenizer for CodeSplitter {
+    type TokenStream<'a> = VecTokenStream;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> VecTokenStream {
+        VecTokenStream { tokens: split(text), at: 0 }
+    }
+}
+
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The tokens of `text`: each word; for identifiers, the whole and its parts at the
+/// same position.
+pub fn split(text: &str) -> Vec<Token> {
+    let mut out = Vec::new();
+    let mut position = 0;
+    let mut push = |from: usize, to: usize, position: usize| {
+        out.push(Token {
+            offset_from: from,
+            offset_to: to,
+            position,
+            text: text[from..to].to_owned(),
+            position_length: 1,
+        });
+    };
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < text.len() {
+        let c = text[i..].chars().next().expect("in bounds");
+        if !is_word(c) {
+            i += c.len_utf8();
+            continue;
+        }
+        // A path: word((::|.)word)*
+        let start = i;
+        let mut segments = Vec::new();
+        loop {
+            let seg_start = i;
+            while i < text.len() && text[i..].starts_with(is_word) {
+                i += text[i..].chars().next().map_or(1, char::len_utf8);
+            }
+            segments.push((seg_start, i));
+            let sep = if text[i..].starts_with("::") {
+                2
+            } else if bytes.get(i) == Some(&b'.') && text[i + 1..].starts_with(|c: char| c.is_alphabetic() || c == '_')
+            {
+                1
+            } else {
+                0
+            };
+            if sep > 0 && text[i + sep..].starts_with(|c: char| c.is_alphabetic() || c == '_') {
+                i += sep;
+            } else {
+                break;
+            }
+        }
+        if segments.len() > 1 {
+            push(start, i, position);
+        }
+        for (a, b) in segments {
+            let parts = parts(&text[a..b]);
+            push(a, b, position);
+            if parts.len() > 1 {
+                for (pa, pb) in parts {
+                    push(a + pa, a + pb, position);
+                }
+            }
+            position += 1;
+        }
+    }
+    out
+}
+
+/// Parts of one identifier: split at `_` and at lower→upper and letter↔digit
+/// changes (`HTTPServer` → `HTTP`, `Server`). Byte ranges within the identifier.
+fn parts(word: &str) -> Vec<(usize, usize)> {
+    let chars: Vec<(usize, char)> = word.char_indices().collect();
+    let mut out = Vec::new();
+    let mut start: Option<usize> = None;
+    for k in 0..chars.len() {
+        let (i, c) = chars[k];
+        if c == '_' {
+            if let Some(s) = start.take() {
+                out.push((s, i));
+            }
+            continue;
+        }
+        let boundary = match (k.checked_sub(1).map(|p| chars[p].1), chars.get(k + 1).map(|n| n.1)) {
+            (Some(p), _) if p.is_lowercase() && c.is_uppercase() => true,
+            (Some(p), Some(n)) if p.is_uppercase() && c.is_uppercase() && n.is_lowercase() => true,
+            (Some(p), _) if p.is_alphabetic() != c.is_alphabetic() && p != '_' => true,
+            _ => false,
+        };
+        if boundary && let Some(s) = start.take() {
+            out.push((s, i));
+        }
+        start.get_or_insert(i);
+    }
+    if let Some(s) = start {
+        out.push((s, word.len()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        split(text).into_iter().map(|t| t.text).collect()
+    }
+
+    #[test]
+    fn identifiers_keep_the_whole_and_add_parts() {
+        assert_eq!(words("getApplication"), ["getApplication", "get", "Application"]);
+        assert_eq!(words("dump_dict()"), ["dump_dict", "dump", "dict"]);
+        assert_eq!(words("Foo::bar_baz"), ["Foo::bar_baz", "Foo", "bar_baz", "bar", "baz"]);
+        assert_eq!(words("HTTPServer v2"), ["HTTPServer", "HTTP", "Server", "v2", "v", "2"]);
+        assert_eq!(words("Plain words. Next"), ["Plain", "words", "Next"]);
+    }
+}

@@ -1,0 +1,121 @@
+//! bm25: a fielded tantivy index over the chunks (text, title, heading, file_path,
+//! symbol), with the field boosts recorded in the output manifest so the runtime
+//! queries with what the build chose.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context as _;
+use atlas_cache::Digest;
+use atlas_runtime::text_index;
+use serde::{Deserialize, Serialize};
+use tantivy::{Index, TantivyDocument};
+
+use crate::builtin::ChunkManifest;
+use crate::config::{Loaded, canonical};
+use crate::dag::{Ctx, Stage, StageOutput};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Bm25Params {
+    /// Query-time weight of each field.
+    pub boosts: BTreeMap<String, f32>,
+}
+
+impl Default for Bm25Params {
+    fn default() -> Self {
+        let boosts = [("text", 1.0), ("title", 3.0), ("heading", 2.0), ("file_path", 2.5), ("symbol", 3.0)];
+        Bm25Params { boosts: boosts.into_iter().map(|(k, v)| (k.to_owned(), v)).collect() }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Bm25Manifest {
+    /// The index folder: file name → object.
+    pub files: BTreeMap<String, Digest>,
+    pub boosts: BTreeMap<String, f32>,
+    pub docs: usize,
+}
+
+#[derive(Debug)]
+pub struct Bm25;
+
+impl Stage for Bm25 {
+    fn name(&self) -> &'static str {
+        "bm25"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn params(&self, cfg: &Loaded) -> serde_json::Value {
+        canonical(&cfg.config.stages.bm25)
+    }
+    fn run(&self, ctx: &Ctx<'_>, inputs: &BTreeMap<String, Digest>) -> anyhow::Result<StageOutput> {
+        let p = &ctx.cfg.config.stages.bm25;
+        for field in p.boosts.keys() {
+            anyhow::ensure!(
+                text_index::FIELDS.contains(&field.as_str()),
+                "stages.bm25.boosts: unknown field {field:?}; fields: {}",
+                text_index::FIELDS.join(", ")
+            );
+        }
+        let manifest: ChunkManifest = serde_json::from_slice(
+            &ctx.cache.get_required(inputs.get("chunk").copied().context("missing input chunk")?)?,
+        )?;
+        let chunks = atlas_runtime::chunks::from_parquet(&ctx.cache.get_required(manifest.chunks)?)?;
+        // Build in the cache's tmp/ (cleared when a run starts), then store each file.
+        let dir = ctx.cache.root().join("tmp").join(format!("bm25-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let schema = text_index::schema();
+        let index = Index::create_in_dir(&dir, schema.clone()).context("creating the index")?;
+        text_index::register(&index);
+        let f = |name: &str| schema.get_field(name).expect("schema field");
+        let (chunk_f, text_f, title_f, heading_f, path_f, symbol_f) =
+            (f("chunk"), f("text"), f("title"), f("heading"), f("file_path"), f("symbol"));
+        let (kind_f, section_f, lang_f) = (f("kind"), f("section"), f("language"));
+        let bar = ctx.progress.stage("bm25", chunks.len());
+        // One thread: documents keep chunk order, so equal inputs give equal postings.
+        let mut writer =
+            index.writer_with_num_threads::<TantivyDocument>(1, 64 * 1024 * 1024).context("opening the writer")?;
+        for (i, c) in chunks.iter().enumerate() {
+            let mut doc = TantivyDocument::default();
+            doc.add_u64(chunk_f, i as u64);
+            doc.add_text(text_f, &c.text);
+            doc.add_text(title_f, &c.title);
+            doc.add_text(heading_f, c.heading_path.join(" > "));
+            doc.add_text(path_f, text_index::path_text(&c.path));
+            let symbols: Vec<&str> = c.symbol.iter().chain(&c.symbols).map(String::as_str).collect();
+            doc.add_text(symbol_f, symbols.join(" "));
+            doc.add_text(kind_f, &c.kind);
+            doc.add_text(section_f, &c.section);
+            doc.add_text(lang_f, c.language.as_deref().unwrap_or(""));
+            writer.add_document(doc).context("indexing a chunk")?;
+            bar.inc();
+        }
+        writer.commit().context("committing the index")?;
+        let segments = index.searchable_segment_ids()?;
+        if segments.len() > 1 {
+            writer.merge(&segments).wait().context("merging segments")?;
+        }
+        writer.garbage_collect_files().wait().context("collecting old files")?;
+        writer.wait_merging_threads().context("waiting for merges")?;
+        bar.finish();
+        let mut out = StageOutput { items: chunks.len(), ..StageOutput::default() };
+        let mut files = BTreeMap::new();
+        for e in std::fs::read_dir(&dir)? {
+            let path = e?.path();
+            let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            if name.ends_with(".lock") {
+                continue;
+            }
+            let d = ctx.cache.put(&std::fs::read(&path)?)?;
+            out.objects.insert(d);
+            files.insert(name, d);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let m = ctx.cache.put_json(&Bm25Manifest { files, boosts: p.boosts.clone(), docs: chunks.len() })?;
+        out.objects.insert(m);
+        out.output = Some(m);
+        Ok(out)
+    }
+}
