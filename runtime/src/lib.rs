@@ -5,6 +5,7 @@
 //! reqwest or rmcp. The pipeline depends on it for the formats it writes, never the
 //! other way round.
 
+pub mod bundle;
 pub mod chunks;
 pub mod embed;
 pub mod model;

@@ -25,6 +25,7 @@ pub fn registry() -> Vec<Box<dyn Stage>> {
         Box::new(Chunk),
         Box::new(crate::embed::Embed),
         Box::new(crate::bm25::Bm25),
+        Box::new(crate::pack::Pack),
     ]
 }
 

@@ -53,6 +53,9 @@ enum Command {
         /// Crawl at most this many pages of each llms.txt source. Overrides the config.
         #[arg(long)]
         max_pages: Option<usize>,
+        /// Also write `<name>-<version>.tar.zst` of the bundle and its `.sha256`.
+        #[arg(long)]
+        archive: bool,
         /// Where outputs go (default: .atlas/build beside the config, or `out:` in it).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -112,7 +115,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     let registry = builtin::registry();
     let progress = Progress::new();
     match &cli.command {
-        Command::Run { until, force, offline, out, sections, max_pages } => {
+        Command::Run { until, force, offline, out, sections, max_pages, archive } => {
             if let Some(u) = until {
                 dag::check_stage_name(u, "--until", &registry)?;
             }
@@ -131,7 +134,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             for c in &summary.corruptions {
                 progress.log(&format!("warning: {c}"));
             }
-            let written = outputs::materialize(&cache, &out_dir, &summary.stages)
+            let written = outputs::materialize(&cache, &out_dir, &summary.stages, *archive)
                 .with_context(|| format!("writing outputs to {}", out_dir.display()))?;
             eprintln!("{}", dag::summary_table(&summary));
             for p in &written.paths {

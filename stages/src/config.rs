@@ -108,8 +108,7 @@ fn default_include() -> Vec<String> {
     vec!["**/*.md".into(), "**/*.markdown".into()]
 }
 
-/// Params of each built stage. A stage that is not built yet has no key here, so
-/// naming it is an unknown-key error.
+/// Params of each stage. A name that is not a stage is an unknown-key error.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct StageParams {
@@ -123,6 +122,8 @@ pub struct StageParams {
     pub embed: crate::embed::EmbedParams,
     #[serde(default)]
     pub bm25: crate::bm25::Bm25Params,
+    #[serde(default)]
+    pub pack: crate::pack::PackParams,
 }
 
 pub use crate::crawl::CrawlParams;
@@ -339,9 +340,9 @@ mod tests {
 
     #[test]
     fn unknown_stage_names_line_and_stage() {
-        let e = err("name: x\nsources: {}\nstages:\n  pack:\n    k1: 1\n");
+        let e = err("name: x\nsources: {}\nstages:\n  packer:\n    k1: 1\n");
         assert!(e.starts_with("4:"), "{e}");
-        assert!(e.contains("pack"), "{e}");
+        assert!(e.contains("packer"), "{e}");
     }
 
     #[test]

@@ -15,5 +15,6 @@ pub mod dag;
 pub mod embed;
 pub mod failpoint;
 pub mod outputs;
+pub mod pack;
 pub mod progress;
 pub mod source;

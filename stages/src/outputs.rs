@@ -20,7 +20,7 @@ pub struct Written {
     pub paths: Vec<PathBuf>,
 }
 
-pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport]) -> anyhow::Result<Written> {
+pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport], archive: bool) -> anyhow::Result<Written> {
     let mut w = Written::default();
     let output = |name: &str| stages.iter().find(|s| s.name == name).map(|s| s.output);
     if let Some(d) = output("clean-gitbook") {
@@ -66,7 +66,49 @@ pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport]) -> any
         write_if_changed(&out_dir.join("bm25.json"), &serde_json::to_vec_pretty(&boosts)?, &mut w)?;
         w.paths.push(dir);
     }
+    if let Some(d) = output("pack") {
+        let m: crate::pack::PackManifest = serde_json::from_slice(&cache.get_required(d)?)?;
+        let dir = out_dir.join("bundle");
+        let mut keep = BTreeSet::new();
+        for (name, obj) in &m.files {
+            let path = dir.join(safe_rel(name)?);
+            write_if_changed(&path, &cache.get_required(*obj)?, &mut w)?;
+            keep.insert(path);
+        }
+        remove_stale(&dir, &keep, &mut w)?;
+        w.paths.push(dir);
+        if archive {
+            let name = format!("{}-{}.tar.zst", m.name, m.version);
+            let bytes = archive_bytes(cache, &m)?;
+            let sha: String = {
+                use sha2::Digest as _;
+                sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
+            };
+            write_if_changed(&out_dir.join(&name), &bytes, &mut w)?;
+            write_if_changed(&out_dir.join(format!("{name}.sha256")), format!("{sha}  {name}\n").as_bytes(), &mut w)?;
+            w.paths.push(out_dir.join(name));
+        }
+    }
     Ok(w)
+}
+
+/// The bundle as a tar.zst: entries sorted, under `<name>/`, with fixed metadata, so
+/// equal bundles give equal archives.
+fn archive_bytes(cache: &Cache, m: &crate::pack::PackManifest) -> anyhow::Result<Vec<u8>> {
+    let enc = zstd::stream::Encoder::new(Vec::new(), 19).context("starting zstd")?;
+    let mut tar = tar::Builder::new(enc);
+    tar.mode(tar::HeaderMode::Deterministic);
+    for (path, obj) in &m.files {
+        let bytes = cache.get_required(*obj)?;
+        let mut h = tar::Header::new_gnu();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_mtime(0);
+        h.set_cksum();
+        tar.append_data(&mut h, format!("{}/{path}", m.name), bytes.as_slice()).context("adding to the archive")?;
+    }
+    let enc = tar.into_inner().context("finishing the tar")?;
+    enc.finish().context("finishing zstd")
 }
 
 /// Refuses document paths that would escape the mirror.

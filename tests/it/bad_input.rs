@@ -52,11 +52,6 @@ fn unknown_stage_in_until() {
 }
 
 #[test]
-fn stage_not_built_yet_in_until() {
-    check(Some(GOOD), &["run", "--until", "pack"], &["stage `pack` is not built yet"]);
-}
-
-#[test]
 fn unknown_key() {
     check(Some(&format!("{GOOD}    colour: red\n")), &["run"], &["pipeline.yaml:6:5:", "unknown field `colour`"]);
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use atlas_e2e::{pipeline, run, write_config, write_fixture_site};
 
-fn model_ready() -> bool {
+pub fn model_ready() -> bool {
     let ok = atlas_runtime::model::model_dir(atlas_runtime::model::DEFAULT_MODEL).join("model.onnx").is_file()
         && atlas_runtime::model::ort_dylib().is_file();
     if !ok {

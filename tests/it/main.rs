@@ -7,3 +7,4 @@ mod crawl;
 mod embed;
 mod git;
 mod incremental;
+mod pack;
