@@ -44,7 +44,7 @@ impl Stage for Bm25 {
         "bm25"
     }
     fn version(&self) -> u32 {
-        1
+        2 // 2: canonical segment ids
     }
     fn params(&self, cfg: &Loaded) -> serde_json::Value {
         canonical(&cfg.config.stages.bm25)
@@ -99,6 +99,7 @@ impl Stage for Bm25 {
         }
         writer.garbage_collect_files().wait().context("collecting old files")?;
         writer.wait_merging_threads().context("waiting for merges")?;
+        canonical_segment_ids(&dir)?;
         bar.finish();
         let mut out = StageOutput { items: chunks.len(), ..StageOutput::default() };
         let mut files = BTreeMap::new();
@@ -118,4 +119,44 @@ impl Stage for Bm25 {
         out.output = Some(m);
         Ok(out)
     }
+}
+
+/// tantivy names segments with random UUIDs; everything else it writes is a function
+/// of the documents. Renaming each segment after a hash of its files (and rewriting
+/// meta.json and a sorted .managed.json) makes equal inputs give byte-equal indexes.
+fn canonical_segment_ids(dir: &std::path::Path) -> anyhow::Result<()> {
+    let meta_path = dir.join("meta.json");
+    let mut meta = std::fs::read_to_string(&meta_path).context("reading meta.json")?;
+    let parsed: serde_json::Value = serde_json::from_str(&meta)?;
+    let ids: Vec<String> = parsed["segments"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s["segment_id"].as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir)?.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    for id in ids {
+        let old = id.replace('-', "");
+        let mut h = blake3::Hasher::new();
+        let segment_files: Vec<&String> = names.iter().filter(|n| n.starts_with(&old)).collect();
+        for n in &segment_files {
+            h.update(n[old.len()..].as_bytes());
+            h.update(&std::fs::read(dir.join(n))?);
+        }
+        let new = h.finalize().to_hex()[..32].to_owned();
+        for n in &segment_files {
+            std::fs::rename(dir.join(n), dir.join(format!("{new}{}", &n[old.len()..])))?;
+        }
+        let dashed = format!("{}-{}-{}-{}-{}", &new[..8], &new[8..12], &new[12..16], &new[16..20], &new[20..]);
+        meta = meta.replace(&id, &dashed);
+    }
+    std::fs::write(&meta_path, &meta)?;
+    let mut files: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    files.sort();
+    std::fs::write(dir.join(".managed.json"), serde_json::to_vec(&files)?)?;
+    Ok(())
 }

@@ -60,3 +60,44 @@ fn a_newer_bundle_format_is_refused_with_a_clear_message() {
     let err = bundle::read_manifest(dir.path()).unwrap_err().to_string();
     assert!(err.contains("bundle format 99 is newer than this build reads"), "{err}");
 }
+
+#[test]
+fn equal_inputs_give_a_byte_identical_bundle_but_for_created() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let site = tempfile::tempdir().unwrap();
+    write_fixture_site(site.path());
+    let build = || {
+        let work = tempfile::tempdir().unwrap();
+        let cfg = write_config(work.path(), site.path(), "");
+        run(pipeline().arg("-c").arg(&cfg).arg("run")).success();
+        let dir = work.path().join(".atlas/build/bundle");
+        let mut files = std::collections::BTreeMap::new();
+        let mut stack = vec![dir.clone()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let rel = p.strip_prefix(&dir).unwrap().display().to_string();
+                    let mut bytes = std::fs::read(&p).unwrap();
+                    if rel == "manifest.json" {
+                        let mut m: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                        m["created"] = serde_json::Value::Null;
+                        bytes = m.to_string().into_bytes();
+                    }
+                    files.insert(rel, bytes);
+                }
+            }
+        }
+        (work, files)
+    };
+    let (_a, first) = build();
+    let (_b, second) = build();
+    assert_eq!(first.keys().collect::<Vec<_>>(), second.keys().collect::<Vec<_>>());
+    for (k, v) in &first {
+        assert!(second[k] == *v, "{k} differs between two builds of the same inputs");
+    }
+}
