@@ -140,7 +140,7 @@ fn canonical_segment_ids(dir: &std::path::Path) -> anyhow::Result<()> {
         let mut h = blake3::Hasher::new();
         let segment_files: Vec<&String> = names.iter().filter(|n| n.starts_with(&old)).collect();
         for n in &segment_files {
-            h.update(n[old.len()..].as_bytes());
+            h.update(&n.as_bytes()[old.len()..]);
             h.update(&std::fs::read(dir.join(n))?);
         }
         let new = h.finalize().to_hex()[..32].to_owned();
