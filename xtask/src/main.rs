@@ -336,6 +336,21 @@ fn demo() -> anyhow::Result<()> {
             println!("  {:<40} {}:{}-{}", c.symbol.as_deref().unwrap_or("-"), c.path, c.start_line, c.end_line);
         }
     }
+    let bundle = Path::new("examples/.atlas/build/bundle");
+    let m = atlas_runtime::bundle::verify(bundle)?;
+    #[allow(clippy::print_stdout)]
+    {
+        println!(
+            "\nbundle {} {} at {}: {} chunks, {} vectors ({}), {} artifacts, all verified",
+            m.name,
+            m.version,
+            bundle.display(),
+            m.chunk_count,
+            m.embedding_rows,
+            m.model.id,
+            m.artifacts.len()
+        );
+    }
     eprintln!("xtask: run it again to see every stage cached");
     Ok(())
 }
