@@ -259,31 +259,12 @@ impl Cache {
         self.root.join("objects").join(&hex[..2]).join(&hex[2..])
     }
 
-    /// Writes `bytes` atomically at `path` (temp file in `tmp/`, fsync, rename).
+    /// Writes `bytes` atomically at `path`, staging in `tmp/` (cleared on open, so a
+    /// killed writer leaves nothing behind).
     fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<()> {
         let n = self.tmp_counter.fetch_add(1, Ordering::Relaxed);
         let tmp = self.root.join("tmp").join(format!("{}-{n}", std::process::id()));
-        let res = (|| {
-            let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-            f.write_all(bytes).map_err(io_err(&tmp))?;
-            f.sync_all().map_err(io_err(&tmp))?;
-            drop(f);
-            if let Some(dir) = path.parent() {
-                fs::create_dir_all(dir).map_err(io_err(dir))?;
-            }
-            fs::rename(&tmp, path).map_err(io_err(path))?;
-            if let Some(dir) = path.parent() {
-                // Persist the rename itself.
-                if let Ok(d) = File::open(dir) {
-                    let _ = d.sync_all();
-                }
-            }
-            Ok(())
-        })();
-        if res.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        res
+        write_via(&tmp, path, bytes).map_err(io_err(path))
     }
 
     /// Stores `bytes` and returns their digest. An intact existing object is kept as is.
@@ -522,22 +503,30 @@ fn read_holder(lock_path: &Path) -> String {
 pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
-    fs::create_dir_all(dir)?;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
+    write_via(&dir.join(format!(".{name}.tmp-{}-{n}", std::process::id())), path, bytes)
+}
+
+/// Writes `bytes` to `tmp`, fsyncs, renames it to `path` and fsyncs the folder.
+fn write_via(tmp: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
     let res = (|| {
-        let mut f = File::create(&tmp)?;
+        let mut f = File::create(tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        if let Ok(d) = File::open(dir) {
+        fs::rename(tmp, path)?;
+        if let Some(dir) = path.parent()
+            && let Ok(d) = File::open(dir)
+        {
             let _ = d.sync_all();
         }
         Ok(())
     })();
     if res.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = fs::remove_file(tmp);
     }
     res
 }

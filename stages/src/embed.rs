@@ -43,7 +43,7 @@ impl Default for EmbedParams {
     fn default() -> Self {
         EmbedParams {
             model: model::DEFAULT_MODEL.to_owned(),
-            batch_size: 32,
+            batch_size: 16,
             window_overlap: 32,
             backend: Backend::Cpu,
             threads: 0,

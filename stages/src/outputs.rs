@@ -55,13 +55,7 @@ pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport], archiv
     if let Some(d) = output("bm25") {
         let m: crate::bm25::Bm25Manifest = serde_json::from_slice(&cache.get_required(d)?)?;
         let dir = out_dir.join("tantivy");
-        let mut keep = BTreeSet::new();
-        for (name, obj) in &m.files {
-            let path = dir.join(safe_rel(name)?);
-            write_if_changed(&path, &cache.get_required(*obj)?, &mut w)?;
-            keep.insert(path);
-        }
-        remove_stale(&dir, &keep, &mut w)?;
+        write_tree(cache, &dir, &m.files, &mut w)?;
         let boosts = serde_json::json!({ "boosts": m.boosts, "docs": m.docs });
         write_if_changed(&out_dir.join("bm25.json"), &serde_json::to_vec_pretty(&boosts)?, &mut w)?;
         w.paths.push(dir);
@@ -69,13 +63,7 @@ pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport], archiv
     if let Some(d) = output("pack") {
         let m: crate::pack::PackManifest = serde_json::from_slice(&cache.get_required(d)?)?;
         let dir = out_dir.join("bundle");
-        let mut keep = BTreeSet::new();
-        for (name, obj) in &m.files {
-            let path = dir.join(safe_rel(name)?);
-            write_if_changed(&path, &cache.get_required(*obj)?, &mut w)?;
-            keep.insert(path);
-        }
-        remove_stale(&dir, &keep, &mut w)?;
+        write_tree(cache, &dir, &m.files, &mut w)?;
         w.paths.push(dir);
         if archive {
             let name = format!("{}-{}.tar.zst", m.name, m.version);
@@ -90,6 +78,23 @@ pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport], archiv
         }
     }
     Ok(w)
+}
+
+/// Writes a folder of cache objects (relative path → object) and removes what else
+/// it held.
+fn write_tree(
+    cache: &Cache,
+    dir: &Path,
+    files: &std::collections::BTreeMap<String, Digest>,
+    w: &mut Written,
+) -> anyhow::Result<()> {
+    let mut keep = BTreeSet::new();
+    for (name, obj) in files {
+        let path = dir.join(safe_rel(name)?);
+        write_if_changed(&path, &cache.get_required(*obj)?, w)?;
+        keep.insert(path);
+    }
+    remove_stale(dir, &keep, w)
 }
 
 /// The bundle as a tar.zst: entries sorted, under `<name>/`, with fixed metadata, so
