@@ -168,7 +168,6 @@ pub struct GcReport {
 #[derive(Debug, Default)]
 pub struct Stats {
     pub objects_written: AtomicU64,
-    pub corrupt_evicted: AtomicU64,
 }
 
 /// An open, locked cache directory. Dropping it releases the lock.
@@ -345,7 +344,6 @@ impl Cache {
 
     fn evict(&self, path: &Path, expected: Digest, actual: Digest) {
         let _ = fs::remove_file(path);
-        self.stats.corrupt_evicted.fetch_add(1, Ordering::Relaxed);
         let msg = Error::DataCorruption { path: path.to_owned(), expected: expected.to_hex(), actual: actual.to_hex() }
             .to_string();
         self.corruptions.lock().unwrap_or_else(|e| e.into_inner()).push(msg);

@@ -10,7 +10,6 @@
 //!   mirror/            the cleaned markdown and source files the fs server serves
 //! ```
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -115,9 +114,4 @@ pub fn verify(dir: &Path) -> Result<Manifest> {
         }
     }
     Ok(m)
-}
-
-/// Artifacts by path, for lookups.
-pub fn by_path(m: &Manifest) -> BTreeMap<&str, &Artifact> {
-    m.artifacts.iter().map(|a| (a.path.as_str(), a)).collect()
 }

@@ -286,6 +286,25 @@ fn validate(l: &Loaded, text: &str) -> Result<(), String> {
             }
         }
     }
+    let e = &l.config.stages.embed;
+    if atlas_runtime::model::spec(&e.model).is_none() {
+        let ids: Vec<&str> = atlas_runtime::model::REGISTRY.iter().map(|m| m.id).collect();
+        return Err(format!(
+            "{} stages.embed.model: unknown model {:?}; registered: {}",
+            at(Some("embed"), "model"),
+            e.model,
+            ids.join(", ")
+        ));
+    }
+    for field in l.config.stages.bm25.boosts.keys() {
+        if !atlas_runtime::text_index::FIELDS.contains(&field.as_str()) {
+            return Err(format!(
+                "{} stages.bm25.boosts: unknown field {field:?}; fields: {}",
+                at(Some("boosts"), field),
+                atlas_runtime::text_index::FIELDS.join(", ")
+            ));
+        }
+    }
     let c = &l.config.stages.chunk;
     if !(1..=6).contains(&c.split_level) {
         return Err(format!("{} stages.chunk.split_level must be 1 to 6", at(Some("chunk"), "split_level")));

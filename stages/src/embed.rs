@@ -155,10 +155,8 @@ impl Stage for Embed {
             serde_json::from_slice(&ctx.cache.get_required(d)?)?
         };
         let records = atlas_runtime::chunks::from_parquet(&ctx.cache.get_required(chunks_manifest.chunks)?)?;
-        let spec = model::spec(&p.model).with_context(|| {
-            let ids: Vec<&str> = model::REGISTRY.iter().map(|m| m.id).collect();
-            format!("unknown model {:?}; registered: {}", p.model, ids.join(", "))
-        })?;
+        // config::load checked that the id is registered.
+        let spec = model::spec(&p.model).with_context(|| format!("unknown model {:?}", p.model))?;
         let threads =
             if p.threads == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { p.threads };
         let opts = EmbedOptions { intra_threads: threads, backend: backend(p)?, low_latency: false };
@@ -195,17 +193,16 @@ impl Stage for Embed {
             .map(|&i| embedder.tokenize(&format!("{}{}", spec.passage_prefix, records[i].text)))
             .collect::<Result<_, _>>()?;
         let mut jobs: Vec<(usize, usize, &[u32])> = Vec::new(); // (miss index, window index, ids)
+        let mut vectors: Vec<Vec<Vec<f32>>> = Vec::with_capacity(tokenized.len());
         for (m, ids) in tokenized.iter().enumerate() {
-            for (w, win) in windows(ids, size, overlap).into_iter().enumerate() {
-                jobs.push((m, w, win));
-            }
+            let wins = windows(ids, size, overlap);
+            vectors.push(vec![Vec::new(); wins.len()]);
+            jobs.extend(wins.into_iter().enumerate().map(|(w, win)| (m, w, win)));
         }
         jobs.sort_by_key(|j| j.2.len());
         let bar = ctx.progress.stage("embed", missing.len());
         let total_tokens: u64 = tokenized.iter().map(|t| t.len() as u64).sum();
         let done_tokens = AtomicU64::new(0);
-        let mut vectors: Vec<Vec<Vec<f32>>> =
-            tokenized.iter().map(|ids| vec![Vec::new(); windows(ids, size, overlap).len()]).collect();
         let mut remaining: Vec<usize> = vectors.iter().map(Vec::len).collect();
         for batch in jobs.chunks(p.batch_size.max(1)) {
             let ids: Vec<&[u32]> = batch.iter().map(|j| j.2).collect();

@@ -15,8 +15,7 @@ use crate::dag::StageReport;
 
 #[derive(Debug, Default)]
 pub struct Written {
-    pub files_written: usize,
-    pub files_removed: usize,
+    /// The outputs to name in the log.
     pub paths: Vec<PathBuf>,
 }
 
@@ -31,39 +30,39 @@ pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport], archiv
             let c: Cleaned = serde_json::from_slice(&cache.get_required(doc.clean)?)?;
             let rel = safe_rel(&doc.doc.path())?;
             let path = mirror.join(&rel);
-            write_if_changed(&path, c.text.as_bytes(), &mut w)?;
+            write_if_changed(&path, c.text.as_bytes())?;
             keep.insert(path);
         }
-        remove_stale(&mirror, &keep, &mut w)?;
+        remove_stale(&mirror, &keep)?;
         let report = cache.get_required(m.report)?;
         let pretty = serde_json::to_vec_pretty(&serde_json::from_slice::<serde_json::Value>(&report)?)?;
-        write_if_changed(&out_dir.join("clean-report.json"), &pretty, &mut w)?;
+        write_if_changed(&out_dir.join("clean-report.json"), &pretty)?;
         w.paths.push(out_dir.join("clean-report.json"));
     }
     if let Some(d) = output("chunk") {
         let m: ChunkManifest = serde_json::from_slice(&cache.get_required(d)?)?;
         let bytes = cache.get_required(m.chunks)?;
-        write_if_changed(&out_dir.join("chunks.parquet"), &bytes, &mut w)?;
+        write_if_changed(&out_dir.join("chunks.parquet"), &bytes)?;
         w.paths.push(out_dir.join("chunks.parquet"));
     }
     if let Some(d) = output("embed") {
         let m: crate::embed::EmbedManifest = serde_json::from_slice(&cache.get_required(d)?)?;
-        write_if_changed(&out_dir.join("embeddings.npy"), &cache.get_required(m.embeddings)?, &mut w)?;
-        write_if_changed(&out_dir.join("embeddings.json"), &serde_json::to_vec_pretty(&m)?, &mut w)?;
+        write_if_changed(&out_dir.join("embeddings.npy"), &cache.get_required(m.embeddings)?)?;
+        write_if_changed(&out_dir.join("embeddings.json"), &serde_json::to_vec_pretty(&m)?)?;
         w.paths.push(out_dir.join("embeddings.npy"));
     }
     if let Some(d) = output("bm25") {
         let m: crate::bm25::Bm25Manifest = serde_json::from_slice(&cache.get_required(d)?)?;
         let dir = out_dir.join("tantivy");
-        write_tree(cache, &dir, &m.files, &mut w)?;
+        write_tree(cache, &dir, &m.files)?;
         let boosts = serde_json::json!({ "boosts": m.boosts, "docs": m.docs });
-        write_if_changed(&out_dir.join("bm25.json"), &serde_json::to_vec_pretty(&boosts)?, &mut w)?;
+        write_if_changed(&out_dir.join("bm25.json"), &serde_json::to_vec_pretty(&boosts)?)?;
         w.paths.push(dir);
     }
     if let Some(d) = output("pack") {
         let m: crate::pack::PackManifest = serde_json::from_slice(&cache.get_required(d)?)?;
         let dir = out_dir.join("bundle");
-        write_tree(cache, &dir, &m.files, &mut w)?;
+        write_tree(cache, &dir, &m.files)?;
         w.paths.push(dir);
         if archive {
             let name = format!("{}-{}.tar.zst", m.name, m.version);
@@ -72,8 +71,8 @@ pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport], archiv
                 use sha2::Digest as _;
                 sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
             };
-            write_if_changed(&out_dir.join(&name), &bytes, &mut w)?;
-            write_if_changed(&out_dir.join(format!("{name}.sha256")), format!("{sha}  {name}\n").as_bytes(), &mut w)?;
+            write_if_changed(&out_dir.join(&name), &bytes)?;
+            write_if_changed(&out_dir.join(format!("{name}.sha256")), format!("{sha}  {name}\n").as_bytes())?;
             w.paths.push(out_dir.join(name));
         }
     }
@@ -82,19 +81,14 @@ pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport], archiv
 
 /// Writes a folder of cache objects (relative path → object) and removes what else
 /// it held.
-fn write_tree(
-    cache: &Cache,
-    dir: &Path,
-    files: &std::collections::BTreeMap<String, Digest>,
-    w: &mut Written,
-) -> anyhow::Result<()> {
+fn write_tree(cache: &Cache, dir: &Path, files: &std::collections::BTreeMap<String, Digest>) -> anyhow::Result<()> {
     let mut keep = BTreeSet::new();
     for (name, obj) in files {
         let path = dir.join(safe_rel(name)?);
-        write_if_changed(&path, &cache.get_required(*obj)?, w)?;
+        write_if_changed(&path, &cache.get_required(*obj)?)?;
         keep.insert(path);
     }
-    remove_stale(dir, &keep, w)
+    remove_stale(dir, &keep)
 }
 
 /// The bundle as a tar.zst: entries sorted, under `<name>/`, with fixed metadata, so
@@ -126,18 +120,16 @@ fn safe_rel(p: &str) -> anyhow::Result<PathBuf> {
     Ok(rel)
 }
 
-fn write_if_changed(path: &Path, bytes: &[u8], w: &mut Written) -> anyhow::Result<()> {
+fn write_if_changed(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     if let Ok(old) = std::fs::read(path)
         && Digest::of(&old) == Digest::of(bytes)
     {
         return Ok(());
     }
-    atlas_cache::write_file_atomic(path, bytes).with_context(|| format!("writing {}", path.display()))?;
-    w.files_written += 1;
-    Ok(())
+    atlas_cache::write_file_atomic(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
-fn remove_stale(root: &Path, keep: &BTreeSet<PathBuf>, w: &mut Written) -> anyhow::Result<()> {
+fn remove_stale(root: &Path, keep: &BTreeSet<PathBuf>) -> anyhow::Result<()> {
     if !root.exists() {
         return Ok(());
     }
@@ -151,7 +143,6 @@ fn remove_stale(root: &Path, keep: &BTreeSet<PathBuf>, w: &mut Written) -> anyho
                 dirs.push(p);
             } else if !keep.contains(&p) {
                 std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
-                w.files_removed += 1;
             }
         }
     }

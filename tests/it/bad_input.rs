@@ -100,3 +100,21 @@ fn llms_txt_url_that_is_not_http() {
         &["pipeline.yaml:5:", "sources.docs.url", "not an http(s) URL"],
     );
 }
+
+#[test]
+fn unknown_embedding_model() {
+    check(
+        Some(&format!("{GOOD}stages:\n  embed:\n    model: no-such-model\n")),
+        &["run"],
+        &["pipeline.yaml:8:", "stages.embed.model", "no-such-model", "all-minilm-l6-v2-int8"],
+    );
+}
+
+#[test]
+fn unknown_bm25_boost_field() {
+    check(
+        Some(&format!("{GOOD}stages:\n  bm25:\n    boosts:\n      body: 2.0\n")),
+        &["run"],
+        &["pipeline.yaml:9:", "stages.bm25.boosts", "\"body\"", "text, title, heading, file_path, symbol"],
+    );
+}
