@@ -121,3 +121,178 @@ pub fn write_config(dir: &Path, source_path: &Path, extra: &str) -> PathBuf {
     .expect("write config");
     cfg
 }
+
+/// Code files for the fixture: a Python module and a Rust file.
+pub fn write_fixture_code(root: &Path) {
+    let files: &[(&str, &str)] = &[
+        (
+            "billing/invoice.py",
+            "\"\"\"Invoices.\"\"\"\n\n\nclass InvoiceBuilder:\n    \"\"\"Builds invoices line by line.\"\"\"\n\n    def __init__(self, currency):\n        self.currency = currency\n        self.lines = []\n\n    def add_line(self, amount, label):\n        \"\"\"Adds one priced line to the invoice.\"\"\"\n        self.lines.append((amount, label))\n        return self\n\n\ndef total_amount(lines):\n    \"\"\"Sums the amounts of invoice lines.\"\"\"\n    return sum(a for a, _ in lines)\n",
+        ),
+        (
+            "net/retry.rs",
+            "//! Retries.\n\n/// Exponential backoff between attempts.\npub struct Backoff {\n    pub base_ms: u64,\n}\n\nimpl Backoff {\n    /// Delay before attempt `n`, doubling each time.\n    pub fn delay_ms(&self, n: u32) -> u64 {\n        self.base_ms << n\n    }\n}\n\n/// Parses a Retry-After header value in seconds.\npub fn parse_retry_after(v: &str) -> Option<u64> {\n    v.trim().parse().ok()\n}\n",
+        ),
+    ];
+    for (rel, text) in files {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write code");
+    }
+}
+
+/// Builds a full bundle from the fixture site (source `site`) and fixture code
+/// (source `code`) under `work`; returns the bundle folder.
+pub fn build_fixture_bundle(work: &Path) -> PathBuf {
+    let site = work.join("site");
+    let code = work.join("code");
+    write_fixture_site(&site);
+    write_fixture_code(&code);
+    let cfg = work.join("pipeline.yaml");
+    std::fs::write(
+        &cfg,
+        "name: fixture\nsources:\n  site:\n    kind: local\n    path: site\n  code:\n    kind: local\n    path: code\n    include: [\"**/*.py\", \"**/*.rs\"]\n",
+    )
+    .expect("write config");
+    run(pipeline().arg("-c").arg(&cfg).arg("run")).success();
+    work.join(".atlas/build/bundle")
+}
+
+/// A minimal protobuf writer, enough to write an ONNX model by hand.
+#[derive(Default)]
+struct Pb(Vec<u8>);
+
+impl Pb {
+    fn varint(&mut self, mut v: u64) -> &mut Self {
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                self.0.push(b);
+                return self;
+            }
+            self.0.push(b | 0x80);
+        }
+    }
+    fn int(&mut self, field: u32, v: i64) -> &mut Self {
+        self.varint(u64::from(field) << 3).varint(v as u64)
+    }
+    fn bytes(&mut self, field: u32, b: &[u8]) -> &mut Self {
+        self.varint((u64::from(field) << 3) | 2).varint(b.len() as u64);
+        self.0.extend_from_slice(b);
+        self
+    }
+    fn str(&mut self, field: u32, s: &str) -> &mut Self {
+        self.bytes(field, s.as_bytes())
+    }
+    fn msg(&mut self, field: u32, m: &Pb) -> &mut Self {
+        self.bytes(field, &m.0)
+    }
+}
+
+/// An int64 [batch, seq] or float [batch, 1] tensor input/output.
+fn value_info(name: &str, elem_type: i64, dims: &[&str]) -> Pb {
+    let mut shape = Pb::default();
+    for d in dims {
+        let mut dim = Pb::default();
+        match d.parse::<i64>() {
+            Ok(v) => dim.int(1, v),
+            Err(_) => dim.str(2, d),
+        };
+        shape.msg(1, &dim);
+    }
+    let mut tensor = Pb::default();
+    tensor.int(1, elem_type).msg(2, &shape);
+    let mut ty = Pb::default();
+    ty.msg(1, &tensor);
+    let mut vi = Pb::default();
+    vi.str(1, name).msg(2, &ty);
+    vi
+}
+
+fn node(op: &str, inputs: &[&str], output: &str, attrs: &[(&str, i64)]) -> Pb {
+    let mut n = Pb::default();
+    for i in inputs {
+        n.str(1, i);
+    }
+    n.str(2, output).str(3, output).str(4, op);
+    for (name, v) in attrs {
+        let mut a = Pb::default();
+        a.str(1, name).int(3, *v).int(20, 2);
+        n.msg(5, &a);
+    }
+    n
+}
+
+/// Writes a tiny cross-encoder the tests can run for real: `model.onnx` scores a
+/// (query, passage) pair as the sum of the passage's token ids (token type 1), and
+/// `tokenizer.json` is a word-level BERT-style pair tokenizer whose vocabulary gives
+/// `boosted` the id 1000 and every other known word a small id. A passage holding
+/// `boosted` therefore outranks every passage without it.
+pub fn write_tiny_cross_encoder(dir: &Path, boosted: &str) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    const INT64: i64 = 7;
+    const FLOAT: i64 = 1;
+    let mut graph = Pb::default();
+    graph
+        .msg(1, &node("Cast", &["input_ids"], "ids_f", &[("to", FLOAT)]))
+        .msg(1, &node("Cast", &["attention_mask"], "mask_f", &[("to", FLOAT)]))
+        .msg(1, &node("Cast", &["token_type_ids"], "types_f", &[("to", FLOAT)]))
+        .msg(1, &node("Mul", &["ids_f", "mask_f"], "masked", &[]))
+        .msg(1, &node("Mul", &["masked", "types_f"], "passage", &[]))
+        .msg(1, &node("ReduceSum", &["passage", "axes"], "logits", &[("keepdims", 1)]))
+        .str(2, "tiny-cross-encoder");
+    let mut axes = Pb::default();
+    axes.int(1, 1).int(2, INT64).bytes(7, &[1]).str(8, "axes");
+    graph.msg(5, &axes);
+    for input in ["input_ids", "attention_mask", "token_type_ids"] {
+        graph.msg(11, &value_info(input, INT64, &["batch", "sequence"]));
+    }
+    graph.msg(12, &value_info("logits", FLOAT, &["batch", "1"]));
+    let mut opset = Pb::default();
+    opset.str(1, "").int(2, 13);
+    let mut model = Pb::default();
+    model.int(1, 8).str(2, "atlas-tests").msg(7, &graph).msg(8, &opset);
+    std::fs::write(dir.join("model.onnx"), &model.0).expect("write model");
+
+    let mut vocab = serde_json_free_vocab(boosted);
+    vocab.sort();
+    let vocab_json: Vec<String> = vocab.iter().map(|(w, id)| format!("\"{w}\": {id}")).collect();
+    let special = |id: u32, t: &str| {
+        format!(
+            "{{\"id\": {id}, \"content\": \"{t}\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true}}"
+        )
+    };
+    let tokenizer = format!(
+        r#"{{
+  "version": "1.0", "truncation": null, "padding": null,
+  "added_tokens": [{}, {}, {}, {}],
+  "normalizer": {{"type": "Lowercase"}},
+  "pre_tokenizer": {{"type": "Whitespace"}},
+  "post_processor": {{
+    "type": "TemplateProcessing",
+    "single": [{{"SpecialToken": {{"id": "[CLS]", "type_id": 0}}}}, {{"Sequence": {{"id": "A", "type_id": 0}}}}, {{"SpecialToken": {{"id": "[SEP]", "type_id": 0}}}}],
+    "pair": [{{"SpecialToken": {{"id": "[CLS]", "type_id": 0}}}}, {{"Sequence": {{"id": "A", "type_id": 0}}}}, {{"SpecialToken": {{"id": "[SEP]", "type_id": 0}}}}, {{"Sequence": {{"id": "B", "type_id": 1}}}}, {{"SpecialToken": {{"id": "[SEP]", "type_id": 1}}}}],
+    "special_tokens": {{
+      "[CLS]": {{"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]}},
+      "[SEP]": {{"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}
+    }}
+  }},
+  "decoder": null,
+  "model": {{"type": "WordLevel", "vocab": {{{}}}, "unk_token": "[UNK]"}}
+}}"#,
+        special(0, "[PAD]"),
+        special(1, "[UNK]"),
+        special(2, "[CLS]"),
+        special(3, "[SEP]"),
+        vocab_json.join(", ")
+    );
+    std::fs::write(dir.join("tokenizer.json"), tokenizer).expect("write tokenizer");
+}
+
+fn serde_json_free_vocab(boosted: &str) -> Vec<(String, u32)> {
+    let mut v: Vec<(String, u32)> =
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]"].iter().enumerate().map(|(i, t)| ((*t).to_owned(), i as u32)).collect();
+    v.push((boosted.to_lowercase(), 1000));
+    v
+}

@@ -6,10 +6,12 @@
 //!                      model, counts, and every artifact with its size, blake3, sha256
 //!   chunks.parquet
 //!   embeddings.npy     f16, one row per window; embeddings.json maps rows to chunks
+//!   hnsw/              the HNSW graph over the embeddings (hnsw_rs dump)
 //!   tantivy/           the fielded BM25 index; bm25.json holds its field boosts
 //!   mirror/            the cleaned markdown and source files the fs server serves
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -33,6 +35,9 @@ pub struct Manifest {
     pub model: ModelInfo,
     pub chunk_count: usize,
     pub embedding_rows: usize,
+    /// BM25 field boosts the build chose; the runtime scores with these.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub bm25_boosts: BTreeMap<String, f32>,
     pub artifacts: Vec<Artifact>,
 }
 

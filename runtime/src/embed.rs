@@ -44,18 +44,79 @@ impl std::str::FromStr for Backend {
 pub struct EmbedOptions {
     pub intra_threads: usize,
     pub backend: Backend,
-    /// Query-time settings: no spinning workers, no CPU memory arena.
-    pub low_latency: bool,
+    /// Let idle intra-op workers spin (`session.intra_op.allow_spinning`). Good for
+    /// back-to-back batches; at query time a spinning worker steals the core the
+    /// keyword search needs next.
+    pub spinning: bool,
+    /// ONNX Runtime's CPU memory arena: fast for big batches, but it keeps its peak
+    /// (about 1.5 GB after a few 32×256 batches). Off at query time.
+    pub arena: bool,
 }
 
 impl Default for EmbedOptions {
+    /// Build-time settings: every core, spinning and the arena on.
     fn default() -> Self {
         EmbedOptions {
             intra_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             backend: Backend::Cpu,
-            low_latency: false,
+            spinning: true,
+            arena: true,
         }
     }
+}
+
+impl EmbedOptions {
+    /// Query-time settings: one short input at a time, no spinning, no arena.
+    pub fn query() -> EmbedOptions {
+        EmbedOptions { spinning: false, arena: false, ..EmbedOptions::default() }
+    }
+}
+
+/// A session on `model_path` with `opts`; warnings name accelerators that were not there.
+pub(crate) fn session(model_path: &Path, lib: &Path, opts: &EmbedOptions) -> Result<(Session, Vec<String>)> {
+    let env = environment(lib)?;
+    let mut warnings = Vec::new();
+    let mut builder = Session::builder(env).map_err(ort_err("creating a session"))?;
+    builder = builder
+        .with_intra_threads(opts.intra_threads.max(1))
+        .map_err(cfg("setting threads"))?
+        .with_inter_threads(1)
+        .map_err(cfg("setting threads"))?
+        .with_intra_op_spinning(opts.spinning)
+        .map_err(cfg("setting spinning"))?;
+    if !opts.arena {
+        builder = builder
+            .with_memory_pattern(false)
+            .map_err(cfg("turning the memory pattern off"))?
+            .with_execution_providers([ort::ep::CPU::default().with_arena_allocator(false).build()])
+            .map_err(cfg("turning the CPU arena off"))?;
+    }
+    let accelerators: Vec<(&str, ort::ep::ExecutionProviderDispatch)> = match opts.backend {
+        Backend::Cpu => Vec::new(),
+        Backend::Cuda => vec![("CUDA", ort::ep::CUDA::default().build().error_on_failure())],
+        Backend::Coreml => vec![("CoreML", ort::ep::CoreML::default().build().error_on_failure())],
+        Backend::Auto => vec![
+            ("CUDA", ort::ep::CUDA::default().build().error_on_failure()),
+            ("CoreML", ort::ep::CoreML::default().build().error_on_failure()),
+        ],
+    };
+    for (name, ep) in accelerators {
+        match builder.clone().with_execution_providers([ep]) {
+            Ok(b) => {
+                builder = b;
+                break;
+            }
+            Err(e) => {
+                if opts.backend != Backend::Auto {
+                    warnings.push(format!("{name} is not available here ({e}); running on the CPU"));
+                }
+            }
+        }
+    }
+    let session = builder
+        .commit_from_file(model_path)
+        .map_err(|e| Error::Model(format!("loading {}: {e}", model_path.display())))?;
+    Ok((session, warnings))
 }
 
 #[derive(Debug)]
@@ -90,6 +151,10 @@ fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
             .map_err(|e| format!("starting ONNX Runtime: {e}"))
     });
     env.as_ref().map_err(|e| Error::Model(e.clone()))
+}
+
+fn cfg<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Error {
+    move |e| Error::Model(format!("{what}: {e}"))
 }
 
 fn ort_err(what: &str) -> impl FnOnce(ort::Error) -> Error + '_ {
@@ -146,48 +211,7 @@ impl Embedder {
         };
         let pad = id("[PAD]").unwrap_or(0);
 
-        let env = environment(lib)?;
-        let mut warnings = Vec::new();
-        let mut builder = Session::builder(env).map_err(ort_err("creating a session"))?;
-        builder = builder
-            .with_intra_threads(opts.intra_threads.max(1))
-            .map_err(|e| Error::Model(format!("setting threads: {e}")))?
-            .with_inter_threads(1)
-            .map_err(|e| Error::Model(format!("setting threads: {e}")))?;
-        if opts.low_latency {
-            builder = builder
-                .with_intra_op_spinning(false)
-                .map_err(|e| Error::Model(format!("turning spinning off: {e}")))?
-                .with_memory_pattern(false)
-                .map_err(|e| Error::Model(format!("turning the memory pattern off: {e}")))?
-                .with_config_entry("session.use_env_allocators", "0")
-                .map_err(|e| Error::Model(format!("configuring allocators: {e}")))?;
-        }
-        let accelerators: Vec<(&str, ort::ep::ExecutionProviderDispatch)> = match opts.backend {
-            Backend::Cpu => Vec::new(),
-            Backend::Cuda => vec![("CUDA", ort::ep::CUDA::default().build().error_on_failure())],
-            Backend::Coreml => vec![("CoreML", ort::ep::CoreML::default().build().error_on_failure())],
-            Backend::Auto => vec![
-                ("CUDA", ort::ep::CUDA::default().build().error_on_failure()),
-                ("CoreML", ort::ep::CoreML::default().build().error_on_failure()),
-            ],
-        };
-        for (name, ep) in accelerators {
-            match builder.clone().with_execution_providers([ep]) {
-                Ok(b) => {
-                    builder = b;
-                    break;
-                }
-                Err(e) => {
-                    if opts.backend != Backend::Auto {
-                        warnings.push(format!("{name} is not available here ({e}); embedding on the CPU"));
-                    }
-                }
-            }
-        }
-        let session = builder
-            .commit_from_file(&model_path)
-            .map_err(|e| Error::Model(format!("loading {}: {e}", model_path.display())))?;
+        let (session, warnings) = session(&model_path, lib, opts)?;
         let has_token_types = session.inputs().iter().any(|i| i.name() == "token_type_ids");
         Ok(Embedder {
             session: Mutex::new(session),

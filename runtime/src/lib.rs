@@ -1,5 +1,5 @@
-//! The lean side of Atlas: the on-disk formats a bundle is made of, and (from the
-//! runtime issue on) the search engine the servers call.
+//! The lean side of Atlas: the on-disk formats a bundle is made of, and the search
+//! engine the servers call ([`Bundle`]).
 //!
 //! Architecture invariant: this crate never depends on `atlas-stages`, `atlas-cache`,
 //! reqwest or rmcp. The pipeline depends on it for the formats it writes, never the
@@ -8,7 +8,11 @@
 pub mod bundle;
 pub mod chunks;
 pub mod embed;
+pub mod hnsw;
 pub mod model;
+pub mod open;
+pub mod rerank;
+pub mod search;
 pub mod text_index;
 pub mod vectors;
 
@@ -25,6 +29,11 @@ pub enum Error {
     Arrow(#[from] arrow_schema::ArrowError),
     #[error("{0}")]
     Model(String),
+    #[error("{0}")]
+    Query(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub use open::{Bundle, OpenOptions};
+pub use search::{Hit, Mode, SearchOptions};

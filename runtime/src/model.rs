@@ -135,6 +135,33 @@ pub const REGISTRY: &[ModelSpec] = &[
     },
 ];
 
+/// The default cross-encoder for `--rerank`. Only Hugging Face hosts it: no copy
+/// could be checked from here, so its hashes are recorded at first download.
+pub const RERANKER: ModelSpec = ModelSpec {
+    id: "ms-marco-minilm-l-6-v2",
+    files: &[
+        ModelFile {
+            name: "model.onnx",
+            sha256: None,
+            sources: &[Source::HuggingFace {
+                url: "https://huggingface.co/cross-encoder/ms-marco-MiniLM-L-6-v2/resolve/main/onnx/model.onnx",
+            }],
+        },
+        ModelFile {
+            name: "tokenizer.json",
+            sha256: None,
+            sources: &[Source::HuggingFace {
+                url: "https://huggingface.co/cross-encoder/ms-marco-MiniLM-L-6-v2/resolve/main/tokenizer.json",
+            }],
+        },
+    ],
+    pooling: Pooling::Cls,
+    query_prefix: "",
+    passage_prefix: "",
+    max_tokens: 512,
+    dims: 1,
+};
+
 pub fn spec(id: &str) -> Option<&'static ModelSpec> {
     REGISTRY.iter().find(|m| m.id == id)
 }

@@ -1,4 +1,7 @@
-//! The Atlas MCP servers, `fs` (the verbatim mirror) and `rag` (ranked search).
+//! The `atlas` binary: `atlas search` over a bundle, and the Atlas MCP servers, `fs`
+//! (the verbatim mirror) and `rag` (ranked search).
 //!
-//! Architecture invariant: this is the only crate that knows MCP. The servers are not
-//! built yet; this crate holds no code until they are, so nothing here claims to work.
+//! Architecture invariant: this is the only crate that knows MCP, and the servers
+//! write only protocol to stdout; logs go to stderr.
+
+pub mod cli;

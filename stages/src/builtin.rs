@@ -35,6 +35,9 @@ pub fn registry() -> Vec<Box<dyn Stage>> {
 pub struct CrawlManifest {
     pub docs: Vec<DocEntry>,
     pub skipped: Vec<(String, String)>,
+    /// Per source, when its content was fetched (see [`Scan::fetched_at`]).
+    #[serde(default)]
+    pub fetched_at: BTreeMap<String, String>,
 }
 
 /// The source stage. Its external input is a snapshot digest of each source, so an
@@ -69,7 +72,8 @@ impl Crawl {
                     for n in notes {
                         ctx.progress.log(&format!("crawl: {n}"));
                     }
-                    let mut scan = Scan::default();
+                    let fetched_at = pages.iter().filter_map(|p| p.fetched_at.clone()).max();
+                    let mut scan = Scan { fetched_at, ..Scan::default() };
                     for page in pages {
                         let bytes =
                             std::fs::read(&page.path).with_context(|| format!("reading {}", page.path.display()))?;
@@ -230,7 +234,7 @@ impl Stage for Crawl {
         "crawl"
     }
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn params(&self, cfg: &Loaded) -> serde_json::Value {
         canonical(&cfg.config.stages.crawl)
@@ -248,8 +252,11 @@ impl Stage for Crawl {
         let total = scans.values().map(|s| s.files.len()).sum();
         let bar = ctx.progress.stage("crawl", total);
         let mut out = StageOutput::default();
-        let mut manifest = CrawlManifest { docs: Vec::new(), skipped: Vec::new() };
+        let mut manifest = CrawlManifest { docs: Vec::new(), skipped: Vec::new(), fetched_at: BTreeMap::new() };
         for (name, scan) in scans {
+            if let Some(t) = &scan.fetched_at {
+                manifest.fetched_at.insert(name.clone(), t.clone());
+            }
             for f in &scan.files {
                 if ctx.cache.verify(f.digest)? && !ctx.force {
                     out.reused += 1;

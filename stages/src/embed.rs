@@ -159,7 +159,7 @@ impl Stage for Embed {
         let spec = model::spec(&p.model).with_context(|| format!("unknown model {:?}", p.model))?;
         let threads =
             if p.threads == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { p.threads };
-        let opts = EmbedOptions { intra_threads: threads, backend: backend(p)?, low_latency: false };
+        let opts = EmbedOptions { intra_threads: threads, backend: backend(p)?, ..EmbedOptions::default() };
         let embedder = Embedder::load(spec, &model::model_dir(spec.id), &model::ort_dylib(), &opts)?;
         let mut out = StageOutput::default();
         out.notes.extend(embedder.warnings.iter().cloned());

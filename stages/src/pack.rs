@@ -20,12 +20,35 @@ use crate::embed::EmbedManifest;
 pub struct PackParams {
     /// The bundle's version (it names the archive).
     pub version: String,
+    /// Ship an HNSW index (the runtime uses it above its exact-scan threshold).
+    pub hnsw: bool,
 }
 
 impl Default for PackParams {
     fn default() -> Self {
-        PackParams { version: "0.1.0".to_owned() }
+        PackParams { version: "0.1.0".to_owned(), hnsw: true }
     }
+}
+
+/// Builds the HNSW dump over the embeddings: `(file name, object)`.
+fn build_hnsw(ctx: &Ctx<'_>, embeddings: Digest) -> anyhow::Result<Vec<(String, Digest)>> {
+    let npy = ctx.cache.get_required(embeddings)?;
+    let (rows, dims, data) = atlas_runtime::vectors::from_npy_f16(&npy)?;
+    // Built in the cache's tmp/ (cleared when a run starts), then stored.
+    let dir = ctx.cache.root().join("tmp").join(format!("hnsw-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let bar = ctx.progress.stage("pack: hnsw", 1);
+    atlas_runtime::hnsw::build(rows, dims, &data, &dir).context("building the HNSW index")?;
+    bar.inc();
+    bar.finish();
+    let mut files = Vec::new();
+    for name in [atlas_runtime::hnsw::GRAPH_FILE, atlas_runtime::hnsw::DATA_FILE] {
+        let bytes = std::fs::read(dir.join(name)).with_context(|| format!("reading the {name} dump"))?;
+        files.push((name.to_owned(), ctx.cache.put(&bytes)?));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(files)
 }
 
 /// The bundle's files (path → object), manifest.json among them.
@@ -80,7 +103,7 @@ impl Stage for Pack {
         "pack"
     }
     fn version(&self) -> u32 {
-        1
+        2
     }
     fn params(&self, cfg: &Loaded) -> serde_json::Value {
         serde_json::json!({ "name": cfg.config.name, "pack": canonical(&cfg.config.stages.pack) })
@@ -105,6 +128,11 @@ impl Stage for Pack {
         add("embeddings.npy".into(), embed.embeddings, &mut out)?;
         let emb_json = ctx.cache.put(&serde_json::to_vec_pretty(&embed)?)?;
         add("embeddings.json".into(), emb_json, &mut out)?;
+        if ctx.cfg.config.stages.pack.hnsw {
+            for (name, d) in build_hnsw(ctx, embed.embeddings)? {
+                add(format!("hnsw/{name}"), d, &mut out)?;
+            }
+        }
         for (name, d) in &bm25.files {
             add(format!("tantivy/{name}"), *d, &mut out)?;
         }
@@ -135,7 +163,7 @@ impl Stage for Pack {
                 kind: src.kind().to_owned(),
                 url,
                 commits: commits.into_iter().collect(),
-                fetched_at: None,
+                fetched_at: crawl.fetched_at.get(name).cloned(),
                 files: docs.len(),
             });
         }
@@ -155,6 +183,7 @@ impl Stage for Pack {
             },
             chunk_count: chunk.chunk_count,
             embedding_rows: embed.rows,
+            bm25_boosts: bm25.boosts,
             artifacts,
         };
         let m = ctx.cache.put(&serde_json::to_vec_pretty(&manifest)?)?;

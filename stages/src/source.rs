@@ -92,6 +92,10 @@ pub struct Scan {
     pub files: Vec<ScannedFile>,
     /// `(path, reason)` of files left out.
     pub skipped: Vec<(String, String)>,
+    /// When the content was fetched (llms-txt: the newest page download; a page
+    /// whose bytes did not change keeps its first fetch time). None for local and
+    /// git sources, whose commits date them.
+    pub fetched_at: Option<String>,
 }
 
 impl Scan {
@@ -104,6 +108,7 @@ impl Scan {
             k.str("url", f.url.as_deref().unwrap_or_default()).str("section", f.section.as_deref().unwrap_or_default());
             k.str("repo", f.repo.as_deref().unwrap_or_default()).str("commit", f.commit.as_deref().unwrap_or_default());
         }
+        k.str("fetched_at", self.fetched_at.as_deref().unwrap_or_default());
         k.finish()
     }
 }

@@ -145,6 +145,22 @@ fn crawls_every_listed_page_then_revalidates_with_304s() {
     }
 }
 
+/// c.md has no validators, so every run downloads it again; the same bytes must keep
+/// their first fetch time, or the source's `fetched_at` (and the bundle) would change
+/// on every run.
+#[test]
+fn refetched_unchanged_page_keeps_its_fetch_time_and_the_crawl_stays_cached() {
+    let (server, c) = fixture_crawl(Box::new(|_, _| None), &[]);
+    c.run().success();
+    let first = c.page("guides/c.md")["fetched_at"].clone();
+    assert!(first.as_str().is_some_and(|t| t.ends_with('Z')), "{first}");
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = c.run().success();
+    assert_eq!(server.hits("/docs/c.md"), [200, 200]);
+    assert_eq!(c.page("guides/c.md")["fetched_at"], first);
+    assert_eq!(second.stage("crawl").0, "cached", "{}", second.stderr);
+}
+
 #[test]
 fn user_agent_names_atlas_version_and_contact() {
     let seen: Arc<Mutex<Option<String>>> = Arc::default();

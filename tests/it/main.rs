@@ -8,3 +8,4 @@ mod embed;
 mod git;
 mod incremental;
 mod pack;
+mod search;

@@ -65,7 +65,8 @@ fn the_shipped_128_token_padding_and_truncation_are_off() {
 
 #[test]
 fn a_missing_accelerator_falls_back_to_the_cpu_with_a_warning() {
-    let Some(e) = default_embedder(&EmbedOptions { intra_threads: 1, backend: Backend::Cuda, low_latency: true })
+    let Some(e) =
+        default_embedder(&EmbedOptions { intra_threads: 1, backend: Backend::Cuda, spinning: false, arena: false })
     else {
         return;
     };

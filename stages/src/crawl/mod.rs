@@ -138,6 +138,7 @@ pub struct MirroredPage {
     pub section: String,
     pub url: String,
     pub path: PathBuf,
+    pub fetched_at: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -223,13 +224,14 @@ fn mirrored(meta: &CrawlMeta, state: &Path) -> Vec<MirroredPage> {
             section: p.section.clone(),
             url: p.url.clone(),
             path: state.join("markdown").join(rel),
+            fetched_at: p.fetched_at.clone(),
         })
         .filter(|p| p.path.is_file())
         .collect()
 }
 
 fn now_rfc3339() -> String {
-    httpdate::fmt_http_date(std::time::SystemTime::now())
+    crate::pack::rfc3339_now()
 }
 
 struct Shared {
@@ -498,11 +500,17 @@ async fn fetch_page(
             };
             match write_atomic(&path, text.as_bytes()) {
                 Ok(()) => {
+                    let digest = Digest::of(text.as_bytes());
                     page.status = "fetched".to_owned();
-                    page.digest = Some(Digest::of(text.as_bytes()));
+                    // Same bytes as before: keep the first fetch time, so an unchanged
+                    // source leaves the crawl output (and the bundle) byte-identical.
+                    page.fetched_at = match have {
+                        Some(p) if p.digest == Some(digest) => p.fetched_at.clone(),
+                        _ => Some(now_rfc3339()),
+                    };
+                    page.digest = Some(digest);
                     page.etag = etag;
                     page.last_modified = last_modified;
-                    page.fetched_at = Some(now_rfc3339());
                     page.from_html = from_html;
                 }
                 Err(e) => {

@@ -1,0 +1,378 @@
+//! An opened bundle: the manifest checked, chunk metadata loaded, embeddings
+//! memory-mapped, the tantivy index open; the query embedder and the reranker load
+//! on first use (the embedder optionally warms up in the background).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use serde::{Deserialize, Serialize};
+use tantivy::schema::Field;
+use tantivy::{Index, IndexReader, ReloadPolicy};
+
+use crate::bundle::{Manifest, read_manifest};
+use crate::chunks::ChunkRecord;
+use crate::embed::{EmbedOptions, Embedder};
+use crate::hnsw::HnswIndex;
+use crate::model::{self, ModelSpec};
+use crate::rerank::CrossEncoder;
+use crate::search::Hit;
+use crate::vectors::{EmbeddingsMeta, MappedMatrix};
+use crate::{Error, Result, text_index};
+
+/// Up to this many embedding rows the vector search scans exactly; above, it walks
+/// the HNSW graph. An exact scan of 20k × 384 f16 rows takes about 4 ms on one core.
+pub const EXACT_MAX_ROWS: usize = 20_000;
+
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    pub exact_max_rows: usize,
+    /// Load the query embedder in a background thread right away.
+    pub warm: bool,
+    /// Where the embedding model lives (default: ATLAS_HOME/models/<id>).
+    pub model_dir: Option<PathBuf>,
+    /// Where the reranker lives (default: ATLAS_HOME/models/ms-marco-minilm-l-6-v2).
+    pub reranker_dir: Option<PathBuf>,
+    /// ONNX Runtime (default: ORT_DYLIB_PATH, else ATLAS_HOME).
+    pub ort_lib: Option<PathBuf>,
+    /// The query session's settings.
+    pub embed: EmbedOptions,
+    /// Open even when the embedding model is not provisioned: keyword search only.
+    pub keyword_only: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            exact_max_rows: EXACT_MAX_ROWS,
+            warm: false,
+            model_dir: None,
+            reranker_dir: None,
+            ort_lib: None,
+            embed: EmbedOptions::query(),
+            keyword_only: false,
+        }
+    }
+}
+
+pub(crate) struct TextIndex {
+    pub index: Index,
+    pub reader: IndexReader,
+    /// (field, name, boost) of every scored field.
+    pub fields: Vec<(Field, &'static str, f32)>,
+    pub kind: Field,
+    pub section: Field,
+    pub language: Field,
+}
+
+type Lazy<T> = Arc<OnceLock<std::result::Result<T, String>>>;
+
+pub struct Bundle {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+    pub(crate) chunks: Vec<ChunkRecord>,
+    pub(crate) by_id: HashMap<String, u32>,
+    /// Chunks of each file, in document order.
+    by_file: HashMap<String, Vec<u32>>,
+    pub(crate) vectors: MappedMatrix,
+    pub(crate) window_chunk: Vec<u32>,
+    /// Each chunk's first row.
+    pub(crate) first_window: Vec<u32>,
+    pub(crate) hnsw: Option<HnswIndex>,
+    pub(crate) text: TextIndex,
+    pub(crate) exact_max_rows: usize,
+    spec: &'static ModelSpec,
+    opts: OpenOptions,
+    embedder: Lazy<Embedder>,
+    reranker: Lazy<CrossEncoder>,
+}
+
+impl std::fmt::Debug for Bundle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bundle")
+            .field("dir", &self.dir)
+            .field("chunks", &self.chunks.len())
+            .field("rows", &self.vectors.rows)
+            .field("hnsw", &self.hnsw.is_some())
+            .finish()
+    }
+}
+
+/// A chunk as `get_chunk` returns it: the hit's fields and the chunk's own text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkView {
+    #[serde(flatten)]
+    pub hit: Hit,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkContext {
+    pub before: Vec<ChunkView>,
+    pub chunk: ChunkView,
+    pub after: Vec<ChunkView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BundleInfo {
+    pub name: String,
+    pub version: String,
+    pub created: String,
+    pub model: String,
+    pub dims: usize,
+    pub chunks: usize,
+    pub embedding_rows: usize,
+    pub by_kind: BTreeMap<String, usize>,
+    pub by_section: BTreeMap<String, usize>,
+    pub sources: Vec<crate::bundle::SourceInfo>,
+    pub modes: Vec<String>,
+    pub vector_index: String,
+    pub bm25_boosts: BTreeMap<String, f32>,
+}
+
+fn corrupt(path: PathBuf, reason: impl Into<String>) -> Error {
+    Error::DataCorruption { path, reason: reason.into() }
+}
+
+impl Bundle {
+    /// Opens the bundle in `dir`. Checks the format and the manifest (full hash
+    /// verification is [`crate::bundle::verify`]) and that this build can provide
+    /// the bundle's model.
+    pub fn open(dir: &Path, opts: OpenOptions) -> Result<Bundle> {
+        if !dir.join("manifest.json").is_file() {
+            return Err(Error::Io {
+                path: dir.join("manifest.json"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no bundle here; pass the folder `atlas-pipeline run` wrote (…/.atlas/build/bundle)",
+                ),
+            });
+        }
+        let manifest = read_manifest(dir)?;
+        let spec = model::spec(&manifest.model.id).ok_or_else(|| {
+            Error::Model(format!(
+                "the bundle was embedded with model {:?}, which this build of atlas does not know (it knows {}); \
+                 upgrade atlas or rebuild the bundle with a known model",
+                manifest.model.id,
+                model::REGISTRY.iter().map(|m| m.id).collect::<Vec<_>>().join(", ")
+            ))
+        })?;
+        if spec.dims != manifest.model.dims {
+            return Err(Error::Model(format!(
+                "model mismatch: the bundle has {}-d vectors, model {} gives {}; rebuild the bundle",
+                manifest.model.dims, spec.id, spec.dims
+            )));
+        }
+        let model_dir = opts.model_dir.clone().unwrap_or_else(|| model::model_dir(spec.id));
+        if !opts.keyword_only && !model_dir.join("model.onnx").is_file() {
+            return Err(Error::Model(format!(
+                "the bundle's model {} is not provisioned in {}; run `cargo xtask setup` (or open keyword-only)",
+                spec.id,
+                model_dir.display()
+            )));
+        }
+        let chunks = crate::chunks::read_file(&dir.join("chunks.parquet"))?;
+        if chunks.len() != manifest.chunk_count {
+            return Err(corrupt(
+                dir.join("chunks.parquet"),
+                format!("{} chunks, the manifest says {}", chunks.len(), manifest.chunk_count),
+            ));
+        }
+        let meta_path = dir.join("embeddings.json");
+        let meta: EmbeddingsMeta = serde_json::from_slice(
+            &std::fs::read(&meta_path).map_err(|source| Error::Io { path: meta_path.clone(), source })?,
+        )
+        .map_err(|e| corrupt(meta_path.clone(), e.to_string()))?;
+        let vectors = MappedMatrix::open(&dir.join("embeddings.npy"))?;
+        if vectors.rows != meta.rows
+            || vectors.dims != manifest.model.dims
+            || meta.window_chunk.len() != meta.rows
+            || meta.window_chunk.iter().any(|&c| c as usize >= chunks.len())
+        {
+            return Err(corrupt(meta_path, "embeddings, their row map and the chunks disagree"));
+        }
+        let mut first_window = vec![u32::MAX; chunks.len()];
+        for (row, &c) in meta.window_chunk.iter().enumerate() {
+            let f = &mut first_window[c as usize];
+            *f = (*f).min(row as u32);
+        }
+        let hnsw_dir = dir.join("hnsw");
+        let hnsw = if vectors.rows > opts.exact_max_rows && hnsw_dir.is_dir() {
+            Some(HnswIndex::open(&hnsw_dir, vectors.rows)?)
+        } else {
+            None
+        };
+        let text = open_text(&dir.join("tantivy"), &manifest)?;
+        let mut by_id = HashMap::with_capacity(chunks.len());
+        let mut by_file: HashMap<String, Vec<u32>> = HashMap::new();
+        for (i, c) in chunks.iter().enumerate() {
+            by_id.insert(c.chunk_id.clone(), i as u32);
+            by_file.entry(c.path.clone()).or_default().push(i as u32);
+        }
+        for v in by_file.values_mut() {
+            v.sort_by_key(|&i| chunks[i as usize].ordinal);
+        }
+        let bundle = Bundle {
+            dir: dir.to_owned(),
+            manifest,
+            chunks,
+            by_id,
+            by_file,
+            vectors,
+            window_chunk: meta.window_chunk,
+            first_window,
+            hnsw,
+            text,
+            exact_max_rows: opts.exact_max_rows,
+            spec,
+            opts: OpenOptions { model_dir: Some(model_dir), ..opts },
+            embedder: Arc::default(),
+            reranker: Arc::default(),
+        };
+        if bundle.opts.warm && !bundle.opts.keyword_only {
+            let (cell, spec, o) = (bundle.embedder.clone(), bundle.spec, bundle.opts.clone());
+            let want = bundle.manifest.model.sha256.clone();
+            std::thread::spawn(move || {
+                cell.get_or_init(|| load_embedder(spec, &o, &want));
+                if let Some(Ok(e)) = cell.get() {
+                    let _ = e.embed_texts(&["warm up"]);
+                }
+            });
+        }
+        Ok(bundle)
+    }
+
+    /// The query embedder, loaded on first use.
+    pub fn embedder(&self) -> Result<&Embedder> {
+        if self.opts.keyword_only {
+            return Err(Error::Model("this bundle was opened keyword-only; vector search is off".into()));
+        }
+        let want = &self.manifest.model.sha256;
+        self.embedder
+            .get_or_init(|| load_embedder(self.spec, &self.opts, want))
+            .as_ref()
+            .map_err(|e| Error::Model(e.clone()))
+    }
+
+    /// The cross-encoder, loaded on first use.
+    pub fn reranker(&self) -> Result<&CrossEncoder> {
+        self.reranker
+            .get_or_init(|| {
+                let dir = self.opts.reranker_dir.clone().unwrap_or_else(|| model::model_dir(model::RERANKER.id));
+                CrossEncoder::load(&model::RERANKER, &dir, &ort_lib(&self.opts), &self.opts.embed)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| Error::Model(e.clone()))
+    }
+
+    pub fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// All chunks, in bundle order.
+    pub fn chunks(&self) -> &[ChunkRecord] {
+        &self.chunks
+    }
+
+    /// A chunk by id with up to `neighbors` chunks before and after it in its file.
+    pub fn get_chunk(&self, id: &str, neighbors: usize) -> Result<ChunkContext> {
+        let &i = self
+            .by_id
+            .get(id.trim())
+            .ok_or_else(|| Error::Query(format!("no chunk {id:?} in this bundle; use a chunk_id from a search hit")))?;
+        let file = &self.by_file[&self.chunks[i as usize].path];
+        let at = file.iter().position(|&j| j == i).unwrap_or(0);
+        let view = |j: u32| {
+            let c = &self.chunks[j as usize];
+            ChunkView {
+                hit: self.hit(j as usize, 0.0),
+                text: c.text.get(c.overlap_chars as usize..).unwrap_or(&c.text).to_owned(),
+            }
+        };
+        Ok(ChunkContext {
+            before: file[at.saturating_sub(neighbors)..at].iter().map(|&j| view(j)).collect(),
+            chunk: view(i),
+            after: file[(at + 1).min(file.len())..(at + 1 + neighbors).min(file.len())]
+                .iter()
+                .map(|&j| view(j))
+                .collect(),
+        })
+    }
+
+    /// What the bundle holds, for `get_bundle_info`.
+    pub fn info(&self) -> BundleInfo {
+        let mut by_kind = BTreeMap::new();
+        let mut by_section = BTreeMap::new();
+        for c in &self.chunks {
+            *by_kind.entry(c.kind.clone()).or_insert(0) += 1;
+            *by_section.entry(c.section.clone()).or_insert(0) += 1;
+        }
+        let mut modes = vec!["keyword".to_owned()];
+        if !self.opts.keyword_only {
+            modes.extend(["vector".to_owned(), "hybrid".to_owned()]);
+        }
+        let m = &self.manifest;
+        BundleInfo {
+            name: m.name.clone(),
+            version: m.version.clone(),
+            created: m.created.clone(),
+            model: m.model.id.clone(),
+            dims: m.model.dims,
+            chunks: self.chunks.len(),
+            embedding_rows: self.vectors.rows,
+            by_kind,
+            by_section,
+            sources: m.sources.clone(),
+            modes,
+            vector_index: if self.hnsw.is_some() { "hnsw".into() } else { "exact".into() },
+            bm25_boosts: self.text.fields.iter().map(|(_, n, b)| ((*n).to_owned(), *b)).collect(),
+        }
+    }
+}
+
+fn ort_lib(o: &OpenOptions) -> PathBuf {
+    o.ort_lib.clone().unwrap_or_else(model::ort_dylib)
+}
+
+fn load_embedder(spec: &'static ModelSpec, o: &OpenOptions, want_sha: &str) -> std::result::Result<Embedder, String> {
+    let dir = o.model_dir.clone().unwrap_or_else(|| model::model_dir(spec.id));
+    let e = Embedder::load(spec, &dir, &ort_lib(o), &o.embed).map_err(|e| e.to_string())?;
+    if !want_sha.is_empty() && e.model_sha256 != want_sha {
+        return Err(format!(
+            "model mismatch: the bundle was embedded with {} sha256 {want_sha}, the model in {} is {}; \
+             provision the bundle's model (`cargo xtask setup`) or rebuild the bundle",
+            spec.id,
+            dir.display(),
+            e.model_sha256
+        ));
+    }
+    Ok(e)
+}
+
+fn open_text(dir: &Path, manifest: &Manifest) -> Result<TextIndex> {
+    let terr = |e: tantivy::TantivyError| corrupt(dir.to_owned(), format!("tantivy index: {e}"));
+    let index = Index::open_in_dir(dir).map_err(terr)?;
+    text_index::register(&index);
+    let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(terr)?;
+    let schema = index.schema();
+    let field = |name: &str| schema.get_field(name).map_err(terr);
+    let defaults = [("text", 1.0), ("title", 3.0), ("heading", 2.0), ("file_path", 2.5), ("symbol", 3.0)];
+    let mut fields = Vec::new();
+    for name in text_index::FIELDS {
+        let boost = manifest
+            .bm25_boosts
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| defaults.iter().find(|d| d.0 == name).map_or(1.0, |d| d.1));
+        fields.push((field(name)?, name, boost));
+    }
+    Ok(TextIndex {
+        fields,
+        kind: field("kind")?,
+        section: field("section")?,
+        language: field("language")?,
+        reader,
+        index,
+    })
+}

@@ -1,0 +1,555 @@
+//! Search over an opened bundle: vector, keyword (fielded BM25) and hybrid, with
+//! filters, diversity and an optional cross-encoder rerank.
+//!
+//! Scores by mode: vector is the cosine of the best window of the chunk; keyword is
+//! the boosted BM25 sum over fields; hybrid is the fused score (RRF: Σ 1/(60 + rank);
+//! score fusion: a weighted sum of min-max-normalised scores, in [0, 1]); rerank is the
+//! cross-encoder's logit. `min_score` applies to the mode's own scale.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use tantivy::Term;
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::schema::IndexRecordOption;
+
+use crate::chunks::ChunkRecord;
+use crate::open::Bundle;
+use crate::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Vector,
+    Keyword,
+    #[default]
+    Hybrid,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Mode, String> {
+        match s {
+            "vector" => Ok(Mode::Vector),
+            "keyword" => Ok(Mode::Keyword),
+            "hybrid" => Ok(Mode::Hybrid),
+            other => Err(format!("unknown mode {other:?}; use vector, keyword or hybrid")),
+        }
+    }
+}
+
+/// How hybrid fuses its two candidate lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// Reciprocal-rank fusion, k = 60: ranks only, scale-free.
+    Rrf,
+    /// Min-max-normalised scores, weighted equally. The default: it wins the devtron
+    /// evaluation (see ARCHITECTURE.md).
+    #[default]
+    Score,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Filters {
+    /// `docs` or `code`.
+    pub kind: Option<String>,
+    pub section: Option<String>,
+    pub language: Option<String>,
+    /// Matches the repository URL or its last path segment.
+    pub repo: Option<String>,
+    /// A prefix of the chunk's file path (`<source>/<path>`).
+    pub path_prefix: Option<String>,
+    pub symbol_kind: Option<String>,
+}
+
+impl Filters {
+    pub fn keep(&self, c: &ChunkRecord) -> bool {
+        let eq = |want: &Option<String>, got: Option<&str>| want.as_deref().is_none_or(|w| got == Some(w));
+        eq(&self.kind, Some(&c.kind))
+            && eq(&self.section, Some(&c.section))
+            && eq(&self.language, c.language.as_deref())
+            && eq(&self.symbol_kind, c.symbol_kind.as_deref())
+            && self.path_prefix.as_deref().is_none_or(|p| c.path.starts_with(p))
+            && self.repo.as_deref().is_none_or(|r| {
+                c.repo.as_deref().is_some_and(|got| got == r || got.trim_end_matches('/').rsplit('/').next() == Some(r))
+            })
+    }
+    fn is_empty(&self) -> bool {
+        *self == Filters::default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SearchOptions {
+    pub mode: Mode,
+    pub top_k: usize,
+    pub min_score: Option<f32>,
+    pub filters: Filters,
+    pub fusion: Fusion,
+    /// Rerank a pooled candidate set with the cross-encoder (see [`Bundle::search`]).
+    pub rerank: bool,
+    /// Only each chunk's first window (what a plain, truncating embedder would give).
+    /// For the evaluation of the window policy; not for users.
+    #[serde(skip)]
+    pub first_window_only: bool,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions {
+            mode: Mode::Hybrid,
+            top_k: 5,
+            min_score: None,
+            filters: Filters::default(),
+            fusion: Fusion::default(),
+            rerank: false,
+            first_window_only: false,
+        }
+    }
+}
+
+/// A chunk another hit links to: the docs that mention a code chunk's symbol.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Link {
+    pub chunk_id: String,
+    pub path: String,
+    pub heading: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hit {
+    pub score: f32,
+    pub chunk_id: String,
+    /// The file in the bundle's mirror (`<source>/<path>`).
+    pub path: String,
+    pub url: Option<String>,
+    pub title: String,
+    pub heading_path: Vec<String>,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub snippet: String,
+    pub kind: String,
+    pub language: Option<String>,
+    pub section: String,
+    pub repo: Option<String>,
+    pub commit: Option<String>,
+    pub symbol: Option<String>,
+    pub symbol_kind: Option<String>,
+    /// Docs: the corpus symbols this chunk mentions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<String>,
+    /// Code: the docs chunks that mention this chunk's symbols.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentioned_in: Vec<Link>,
+}
+
+impl Hit {
+    /// `url` or `path`, with `#Lstart-Lend`.
+    pub fn citation(&self) -> String {
+        let base = self.url.clone().unwrap_or_else(|| self.path.clone());
+        format!("{base}#L{}-L{}", self.start_line, self.end_line)
+    }
+}
+
+/// Candidates each retriever hands to fusion.
+const CANDIDATES: usize = 50;
+/// Per type in the rerank pool.
+pub const RERANK_POOL_PER_KIND: usize = 15;
+const RRF_K: f32 = 60.0;
+/// Score factor per earlier hit from the same file.
+const SAME_FILE_PENALTY: f32 = 0.85;
+/// Score factor when a query word names one of the chunk's cluster tags.
+const CLUSTER_BOOST: f32 = 1.05;
+/// Weight of a morphological variant against the word the user typed.
+const VARIANT_WEIGHT: f32 = 0.6;
+
+impl Bundle {
+    /// Ranked hits for `query`.
+    pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<Vec<Hit>> {
+        let query = query.trim();
+        if query.is_empty() {
+            return Err(Error::Query("the query is empty; pass some words to search for".into()));
+        }
+        if opts.top_k == 0 {
+            return Ok(Vec::new());
+        }
+        let mut ranked = if opts.rerank {
+            self.rerank_pool(query, opts)?
+        } else {
+            let want = (opts.top_k * 4).max(CANDIDATES);
+            let mut r = self.ranked(query, opts, want)?;
+            self.cluster_boost(query, &mut r);
+            r
+        };
+        diversify(&self.chunks, &mut ranked);
+        let mut hits = Vec::new();
+        for (i, score) in ranked {
+            if opts.min_score.is_some_and(|m| score < m) {
+                continue;
+            }
+            hits.push(self.hit(i, score));
+            if hits.len() == opts.top_k {
+                break;
+            }
+        }
+        Ok(hits)
+    }
+
+    /// Chunk indexes with scores, best first, before diversity.
+    fn ranked(&self, query: &str, opts: &SearchOptions, want: usize) -> Result<Vec<(usize, f32)>> {
+        Ok(match opts.mode {
+            Mode::Vector => self.vector(query, &opts.filters, want, opts.first_window_only)?,
+            Mode::Keyword => self.keyword(query, &opts.filters, want)?,
+            Mode::Hybrid => {
+                let v = self.vector(query, &opts.filters, want, opts.first_window_only)?;
+                let k = self.keyword(query, &opts.filters, want)?;
+                fuse(&v, &k, opts.fusion)
+            }
+        })
+    }
+
+    /// The rerank pool: the top code and docs candidates of hybrid (15 each, within
+    /// the filters), scored together by the cross-encoder.
+    fn rerank_pool(&self, query: &str, opts: &SearchOptions) -> Result<Vec<(usize, f32)>> {
+        let reranker = self.reranker()?;
+        let mut pool = Vec::new();
+        for kind in ["code", "docs"] {
+            if opts.filters.kind.as_deref().is_some_and(|k| k != kind) {
+                continue;
+            }
+            let mut o = opts.clone();
+            o.mode = Mode::Hybrid;
+            o.filters.kind = Some(kind.to_owned());
+            let mut r = self.ranked(query, &o, CANDIDATES)?;
+            self.cluster_boost(query, &mut r);
+            pool.extend(r.into_iter().take(RERANK_POOL_PER_KIND).map(|(i, _)| i));
+        }
+        let passages: Vec<String> = pool.iter().map(|&i| passage(&self.chunks[i])).collect();
+        let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
+        let scores = reranker.score(query, &refs)?;
+        let mut out: Vec<(usize, f32)> = pool.into_iter().zip(scores).collect();
+        sort_desc(&mut out);
+        Ok(out)
+    }
+
+    /// Vector candidates: the best window per chunk, exact f16 scan up to the
+    /// threshold, HNSW above it.
+    pub(crate) fn vector(
+        &self,
+        query: &str,
+        filters: &Filters,
+        want: usize,
+        first_window_only: bool,
+    ) -> Result<Vec<(usize, f32)>> {
+        let embedder = self.embedder()?;
+        let text = format!("{}{query}", embedder.spec.query_prefix);
+        let q = embedder.embed_texts(&[&text])?.pop().unwrap_or_default();
+        let keep_row = |row: usize| {
+            let c = self.window_chunk[row] as usize;
+            (!first_window_only || self.first_window[c] == row as u32)
+                && (filters.is_empty() || filters.keep(&self.chunks[c]))
+        };
+        let rows: Vec<(usize, f32)> = match &self.hnsw {
+            Some(h) if self.vectors.rows > self.exact_max_rows => {
+                let all = filters.is_empty() && !first_window_only;
+                // Windows of one chunk compete for slots: ask for more rows than chunks.
+                let k = want * 3;
+                if all { h.search(&q, k, None) } else { h.search(&q, k, Some(&keep_row)) }
+            }
+            _ => self.vectors.scan(&q, want * 3, &keep_row),
+        };
+        let mut best: HashMap<usize, f32> = HashMap::new();
+        for (row, s) in rows {
+            let c = self.window_chunk[row] as usize;
+            let e = best.entry(c).or_insert(f32::MIN);
+            *e = e.max(s);
+        }
+        let mut out: Vec<(usize, f32)> = best.into_iter().collect();
+        sort_desc(&mut out);
+        out.truncate(want);
+        Ok(out)
+    }
+
+    /// Keyword candidates: boosted BM25 over the fields, with morphological variants
+    /// of plain words (identifiers stay as typed).
+    pub(crate) fn keyword(&self, query: &str, filters: &Filters, want: usize) -> Result<Vec<(usize, f32)>> {
+        let t = &self.text;
+        let words = query_words(query);
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut seen: HashSet<Term> = HashSet::new();
+        for (field, _, boost) in &t.fields {
+            let mut analyzer = t.index.tokenizer_for_field(*field).map_err(tantivy_err)?;
+            for (word, weight) in &words {
+                let mut stream = analyzer.token_stream(word);
+                while let Some(tok) = stream.next() {
+                    let term = Term::from_field_text(*field, &tok.text);
+                    if !seen.insert(term.clone()) {
+                        continue;
+                    }
+                    let q = TermQuery::new(term, IndexRecordOption::WithFreqs);
+                    should.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost * weight))));
+                }
+            }
+        }
+        if should.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> =
+            vec![(Occur::Must, Box::new(BooleanQuery::new(should)) as Box<dyn Query>)];
+        for (field, value) in [(t.kind, &filters.kind), (t.section, &filters.section), (t.language, &filters.language)]
+        {
+            if let Some(v) = value {
+                let q = TermQuery::new(Term::from_field_text(field, v), IndexRecordOption::Basic);
+                clauses.push((Occur::Must, Box::new(q)));
+            }
+        }
+        let query = BooleanQuery::new(clauses);
+        let searcher = t.reader.searcher();
+        // Filters the index does not hold (repo, path, symbol kind) are applied after:
+        // fetch more, then keep.
+        let post = filters.repo.is_some() || filters.path_prefix.is_some() || filters.symbol_kind.is_some();
+        let limit = if post { want * 20 } else { want };
+        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score()).map_err(tantivy_err)?;
+        let mut out = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let col = searcher
+                .segment_reader(addr.segment_ord)
+                .fast_fields()
+                .u64("chunk")
+                .map_err(tantivy_err)?
+                .first(addr.doc_id)
+                .unwrap_or(u64::MAX) as usize;
+            if let Some(c) = self.chunks.get(col)
+                && (!post || filters.keep(c))
+            {
+                out.push((col, score));
+            }
+            if out.len() == want {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    fn cluster_boost(&self, query: &str, ranked: &mut [(usize, f32)]) {
+        let words: HashSet<String> = query_words(query).into_iter().map(|(w, _)| w.to_lowercase()).collect();
+        for (i, s) in ranked.iter_mut() {
+            let tags = &self.chunks[*i].cluster_tags;
+            if !tags.is_empty() && tags.split_whitespace().any(|t| words.contains(&t.to_lowercase())) {
+                *s *= CLUSTER_BOOST;
+            }
+        }
+        sort_desc(ranked);
+    }
+
+    pub(crate) fn hit(&self, i: usize, score: f32) -> Hit {
+        let c = &self.chunks[i];
+        let mentioned_in = c
+            .mentioned_in
+            .iter()
+            .filter_map(|id| self.by_id.get(id))
+            .map(|&j| {
+                let d = &self.chunks[j as usize];
+                Link { chunk_id: d.chunk_id.clone(), path: d.path.clone(), heading: d.heading_path.join(" > ") }
+            })
+            .collect();
+        Hit {
+            score,
+            chunk_id: c.chunk_id.clone(),
+            path: c.path.clone(),
+            url: c.url.clone(),
+            title: c.title.clone(),
+            heading_path: c.heading_path.clone(),
+            start_line: c.start_line,
+            end_line: c.end_line,
+            snippet: snippet(c),
+            kind: c.kind.clone(),
+            language: c.language.clone(),
+            section: c.section.clone(),
+            repo: c.repo.clone(),
+            commit: c.commit.clone(),
+            symbol: c.symbol.clone(),
+            symbol_kind: c.symbol_kind.clone(),
+            mentions: c.mentions.clone(),
+            mentioned_in,
+        }
+    }
+}
+
+fn tantivy_err(e: tantivy::TantivyError) -> Error {
+    Error::Query(format!("keyword search: {e}"))
+}
+
+fn sort_desc(v: &mut [(usize, f32)]) {
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+}
+
+/// Fuses two ranked lists.
+pub fn fuse(vector: &[(usize, f32)], keyword: &[(usize, f32)], fusion: Fusion) -> Vec<(usize, f32)> {
+    let mut acc: HashMap<usize, f32> = HashMap::new();
+    match fusion {
+        Fusion::Rrf => {
+            for list in [vector, keyword] {
+                for (rank, (i, _)) in list.iter().enumerate() {
+                    *acc.entry(*i).or_default() += 1.0 / (RRF_K + rank as f32 + 1.0);
+                }
+            }
+        }
+        Fusion::Score => {
+            for list in [vector, keyword] {
+                let (lo, hi) = list.iter().fold((f32::MAX, f32::MIN), |(lo, hi), (_, s)| (lo.min(*s), hi.max(*s)));
+                let span = hi - lo;
+                for (i, s) in list {
+                    let n = if span > 1e-9 { (s - lo) / span } else { 1.0 };
+                    *acc.entry(*i).or_default() += 0.5 * n;
+                }
+            }
+        }
+    }
+    let mut out: Vec<(usize, f32)> = acc.into_iter().collect();
+    sort_desc(&mut out);
+    out
+}
+
+/// Diversity: a second section of an already-listed file loses 15 % per earlier hit
+/// from that file; the same file and heading again is dropped.
+fn diversify(chunks: &[ChunkRecord], ranked: &mut Vec<(usize, f32)>) {
+    let mut per_file: HashMap<&str, i32> = HashMap::new();
+    let mut seen: HashSet<(&str, String)> = HashSet::new();
+    let mut out = Vec::with_capacity(ranked.len());
+    for &(i, s) in ranked.iter() {
+        let c = &chunks[i];
+        if !seen.insert((c.path.as_str(), c.heading_path.join("\u{1f}"))) {
+            continue;
+        }
+        let n = per_file.entry(c.path.as_str()).or_default();
+        // Penalties scale the magnitude, whatever the sign of the score.
+        let f = SAME_FILE_PENALTY.powi(*n);
+        out.push((i, if s >= 0.0 { s * f } else { s / f }));
+        *n += 1;
+    }
+    sort_desc(&mut out);
+    *ranked = out;
+}
+
+/// The query's words with weights: each as typed (1.0), plus morphological variants
+/// of plain lowercase words (asset ↔ assets, create ↔ creating). Identifiers
+/// (camelCase, snake_case, paths, digits) are left as typed.
+pub fn query_words(query: &str) -> Vec<(String, f32)> {
+    let mut out: Vec<(String, f32)> = Vec::new();
+    let push = |w: String, weight: f32, out: &mut Vec<(String, f32)>| {
+        if !w.is_empty() && !out.iter().any(|(x, _)| *x == w) {
+            out.push((w, weight));
+        }
+    };
+    for raw in query.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '?' | '!' | '"' | '\'' | '(' | ')')) {
+        let w = raw.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
+        if w.is_empty() {
+            continue;
+        }
+        push(w.to_owned(), 1.0, &mut out);
+        let plain = w.chars().all(|c| c.is_ascii_alphabetic()) && w.chars().skip(1).all(|c| c.is_ascii_lowercase());
+        if plain && w.len() > 2 {
+            for v in variants(&w.to_ascii_lowercase()) {
+                push(v, VARIANT_WEIGHT, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// English inflections of a plain word: plural ↔ singular, -ing ↔ base.
+pub fn variants(w: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    let vowel = |c: char| "aeiou".contains(c);
+    if let Some(stem) = w.strip_suffix("ies") {
+        v.push(format!("{stem}y"));
+    } else if let Some(stem) =
+        w.strip_suffix("es").filter(|s| ["s", "x", "z", "ch", "sh"].iter().any(|e| s.ends_with(e)))
+    {
+        v.push(stem.to_owned());
+    } else if let Some(stem) = w.strip_suffix('s').filter(|s| !s.ends_with('s') && s.len() > 2) {
+        v.push(stem.to_owned());
+    } else if let Some(stem) = w.strip_suffix("ing").filter(|s| s.len() > 2) {
+        let b = stem.as_bytes();
+        if b.len() > 2 && b[b.len() - 1] == b[b.len() - 2] && !vowel(b[b.len() - 1] as char) {
+            v.push(stem[..stem.len() - 1].to_owned()); // running → run
+        }
+        v.push(format!("{stem}e")); // creating → create
+        v.push(stem.to_owned()); // deploying → deploy
+    } else if let Some(stem) = w.strip_suffix("ed").filter(|s| s.len() > 2) {
+        v.push(stem.to_owned());
+        v.push(format!("{stem}e"));
+    } else {
+        if let Some(stem) = w.strip_suffix('y').filter(|s| s.ends_with(|c: char| !vowel(c))) {
+            v.push(format!("{stem}ies"));
+        } else if ["s", "x", "z", "ch", "sh"].iter().any(|e| w.ends_with(e)) {
+            v.push(format!("{w}es"));
+        } else {
+            v.push(format!("{w}s"));
+        }
+        match w.strip_suffix('e') {
+            Some(stem) => v.push(format!("{stem}ing")),
+            None => v.push(format!("{w}ing")),
+        }
+    }
+    v
+}
+
+/// What the cross-encoder reads for a chunk: its title, heading path and text.
+fn passage(c: &ChunkRecord) -> String {
+    let body = c.text.get(c.overlap_chars as usize..).unwrap_or(&c.text);
+    let heading = c.heading_path.join(" > ");
+    format!("{} | {heading}\n{body}", c.title)
+}
+
+const SNIPPET_CHARS: usize = 300;
+
+/// The chunk's own text (overlap skipped), cut at a character boundary.
+fn snippet(c: &ChunkRecord) -> String {
+    let body = c.text.get(c.overlap_chars as usize..).unwrap_or(&c.text).trim();
+    match body.char_indices().nth(SNIPPET_CHARS) {
+        Some((cut, _)) => format!("{}…", body[..cut].trim_end()),
+        None => body.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_cover_plurals_and_gerunds() {
+        let check = |w: &str, want: &[&str]| assert_eq!(variants(w), want, "{w}");
+        check("asset", &["assets", "asseting"]);
+        check("assets", &["asset"]);
+        check("creating", &["create", "creat"]);
+        check("create", &["creates", "creating"]);
+        check("policies", &["policy"]);
+        check("policy", &["policies", "policying"]);
+        check("running", &["run", "runne", "runn"]);
+        check("indexes", &["index"]);
+    }
+
+    #[test]
+    fn identifiers_get_no_variants() {
+        let words: Vec<String> =
+            query_words("getAssets snake_case Foo::bar v2 assets").into_iter().map(|w| w.0).collect();
+        assert_eq!(words, ["getAssets", "snake_case", "Foo::bar", "v2", "assets", "asset"]);
+    }
+
+    #[test]
+    fn rrf_and_score_fusion_reward_agreement() {
+        let v = [(1, 0.9), (2, 0.8), (3, 0.1)];
+        let k = [(2, 12.0), (4, 11.0), (1, 1.0)];
+        for f in [Fusion::Rrf, Fusion::Score] {
+            let fused = fuse(&v, &k, f);
+            assert_eq!(fused[0].0, 2, "{f:?}: {fused:?}");
+            assert_eq!(fused.len(), 4);
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The `atlas` command line.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use atlas_runtime::search::{Filters, Fusion};
+use atlas_runtime::{Bundle, Hit, Mode, OpenOptions, SearchOptions};
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "atlas", version, about = "Search an Atlas bundle, or serve it to agents over MCP")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Kind {
+    Docs,
+    Code,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Ranked search over a bundle.
+    Search {
+        /// What to look for, in words or identifiers.
+        query: String,
+        /// The bundle folder (the one holding manifest.json).
+        #[arg(long, env = "ATLAS_BUNDLE")]
+        bundle: PathBuf,
+        #[arg(long, default_value = "hybrid", value_parser = parse_mode)]
+        mode: Mode,
+        /// How many hits.
+        #[arg(short = 'k', long = "top-k", default_value_t = 5)]
+        top_k: usize,
+        #[arg(long, value_enum)]
+        kind: Option<Kind>,
+        #[arg(long)]
+        section: Option<String>,
+        #[arg(long)]
+        language: Option<String>,
+        #[arg(long)]
+        repo: Option<String>,
+        #[arg(long)]
+        path_prefix: Option<String>,
+        #[arg(long)]
+        symbol_kind: Option<String>,
+        #[arg(long)]
+        min_score: Option<f32>,
+        /// Hybrid fusion: score (normalised scores) or rrf (reciprocal ranks).
+        #[arg(long, default_value = "score", value_parser = parse_fusion)]
+        fusion: Fusion,
+        /// Rerank with the cross-encoder.
+        #[arg(long)]
+        rerank: bool,
+        /// Print stable JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    s.parse()
+}
+
+fn parse_fusion(s: &str) -> Result<Fusion, String> {
+    match s {
+        "rrf" => Ok(Fusion::Rrf),
+        "score" => Ok(Fusion::Score),
+        other => Err(format!("unknown fusion {other:?}; use score or rrf")),
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = e.exit_code();
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(code).unwrap_or(2));
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let line = format!("{e:#}").replace('\n', " ");
+            eprintln!("error: {line}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Search {
+            query,
+            bundle,
+            mode,
+            top_k,
+            kind,
+            section,
+            language,
+            repo,
+            path_prefix,
+            symbol_kind,
+            min_score,
+            fusion,
+            rerank,
+            json,
+        } => {
+            let keyword_only = mode == Mode::Keyword && !rerank;
+            let b = Bundle::open(&bundle, OpenOptions { keyword_only, ..OpenOptions::default() })
+                .with_context(|| format!("opening the bundle {}", bundle.display()))?;
+            let kind = kind.map(|k| match k {
+                Kind::Docs => "docs".to_owned(),
+                Kind::Code => "code".to_owned(),
+            });
+            let opts = SearchOptions {
+                mode,
+                top_k,
+                min_score,
+                fusion,
+                rerank,
+                filters: Filters { kind, section, language, repo, path_prefix, symbol_kind },
+                ..SearchOptions::default()
+            };
+            let hits = b.search(&query, &opts)?;
+            let mut out = std::io::stdout().lock();
+            if json {
+                let doc = serde_json::json!({ "query": query, "mode": mode, "hits": hits });
+                writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+            } else {
+                write!(out, "{}", render(&hits))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Hits for people: rank, score, where, and the first lines of the snippet.
+pub fn render(hits: &[Hit]) -> String {
+    if hits.is_empty() {
+        return "no hits\n".to_owned();
+    }
+    let mut s = String::new();
+    for (i, h) in hits.iter().enumerate() {
+        let place = if h.heading_path.is_empty() { h.title.clone() } else { h.heading_path.join(" › ") };
+        let what = match (&h.symbol, &h.language) {
+            (Some(sym), Some(lang)) => format!("{} {sym} ({lang})", h.symbol_kind.as_deref().unwrap_or("symbol")),
+            _ => h.kind.clone(),
+        };
+        s.push_str(&format!("{:>2}. {:.4}  {place}  [{what}]\n    {}\n", i + 1, h.score, h.citation()));
+        for line in h.snippet.lines().filter(|l| !l.trim().is_empty()).take(3) {
+            s.push_str(&format!("    │ {line}\n"));
+        }
+    }
+    s
+}

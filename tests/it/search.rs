@@ -1,0 +1,253 @@
+//! The runtime's search over a bundle built from fixtures by the real pipeline, and
+//! the `atlas search` command line.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use atlas_e2e::{bin, build_fixture_bundle, run, write_tiny_cross_encoder};
+use atlas_runtime::search::{Filters, Fusion};
+use atlas_runtime::{Bundle, Mode, OpenOptions, SearchOptions};
+
+/// One fixture bundle for every test in this module (built once, read-only after).
+fn fixture_bundle() -> Option<&'static Path> {
+    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    if !crate::embed::model_ready() {
+        return None;
+    }
+    let (_, dir) = DIR.get_or_init(|| {
+        let work = tempfile::tempdir().unwrap();
+        let dir = build_fixture_bundle(work.path());
+        (work, dir)
+    });
+    Some(dir)
+}
+
+fn open(dir: &Path) -> Bundle {
+    Bundle::open(dir, OpenOptions::default()).unwrap()
+}
+
+fn search(b: &Bundle, q: &str, opts: SearchOptions) -> Vec<atlas_runtime::Hit> {
+    b.search(q, &SearchOptions { top_k: 10, ..opts }).unwrap()
+}
+
+fn mode(m: Mode) -> SearchOptions {
+    SearchOptions { mode: m, ..SearchOptions::default() }
+}
+
+#[test]
+fn every_mode_finds_the_page_that_answers() {
+    let Some(dir) = fixture_bundle() else { return };
+    let b = open(dir);
+    let cases = [
+        ("helm repo add", "site/guides/install.md"),
+        ("how many pods run", "site/guides/configure.md"),
+        ("list the apps endpoint", "site/reference/api.md"),
+        ("InvoiceBuilder", "code/billing/invoice.py"),
+    ];
+    for m in [Mode::Keyword, Mode::Vector, Mode::Hybrid] {
+        for fusion in [Fusion::Rrf, Fusion::Score] {
+            for (q, want) in cases {
+                if m == Mode::Vector && q == "InvoiceBuilder" {
+                    continue; // an identifier is keyword's job
+                }
+                let hits = search(&b, q, SearchOptions { mode: m, fusion, ..SearchOptions::default() });
+                assert!(!hits.is_empty(), "{m:?} {q}");
+                assert_eq!(
+                    hits[0].path,
+                    want,
+                    "{m:?}/{fusion:?} {q:?}: {:#?}",
+                    hits.iter().map(|h| &h.path).collect::<Vec<_>>()
+                );
+                let h = &hits[0];
+                assert!(h.start_line >= 1 && h.end_line >= h.start_line, "{h:?}");
+                assert!(h.citation().contains("#L"), "{}", h.citation());
+                assert!(!h.snippet.is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn keyword_expands_plain_words_but_not_identifiers() {
+    let Some(dir) = fixture_bundle() else { return };
+    let b = open(dir);
+    // "amounts" (plural) finds `total_amount` through the symbol field variant.
+    let hits = search(&b, "amounts", mode(Mode::Keyword));
+    assert!(hits.iter().any(|h| h.symbol.as_deref() == Some("total_amount")), "{hits:#?}");
+    // An identifier is taken as typed (no variants): the chunk that defines it is first.
+    assert!(atlas_runtime::search::query_words("delay_ms").len() == 1);
+    let hits = search(&b, "delay_ms", mode(Mode::Keyword));
+    assert!(hits[0].snippet.contains("fn delay_ms"), "{hits:#?}");
+}
+
+#[test]
+fn filters_narrow_every_mode() {
+    let Some(dir) = fixture_bundle() else { return };
+    let b = open(dir);
+    let with = |f: Filters, m: Mode| {
+        search(
+            &b,
+            "invoice lines retry backoff install",
+            SearchOptions { mode: m, filters: f, ..SearchOptions::default() },
+        )
+    };
+    for m in [Mode::Keyword, Mode::Vector, Mode::Hybrid] {
+        let code = with(Filters { kind: Some("code".into()), ..Filters::default() }, m);
+        assert!(!code.is_empty() && code.iter().all(|h| h.kind == "code"), "{m:?}");
+        let docs = with(Filters { kind: Some("docs".into()), ..Filters::default() }, m);
+        assert!(!docs.is_empty() && docs.iter().all(|h| h.kind == "docs"), "{m:?}");
+        let py = with(Filters { language: Some("python".into()), ..Filters::default() }, m);
+        assert!(!py.is_empty() && py.iter().all(|h| h.language.as_deref() == Some("python")), "{m:?}");
+        let guides = with(Filters { section: Some("guides".into()), ..Filters::default() }, m);
+        assert!(!guides.is_empty() && guides.iter().all(|h| h.section == "guides"), "{m:?}: {guides:#?}");
+        let prefix = with(Filters { path_prefix: Some("code/net/".into()), ..Filters::default() }, m);
+        assert!(!prefix.is_empty() && prefix.iter().all(|h| h.path.starts_with("code/net/")), "{m:?}");
+        let kinds = with(Filters { symbol_kind: Some("function".into()), ..Filters::default() }, m);
+        assert!(
+            !kinds.is_empty() && kinds.iter().all(|h| h.symbol_kind.as_deref() == Some("function")),
+            "{m:?}: {kinds:#?}"
+        );
+        let repo = with(Filters { repo: Some("nowhere".into()), ..Filters::default() }, m);
+        assert!(repo.is_empty(), "{m:?}: local sources have no repository");
+    }
+}
+
+#[test]
+fn diversity_drops_repeats_and_min_score_cuts() {
+    let Some(dir) = fixture_bundle() else { return };
+    let b = open(dir);
+    let hits = search(&b, "apps", mode(Mode::Hybrid));
+    let mut seen = std::collections::HashSet::new();
+    for h in &hits {
+        assert!(seen.insert((h.path.clone(), h.heading_path.clone())), "same file and heading twice: {hits:#?}");
+    }
+    let all = search(&b, "install", mode(Mode::Vector));
+    let cut = all[1].score;
+    let kept =
+        search(&b, "install", SearchOptions { mode: Mode::Vector, min_score: Some(cut), ..SearchOptions::default() });
+    assert!(kept.iter().all(|h| h.score >= cut) && kept.len() < all.len());
+}
+
+#[test]
+fn get_chunk_returns_the_chunk_and_its_neighbours() {
+    let Some(dir) = fixture_bundle() else { return };
+    let b = open(dir);
+    let hits = search(&b, "With kubectl", mode(Mode::Keyword));
+    let id = &hits.iter().find(|h| h.heading_path.last().is_some_and(|x| x == "With kubectl")).unwrap().chunk_id;
+    let ctx = b.get_chunk(id, 1).unwrap();
+    assert_eq!(ctx.chunk.hit.chunk_id, *id);
+    assert!(ctx.chunk.text.contains("brew"), "{}", ctx.chunk.text);
+    assert_eq!(ctx.before.len(), 1);
+    assert_eq!(ctx.before[0].hit.heading_path.last().map(String::as_str), Some("With Helm"));
+    assert!(ctx.after.is_empty(), "the last section of the file");
+    let err = b.get_chunk("nope", 1).unwrap_err().to_string();
+    assert!(err.contains("no chunk \"nope\""), "{err}");
+}
+
+#[test]
+fn rerank_reorders_the_pooled_candidates_with_a_real_onnx_cross_encoder() {
+    let Some(dir) = fixture_bundle() else { return };
+    let models = tempfile::tempdir().unwrap();
+    write_tiny_cross_encoder(models.path(), "brew");
+    let b = Bundle::open(dir, OpenOptions { reranker_dir: Some(models.path().to_owned()), ..OpenOptions::default() })
+        .unwrap();
+    // Without rerank, an API question ranks the API page first; the tiny model only
+    // rewards passages holding "brew", so rerank must lift the macOS tab to the top.
+    let plain = search(&b, "list the apps endpoint", mode(Mode::Hybrid));
+    assert_ne!(plain[0].path, "site/guides/install.md");
+    let hits = search(&b, "list the apps endpoint", SearchOptions { rerank: true, ..SearchOptions::default() });
+    assert_eq!(hits[0].path, "site/guides/install.md", "{hits:#?}");
+    assert!(hits[0].score >= 1000.0, "the logit is the sum of passage ids: {}", hits[0].score);
+    // Code and docs both made the pool.
+    assert!(hits.iter().any(|h| h.kind == "code") && hits.iter().any(|h| h.kind == "docs"));
+
+    // A missing reranker is a clear error, not a crash.
+    let empty = tempfile::tempdir().unwrap();
+    let b = Bundle::open(dir, OpenOptions { reranker_dir: Some(empty.path().to_owned()), ..OpenOptions::default() })
+        .unwrap();
+    let err = b.search("x", &SearchOptions { rerank: true, ..SearchOptions::default() }).unwrap_err().to_string();
+    assert!(
+        err.contains("reranker ms-marco-minilm-l-6-v2 is missing model.onnx") && err.contains("huggingface.co"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_inputs_get_clear_errors() {
+    let Some(dir) = fixture_bundle() else { return };
+    // A missing bundle.
+    let err = Bundle::open(Path::new("/nonexistent/bundle"), OpenOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("no bundle here"), "{err}");
+    // A corrupt manifest.
+    let copy = tempfile::tempdir().unwrap();
+    atlas_e2e::copy_tree(dir, copy.path());
+    std::fs::write(copy.path().join("manifest.json"), "{ not json").unwrap();
+    let err = Bundle::open(copy.path(), OpenOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("manifest.json") && err.contains("unreadable manifest"), "{err}");
+    // A model this build does not know.
+    atlas_e2e::copy_tree(dir, copy.path());
+    let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+        let p = copy.path().join("manifest.json");
+        let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        f(&mut m);
+        std::fs::write(&p, m.to_string()).unwrap();
+    };
+    edit(&|m| m["model"]["id"] = "bge-large-zh".into());
+    let err = Bundle::open(copy.path(), OpenOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("model \"bge-large-zh\", which this build of atlas does not know"), "{err}");
+    // The right model id but other weights: refused at the first vector search.
+    atlas_e2e::copy_tree(dir, copy.path());
+    edit(&|m| m["model"]["sha256"] = "00".repeat(32).into());
+    let b = Bundle::open(copy.path(), OpenOptions::default()).unwrap();
+    let err = b.search("install", &mode(Mode::Vector)).unwrap_err().to_string();
+    assert!(err.contains("model mismatch"), "{err}");
+    // An empty query.
+    let b = open(dir);
+    let err = b.search("  ", &SearchOptions::default()).unwrap_err().to_string();
+    assert_eq!(err, "the query is empty; pass some words to search for");
+}
+
+#[test]
+fn atlas_search_prints_for_people_and_stable_json_for_scripts() {
+    let Some(dir) = fixture_bundle() else { return };
+    let atlas = || {
+        let mut c = std::process::Command::new(bin("atlas"));
+        c.arg("search");
+        c
+    };
+    let r = run(atlas().args(["helm repo add", "--bundle"]).arg(dir).args(["-k", "2"])).success();
+    assert!(r.stdout.starts_with(" 1. "), "{}", r.stdout);
+    assert!(r.stdout.contains("site/guides/install.md#L"), "{}", r.stdout);
+    let r = run(atlas().args(["InvoiceBuilder", "--kind", "code", "--mode", "keyword", "--json", "--bundle"]).arg(dir))
+        .success();
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["mode"], "keyword");
+    let hit = &v["hits"][0];
+    for key in [
+        "score",
+        "chunk_id",
+        "path",
+        "title",
+        "heading_path",
+        "start_line",
+        "end_line",
+        "snippet",
+        "kind",
+        "language",
+        "symbol",
+    ] {
+        assert!(hit.get(key).is_some(), "{key} in {hit}");
+    }
+    assert_eq!(hit["kind"], "code");
+    // Errors: one line, non-zero exit.
+    let r = run(atlas().args(["x", "--bundle", "/nonexistent"]));
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr.starts_with("error: opening the bundle /nonexistent") && r.stderr.lines().count() == 1,
+        "{}",
+        r.stderr
+    );
+    let r = run(atlas().args(["x", "--mode", "fuzzy", "--bundle"]).arg(dir));
+    assert_eq!(r.code, Some(2));
+    assert!(r.stderr.contains("unknown mode \"fuzzy\""), "{}", r.stderr);
+}
