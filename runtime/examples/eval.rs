@@ -31,18 +31,20 @@ fn main() -> anyhow_free::Result {
     };
     let golden: Golden = serde_json::from_slice(&std::fs::read(golden)?)?;
     let b = Bundle::open(&PathBuf::from(bundle), OpenOptions::default())?;
+    let vector = |weight: f32, first_only: bool| SearchOptions {
+        mode: Mode::Vector,
+        later_window_weight: weight,
+        first_window_only: first_only,
+        ..SearchOptions::default()
+    };
+    let hybrid = |fusion: Fusion| SearchOptions { mode: Mode::Hybrid, fusion, ..SearchOptions::default() };
     let configs: Vec<(&str, SearchOptions)> = vec![
         ("keyword", SearchOptions { mode: Mode::Keyword, ..SearchOptions::default() }),
-        ("vector", SearchOptions { mode: Mode::Vector, ..SearchOptions::default() }),
-        (
-            "vector, first window only",
-            SearchOptions { mode: Mode::Vector, first_window_only: true, ..SearchOptions::default() },
-        ),
-        ("hybrid, RRF", SearchOptions { mode: Mode::Hybrid, fusion: Fusion::Rrf, ..SearchOptions::default() }),
-        (
-            "hybrid, score fusion",
-            SearchOptions { mode: Mode::Hybrid, fusion: Fusion::Score, ..SearchOptions::default() },
-        ),
+        ("vector (windows, tails x0.9)", vector(0.9, false)),
+        ("vector (windows, tails x1.0)", vector(1.0, false)),
+        ("vector (first window only)", vector(1.0, true)),
+        ("hybrid, RRF", hybrid(Fusion::Rrf)),
+        ("hybrid, score fusion", hybrid(Fusion::Score)),
     ];
     let mut report = String::new();
     report.push_str(&format!(

@@ -50,8 +50,8 @@ enum Command {
         symbol_kind: Option<String>,
         #[arg(long)]
         min_score: Option<f32>,
-        /// Hybrid fusion: score (normalised scores) or rrf (reciprocal ranks).
-        #[arg(long, default_value = "score", value_parser = parse_fusion)]
+        /// Hybrid fusion: rrf (reciprocal ranks) or score (normalised scores).
+        #[arg(long, default_value = "rrf", value_parser = parse_fusion)]
         fusion: Fusion,
         /// Rerank with the cross-encoder.
         #[arg(long)]

@@ -5,6 +5,8 @@
 use atlas_runtime::embed::{Backend, EmbedOptions, Embedder, cosine};
 use atlas_runtime::model;
 
+mod hnsw;
+
 pub fn default_embedder(opts: &EmbedOptions) -> Option<Embedder> {
     let spec = model::spec(model::DEFAULT_MODEL).unwrap();
     match Embedder::load(spec, &model::model_dir(spec.id), &model::ort_dylib(), opts) {
