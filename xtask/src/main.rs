@@ -22,7 +22,10 @@ commands:
   test   build and run every test (what CI runs)
   ci     cargo fmt --check, clippy -D warnings, then the tests
   demo   run the pipeline over this project's own docs (examples/self.yaml) and show the result
-  bench  crawl, pipeline and code-chunking figures on the real corpora (needs ATLAS_CORPORA)";
+  bench  crawl, pipeline, code-chunking and embedding figures on the real corpora (needs ATLAS_CORPORA)
+  bench search  search latency, readiness and RSS on devtron and a synthetic 50k-chunk bundle,
+                and keyword latency against rank_bm25 (needs ATLAS_CORPORA)
+  eval   retrieval quality per mode on the devtron golden set (xtask/eval/devtron-golden.json)";
 
 fn run() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,7 +36,9 @@ fn run() -> anyhow::Result<()> {
         Some("test") => test(&args[1..]),
         Some("ci") => ci(),
         Some("demo") => demo(),
+        Some("bench") if args.get(1).map(String::as_str) == Some("search") => bench_search(),
         Some("bench") => bench(),
+        Some("eval") => eval(),
         Some("-h" | "--help" | "help") | None => {
             eprintln!("{USAGE}");
             Ok(())
@@ -306,6 +311,116 @@ fn bench_embed() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Builds (or reuses) the devtron bundle under target/atlas-devtron: a local source on
+/// the corpus site, full pipeline, release binaries.
+fn devtron_bundle() -> anyhow::Result<PathBuf> {
+    setup()?;
+    let corpora = PathBuf::from(
+        std::env::var_os("ATLAS_CORPORA").context("set ATLAS_CORPORA to the corpora folder (../shared/corpora)")?,
+    );
+    let mut build = cargo();
+    build.args(["build", "--release", "--locked", "-p", "atlas-stages", "--bin", "atlas-pipeline"]);
+    status(build)?;
+    let work = project_root().join("target/atlas-devtron");
+    std::fs::create_dir_all(&work)?;
+    let cfg = work.join("pipeline.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "name: devtron\nsources:\n  devtron:\n    kind: local\n    path: {}\n",
+            corpora.join("devtron-docs/site").display()
+        ),
+    )?;
+    let mut run = Command::new(project_root().join("target/release/atlas-pipeline"));
+    run.arg("-c").arg(&cfg).arg("run").env("ATLAS_NO_PROGRESS", "1");
+    status(run)?;
+    Ok(work.join(".atlas/build/bundle"))
+}
+
+fn golden() -> PathBuf {
+    project_root().join("xtask/eval/devtron-golden.json")
+}
+
+fn eval() -> anyhow::Result<()> {
+    let bundle = devtron_bundle()?;
+    let mut ev = cargo();
+    ev.args(["run", "--release", "--locked", "-q", "-p", "atlas-runtime", "--example", "eval", "--"]);
+    ev.arg(&bundle).arg(golden());
+    status(ev)
+}
+
+/// Search latency on devtron and on a synthetic 50k-chunk bundle; readiness with a
+/// cold and a warm page cache; keyword latency against rank_bm25 on the same chunks.
+fn bench_search() -> anyhow::Result<()> {
+    let bundle = devtron_bundle()?;
+    let mut build = cargo();
+    build.args(["build", "--release", "--locked", "-p", "atlas-runtime", "--example", "search_bench"]);
+    status(build)?;
+    let exe = project_root().join("target/release/examples/search_bench");
+    let synth = project_root().join("target/atlas-synthetic-50k");
+    status({
+        let mut c = Command::new(&exe);
+        c.arg(&bundle).arg(golden());
+        c
+    })?;
+    status({
+        let mut c = Command::new(&exe);
+        c.arg(&bundle).arg(golden()).args(["--synthetic", "50000"]).arg(&synth);
+        c
+    })?;
+    for dir in [&bundle, &synth] {
+        for cache in ["cold", "warm"] {
+            if cache == "cold" {
+                evict_page_cache(dir)?;
+            }
+            eprintln!("xtask: readiness on {} with a {cache} page cache", dir.display());
+            let mut c = Command::new(&exe);
+            c.arg(dir).arg(golden()).env("BENCH_PHASE", "ready");
+            status(c)?;
+        }
+    }
+    // rank_bm25 on the same chunks and queries.
+    let mut pip = Command::new("python3");
+    pip.args(["-m", "pip", "install", "--quiet", "rank_bm25==0.2.2", "numpy"]);
+    status(pip).context("installing rank_bm25")?;
+    let chunks = atlas_runtime::chunks::read_file(&bundle.join("chunks.parquet"))?;
+    let jsonl: String = chunks.iter().map(|c| format!("{}\n", serde_json::json!({"text": c.text}))).collect();
+    let jsonl_path = project_root().join("target/atlas-devtron/chunks.jsonl");
+    std::fs::write(&jsonl_path, jsonl)?;
+    let py = Command::new("python3")
+        .arg(project_root().join("xtask/bench/rank_bm25_baseline.py"))
+        .arg(&jsonl_path)
+        .arg(golden())
+        .arg("5")
+        .output()
+        .context("running the rank_bm25 baseline")?;
+    let out = String::from_utf8_lossy(&py.stdout);
+    let py_p50: f64 = out
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("rank_bm25 baseline said {out:?} {}", String::from_utf8_lossy(&py.stderr)))?;
+    let ours = Command::new(&exe).arg(&bundle).arg(golden()).env("BENCH_PHASE", "keyword").output()?;
+    let ours = String::from_utf8_lossy(&ours.stdout);
+    let our_p50: f64 = ours.split_whitespace().next().and_then(|n| n.parse().ok()).context("keyword p50")?;
+    #[allow(clippy::print_stdout)]
+    {
+        println!(
+            "keyword p50 on the devtron chunks: atlas (tantivy) {our_p50:.3} ms, rank_bm25 BM25Okapi {py_p50:.3} ms: {:.0}x faster",
+            py_p50 / our_p50
+        );
+    }
+    Ok(())
+}
+
+/// Drops `dir`'s files from the page cache (posix_fadvise DONTNEED, through Python).
+fn evict_page_cache(dir: &Path) -> anyhow::Result<()> {
+    let script = "import os,sys\nfor r,_,fs in os.walk(sys.argv[1]):\n  for f in fs:\n    fd=os.open(os.path.join(r,f),os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED); os.close(fd)\n";
+    let mut c = Command::new("python3");
+    c.args(["-c", script]).arg(dir);
+    status(c)
+}
+
 fn demo() -> anyhow::Result<()> {
     setup()?;
     let config = Path::new("examples/self.yaml");
@@ -350,6 +465,21 @@ fn demo() -> anyhow::Result<()> {
             m.model.id,
             m.artifacts.len()
         );
+    }
+    let mut build = cargo();
+    build.args(["build", "--release", "--locked", "-p", "atlas-servers", "--bin", "atlas"]);
+    status(build)?;
+    for (query, args) in [
+        ("how does the cache stay consistent after a crash", &["--kind", "docs", "-k", "3"][..]),
+        ("KeyBuilder", &["--kind", "code", "-k", "3"][..]),
+    ] {
+        #[allow(clippy::print_stdout)]
+        {
+            println!("\n$ atlas search {query:?} --bundle {} {}", bundle.display(), args.join(" "));
+        }
+        let mut search = Command::new("target/release/atlas");
+        search.arg("search").arg(query).arg("--bundle").arg(bundle).args(args);
+        status(search)?;
     }
     eprintln!("xtask: run it again to see every stage cached");
     Ok(())

@@ -1,0 +1,241 @@
+#![allow(clippy::print_stdout)] // a report printer
+//! Search latency, readiness and memory on a bundle.
+//!
+//! `search_bench <bundle> <golden.json> [--synthetic N <out dir>]`
+//!
+//! With `--synthetic N DIR`, first writes a bundle of N chunks to DIR made from the
+//! given bundle's chunks (copies with perturbed vectors and a marker word each), with
+//! an HNSW index, then benchmarks that one. `cargo xtask bench search` runs both.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use atlas_runtime::bundle::{Artifact, Manifest};
+use atlas_runtime::embed::EmbedOptions;
+use atlas_runtime::search::Fusion;
+use atlas_runtime::{Bundle, Mode, OpenOptions, SearchOptions};
+use half::f16;
+
+type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+#[derive(serde::Deserialize)]
+struct Golden {
+    queries: Vec<Q>,
+}
+#[derive(serde::Deserialize)]
+struct Q {
+    q: String,
+}
+
+fn main() -> Res {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (bundle, golden) = (PathBuf::from(&args[0]), &args[1]);
+    let queries: Vec<String> =
+        serde_json::from_slice::<Golden>(&std::fs::read(golden)?)?.queries.into_iter().map(|q| q.q).collect();
+    let dir = if args.get(2).map(String::as_str) == Some("--synthetic") {
+        let n: usize = args[3].parse()?;
+        let out = PathBuf::from(&args[4]);
+        let t = Instant::now();
+        synthesize(&bundle, n, &out)?;
+        println!("synthetic bundle: {n} chunks written in {:.1}s", t.elapsed().as_secs_f64());
+        out
+    } else {
+        bundle
+    };
+    let mode = std::env::var("BENCH_PHASE").unwrap_or_default();
+    if mode == "ready" {
+        return ready(&dir, &queries[0]);
+    }
+    if mode == "keyword" {
+        // Keyword p50 alone, on one line, for the side-by-side with rank_bm25.
+        let b = Bundle::open(&dir, OpenOptions { keyword_only: true, ..OpenOptions::default() })?;
+        let opts = SearchOptions { mode: Mode::Keyword, ..SearchOptions::default() };
+        let mut times = Vec::new();
+        for _ in 0..5 {
+            for q in &queries {
+                let t = Instant::now();
+                b.search(q, &opts)?;
+                times.push(ms(t.elapsed()));
+            }
+        }
+        let (p50, p95) = percentiles(times);
+        println!("{p50:.4} {p95:.4}");
+        return Ok(());
+    }
+    latency(&dir, &queries)
+}
+
+/// Open → first keyword hit and open → first hybrid hit (model load included), in
+/// this process: the caller runs it once with a cold page cache, once warm.
+fn ready(dir: &Path, q: &str) -> Res {
+    let t = Instant::now();
+    let b = Bundle::open(dir, OpenOptions::default())?;
+    let opened = t.elapsed();
+    println!("RSS after open: {}", rss());
+    b.search(q, &SearchOptions { mode: Mode::Keyword, ..SearchOptions::default() })?;
+    let keyword = t.elapsed();
+    b.search(q, &SearchOptions::default())?;
+    let hybrid = t.elapsed();
+    println!(
+        "ready: open {:.0} ms, first keyword result {:.0} ms, first hybrid result {:.0} ms (model load included)",
+        ms(opened),
+        ms(keyword),
+        ms(hybrid)
+    );
+    println!("RSS after the first hybrid search: {}", rss());
+    Ok(())
+}
+
+/// VmRSS and VmHWM (peak) of this process.
+fn rss() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field =
+        |k: &str| status.lines().find(|l| l.starts_with(k)).map(|l| l[k.len()..].trim().to_owned()).unwrap_or_default();
+    format!("now {}, peak {}", field("VmRSS:"), field("VmHWM:"))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn percentiles(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[(v.len() * 95 / 100).min(v.len() - 1)])
+}
+
+fn latency(dir: &Path, queries: &[String]) -> Res {
+    let rounds = 5;
+    for (label, spinning) in [("spinning off (default)", false), ("spinning on", true)] {
+        let b = Bundle::open(
+            dir,
+            OpenOptions { embed: EmbedOptions { spinning, ..EmbedOptions::query() }, ..OpenOptions::default() },
+        )?;
+        b.search("warm up", &SearchOptions::default())?;
+        println!(
+            "{} ({} chunks, {} rows, vector index {}), query session {label}:",
+            b.manifest.name,
+            b.chunk_count(),
+            b.info().embedding_rows,
+            b.info().vector_index
+        );
+        let modes = [
+            ("keyword", SearchOptions { mode: Mode::Keyword, ..SearchOptions::default() }),
+            ("vector", SearchOptions { mode: Mode::Vector, ..SearchOptions::default() }),
+            ("hybrid (rrf)", SearchOptions { mode: Mode::Hybrid, fusion: Fusion::Rrf, ..SearchOptions::default() }),
+        ];
+        for (name, opts) in modes {
+            if spinning && name != "hybrid (rrf)" {
+                continue;
+            }
+            let mut times = Vec::new();
+            for _ in 0..rounds {
+                for q in queries {
+                    let t = Instant::now();
+                    b.search(q, &opts)?;
+                    times.push(ms(t.elapsed()));
+                }
+            }
+            let (p50, p95) = percentiles(times);
+            println!("  {name:<13} p50 {p50:>6.2} ms  p95 {p95:>6.2} ms");
+        }
+        if !spinning {
+            // The query embedding alone, for the breakdown.
+            let e = b.embedder()?;
+            let mut times = Vec::new();
+            for q in queries {
+                let t = Instant::now();
+                e.embed_texts(&[q])?;
+                times.push(ms(t.elapsed()));
+            }
+            let (p50, _) = percentiles(times);
+            println!("  (query embedding alone p50 {p50:.2} ms)");
+        }
+    }
+    println!("  RSS {}", rss());
+    Ok(())
+}
+
+/// A bundle of `n` chunks built from `from`'s chunks: copy k of chunk i gets the
+/// chunk's vector plus noise and a marker word, under `copy<k>/` paths.
+fn synthesize(from: &Path, n: usize, out: &Path) -> Res {
+    use tantivy::{Index, TantivyDocument};
+    let _ = std::fs::remove_dir_all(out);
+    std::fs::create_dir_all(out.join("tantivy"))?;
+    std::fs::create_dir_all(out.join("hnsw"))?;
+    let src = Bundle::open(from, OpenOptions { keyword_only: true, ..OpenOptions::default() })?;
+    let base = src.chunks();
+    let vectors = atlas_runtime::vectors::MappedMatrix::open(&from.join("embeddings.npy"))?;
+    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(from.join("embeddings.json"))?)?;
+    let first_row: Vec<usize> = {
+        let map: Vec<u64> =
+            meta["window_chunk"].as_array().ok_or("window_chunk")?.iter().filter_map(|v| v.as_u64()).collect();
+        let mut f = vec![usize::MAX; base.len()];
+        for (row, &c) in map.iter().enumerate() {
+            f[c as usize] = f[c as usize].min(row);
+        }
+        f
+    };
+    let dims = vectors.dims;
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut noise = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f32 / (1u64 << 52) as f32 * 2.0 - 1.0
+    };
+    let mut chunks = Vec::with_capacity(n);
+    let mut data: Vec<f16> = Vec::with_capacity(n * dims);
+    for i in 0..n {
+        let (k, c) = (i / base.len(), &base[i % base.len()]);
+        let mut c = c.clone();
+        c.chunk_id = format!("{}-{k}", c.chunk_id);
+        c.path = format!("copy{k}/{}", c.path);
+        c.text = format!("{} variant{k}", c.text);
+        c.mentioned_in.clear();
+        let v = vectors.row(first_row[i % base.len()]);
+        let v: Vec<f32> = v.iter().map(|x| x + 0.02 * noise()).collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        data.extend(v.iter().map(|x| f16::from_f32(x / norm)));
+        chunks.push(c);
+    }
+    std::fs::write(out.join("chunks.parquet"), atlas_runtime::chunks::to_parquet(&chunks)?)?;
+    std::fs::write(out.join("embeddings.npy"), atlas_runtime::vectors::to_npy_f16(n, dims, &data))?;
+    std::fs::write(
+        out.join("embeddings.json"),
+        serde_json::json!({"rows": n, "dims": dims, "window_chunk": (0..n as u32).collect::<Vec<_>>()}).to_string(),
+    )?;
+    atlas_runtime::hnsw::build_parallel(n, dims, &data, &out.join("hnsw"))?;
+    let index = Index::create_in_dir(out.join("tantivy"), atlas_runtime::text_index::schema())?;
+    atlas_runtime::text_index::register(&index);
+    let schema = index.schema();
+    let f = |name: &str| schema.get_field(name).expect("field");
+    let mut w = index.writer_with_num_threads::<TantivyDocument>(1, 128 * 1024 * 1024)?;
+    for (i, c) in chunks.iter().enumerate() {
+        let mut d = TantivyDocument::default();
+        d.add_u64(f("chunk"), i as u64);
+        d.add_text(f("text"), &c.text);
+        d.add_text(f("title"), &c.title);
+        d.add_text(f("heading"), c.heading_path.join(" > "));
+        d.add_text(f("file_path"), atlas_runtime::text_index::path_text(&c.path));
+        d.add_text(f("symbol"), c.symbol.clone().unwrap_or_default());
+        d.add_text(f("kind"), &c.kind);
+        d.add_text(f("section"), &c.section);
+        d.add_text(f("language"), c.language.as_deref().unwrap_or(""));
+        w.add_document(d)?;
+    }
+    w.commit()?;
+    let segments = index.searchable_segment_ids()?;
+    if segments.len() > 1 {
+        w.merge(&segments).wait()?;
+    }
+    w.wait_merging_threads()?;
+    let m = Manifest {
+        name: format!("synthetic-{n}"),
+        chunk_count: n,
+        embedding_rows: n,
+        artifacts: vec![Artifact::of("chunks.parquet", &std::fs::read(out.join("chunks.parquet"))?)],
+        ..src.manifest.clone()
+    };
+    std::fs::write(out.join("manifest.json"), serde_json::to_vec_pretty(&m)?)?;
+    Ok(())
+}
