@@ -3,9 +3,9 @@
 //!
 //! `search_bench <bundle> <golden.json> [--synthetic N <out dir>]`
 //!
-//! With `--synthetic N DIR`, first writes a bundle of N chunks to DIR made from the
-//! given bundle's chunks (copies with perturbed vectors and a marker word each), with
-//! an HNSW index, then benchmarks that one. `cargo xtask bench search` runs both.
+//! With `--synthetic N DIR`, writes a bundle of N chunks to DIR made from the given
+//! bundle's chunks (copies with perturbed vectors and a marker word each), with an
+//! HNSW index, and exits; benchmark it with a second run. `cargo xtask bench search` runs both.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ fn main() -> Res {
         let t = Instant::now();
         synthesize(&bundle, n, &out)?;
         println!("synthetic bundle: {n} chunks written in {:.1}s", t.elapsed().as_secs_f64());
-        out
+        return Ok(());
     } else {
         bundle
     };
@@ -83,6 +83,10 @@ fn ready(dir: &Path, q: &str) -> Res {
         ms(hybrid)
     );
     println!("RSS after the first hybrid search: {}", rss());
+    for q in std::iter::repeat_n(q, 50) {
+        b.search(q, &SearchOptions::default())?;
+    }
+    println!("RSS after 50 more hybrid searches: {}", rss());
     Ok(())
 }
 
@@ -105,11 +109,14 @@ fn percentiles(mut v: Vec<f64>) -> (f64, f64) {
 
 fn latency(dir: &Path, queries: &[String]) -> Res {
     let rounds = 5;
+    // BENCH_EXACT_MAX_ROWS overrides the exact-scan threshold (to time the scan at 50k).
+    let exact_max_rows = std::env::var("BENCH_EXACT_MAX_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(atlas_runtime::open::EXACT_MAX_ROWS);
     for (label, spinning) in [("spinning off (default)", false), ("spinning on", true)] {
-        let b = Bundle::open(
-            dir,
-            OpenOptions { embed: EmbedOptions { spinning, ..EmbedOptions::query() }, ..OpenOptions::default() },
-        )?;
+        let embed = EmbedOptions { spinning, ..EmbedOptions::query() };
+        let b = Bundle::open(dir, OpenOptions { embed, exact_max_rows, ..OpenOptions::default() })?;
         b.search("warm up", &SearchOptions::default())?;
         println!(
             "{} ({} chunks, {} rows, vector index {}), query session {label}:",

@@ -259,7 +259,8 @@ impl Bundle {
                 && (filters.is_empty() || filters.keep(&self.chunks[c]))
         };
         let rows: Vec<(usize, f32)> = match &self.hnsw {
-            Some(h) if self.vectors.rows > self.exact_max_rows => {
+            // Loaded only above the exact-scan threshold (see `open::EXACT_MAX_ROWS`).
+            Some(h) => {
                 let all = filters.is_empty() && !first_window_only;
                 // Windows of one chunk compete for slots: ask for more rows than chunks.
                 let k = want * 3;

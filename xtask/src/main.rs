@@ -368,6 +368,17 @@ fn bench_search() -> anyhow::Result<()> {
         c.arg(&bundle).arg(golden()).args(["--synthetic", "50000"]).arg(&synth);
         c
     })?;
+    status({
+        let mut c = Command::new(&exe);
+        c.arg(&synth).arg(golden());
+        c
+    })?;
+    eprintln!("xtask: the same 50k bundle through its HNSW index instead of the exact scan");
+    status({
+        let mut c = Command::new(&exe);
+        c.arg(&synth).arg(golden()).env("BENCH_EXACT_MAX_ROWS", "0");
+        c
+    })?;
     for dir in [&bundle, &synth] {
         for cache in ["cold", "warm"] {
             if cache == "cold" {
