@@ -251,3 +251,17 @@ fn atlas_search_prints_for_people_and_stable_json_for_scripts() {
     assert_eq!(r.code, Some(2));
     assert!(r.stderr.contains("unknown mode \"fuzzy\""), "{}", r.stderr);
 }
+
+#[test]
+fn the_bundles_hnsw_index_agrees_with_the_exact_scan() {
+    let Some(dir) = fixture_bundle() else { return };
+    let exact = open(dir);
+    let graph = Bundle::open(dir, OpenOptions { exact_max_rows: 0, ..OpenOptions::default() }).unwrap();
+    assert_eq!((exact.info().vector_index.as_str(), graph.info().vector_index.as_str()), ("exact", "hnsw"));
+    for q in ["helm repo add", "how many pods run", "retry after a delay", "invoice total"] {
+        let ids = |b: &Bundle| -> Vec<String> {
+            search(b, q, mode(Mode::Vector)).into_iter().take(3).map(|h| h.chunk_id).collect()
+        };
+        assert_eq!(ids(&exact), ids(&graph), "{q}");
+    }
+}
