@@ -22,8 +22,36 @@ enum Kind {
     Code,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Which {
+    /// The verbatim mirror: list, read, grep.
+    Fs,
+    /// Ranked search: search_docs, search_code, get_chunk, get_bundle_info.
+    Rag,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve a bundle to an agent over MCP (stdio by default).
+    Serve {
+        #[arg(value_enum)]
+        which: Which,
+        /// The bundle folder (the one holding manifest.json).
+        #[arg(long, env = "ATLAS_BUNDLE", required_unless_present = "mirror")]
+        bundle: Option<PathBuf>,
+        /// fs only: serve a plain mirror folder instead of a bundle's.
+        #[arg(long, conflicts_with = "bundle")]
+        mirror: Option<PathBuf>,
+        /// rag only: rerank with the cross-encoder by default.
+        #[arg(long)]
+        rerank: bool,
+        /// rag only: load the query model in the background at start.
+        #[arg(long)]
+        warm: bool,
+        /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+    },
     /// Ranked search over a bundle.
     Search {
         /// What to look for, in words or identifiers.
@@ -93,8 +121,70 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Logs go to stderr only (stdout carries the protocol). `ATLAS_LOG` sets the filter.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ATLAS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,atlas_servers=info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
+}
+
+fn serve(
+    which: Which,
+    bundle: Option<PathBuf>,
+    mirror: Option<PathBuf>,
+    rerank: bool,
+    warm: bool,
+    http: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
+    init_logging();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    match which {
+        Which::Fs => {
+            let fs = match (&bundle, &mirror) {
+                (Some(b), _) => {
+                    let manifest = atlas_runtime::bundle::read_manifest(b)
+                        .with_context(|| format!("opening the bundle {}", b.display()))?;
+                    crate::fs::Fs {
+                        root: crate::fs::MirrorRoot::new(&b.join("mirror"), true)?,
+                        name: manifest.name.clone(),
+                        manifest: Some(manifest),
+                    }
+                }
+                (None, Some(m)) => crate::fs::Fs {
+                    root: crate::fs::MirrorRoot::new(m, false)?,
+                    name: m.file_name().map_or_else(|| "mirror".to_owned(), |n| n.to_string_lossy().into_owned()),
+                    manifest: None,
+                },
+                (None, None) => anyhow::bail!("pass --bundle DIR or --mirror DIR"),
+            };
+            tracing::info!("fs server for {} at {}", fs.name, fs.root.path().display());
+            let server = crate::fs::FsServer::new(fs);
+            rt.block_on(async move {
+                match http {
+                    Some(addr) => crate::transport::serve_http(move || server.clone(), addr).await,
+                    None => crate::transport::serve_stdio(server).await,
+                }
+            })
+        }
+        Which::Rag => {
+            let dir = bundle.context("the rag server needs --bundle DIR")?;
+            let b = Bundle::open(&dir, OpenOptions { warm, ..OpenOptions::default() })
+                .with_context(|| format!("opening the bundle {}", dir.display()))?;
+            tracing::info!("rag server for {} ({} chunks)", b.manifest.name, b.chunk_count());
+            let server = crate::rag::RagServer::new(std::sync::Arc::new(b), rerank);
+            rt.block_on(async move {
+                match http {
+                    Some(addr) => crate::transport::serve_http(move || server.clone(), addr).await,
+                    None => crate::transport::serve_stdio(server).await,
+                }
+            })
+        }
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Serve { which, bundle, mirror, rerank, warm, http } => serve(which, bundle, mirror, rerank, warm, http),
         Command::Search {
             query,
             bundle,
