@@ -14,7 +14,7 @@ pub fn bin(name: &str) -> PathBuf {
     let path = dir.join(name);
     if !path.exists() {
         let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .args(["build", "--bin", name])
+            .args(["build", "--workspace", "--bin", name])
             .status()
             .expect("running cargo build");
         assert!(status.success(), "building {name}");

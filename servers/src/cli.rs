@@ -184,7 +184,9 @@ fn serve(
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve { which, bundle, mirror, rerank, warm, http } => serve(which, bundle, mirror, rerank, warm, http),
+        Command::Serve { which, bundle, mirror, rerank, warm, http } => {
+            serve(which, bundle, mirror, rerank, warm, http)
+        }
         Command::Search {
             query,
             bundle,

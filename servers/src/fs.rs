@@ -72,7 +72,9 @@ impl MirrorRoot {
             return refuse("percent-encoded sequences are not accepted; pass the plain path as list_files shows it");
         }
         if rel.starts_with('/') || rel.starts_with('\\') || Path::new(rel).is_absolute() || rel.get(1..2) == Some(":") {
-            return refuse("absolute paths are not accepted; pass a path relative to the mirror, as list_files shows it");
+            return refuse(
+                "absolute paths are not accepted; pass a path relative to the mirror, as list_files shows it",
+            );
         }
         let mut joined = self.root.clone();
         for c in Path::new(rel).components() {
@@ -93,7 +95,9 @@ impl MirrorRoot {
             Err(_) if joined.symlink_metadata().is_ok() => {
                 return refuse("it is a symlink that points nowhere or outside the mirror");
             }
-            Err(_) => return Err(PathError(format!("no such file or folder: {rel:?}; use list_files to see what exists"))),
+            Err(_) => {
+                return Err(PathError(format!("no such file or folder: {rel:?}; use list_files to see what exists")));
+            }
         };
         if !real.starts_with(&self.root) {
             return refuse("it resolves outside the mirror (through a symlink)");
@@ -119,11 +123,8 @@ impl MirrorRoot {
     /// Every regular file under the root whose real path stays inside it, sorted.
     fn files(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let walk = ignore::WalkBuilder::new(&self.root)
-            .standard_filters(false)
-            .hidden(true)
-            .follow_links(false)
-            .build();
+        let walk =
+            ignore::WalkBuilder::new(&self.root).standard_filters(false).hidden(true).follow_links(false).build();
         for e in walk.flatten() {
             let p = e.path();
             let is_file = e.file_type().is_some_and(|t| t.is_file())
@@ -299,7 +300,10 @@ impl FsServer {
         if let Some(n) = next {
             text.push_str(&format!("more: call again with offset={n}\n"));
         }
-        Ok(output::ok(text, serde_json::json!({ "total": matching.len(), "offset": offset, "files": page, "next_offset": next })))
+        Ok(output::ok(
+            text,
+            serde_json::json!({ "total": matching.len(), "offset": offset, "files": page, "next_offset": next }),
+        ))
     }
 
     #[tool(
@@ -367,7 +371,11 @@ impl FsServer {
     #[tool(
         description = "Search the mirror's files for a literal string or a regular expression (ripgrep's engine), optionally case-sensitive, within a glob or a publication, with context lines. Returns file, line number and the matching line. Use it to find exact names, error messages or flags, and to verify a claim verbatim. When max_results is hit the reply says \"truncated\"."
     )]
-    async fn search(&self, Parameters(a): Parameters<SearchArgs>, ct: CancellationToken) -> Result<CallToolResult, ErrorData> {
+    async fn search(
+        &self,
+        Parameters(a): Parameters<SearchArgs>,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, ErrorData> {
         if a.pattern.is_empty() {
             return tool_error("the pattern is empty; pass the text to look for");
         }
@@ -411,7 +419,11 @@ impl FsServer {
             }
         }
         let mut text = format!("{} matches in {files} files searched", matches.len());
-        text.push_str(if truncated { " (truncated: more matches exist; narrow the pattern, glob or publication, or raise max_results)\n" } else { "\n" });
+        text.push_str(if truncated {
+            " (truncated: more matches exist; narrow the pattern, glob or publication, or raise max_results)\n"
+        } else {
+            "\n"
+        });
         if !matches.is_empty() {
             text.push_str(&fence("matching lines, as path:line: text", &body));
         }
@@ -503,7 +515,8 @@ fn grep(
             std::thread::sleep(std::time::Duration::from_millis(ms));
         }
         files += 1;
-        let mut sink = Collect { rel: &rel, out: &mut matches, pending_before: Vec::new(), max, truncated: &mut truncated };
+        let mut sink =
+            Collect { rel: &rel, out: &mut matches, pending_before: Vec::new(), max, truncated: &mut truncated };
         let _ = searcher.search_path(matcher, root.path().join(&rel), &mut sink);
         if truncated {
             break;

@@ -95,7 +95,10 @@ fn render_hits(query: &str, hits: &[Hit]) -> String {
     if hits.is_empty() {
         return format!("no hits for {query:?}; try other words, mode=keyword for exact names, or fewer filters\n");
     }
-    let mut text = format!("{} hits for {query:?}; cite each by its citation, verify with the fs server's read_file:\n", hits.len());
+    let mut text = format!(
+        "{} hits for {query:?}; cite each by its citation, verify with the fs server's read_file:\n",
+        hits.len()
+    );
     for (i, h) in hits.iter().enumerate() {
         let place = if h.heading_path.is_empty() { h.title.clone() } else { h.heading_path.join(" > ") };
         let sym = h.symbol.as_deref().map(|s| format!(" symbol {s}")).unwrap_or_default();
@@ -125,7 +128,12 @@ fn hits_json(hits: &[Hit]) -> serde_json::Value {
 }
 
 impl RagServer {
-    async fn run_search(&self, query: String, opts: SearchOptions, ct: CancellationToken) -> Result<CallToolResult, ErrorData> {
+    async fn run_search(
+        &self,
+        query: String,
+        opts: SearchOptions,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, ErrorData> {
         let b = self.bundle.clone();
         let q = query.clone();
         let job = tokio::task::spawn_blocking(move || b.search(&q, &opts));
@@ -149,7 +157,11 @@ impl RagServer {
     #[tool(
         description = "Ranked search over the documentation pages of this bundle. Use it first for how-to and concept questions; each hit has a citation (URL or file + line range), a snippet and a chunk_id for get_chunk. Modes: hybrid (default), vector (meaning), keyword (exact words and names)."
     )]
-    async fn search_docs(&self, Parameters(a): Parameters<SearchDocsArgs>, ct: CancellationToken) -> Result<CallToolResult, ErrorData> {
+    async fn search_docs(
+        &self,
+        Parameters(a): Parameters<SearchDocsArgs>,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, ErrorData> {
         let opts = SearchOptions {
             mode: a.mode.map_or(Mode::Hybrid, Mode::from),
             top_k: a.top_k.unwrap_or(5).clamp(1, 50),
@@ -165,7 +177,11 @@ impl RagServer {
     #[tool(
         description = "Ranked search over the source code of this bundle, chunked by function, class and impl. Use it to find where something is implemented or how an API is called; filter by language, repo or symbol_kind. Each hit has file + line range, symbol and the docs that mention it."
     )]
-    async fn search_code(&self, Parameters(a): Parameters<SearchCodeArgs>, ct: CancellationToken) -> Result<CallToolResult, ErrorData> {
+    async fn search_code(
+        &self,
+        Parameters(a): Parameters<SearchCodeArgs>,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, ErrorData> {
         let opts = SearchOptions {
             mode: a.mode.map_or(Mode::Hybrid, Mode::from),
             top_k: a.top_k.unwrap_or(5).clamp(1, 50),
@@ -223,7 +239,12 @@ impl RagServer {
         }
         let mut v = serde_json::to_value(&info).unwrap_or_default();
         v["source_age_days"] = serde_json::Value::from(
-            info.sources.iter().filter_map(|s| s.fetched_at.as_deref()).filter_map(age_days).map(serde_json::Value::from).collect::<Vec<_>>(),
+            info.sources
+                .iter()
+                .filter_map(|s| s.fetched_at.as_deref())
+                .filter_map(age_days)
+                .map(serde_json::Value::from)
+                .collect::<Vec<_>>(),
         );
         v["built_age_days"] = age_days(&info.created).map_or(serde_json::Value::Null, serde_json::Value::from);
         Ok(output::ok(text, v))
@@ -232,7 +253,8 @@ impl RagServer {
 
 /// Whole days since an RFC 3339 UTC time (`YYYY-MM-DDTHH:MM:SSZ`).
 fn age_days(t: &str) -> Option<i64> {
-    let (y, m, d) = (t.get(0..4)?.parse::<i64>().ok()?, t.get(5..7)?.parse::<i64>().ok()?, t.get(8..10)?.parse::<i64>().ok()?);
+    let (y, m, d) =
+        (t.get(0..4)?.parse::<i64>().ok()?, t.get(5..7)?.parse::<i64>().ok()?, t.get(8..10)?.parse::<i64>().ok()?);
     // Days from civil (Howard Hinnant).
     let y2 = if m <= 2 { y - 1 } else { y };
     let era = y2.div_euclid(400);

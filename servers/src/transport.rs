@@ -29,13 +29,22 @@ fn error_line(code: i64, message: &str) -> Vec<u8> {
 
 /// One stdin line, bounded: `Ok(Some(line))`, `Err(len)` for a line over the cap
 /// (consumed and dropped), `Ok(None)` at end of input.
-async fn read_bounded<R: AsyncRead + Unpin>(r: &mut BufReader<R>, max: usize) -> std::io::Result<Result<Option<Vec<u8>>, usize>> {
+async fn read_bounded<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    max: usize,
+) -> std::io::Result<Result<Option<Vec<u8>>, usize>> {
     let mut line = Vec::new();
     let mut dropped = 0usize;
     loop {
         let buf = r.fill_buf().await?;
         if buf.is_empty() {
-            return Ok(if dropped > 0 { Err(dropped) } else if line.is_empty() { Ok(None) } else { Ok(Some(line)) });
+            return Ok(if dropped > 0 {
+                Err(dropped)
+            } else if line.is_empty() {
+                Ok(None)
+            } else {
+                Ok(Some(line))
+            });
         }
         let (take, done) = match buf.iter().position(|&b| b == b'\n') {
             Some(i) => (i + 1, true),

@@ -7,5 +7,6 @@ mod crawl;
 mod embed;
 mod git;
 mod incremental;
+mod mcp;
 mod pack;
 mod search;

@@ -9,7 +9,7 @@ use atlas_runtime::search::{Filters, Fusion};
 use atlas_runtime::{Bundle, Mode, OpenOptions, SearchOptions};
 
 /// One fixture bundle for every test in this module (built once, read-only after).
-fn fixture_bundle() -> Option<&'static Path> {
+pub fn fixture_bundle() -> Option<&'static Path> {
     static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     if !crate::embed::model_ready() {
         return None;

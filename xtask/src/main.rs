@@ -96,6 +96,11 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
         Some(p) => eprintln!("xtask: ATLAS_CORPORA={} (real-corpus tests run)", Path::new(&p).display()),
         None => eprintln!("xtask: ATLAS_CORPORA is unset: the real-corpus tests will be skipped"),
     }
+    // The end-to-end tests run the real binaries; `cargo test` builds only those of
+    // packages with integration tests, so build every binary first.
+    let mut bins = cargo();
+    bins.args(["build", "--workspace", "--locked", "--bins"]);
+    status(bins)?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace", "--locked"]).args(extra);
     let (passed, failed, ignored) = run_tests(cmd)?;
