@@ -385,9 +385,13 @@ fn malformed_lines_get_json_rpc_errors_and_the_session_goes_on() {
 #[test]
 fn the_mcp_inspector_cli_lists_and_calls_tools_on_both_servers() {
     let Some(bundle) = crate::search::fixture_bundle() else { return };
-    if std::process::Command::new("npx").arg("--version").output().is_err() {
-        assert!(std::env::var_os("ATLAS_REQUIRE_NODE").is_none(), "npx is not installed");
-        eprintln!("skipped: npx (node) is not installed");
+    // The Inspector 2.x needs node 20 or newer.
+    let node_major = std::process::Command::new("node").arg("--version").output().ok().and_then(|o| {
+        String::from_utf8_lossy(&o.stdout).trim().trim_start_matches('v').split('.').next()?.parse::<u32>().ok()
+    });
+    if !node_major.is_some_and(|m| m >= 20) || std::process::Command::new("npx").arg("--version").output().is_err() {
+        assert!(std::env::var_os("ATLAS_REQUIRE_NODE").is_none(), "node >= 20 and npx are needed");
+        eprintln!("skipped: the MCP Inspector test needs node >= 20 and npx (found node {node_major:?})");
         return;
     }
     let inspector = |args: &[&str]| -> Value {
@@ -432,4 +436,57 @@ fn the_mcp_inspector_cli_lists_and_calls_tools_on_both_servers() {
         "query=helm repo add",
     ]);
     assert_eq!(r["structuredContent"]["hits"][0]["path"], "site/guides/install.md", "{r}");
+}
+
+/// The README's editor snippets: valid JSON in each client's documented shape, and
+/// their commands, run for real (paths filled in), answer initialize and list tools.
+#[test]
+fn readme_editor_snippets_start_working_servers() {
+    let Some(bundle) = crate::search::fixture_bundle() else { return };
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let section =
+        readme.split("## Serving a bundle to your editor's agent").nth(1).unwrap().split("\n## ").next().unwrap();
+    let blocks: Vec<Value> = section
+        .split("```json\n")
+        .skip(1)
+        .map(|b| serde_json::from_str(b.split("```").next().unwrap()).unwrap_or_else(|e| panic!("{e}: {b}")))
+        .collect();
+    assert_eq!(blocks.len(), 4, "Claude Desktop, Cursor, Zed, opencode");
+    // (command, args) of every server entry, by each client's format.
+    let mut commands: Vec<(String, Vec<String>)> = Vec::new();
+    let strs =
+        |v: &Value| -> Vec<String> { v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_owned()).collect() };
+    for (i, b) in blocks.iter().enumerate() {
+        let servers = match i {
+            0 | 1 => b["mcpServers"].as_object().unwrap(),
+            2 => b["context_servers"].as_object().unwrap(),
+            _ => b["mcp"]["servers"].as_object().unwrap(),
+        };
+        assert_eq!(servers.len(), 2);
+        for s in servers.values() {
+            if i == 3 {
+                assert_eq!(s["type"], "local");
+                let all = strs(&s["command"]);
+                commands.push((all[0].clone(), all[1..].to_vec()));
+            } else {
+                commands.push((s["command"].as_str().unwrap().to_owned(), strs(&s["args"])));
+            }
+        }
+    }
+    let atlas = bin("atlas");
+    let logs = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        for (n, (cmd, args)) in commands.iter().enumerate() {
+            assert_eq!(cmd, "/path/to/atlas");
+            let args: Vec<String> =
+                args.iter().map(|a| a.replace("/path/to/bundle", bundle.to_str().unwrap())).collect();
+            let mut c = tokio::process::Command::new(&atlas);
+            c.args(&args).kill_on_drop(true);
+            let log = logs.path().join(format!("{n}.log"));
+            let client =
+                ().serve(child_transport(c, &log)).await.unwrap_or_else(|e| panic!("{args:?}: {e}: {}", read(&log)));
+            assert!(client.list_all_tools().await.unwrap().len() >= 4, "{args:?}");
+            client.cancel().await.unwrap();
+        }
+    });
 }

@@ -25,6 +25,8 @@ commands:
   bench  crawl, pipeline, code-chunking and embedding figures on the real corpora (needs ATLAS_CORPORA)
   bench search  search latency, readiness and RSS on devtron and a synthetic 50k-chunk bundle,
                 and keyword latency against rank_bm25 (needs ATLAS_CORPORA)
+  bench mcp     MCP server figures on the devtron bundle: start → initialize, first search,
+                tools/call p50 per tool, RSS (needs ATLAS_CORPORA)
   eval   retrieval quality per mode on the devtron golden set (xtask/eval/devtron-golden.json)";
 
 fn run() -> anyhow::Result<()> {
@@ -37,6 +39,7 @@ fn run() -> anyhow::Result<()> {
         Some("ci") => ci(),
         Some("demo") => demo(),
         Some("bench") if args.get(1).map(String::as_str) == Some("search") => bench_search(),
+        Some("bench") if args.get(1).map(String::as_str) == Some("mcp") => bench_mcp(),
         Some("bench") => bench(),
         Some("eval") => eval(),
         Some("-h" | "--help" | "help") | None => {
@@ -429,6 +432,19 @@ fn bench_search() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// MCP figures on the devtron bundle: start → initialize, cold and warm first
+/// search, tools/call p50 per tool, RSS.
+fn bench_mcp() -> anyhow::Result<()> {
+    let bundle = devtron_bundle()?;
+    let mut build = cargo();
+    build.args(["build", "--release", "--locked", "-p", "atlas-servers", "--bin", "atlas"]);
+    status(build)?;
+    let mut bench = cargo();
+    bench.args(["run", "--release", "--locked", "-q", "-p", "atlas-e2e", "--example", "mcp_bench", "--"]);
+    bench.arg(project_root().join("target/release/atlas")).arg(&bundle).arg(golden());
+    status(bench)
+}
+
 /// Drops `dir`'s files from the page cache (posix_fadvise DONTNEED, through Python).
 fn evict_page_cache(dir: &Path) -> anyhow::Result<()> {
     let script = "import os,sys\nfor r,_,fs in os.walk(sys.argv[1]):\n  for f in fs:\n    fd=os.open(os.path.join(r,f),os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED); os.close(fd)\n";
@@ -496,6 +512,28 @@ fn demo() -> anyhow::Result<()> {
         let mut search = Command::new("target/release/atlas");
         search.arg("search").arg(query).arg("--bundle").arg(bundle).args(args);
         status(search)?;
+    }
+    let atlas = project_root().join("target/release/atlas");
+    let bundle_abs = project_root().join(bundle);
+    let entry = |which: &str, extra: &[&str]| {
+        let mut args =
+            vec!["serve".to_owned(), which.to_owned(), "--bundle".to_owned(), bundle_abs.display().to_string()];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        serde_json::json!({ "command": atlas.display().to_string(), "args": args })
+    };
+    let snippet = serde_json::json!({
+        "mcpServers": {
+            format!("{}-fs", m.name): entry("fs", &[]),
+            format!("{}-rag", m.name): entry("rag", &["--warm"]),
+        }
+    });
+    #[allow(clippy::print_stdout)]
+    {
+        println!(
+            "\nServe it to your editor's agent: add this to claude_desktop_config.json (or Cursor's mcp.json;\n\
+             README.md has the Zed and opencode forms):\n\n{}",
+            serde_json::to_string_pretty(&snippet)?
+        );
     }
     eprintln!("xtask: run it again to see every stage cached");
     Ok(())
