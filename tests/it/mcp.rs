@@ -389,7 +389,7 @@ fn the_mcp_inspector_cli_lists_and_calls_tools_on_both_servers() {
     let node_major = std::process::Command::new("node").arg("--version").output().ok().and_then(|o| {
         String::from_utf8_lossy(&o.stdout).trim().trim_start_matches('v').split('.').next()?.parse::<u32>().ok()
     });
-    if !node_major.is_some_and(|m| m >= 20) || std::process::Command::new("npx").arg("--version").output().is_err() {
+    if node_major.is_none_or(|m| m < 20) || std::process::Command::new("npx").arg("--version").output().is_err() {
         assert!(std::env::var_os("ATLAS_REQUIRE_NODE").is_none(), "node >= 20 and npx are needed");
         eprintln!("skipped: the MCP Inspector test needs node >= 20 and npx (found node {node_major:?})");
         return;
