@@ -30,8 +30,10 @@ use serde::{Deserialize, Serialize};
 /// Errors of the artifact store.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cache I/O failed at {path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    /// The I/O error is part of the message, not a `source()`, so `{:#}` chains
+    /// do not print it twice.
+    #[error("cache I/O failed at {path}: {error}")]
+    Io { path: PathBuf, error: io::Error },
     #[error(
         "corrupt cache object at {path}: expected blake3 {expected}, found {actual}; it was evicted and will be recomputed"
     )]
@@ -49,7 +51,7 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
-    move |source| Error::Io { path: path.to_owned(), source }
+    move |error| Error::Io { path: path.to_owned(), error }
 }
 
 /// A blake3 digest, the name of an object.

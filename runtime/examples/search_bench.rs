@@ -215,20 +215,9 @@ fn synthesize(from: &Path, n: usize, out: &Path) -> Res {
     let index = Index::create_in_dir(out.join("tantivy"), atlas_runtime::text_index::schema())?;
     atlas_runtime::text_index::register(&index);
     let schema = index.schema();
-    let f = |name: &str| schema.get_field(name).expect("field");
     let mut w = index.writer_with_num_threads::<TantivyDocument>(1, 128 * 1024 * 1024)?;
     for (i, c) in chunks.iter().enumerate() {
-        let mut d = TantivyDocument::default();
-        d.add_u64(f("chunk"), i as u64);
-        d.add_text(f("text"), &c.text);
-        d.add_text(f("title"), &c.title);
-        d.add_text(f("heading"), c.heading_path.join(" > "));
-        d.add_text(f("file_path"), atlas_runtime::text_index::path_text(&c.path));
-        d.add_text(f("symbol"), c.symbol.clone().unwrap_or_default());
-        d.add_text(f("kind"), &c.kind);
-        d.add_text(f("section"), &c.section);
-        d.add_text(f("language"), c.language.as_deref().unwrap_or(""));
-        w.add_document(d)?;
+        w.add_document(atlas_runtime::text_index::document(&schema, i, c))?;
     }
     w.commit()?;
     let segments = index.searchable_segment_ids()?;

@@ -89,7 +89,7 @@ fn blake3_hex(bytes: &[u8]) -> String {
 /// Reads and checks a bundle's manifest: present, parseable, a format this build reads.
 pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     let path = dir.join("manifest.json");
-    let bytes = std::fs::read(&path).map_err(|source| Error::Io { path: path.clone(), source })?;
+    let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
     let m: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| Error::DataCorruption { path: path.clone(), reason: format!("unreadable manifest: {e}") })?;
     if m.format_version > FORMAT_VERSION {
@@ -109,7 +109,7 @@ pub fn verify(dir: &Path) -> Result<Manifest> {
     let m = read_manifest(dir)?;
     for a in &m.artifacts {
         let path: PathBuf = dir.join(&a.path);
-        let bytes = std::fs::read(&path).map_err(|source| Error::Io { path: path.clone(), source })?;
+        let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
         let got = Artifact::of(&a.path, &bytes);
         if got != *a {
             return Err(Error::DataCorruption {

@@ -162,7 +162,7 @@ pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
 
 /// Reads `chunks.parquet` from a file.
 pub fn read_file(path: &Path) -> Result<Vec<ChunkRecord>> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let bytes = std::fs::read(path).map_err(|error| Error::Io { path: path.to_owned(), error })?;
     from_parquet(&bytes).map_err(|e| Error::DataCorruption { path: path.to_owned(), reason: e.to_string() })
 }
 

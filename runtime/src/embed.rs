@@ -162,7 +162,7 @@ fn ort_err(what: &str) -> impl FnOnce(ort::Error) -> Error + '_ {
 }
 
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let bytes = std::fs::read(path).map_err(|error| Error::Io { path: path.to_owned(), error })?;
     Ok(hex(&sha2::Sha256::digest(&bytes)))
 }
 

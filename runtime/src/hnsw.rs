@@ -67,31 +67,39 @@ impl Distance<u16> for DotF16 {
 }
 
 /// Builds the index over `rows × dims` f16 values and dumps it into `dir`
-/// ([`GRAPH_FILE`], [`DATA_FILE`]).
+/// ([`GRAPH_FILE`], [`DATA_FILE`]). Rows go in one at a time, in order: the dump is
+/// deterministic.
 pub fn build(rows: usize, dims: usize, data: &[f16], dir: &Path) -> Result<()> {
-    assert_eq!(data.len(), rows * dims, "matrix data matches its shape");
-    let bits: &[u16] = half::slice::HalfFloatSliceExt::reinterpret_cast(data);
-    let layers = 16;
-    let hnsw: Hnsw<'_, u16, DotF16> = Hnsw::new(MAX_CONNECTIONS, rows.max(1), layers, EF_CONSTRUCTION, DotF16);
-    for (i, row) in bits.chunks_exact(dims.max(1)).enumerate() {
-        hnsw.insert_slice((row, i));
-    }
-    hnsw.file_dump(dir, BASENAME)
-        .map_err(|e| Error::Io { path: dir.to_owned(), source: std::io::Error::other(e.to_string()) })?;
-    Ok(())
+    build_with(rows, dims, data, dir, |hnsw, bits| {
+        for (i, row) in bits.chunks_exact(dims.max(1)).enumerate() {
+            hnsw.insert_slice((row, i));
+        }
+    })
 }
 
 /// As [`build`], inserting on every core: much faster, but the graph (and the dump)
 /// depends on thread timing. For tests and benchmarks, never for bundles.
 pub fn build_parallel(rows: usize, dims: usize, data: &[f16], dir: &Path) -> Result<()> {
+    build_with(rows, dims, data, dir, |hnsw, bits| {
+        let owned: Vec<Vec<u16>> = bits.chunks_exact(dims.max(1)).map(<[u16]>::to_vec).collect();
+        let batch: Vec<(&Vec<u16>, usize)> = owned.iter().enumerate().map(|(i, v)| (v, i)).collect();
+        hnsw.parallel_insert(&batch);
+    })
+}
+
+fn build_with(
+    rows: usize,
+    dims: usize,
+    data: &[f16],
+    dir: &Path,
+    insert: impl FnOnce(&Hnsw<'_, u16, DotF16>, &[u16]),
+) -> Result<()> {
     assert_eq!(data.len(), rows * dims, "matrix data matches its shape");
     let bits: &[u16] = half::slice::HalfFloatSliceExt::reinterpret_cast(data);
     let hnsw: Hnsw<'_, u16, DotF16> = Hnsw::new(MAX_CONNECTIONS, rows.max(1), 16, EF_CONSTRUCTION, DotF16);
-    let owned: Vec<Vec<u16>> = bits.chunks_exact(dims.max(1)).map(<[u16]>::to_vec).collect();
-    let batch: Vec<(&Vec<u16>, usize)> = owned.iter().enumerate().map(|(i, v)| (v, i)).collect();
-    hnsw.parallel_insert(&batch);
+    insert(&hnsw, bits);
     hnsw.file_dump(dir, BASENAME)
-        .map_err(|e| Error::Io { path: dir.to_owned(), source: std::io::Error::other(e.to_string()) })?;
+        .map_err(|e| Error::Io { path: dir.to_owned(), error: std::io::Error::other(e.to_string()) })?;
     Ok(())
 }
 
@@ -113,7 +121,7 @@ impl HnswIndex {
         for f in [GRAPH_FILE, DATA_FILE] {
             let p = dir.join(f);
             if !p.is_file() {
-                return Err(Error::Io { path: p, source: std::io::ErrorKind::NotFound.into() });
+                return Err(Error::Io { path: p, error: std::io::ErrorKind::NotFound.into() });
             }
         }
         // The loader borrows its HnswIo for the index's life; one small leak per open

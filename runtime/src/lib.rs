@@ -19,8 +19,10 @@ pub mod vectors;
 /// Errors of the runtime crate.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("I/O failed at {path}: {source}")]
-    Io { path: std::path::PathBuf, source: std::io::Error },
+    /// The I/O error is part of the message, not a `source()`, so `{:#}` chains
+    /// do not print it twice.
+    #[error("I/O failed at {path}: {error}")]
+    Io { path: std::path::PathBuf, error: std::io::Error },
     #[error("corrupt data in {path}: {reason}")]
     DataCorruption { path: std::path::PathBuf, reason: String },
     #[error("parquet: {0}")]

@@ -144,7 +144,7 @@ impl Bundle {
         if !dir.join("manifest.json").is_file() {
             return Err(Error::Io {
                 path: dir.join("manifest.json"),
-                source: std::io::Error::new(
+                error: std::io::Error::new(
                     std::io::ErrorKind::NotFound,
                     "no bundle here; pass the folder `atlas-pipeline run` wrote (…/.atlas/build/bundle)",
                 ),
@@ -182,7 +182,7 @@ impl Bundle {
         }
         let meta_path = dir.join("embeddings.json");
         let meta: EmbeddingsMeta = serde_json::from_slice(
-            &std::fs::read(&meta_path).map_err(|source| Error::Io { path: meta_path.clone(), source })?,
+            &std::fs::read(&meta_path).map_err(|error| Error::Io { path: meta_path.clone(), error })?,
         )
         .map_err(|e| corrupt(meta_path.clone(), e.to_string()))?;
         let vectors = MappedMatrix::open(&dir.join("embeddings.npy"))?;
@@ -360,14 +360,13 @@ fn open_text(dir: &Path, manifest: &Manifest) -> Result<TextIndex> {
     let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(terr)?;
     let schema = index.schema();
     let field = |name: &str| schema.get_field(name).map_err(terr);
-    let defaults = [("text", 1.0), ("title", 3.0), ("heading", 2.0), ("file_path", 2.5), ("symbol", 3.0)];
     let mut fields = Vec::new();
     for name in text_index::FIELDS {
         let boost = manifest
             .bm25_boosts
             .get(name)
             .copied()
-            .unwrap_or_else(|| defaults.iter().find(|d| d.0 == name).map_or(1.0, |d| d.1));
+            .unwrap_or_else(|| text_index::DEFAULT_BOOSTS.iter().find(|d| d.0 == name).map_or(1.0, |d| d.1));
         fields.push((field(name)?, name, boost));
     }
     Ok(TextIndex {

@@ -191,7 +191,8 @@ impl Bundle {
             self.rerank_pool(query, opts)?
         } else {
             let want = (opts.top_k * 4).max(CANDIDATES);
-            let mut r = self.ranked(query, opts, want)?;
+            let qvec = if opts.mode == Mode::Keyword { Vec::new() } else { self.embed_query(query)? };
+            let mut r = self.ranked(query, &qvec, opts, want)?;
             self.cluster_boost(query, &mut r);
             r
         };
@@ -210,12 +211,14 @@ impl Bundle {
     }
 
     /// Chunk indexes with scores, best first, before diversity.
-    fn ranked(&self, query: &str, opts: &SearchOptions, want: usize) -> Result<Vec<(usize, f32)>> {
+    /// `qvec` is the query's embedding, computed once per search by the caller when
+    /// the mode needs it.
+    fn ranked(&self, query: &str, qvec: &[f32], opts: &SearchOptions, want: usize) -> Result<Vec<(usize, f32)>> {
         Ok(match opts.mode {
-            Mode::Vector => self.vector(query, opts, want)?,
+            Mode::Vector => self.vector(qvec, opts, want),
             Mode::Keyword => self.keyword(query, &opts.filters, want)?,
             Mode::Hybrid => {
-                let v = self.vector(query, opts, want)?;
+                let v = self.vector(qvec, opts, want);
                 let k = self.keyword(query, &opts.filters, want)?;
                 fuse(&v, &k, opts.fusion)
             }
@@ -226,6 +229,7 @@ impl Bundle {
     /// the filters), scored together by the cross-encoder.
     fn rerank_pool(&self, query: &str, opts: &SearchOptions) -> Result<Vec<(usize, f32)>> {
         let reranker = self.reranker()?;
+        let qvec = self.embed_query(query)?;
         let mut pool = Vec::new();
         for kind in ["code", "docs"] {
             if opts.filters.kind.as_deref().is_some_and(|k| k != kind) {
@@ -234,7 +238,7 @@ impl Bundle {
             let mut o = opts.clone();
             o.mode = Mode::Hybrid;
             o.filters.kind = Some(kind.to_owned());
-            let mut r = self.ranked(query, &o, CANDIDATES)?;
+            let mut r = self.ranked(query, &qvec, &o, CANDIDATES)?;
             self.cluster_boost(query, &mut r);
             pool.extend(r.into_iter().take(RERANK_POOL_PER_KIND).map(|(i, _)| i));
         }
@@ -248,11 +252,15 @@ impl Bundle {
 
     /// Vector candidates: the best window per chunk, exact f16 scan up to the
     /// threshold, HNSW above it.
-    pub(crate) fn vector(&self, query: &str, opts: &SearchOptions, want: usize) -> Result<Vec<(usize, f32)>> {
-        let (filters, first_window_only) = (&opts.filters, opts.first_window_only);
+    /// The query's embedding (with the model's query prefix).
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
         let embedder = self.embedder()?;
         let text = format!("{}{query}", embedder.spec.query_prefix);
-        let q = embedder.embed_texts(&[&text])?.pop().unwrap_or_default();
+        Ok(embedder.embed_texts(&[&text])?.pop().unwrap_or_default())
+    }
+
+    pub(crate) fn vector(&self, q: &[f32], opts: &SearchOptions, want: usize) -> Vec<(usize, f32)> {
+        let (filters, first_window_only) = (&opts.filters, opts.first_window_only);
         let keep_row = |row: usize| {
             let c = self.window_chunk[row] as usize;
             (!first_window_only || self.first_window[c] == row as u32)
@@ -264,9 +272,9 @@ impl Bundle {
                 let all = filters.is_empty() && !first_window_only;
                 // Windows of one chunk compete for slots: ask for more rows than chunks.
                 let k = want * 3;
-                if all { h.search(&q, k, None) } else { h.search(&q, k, Some(&keep_row)) }
+                if all { h.search(q, k, None) } else { h.search(q, k, Some(&keep_row)) }
             }
-            _ => self.vectors.scan(&q, want * 3, &keep_row),
+            _ => self.vectors.scan(q, want * 3, &keep_row),
         };
         let mut best: HashMap<usize, f32> = HashMap::new();
         for (row, s) in rows {
@@ -278,7 +286,7 @@ impl Bundle {
         let mut out: Vec<(usize, f32)> = best.into_iter().collect();
         sort_desc(&mut out);
         out.truncate(want);
-        Ok(out)
+        out
     }
 
     /// Keyword candidates: boosted BM25 over the fields, with morphological variants

@@ -9,15 +9,37 @@
 //! `getApplication` → `getApplication`, `get`, `Application`; `dump_dict` →
 //! `dump_dict`, `dump`, `dict`; `Foo::bar` and `self.x` → the path, then each segment.
 
-use tantivy::Index;
 use tantivy::schema::{FAST, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{Language, LowerCaser, Stemmer, TextAnalyzer, Token, TokenStream, Tokenizer};
+use tantivy::{Index, TantivyDocument};
 
 pub const PROSE: &str = "atlas_prose";
 pub const CODE: &str = "atlas_code";
 
 /// Field names, in the order the manifest lists their boosts.
 pub const FIELDS: [&str; 5] = ["text", "title", "heading", "file_path", "symbol"];
+
+/// The default field boosts (the bm25 stage's params; the runtime's fallback for a
+/// manifest without boosts).
+pub const DEFAULT_BOOSTS: [(&str, f32); 5] =
+    [("text", 1.0), ("title", 3.0), ("heading", 2.0), ("file_path", 2.5), ("symbol", 3.0)];
+
+/// The index document of chunk number `i`: the one definition of what each field holds.
+pub fn document(schema: &Schema, i: usize, c: &crate::chunks::ChunkRecord) -> TantivyDocument {
+    let f = |name: &str| schema.get_field(name).expect("field of the Atlas schema");
+    let mut doc = TantivyDocument::default();
+    doc.add_u64(f("chunk"), i as u64);
+    doc.add_text(f("text"), &c.text);
+    doc.add_text(f("title"), &c.title);
+    doc.add_text(f("heading"), c.heading_path.join(" > "));
+    doc.add_text(f("file_path"), path_text(&c.path));
+    let symbols: Vec<&str> = c.symbol.iter().chain(&c.symbols).map(String::as_str).collect();
+    doc.add_text(f("symbol"), symbols.join(" "));
+    doc.add_text(f("kind"), &c.kind);
+    doc.add_text(f("section"), &c.section);
+    doc.add_text(f("language"), c.language.as_deref().unwrap_or(""));
+    doc
+}
 
 pub fn schema() -> Schema {
     let mut b = Schema::builder();

@@ -30,24 +30,8 @@ pub fn to_npy_f16(rows: usize, dims: usize, data: &[f16]) -> Vec<u8> {
 
 /// Parses an f16 `.npy` written by [`to_npy_f16`]: `(rows, dims, values)`.
 pub fn from_npy_f16(bytes: &[u8]) -> Result<(usize, usize, Vec<f16>)> {
-    let bad = |reason: &str| Error::DataCorruption { path: "embeddings.npy".into(), reason: reason.to_owned() };
-    if bytes.len() < 10 || &bytes[..8] != MAGIC {
-        return Err(bad("not an .npy version 1.0 file"));
-    }
-    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(bytes.get(10..10 + hlen).ok_or_else(|| bad("truncated header"))?)
-        .map_err(|_| bad("header is not text"))?;
-    if !header.contains("'descr': '<f2'") || header.contains("'fortran_order': True") {
-        return Err(bad("expected little-endian f16 in C order"));
-    }
-    let shape = header.split("'shape': (").nth(1).and_then(|s| s.split(')').next()).ok_or_else(|| bad("no shape"))?;
-    let dims: Vec<usize> = shape.split(',').filter_map(|d| d.trim().parse().ok()).collect();
-    let [rows, cols] = dims[..] else { return Err(bad("expected a 2-d shape")) };
-    let data = &bytes[10 + hlen..];
-    if data.len() != rows * cols * 2 {
-        return Err(bad("data length does not match the shape"));
-    }
-    Ok((rows, cols, data.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]])).collect()))
+    let (rows, cols, offset) = npy_header(bytes, Path::new("embeddings.npy"))?;
+    Ok((rows, cols, bytes[offset..].chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]])).collect()))
 }
 
 /// Parses an `.npy` header: `(rows, dims, data offset)`.
@@ -82,7 +66,7 @@ pub struct MappedMatrix {
 
 impl MappedMatrix {
     pub fn open(path: &Path) -> Result<MappedMatrix> {
-        let io = |source| Error::Io { path: path.to_owned(), source };
+        let io = |error| Error::Io { path: path.to_owned(), error };
         let file = std::fs::File::open(path).map_err(io)?;
         // SAFETY: the bundle's files are read-only once packed; the map lives as long
         // as the matrix, and every read goes through bounds-checked slices.

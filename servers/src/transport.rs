@@ -167,7 +167,9 @@ where
         StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token()),
     );
     let router = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("binding {addr}: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("binding {addr}: {e}; pick a free port, e.g. --http 127.0.0.1:8765"))?;
     let local = listener.local_addr()?;
     tracing::info!("listening on http://{local}/mcp");
     eprintln!("atlas: serving MCP on http://{local}/mcp");

@@ -23,8 +23,7 @@ pub struct Bm25Params {
 
 impl Default for Bm25Params {
     fn default() -> Self {
-        let boosts = [("text", 1.0), ("title", 3.0), ("heading", 2.0), ("file_path", 2.5), ("symbol", 3.0)];
-        Bm25Params { boosts: boosts.into_iter().map(|(k, v)| (k.to_owned(), v)).collect() }
+        Bm25Params { boosts: text_index::DEFAULT_BOOSTS.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect() }
     }
 }
 
@@ -62,26 +61,12 @@ impl Stage for Bm25 {
         let schema = text_index::schema();
         let index = Index::create_in_dir(&dir, schema.clone()).context("creating the index")?;
         text_index::register(&index);
-        let f = |name: &str| schema.get_field(name).expect("schema field");
-        let (chunk_f, text_f, title_f, heading_f, path_f, symbol_f) =
-            (f("chunk"), f("text"), f("title"), f("heading"), f("file_path"), f("symbol"));
-        let (kind_f, section_f, lang_f) = (f("kind"), f("section"), f("language"));
         let bar = ctx.progress.stage("bm25", chunks.len());
         // One thread: documents keep chunk order, so equal inputs give equal postings.
         let mut writer =
             index.writer_with_num_threads::<TantivyDocument>(1, 64 * 1024 * 1024).context("opening the writer")?;
         for (i, c) in chunks.iter().enumerate() {
-            let mut doc = TantivyDocument::default();
-            doc.add_u64(chunk_f, i as u64);
-            doc.add_text(text_f, &c.text);
-            doc.add_text(title_f, &c.title);
-            doc.add_text(heading_f, c.heading_path.join(" > "));
-            doc.add_text(path_f, text_index::path_text(&c.path));
-            let symbols: Vec<&str> = c.symbol.iter().chain(&c.symbols).map(String::as_str).collect();
-            doc.add_text(symbol_f, symbols.join(" "));
-            doc.add_text(kind_f, &c.kind);
-            doc.add_text(section_f, &c.section);
-            doc.add_text(lang_f, c.language.as_deref().unwrap_or(""));
+            let doc = text_index::document(&schema, i, c);
             writer.add_document(doc).context("indexing a chunk")?;
             bar.inc();
         }
