@@ -19,6 +19,9 @@ use sha2::Digest as _;
 
 use crate::{Error, Result};
 
+/// A manifest larger than this is refused unread (one of 100k files is ~30 MB).
+const MAX_MANIFEST_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Bumped when the layout or a format changes incompatibly.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -89,6 +92,10 @@ fn blake3_hex(bytes: &[u8]) -> String {
 /// Reads and checks a bundle's manifest: present, parseable, a format this build reads.
 pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     let path = dir.join("manifest.json");
+    let len = std::fs::metadata(&path).map_err(|error| Error::Io { path: path.clone(), error })?.len();
+    if len > MAX_MANIFEST_BYTES {
+        return Err(corrupt(path, format!("{len} bytes is far more than a manifest holds; this is not a bundle")));
+    }
     let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
     let m: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| Error::DataCorruption { path: path.clone(), reason: format!("unreadable manifest: {e}") })?;
@@ -104,19 +111,102 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     Ok(m)
 }
 
-/// Checks every artifact against the manifest (size, blake3 and sha256).
+impl Manifest {
+    /// The artifact listed at `path`.
+    pub fn artifact(&self, path: &str) -> Option<&Artifact> {
+        self.artifacts.iter().find(|a| a.path == path)
+    }
+}
+
+fn corrupt(path: PathBuf, reason: impl Into<String>) -> Error {
+    Error::DataCorruption { path, reason: reason.into() }
+}
+
+/// Reads the artifact `rel` of the bundle in `dir` and checks its size and blake3
+/// against the manifest: what `Bundle::open` does for every file it reads whole.
+pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
+    let path = crate::safe_path::join_inside(dir, rel).map_err(|e| corrupt(dir.join("manifest.json"), e.to_string()))?;
+    let a = m.artifact(rel).ok_or_else(|| corrupt(path.clone(), "not listed in the manifest"))?;
+    let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
+    if bytes.len() as u64 != a.size || blake3_hex(&bytes) != a.blake3 {
+        return Err(corrupt(
+            path,
+            format!(
+                "does not match the manifest ({} bytes, {} listed; blake3 differs); the bundle is damaged or was \
+                 tampered with: reinstall or rebuild it",
+                bytes.len(),
+                a.size
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Checks the artifact `rel` against the manifest's size and blake3 without holding
+/// it in memory.
+pub fn check_artifact(dir: &Path, m: &Manifest, rel: &str) -> Result<()> {
+    let path = crate::safe_path::join_inside(dir, rel).map_err(|e| corrupt(dir.join("manifest.json"), e.to_string()))?;
+    let a = m.artifact(rel).ok_or_else(|| corrupt(path.clone(), "not listed in the manifest"))?;
+    let (b3, _) = hash_file(&path)?;
+    if b3 != a.blake3 {
+        return Err(corrupt(path, "does not match the manifest; the bundle is damaged or was tampered with"));
+    }
+    Ok(())
+}
+
+/// Checks the whole bundle: every listed artifact's path (inside the folder), size,
+/// blake3 and sha256, and that the folder holds no file the manifest does not list.
+/// The first difference is the error, naming the file.
 pub fn verify(dir: &Path) -> Result<Manifest> {
     let m = read_manifest(dir)?;
+    let mut listed = std::collections::BTreeSet::new();
     for a in &m.artifacts {
-        let path: PathBuf = dir.join(&a.path);
-        let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
-        let got = Artifact::of(&a.path, &bytes);
-        if got != *a {
-            return Err(Error::DataCorruption {
-                path,
-                reason: format!("does not match the manifest (size {} vs {}, blake3 {})", got.size, a.size, got.blake3),
-            });
+        let path =
+            crate::safe_path::join_inside(dir, &a.path).map_err(|e| corrupt(dir.join("manifest.json"), e.to_string()))?;
+        let meta = std::fs::symlink_metadata(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
+        if !meta.is_file() {
+            return Err(corrupt(path, "is not a regular file"));
+        }
+        if meta.len() != a.size {
+            return Err(corrupt(path, format!("is {} bytes, the manifest says {}", meta.len(), a.size)));
+        }
+        let (b3, sha) = hash_file(&path)?;
+        if b3 != a.blake3 || sha != a.sha256 {
+            return Err(corrupt(path, format!("does not match the manifest (blake3 {b3}, listed {})", a.blake3)));
+        }
+        listed.insert(path);
+    }
+    // Nothing unlisted: the fs server would serve an injected mirror file.
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).map_err(|error| Error::Io { path: d.clone(), error })? {
+            let e = e.map_err(|error| Error::Io { path: d.clone(), error })?;
+            let path = e.path();
+            let kind = e.file_type().map_err(|error| Error::Io { path: path.clone(), error })?;
+            if kind.is_dir() {
+                stack.push(path);
+            } else if path != dir.join("manifest.json") && !listed.contains(&path) {
+                return Err(corrupt(path, "is not listed in the manifest"));
+            }
         }
     }
     Ok(m)
+}
+
+/// blake3 and sha256 of a file, streamed.
+fn hash_file(path: &Path) -> Result<(String, String)> {
+    use std::io::Read as _;
+    let io = |error| Error::Io { path: path.to_owned(), error };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let (mut b3, mut sha) = (blake3::Hasher::new(), sha2::Sha256::new());
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        b3.update(&buf[..n]);
+        sha.update(&buf[..n]);
+    }
+    Ok((b3.finalize().to_hex().to_string(), sha.finalize().iter().map(|b| format!("{b:02x}")).collect()))
 }

@@ -176,8 +176,15 @@ fn column<'b, T: 'static>(b: &'b RecordBatch, name: &str) -> Result<&'b T> {
         .ok_or_else(|| bad("has the wrong type"))
 }
 
-/// Reads chunks from parquet bytes.
+/// Reads chunks from parquet bytes. A decoder panic on malformed bytes is an error,
+/// not an abort.
 pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
+    std::panic::catch_unwind(|| decode(bytes)).unwrap_or_else(|_| {
+        Err(Error::Parquet(parquet::errors::ParquetError::General("the parquet decoder failed on malformed data".into())))
+    })
+}
+
+fn decode(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::copy_from_slice(bytes))?.build()?;
     let mut out = Vec::new();
     for batch in reader {

@@ -12,6 +12,7 @@ pub mod hnsw;
 pub mod model;
 pub mod open;
 pub mod rerank;
+pub mod safe_path;
 pub mod search;
 pub mod text_index;
 pub mod vectors;

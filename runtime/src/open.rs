@@ -173,7 +173,11 @@ impl Bundle {
                 model_dir.display()
             )));
         }
-        let chunks = crate::chunks::read_file(&dir.join("chunks.parquet"))?;
+        // Files read whole are checked against the manifest's blake3 as they are read
+        // (cheap next to decoding them); `bundle::verify` checks everything.
+        let chunks_path = dir.join("chunks.parquet");
+        let chunks = crate::chunks::from_parquet(&crate::bundle::read_checked(dir, &manifest, "chunks.parquet")?)
+            .map_err(|e| corrupt(chunks_path.clone(), e.to_string()))?;
         if chunks.len() != manifest.chunk_count {
             return Err(corrupt(
                 dir.join("chunks.parquet"),
@@ -181,11 +185,14 @@ impl Bundle {
             ));
         }
         let meta_path = dir.join("embeddings.json");
-        let meta: EmbeddingsMeta = serde_json::from_slice(
-            &std::fs::read(&meta_path).map_err(|error| Error::Io { path: meta_path.clone(), error })?,
-        )
-        .map_err(|e| corrupt(meta_path.clone(), e.to_string()))?;
-        let vectors = MappedMatrix::open(&dir.join("embeddings.npy"))?;
+        let meta: EmbeddingsMeta =
+            serde_json::from_slice(&crate::bundle::read_checked(dir, &manifest, "embeddings.json")?)
+                .map_err(|e| corrupt(meta_path.clone(), e.to_string()))?;
+        let npy_path = dir.join("embeddings.npy");
+        let vectors = MappedMatrix::open(&npy_path)?;
+        if let Some(row) = vectors.first_non_finite_row() {
+            return Err(corrupt(npy_path, format!("row {row} holds a NaN or infinite value; rebuild the bundle")));
+        }
         if vectors.rows != meta.rows
             || vectors.dims != manifest.model.dims
             || meta.window_chunk.len() != meta.rows
@@ -202,6 +209,10 @@ impl Bundle {
         // The threshold is for 384 dims; wider rows cost proportionally more to scan.
         let scan_rows = vectors.rows * vectors.dims.max(384) / 384;
         let hnsw = if scan_rows > opts.exact_max_rows && hnsw_dir.is_dir() {
+            // The dump's counts size hnsw_rs's allocations: check it before loading.
+            for name in [crate::hnsw::GRAPH_FILE, crate::hnsw::DATA_FILE] {
+                crate::bundle::check_artifact(dir, &manifest, &format!("hnsw/{name}"))?;
+            }
             Some(HnswIndex::open(&hnsw_dir, vectors.rows)?)
         } else {
             None
@@ -356,6 +367,11 @@ fn load_embedder(spec: &'static ModelSpec, o: &OpenOptions, want_sha: &str) -> s
 fn open_text(dir: &Path, manifest: &Manifest) -> Result<TextIndex> {
     let terr = |e: tantivy::TantivyError| corrupt(dir.to_owned(), format!("tantivy index: {e}"));
     let index = Index::open_in_dir(dir).map_err(terr)?;
+    // tantivy's own per-file checksums (crc32 footers).
+    let damaged = index.validate_checksum().map_err(terr)?;
+    if let Some(file) = damaged.iter().next() {
+        return Err(corrupt(dir.join(file), "fails tantivy's checksum; the bundle is damaged: reinstall or rebuild it"));
+    }
     text_index::register(&index);
     let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(terr)?;
     let schema = index.schema();

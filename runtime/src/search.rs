@@ -82,6 +82,11 @@ impl Filters {
     }
 }
 
+/// The most hits one search returns.
+pub const MAX_TOP_K: usize = 1000;
+/// The longest query accepted, in bytes.
+pub const MAX_QUERY_BYTES: usize = 4096;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SearchOptions {
@@ -183,6 +188,18 @@ impl Bundle {
         let query = query.trim();
         if query.is_empty() {
             return Err(Error::Query("the query is empty; pass some words to search for".into()));
+        }
+        if query.len() > MAX_QUERY_BYTES {
+            return Err(Error::Query(format!(
+                "the query is {} bytes, over the {MAX_QUERY_BYTES}-byte limit; shorten it",
+                query.len()
+            )));
+        }
+        if opts.top_k > MAX_TOP_K {
+            return Err(Error::Query(format!("top_k {} is over the maximum {MAX_TOP_K}; ask for fewer hits", opts.top_k)));
+        }
+        if opts.min_score.is_some_and(|m| !m.is_finite()) {
+            return Err(Error::Query("min_score must be a finite number".into()));
         }
         if opts.top_k == 0 {
             return Ok(Vec::new());

@@ -49,7 +49,7 @@ fn npy_header(bytes: &[u8], path: &Path) -> Result<(usize, usize, usize)> {
     let shape = header.split("'shape': (").nth(1).and_then(|s| s.split(')').next()).ok_or_else(|| bad("no shape"))?;
     let dims: Vec<usize> = shape.split(',').filter_map(|d| d.trim().parse().ok()).collect();
     let [rows, cols] = dims[..] else { return Err(bad("expected a 2-d shape")) };
-    if bytes.len() - 10 - hlen != rows * cols * 2 {
+    if rows.checked_mul(cols).and_then(|n| n.checked_mul(2)) != Some(bytes.len() - 10 - hlen) {
         return Err(bad("data length does not match the shape"));
     }
     Ok((rows, cols, 10 + hlen))
@@ -77,6 +77,13 @@ impl MappedMatrix {
             return Err(Error::DataCorruption { path: path.to_owned(), reason: "unaligned or big-endian data".into() });
         }
         Ok(MappedMatrix { map, offset, rows, dims })
+    }
+
+    /// The first row holding a NaN or an infinity: such a row would score garbage
+    /// silently, so a bundle with one is refused at open.
+    pub fn first_non_finite_row(&self) -> Option<usize> {
+        // An f16 is NaN or infinite exactly when its exponent bits are all ones.
+        self.bits().iter().position(|&b| b & 0x7C00 == 0x7C00).map(|i| i / self.dims.max(1))
     }
 
     fn bits(&self) -> &[u16] {

@@ -51,6 +51,22 @@ enum Command {
         /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio.
         #[arg(long, value_name = "ADDR")]
         http: Option<std::net::SocketAddr>,
+        /// HTTP: the most sessions open at once.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=10000))]
+        max_sessions: u16,
+        /// HTTP: close a session idle this many seconds.
+        #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u32).range(1..=86400))]
+        session_idle_s: u32,
+        /// HTTP: also accept requests from this browser origin (e.g. https://app.example.com:443);
+        /// loopback origins are always accepted, requests without an Origin header too.
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allow_origins: Vec<String>,
+    },
+    /// Check a bundle: every file against the manifest's size, blake3 and sha256.
+    Verify {
+        /// The bundle folder (the one holding manifest.json).
+        #[arg(env = "ATLAS_BUNDLE")]
+        bundle: PathBuf,
     },
     /// Ranked search over a bundle.
     Search {
@@ -61,8 +77,8 @@ enum Command {
         bundle: PathBuf,
         #[arg(long, default_value = "hybrid", value_parser = parse_mode)]
         mode: Mode,
-        /// How many hits.
-        #[arg(short = 'k', long = "top-k", default_value_t = 5)]
+        /// How many hits (1 to 1000).
+        #[arg(short = 'k', long = "top-k", default_value_t = 5, value_parser = parse_top_k)]
         top_k: usize,
         #[arg(long, value_enum)]
         kind: Option<Kind>,
@@ -76,7 +92,7 @@ enum Command {
         path_prefix: Option<String>,
         #[arg(long)]
         symbol_kind: Option<String>,
-        #[arg(long)]
+        #[arg(long, value_parser = parse_min_score)]
         min_score: Option<f32>,
         /// Hybrid fusion: rrf (reciprocal ranks) or score (normalised scores).
         #[arg(long, default_value = "rrf", value_parser = parse_fusion)]
@@ -92,6 +108,21 @@ enum Command {
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
     s.parse()
+}
+
+fn parse_top_k(s: &str) -> Result<usize, String> {
+    let max = atlas_runtime::search::MAX_TOP_K;
+    match s.parse::<usize>() {
+        Ok(k) if (1..=max).contains(&k) => Ok(k),
+        _ => Err(format!("expected a whole number from 1 to {max}")),
+    }
+}
+
+fn parse_min_score(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err("expected a finite number".to_owned()),
+    }
 }
 
 fn parse_fusion(s: &str) -> Result<Fusion, String> {
@@ -128,6 +159,7 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
 }
 
+#[allow(clippy::too_many_arguments)]
 fn serve(
     which: Which,
     bundle: Option<PathBuf>,
@@ -135,6 +167,7 @@ fn serve(
     rerank: bool,
     warm: bool,
     http: Option<std::net::SocketAddr>,
+    http_opts: crate::transport::HttpOptions,
 ) -> anyhow::Result<()> {
     init_logging();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -142,29 +175,23 @@ fn serve(
         Which::Fs => {
             let fs = match (&bundle, &mirror) {
                 (Some(b), _) => {
-                    let manifest = atlas_runtime::bundle::read_manifest(b)
-                        .with_context(|| format!("opening the bundle {}", b.display()))?;
-                    crate::fs::Fs {
-                        root: crate::fs::MirrorRoot::new(&b.join("mirror"), true)?,
-                        name: manifest.name.clone(),
-                        manifest: Some(manifest),
-                    }
+                    crate::fs::Fs::bundle(b).with_context(|| format!("opening the bundle {}", b.display()))?
                 }
-                (None, Some(m)) => crate::fs::Fs {
-                    root: crate::fs::MirrorRoot::new(m, false)?,
-                    name: m.file_name().map_or_else(|| "mirror".to_owned(), |n| n.to_string_lossy().into_owned()),
-                    manifest: None,
-                },
+                (None, Some(m)) => crate::fs::Fs::plain(m)?,
                 (None, None) => anyhow::bail!("pass --bundle DIR or --mirror DIR"),
             };
             tracing::info!("fs server for {} at {}", fs.name, fs.root.path().display());
             let server = crate::fs::FsServer::new(fs);
-            rt.block_on(async move {
+            let r = rt.block_on(async move {
                 match http {
-                    Some(addr) => crate::transport::serve_http(move || server.clone(), addr).await,
+                    Some(addr) => crate::transport::serve_http(move || server.clone(), addr, http_opts).await,
                     None => crate::transport::serve_stdio(server).await,
                 }
-            })
+            });
+            // A read stuck in the kernel (a slow network file system) must not keep the
+            // process alive after the client has gone.
+            rt.shutdown_timeout(std::time::Duration::from_secs(1));
+            r
         }
         Which::Rag => {
             let dir = bundle.context("the rag server needs --bundle DIR")?;
@@ -172,20 +199,34 @@ fn serve(
                 .with_context(|| format!("opening the bundle {}", dir.display()))?;
             tracing::info!("rag server for {} ({} chunks)", b.manifest.name, b.chunk_count());
             let server = crate::rag::RagServer::new(std::sync::Arc::new(b), rerank);
-            rt.block_on(async move {
+            let r = rt.block_on(async move {
                 match http {
-                    Some(addr) => crate::transport::serve_http(move || server.clone(), addr).await,
+                    Some(addr) => crate::transport::serve_http(move || server.clone(), addr, http_opts).await,
                     None => crate::transport::serve_stdio(server).await,
                 }
-            })
+            });
+            rt.shutdown_timeout(std::time::Duration::from_secs(1));
+            r
         }
     }
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve { which, bundle, mirror, rerank, warm, http } => {
-            serve(which, bundle, mirror, rerank, warm, http)
+        Command::Serve { which, bundle, mirror, rerank, warm, http, max_sessions, session_idle_s, allow_origins } => {
+            let opts = crate::transport::HttpOptions {
+                max_sessions: usize::from(max_sessions),
+                idle: std::time::Duration::from_secs(u64::from(session_idle_s)),
+                allow_origins,
+            };
+            serve(which, bundle, mirror, rerank, warm, http, opts)
+        }
+        Command::Verify { bundle } => {
+            let m = atlas_runtime::bundle::verify(&bundle)
+                .with_context(|| format!("verifying the bundle {}", bundle.display()))?;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "ok: {} {}: {} files match the manifest", m.name, m.version, m.artifacts.len())?;
+            Ok(())
         }
         Command::Search {
             query,

@@ -30,6 +30,17 @@ pub const SEARCH_DEFAULT_RESULTS: usize = 50;
 pub const SEARCH_MAX_RESULTS: usize = 500;
 /// Longest matched line shown, in characters.
 const LINE_MAX_CHARS: usize = 400;
+/// Files larger than this are not read whole (search still covers them).
+pub const READ_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+/// The longest search pattern accepted, in bytes.
+pub const PATTERN_MAX_BYTES: usize = 4096;
+/// The compiled regex and its lazy DFA may use this much memory.
+const REGEX_SIZE_LIMIT: usize = 2 * 1024 * 1024;
+const REGEX_DFA_SIZE_LIMIT: usize = 16 * 1024 * 1024;
+/// Lines longer than this are not searched (the file is reported as skipped).
+pub const SEARCH_MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+/// The longest one tool call may take before it answers with what it has.
+pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// The mirror root, canonical (a root reached through a symlink works).
 #[derive(Debug, Clone)]
@@ -68,10 +79,7 @@ impl MirrorRoot {
         if rel.contains('\0') {
             return refuse("it contains a NUL byte");
         }
-        if has_percent_escape(rel) {
-            return refuse("percent-encoded sequences are not accepted; pass the plain path as list_files shows it");
-        }
-        if rel.starts_with('/') || rel.starts_with('\\') || Path::new(rel).is_absolute() || rel.get(1..2) == Some(":") {
+        if rel.starts_with('/') || Path::new(rel).is_absolute() || (cfg!(windows) && rel.get(1..2) == Some(":")) {
             return refuse(
                 "absolute paths are not accepted; pass a path relative to the mirror, as list_files shows it",
             );
@@ -79,12 +87,7 @@ impl MirrorRoot {
         let mut joined = self.root.clone();
         for c in Path::new(rel).components() {
             match c {
-                Component::Normal(part) => {
-                    if part.to_string_lossy().contains('\\') {
-                        return refuse("backslashes are not path separators here; use /");
-                    }
-                    joined.push(part);
-                }
+                Component::Normal(part) => joined.push(part),
                 Component::CurDir => {}
                 Component::ParentDir => return refuse("`..` is not allowed; paths stay inside the mirror"),
                 Component::RootDir | Component::Prefix(_) => return refuse("absolute paths are not accepted"),
@@ -96,7 +99,11 @@ impl MirrorRoot {
                 return refuse("it is a symlink that points nowhere or outside the mirror");
             }
             Err(_) => {
-                return Err(PathError(format!("no such file or folder: {rel:?}; use list_files to see what exists")));
+                // Names are taken literally: a `%2e` is three characters, never decoded.
+                let hint = if has_percent_escape(rel) { " (percent-encoded sequences are not decoded)" } else { "" };
+                return Err(PathError(format!(
+                    "no such file or folder: {rel:?}{hint}; use list_files to see what exists"
+                )));
             }
         };
         if !real.starts_with(&self.root) {
@@ -105,9 +112,22 @@ impl MirrorRoot {
         Ok(real)
     }
 
+    /// Resolves a path as `list_files` shows it: the raw name, or the name with
+    /// its control characters escaped by [`shown`].
+    pub fn resolve_listed(&self, rel: &str) -> Result<PathBuf, PathError> {
+        match self.resolve(rel) {
+            Err(e) if rel.contains("\\u{") => match unshown(rel) {
+                Some(raw) if raw != rel => self.resolve(&raw).map_err(|_| e),
+                _ => Err(e),
+            },
+            r => r,
+        }
+    }
+
     /// Mirror-relative, `/`-separated form of a path inside the root.
     fn rel(&self, p: &Path) -> String {
-        p.strip_prefix(&self.root).unwrap_or(p).to_string_lossy().replace('\\', "/")
+        let rel = p.strip_prefix(&self.root).unwrap_or(p).to_string_lossy();
+        if cfg!(windows) { rel.replace('\\', "/") } else { rel.into_owned() }
     }
 
     fn publication_of(&self, rel: &str) -> String {
@@ -138,6 +158,44 @@ impl MirrorRoot {
     }
 }
 
+/// Characters that would break a line-based listing or reorder what a reader sees.
+fn needs_escape(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A file name for text output: control and bidi-override characters as `\u{XXXX}`.
+/// [`MirrorRoot::resolve_listed`] accepts this form back.
+pub fn shown(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.chars().any(needs_escape) {
+        return name.into();
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        if needs_escape(c) {
+            out.push_str(&format!("\\u{{{:04X}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
+/// The inverse of [`shown`]; None when an escape is malformed.
+fn unshown(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("\\u{") {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + 3..];
+        let end = tail.find('}')?;
+        let c = char::from_u32(u32::from_str_radix(&tail[..end], 16).ok()?)?;
+        out.push(c);
+        rest = &tail[end + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
 fn has_percent_escape(s: &str) -> bool {
     let b = s.as_bytes();
     b.windows(3).any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit())
@@ -149,6 +207,37 @@ pub struct Fs {
     pub root: MirrorRoot,
     pub name: String,
     pub manifest: Option<atlas_runtime::bundle::Manifest>,
+    /// A bundle mirror's files (mirror-relative) → blake3, from the manifest:
+    /// `read_file` refuses a file that does not match.
+    pub hashes: std::collections::HashMap<String, String>,
+}
+
+impl Fs {
+    /// The fs view of a bundle: its mirror, checked against its manifest.
+    pub fn bundle(dir: &Path) -> anyhow::Result<Fs> {
+        let manifest = atlas_runtime::bundle::read_manifest(dir)?;
+        let hashes = manifest
+            .artifacts
+            .iter()
+            .filter_map(|a| Some((a.path.strip_prefix("mirror/")?.to_owned(), a.blake3.clone())))
+            .collect();
+        Ok(Fs {
+            root: MirrorRoot::new(&dir.join("mirror"), true)?,
+            name: manifest.name.clone(),
+            manifest: Some(manifest),
+            hashes,
+        })
+    }
+
+    /// A plain folder, served as it is.
+    pub fn plain(dir: &Path) -> anyhow::Result<Fs> {
+        Ok(Fs {
+            root: MirrorRoot::new(dir, false)?,
+            name: dir.file_name().map_or_else(|| "mirror".to_owned(), |n| n.to_string_lossy().into_owned()),
+            manifest: None,
+            hashes: Default::default(),
+        })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -183,6 +272,10 @@ pub struct ReadFileArgs {
     /// Last line to return, inclusive (default: the end, within the size cap).
     #[serde(default)]
     pub end_line: Option<usize>,
+    /// Where to start within start_line, in bytes (default 0): how a reply that cut
+    /// a very long line says to continue.
+    #[serde(default)]
+    pub byte_offset: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -294,7 +387,7 @@ impl FsServer {
         let next = (offset + page.len() < matching.len()).then_some(offset + page.len());
         let mut text = format!("{} of {} files (from offset {offset}):\n", page.len(), matching.len());
         for f in &page {
-            text.push_str(f);
+            text.push_str(&shown(f));
             text.push('\n');
         }
         if let Some(n) = next {
@@ -307,65 +400,17 @@ impl FsServer {
     }
 
     #[tool(
-        description = "Read one file of the mirror verbatim, optionally a line range (start_line, end_line, 1-based, inclusive). At most 2000 lines or 256 KiB come back per call; when the cap is hit the reply says so and where to continue. Use it to verify what a search hit cites."
+        description = "Read one file of the mirror verbatim, optionally a line range (start_line, end_line, 1-based, inclusive). At most 2000 lines or 256 KiB come back per call; when the cap is hit the reply says so and where to continue (a line longer than the cap comes in pieces: continue with the byte_offset the reply gives). Use it to verify what a search hit cites."
     )]
     async fn read_file(&self, Parameters(a): Parameters<ReadFileArgs>) -> Result<CallToolResult, ErrorData> {
-        let path = match self.fs.root.resolve(&a.path) {
-            Ok(p) => p,
-            Err(PathError(e)) => return tool_error(e),
-        };
-        if path.is_dir() {
-            return tool_error(format!("{:?} is a folder; use list_files with a glob to see its files", a.path));
+        let fs = self.fs.clone();
+        let job = tokio::task::spawn_blocking(move || read_window(&fs, &a));
+        match tokio::time::timeout(CALL_TIMEOUT, job).await {
+            Ok(Ok(Ok((text, structured)))) => Ok(output::ok(text, structured)),
+            Ok(Ok(Err(msg))) => tool_error(msg),
+            Ok(Err(e)) => Err(ErrorData::internal_error(e.to_string(), None)),
+            Err(_) => tool_error(format!("reading took over {}s; try again later", CALL_TIMEOUT.as_secs())),
         }
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) => return tool_error(format!("reading {:?}: {e}", a.path)),
-        };
-        let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text.lines().collect();
-        let total = lines.len();
-        let start = a.start_line.unwrap_or(1).max(1);
-        if total == 0 {
-            return Ok(output::ok(
-                format!("{} is empty", a.path),
-                serde_json::json!({"path": a.path, "total_lines": 0, "lines": ""}),
-            ));
-        }
-        if start > total {
-            return tool_error(format!("start_line {start} is past the end: {:?} has {total} lines", a.path));
-        }
-        let want_end = a.end_line.unwrap_or(total).min(total);
-        if want_end < start {
-            return tool_error(format!("end_line {want_end} is before start_line {start}"));
-        }
-        let mut out = String::new();
-        let mut end = start - 1;
-        let mut cap = None;
-        for (i, line) in lines[start - 1..want_end].iter().enumerate() {
-            if i >= READ_MAX_LINES {
-                cap = Some(format!("{READ_MAX_LINES} lines"));
-                break;
-            }
-            if out.len() + line.len() + 1 > READ_MAX_BYTES {
-                cap = Some(format!("{} KiB", READ_MAX_BYTES / 1024));
-                break;
-            }
-            out.push_str(line);
-            out.push('\n');
-            end = start + i;
-        }
-        let rel = self.fs.root.rel(&path);
-        let mut text = fence(&format!("{rel} lines {start}-{end} of {total}"), &out);
-        if let Some(c) = &cap {
-            text.push_str(&format!(
-                "truncated: the {c} cap was hit at line {end}; call read_file again with start_line={}\n",
-                end + 1
-            ));
-        }
-        Ok(output::ok(
-            text,
-            serde_json::json!({"path": rel, "start_line": start, "end_line": end, "total_lines": total, "truncated": cap.is_some(), "text": out}),
-        ))
     }
 
     #[tool(
@@ -379,12 +424,23 @@ impl FsServer {
         if a.pattern.is_empty() {
             return tool_error("the pattern is empty; pass the text to look for");
         }
+        if a.pattern.len() > PATTERN_MAX_BYTES {
+            return tool_error(format!(
+                "the pattern is {} bytes, over the {PATTERN_MAX_BYTES}-byte limit; search for a shorter part of it",
+                a.pattern.len()
+            ));
+        }
         let glob = match glob_matcher(a.glob.as_deref()) {
             Ok(g) => g,
             Err(e) => return tool_error(e),
         };
         let pattern = if a.regex { a.pattern.clone() } else { escape_regex(&a.pattern) };
-        let matcher = match RegexMatcherBuilder::new().case_insensitive(!a.case_sensitive).build(&pattern) {
+        let matcher = match RegexMatcherBuilder::new()
+            .case_insensitive(!a.case_sensitive)
+            .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
+            .build(&pattern)
+        {
             Ok(m) => m,
             Err(e) => return tool_error(format!("bad regular expression: {e}")),
         };
@@ -397,25 +453,33 @@ impl FsServer {
         let job = tokio::task::spawn_blocking(move || {
             grep(&fs.root, &matcher, glob.as_ref(), publication.as_deref(), context, max, &stop2)
         });
-        let (matches, truncated, files, cancelled) = tokio::select! {
+        let found = tokio::select! {
             r = job => r.map_err(|e| ErrorData::internal_error(e.to_string(), None))?,
             () = ct.cancelled() => {
                 stop.store(true, Ordering::SeqCst);
                 tracing::info!("search cancelled by the client");
                 return tool_error("search cancelled");
             }
+            () = tokio::time::sleep(CALL_TIMEOUT) => {
+                stop.store(true, Ordering::SeqCst);
+                return tool_error(format!(
+                    "search took over {}s and was stopped; narrow the pattern, glob or publication",
+                    CALL_TIMEOUT.as_secs()
+                ));
+            }
         };
+        let Found { matches, truncated, files, cancelled, skipped } = found;
         if cancelled {
             return tool_error("search cancelled");
         }
         let mut body = String::new();
         for m in &matches {
             for (n, l) in &m.before {
-                body.push_str(&format!("{}-{n}- {l}\n", m.path));
+                body.push_str(&format!("{}-{n}- {l}\n", shown(&m.path)));
             }
-            body.push_str(&format!("{}:{}: {}\n", m.path, m.line, m.text));
+            body.push_str(&format!("{}:{}: {}\n", shown(&m.path), m.line, m.text));
             for (n, l) in &m.after {
-                body.push_str(&format!("{}-{n}- {l}\n", m.path));
+                body.push_str(&format!("{}-{n}- {l}\n", shown(&m.path)));
             }
         }
         let mut text = format!("{} matches in {files} files searched", matches.len());
@@ -424,10 +488,21 @@ impl FsServer {
         } else {
             "\n"
         });
+        if !skipped.is_empty() {
+            text.push_str(&format!(
+                "{} files not searched (a line over {} MiB, or unreadable): {}\n",
+                skipped.len(),
+                SEARCH_MAX_LINE_BYTES >> 20,
+                skipped.iter().take(5).map(|p| shown(p).into_owned()).collect::<Vec<_>>().join(", ")
+            ));
+        }
         if !matches.is_empty() {
             text.push_str(&fence("matching lines, as path:line: text", &body));
         }
-        Ok(output::ok(text, serde_json::json!({"matches": matches, "truncated": truncated, "files_searched": files})))
+        Ok(output::ok(
+            text,
+            serde_json::json!({"matches": matches, "truncated": truncated, "files_searched": files, "files_skipped": skipped}),
+        ))
     }
 
     #[tool(
@@ -467,6 +542,112 @@ impl FsServer {
     }
 }
 
+/// The largest `i <= at` that is a char boundary of `s`.
+fn floor_boundary(s: &str, at: usize) -> usize {
+    let mut i = at.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// `read_file`'s work, off the async workers: a window of lines (and, for a line over
+/// the byte cap, a window of bytes within it). Only regular files are read.
+fn read_window(fs: &Fs, a: &ReadFileArgs) -> Result<(String, serde_json::Value), String> {
+    let path = fs.root.resolve_listed(&a.path).map_err(|PathError(e)| e)?;
+    let shown_path = shown(&a.path);
+    let meta = std::fs::metadata(&path).map_err(|e| format!("reading {shown_path:?}: {e}"))?;
+    if meta.is_dir() {
+        return Err(format!("{shown_path:?} is a folder; use list_files with a glob to see its files"));
+    }
+    if !meta.is_file() {
+        return Err(format!("{shown_path:?} is not a regular file (a FIFO, socket or device); only files are served"));
+    }
+    if meta.len() > READ_MAX_FILE_BYTES {
+        return Err(format!(
+            "{shown_path:?} is {} bytes, over the {} MiB read limit; use search to find the lines you need",
+            meta.len(),
+            READ_MAX_FILE_BYTES >> 20
+        ));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| format!("reading {shown_path:?}: {e}"))?;
+    if let Some(want) = fs.hashes.get(&fs.root.rel(&path))
+        && blake3::hash(&bytes).to_hex().as_str() != want
+    {
+        return Err(format!(
+            "{shown_path:?} does not match the bundle's manifest: the bundle is damaged or was tampered with; \
+             run `atlas verify` and reinstall it"
+        ));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    let total = lines.len();
+    let rel = shown(&fs.root.rel(&path)).into_owned();
+    let start = a.start_line.unwrap_or(1).max(1);
+    if total == 0 {
+        return Ok((format!("{rel} is empty"), serde_json::json!({"path": rel, "total_lines": 0, "lines": ""})));
+    }
+    if start > total {
+        return Err(format!("start_line {start} is past the end: {shown_path:?} has {total} lines"));
+    }
+    let want_end = a.end_line.unwrap_or(total).min(total);
+    if want_end < start {
+        return Err(format!("end_line {want_end} is before start_line {start}"));
+    }
+    let offset = a.byte_offset.unwrap_or(0);
+    let first = lines[start - 1];
+    if offset > 0 && offset >= first.len() {
+        return Err(format!("byte_offset {offset} is past the end of line {start} ({} bytes)", first.len()));
+    }
+    let offset = floor_boundary(first, offset);
+    let mut out = String::new();
+    let mut end = start - 1;
+    let mut cap = None;
+    // Where to continue: (line, byte offset within it).
+    let mut next: Option<(usize, usize)> = None;
+    for (i, line) in lines[start - 1..want_end].iter().enumerate() {
+        let line = if i == 0 { &line[offset..] } else { line };
+        if i >= READ_MAX_LINES {
+            cap = Some(format!("{READ_MAX_LINES} lines"));
+            next = Some((start + i, 0));
+            break;
+        }
+        if out.len() + line.len() + 1 > READ_MAX_BYTES {
+            cap = Some(format!("{} KiB", READ_MAX_BYTES / 1024));
+            if i == 0 {
+                // One line over the cap: return a piece of it, cut at a char boundary.
+                let cut = floor_boundary(line, READ_MAX_BYTES - 1).max(line.chars().next().map_or(0, char::len_utf8));
+                out.push_str(&line[..cut]);
+                out.push('\n');
+                end = start;
+                next = Some((start, offset + cut));
+            } else {
+                next = Some((start + i, 0));
+            }
+            break;
+        }
+        out.push_str(line);
+        out.push('\n');
+        end = start + i;
+    }
+    let range = match next {
+        Some((l, o)) if l == end && o > 0 => format!("line {end} bytes {offset}-{o} of {}", lines[end - 1].len()),
+        _ if offset > 0 => format!("lines {start}-{end} (from byte {offset} of line {start})"),
+        _ => format!("lines {start}-{end}"),
+    };
+    let mut text = fence(&format!("{rel} {range} of {total}"), &out);
+    if let (Some(c), Some((l, o))) = (&cap, next) {
+        let how = if o > 0 { format!("start_line={l} and byte_offset={o}") } else { format!("start_line={l}") };
+        text.push_str(&format!("truncated: the {c} cap was hit at line {end}; call read_file again with {how}\n"));
+    }
+    let next_json = next.map(|(l, o)| serde_json::json!({"start_line": l, "byte_offset": o}));
+    Ok((
+        text,
+        serde_json::json!({"path": rel, "start_line": start, "byte_offset": offset, "end_line": end,
+            "total_lines": total, "truncated": cap.is_some(), "next": next_json, "text": out}),
+    ))
+}
+
 /// `s` as a regex that matches it literally.
 fn escape_regex(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 2);
@@ -488,7 +669,17 @@ fn clip(line: &[u8]) -> String {
     }
 }
 
-/// Greps the mirror. Returns (matches, truncated, files searched, cancelled).
+/// What a grep found.
+struct Found {
+    matches: Vec<Match>,
+    truncated: bool,
+    files: usize,
+    cancelled: bool,
+    /// Files that could not be searched (a line over the cap, an I/O error).
+    skipped: Vec<String>,
+}
+
+/// Greps the mirror's regular files; stops early when `stop` is set.
 fn grep(
     root: &MirrorRoot,
     matcher: &grep_regex::RegexMatcher,
@@ -497,16 +688,19 @@ fn grep(
     context: usize,
     max: usize,
     stop: &AtomicBool,
-) -> (Vec<Match>, bool, usize, bool) {
-    let mut searcher: Searcher =
-        SearcherBuilder::new().line_number(true).before_context(context).after_context(context).build();
-    let mut matches: Vec<Match> = Vec::new();
-    let mut truncated = false;
-    let mut files = 0;
+) -> Found {
+    let mut searcher: Searcher = SearcherBuilder::new()
+        .line_number(true)
+        .before_context(context)
+        .after_context(context)
+        .heap_limit(Some(SEARCH_MAX_LINE_BYTES))
+        .build();
+    let mut f = Found { matches: Vec::new(), truncated: false, files: 0, cancelled: false, skipped: Vec::new() };
     let slow = crate::test_hooks::slow_search_ms();
     for rel in root.files() {
         if stop.load(Ordering::SeqCst) {
-            return (matches, truncated, files, true);
+            f.cancelled = true;
+            return f;
         }
         if publication.is_some_and(|p| root.publication_of(&rel) != p) || glob.is_some_and(|g| !g.is_match(&rel)) {
             continue;
@@ -514,15 +708,23 @@ fn grep(
         if let Some(ms) = slow {
             std::thread::sleep(std::time::Duration::from_millis(ms));
         }
-        files += 1;
-        let mut sink =
-            Collect { rel: &rel, out: &mut matches, pending_before: Vec::new(), max, truncated: &mut truncated };
-        let _ = searcher.search_path(matcher, root.path().join(&rel), &mut sink);
-        if truncated {
+        f.files += 1;
+        let mut sink = Collect {
+            rel: &rel,
+            out: &mut f.matches,
+            pending_before: Vec::new(),
+            max,
+            truncated: &mut f.truncated,
+            stop,
+        };
+        if searcher.search_path(matcher, root.path().join(&rel), &mut sink).is_err() {
+            f.skipped.push(rel.clone());
+        }
+        if f.truncated {
             break;
         }
     }
-    (matches, truncated, files, false)
+    f
 }
 
 struct Collect<'a> {
@@ -531,11 +733,15 @@ struct Collect<'a> {
     pending_before: Vec<(u64, String)>,
     max: usize,
     truncated: &'a mut bool,
+    stop: &'a AtomicBool,
 }
 
 impl Sink for Collect<'_> {
     type Error = std::io::Error;
     fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
         if self.out.len() == self.max {
             *self.truncated = true;
             return Ok(false);

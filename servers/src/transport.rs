@@ -63,6 +63,37 @@ async fn read_bounded<R: AsyncRead + Unpin>(
     }
 }
 
+/// A request whose params have the wrong shape gets -32602 (invalid params) with its
+/// id, rather than whatever the dispatcher makes of it (rmcp answers -32601).
+pub fn check_params(msg: &serde_json::Value) -> Option<Vec<u8>> {
+    let method = msg.get("method")?.as_str()?;
+    let id = msg.get("id").cloned().unwrap_or(serde_json::Value::Null);
+    let params = msg.get("params");
+    let why = match params {
+        None | Some(serde_json::Value::Null | serde_json::Value::Object(_)) => None,
+        Some(_) => Some("params must be an object"),
+    }
+    .or_else(|| {
+        if method != "tools/call" {
+            return None;
+        }
+        let p = params.and_then(serde_json::Value::as_object);
+        match (p.and_then(|p| p.get("name")), p.and_then(|p| p.get("arguments"))) {
+            (Some(serde_json::Value::String(_)), None | Some(serde_json::Value::Null | serde_json::Value::Object(_))) => {
+                None
+            }
+            (Some(serde_json::Value::String(_)), Some(_)) => Some("tools/call arguments must be an object"),
+            _ => Some("tools/call needs params.name, the tool's name"),
+        }
+    })?;
+    let mut v = serde_json::to_vec(&serde_json::json!({
+        "jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": format!("invalid params: {why}")}
+    }))
+    .unwrap_or_default();
+    v.push(b'\n');
+    Some(v)
+}
+
 /// What the guard does with one line.
 pub fn guard_line(line: &[u8]) -> Result<Option<Vec<u8>>, Vec<u8>> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
@@ -76,7 +107,10 @@ pub fn guard_line(line: &[u8]) -> Result<Option<Vec<u8>>, Vec<u8>> {
         Ok(serde_json::Value::Array(_)) => {
             Err(error_line(-32600, "batch arrays are not supported; send one JSON-RPC message per line"))
         }
-        Ok(_) => {
+        Ok(msg) => {
+            if let Some(reply) = check_params(&msg) {
+                return Err(reply);
+            }
             let mut v = line.to_vec();
             v.push(b'\n');
             Ok(Some(v))
@@ -152,21 +186,63 @@ pub async fn serve_stdio<S: ServerHandler>(server: S) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Limits of the HTTP transport.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Open sessions at most; an `initialize` past it gets 503.
+    pub max_sessions: usize,
+    /// A session idle this long is closed.
+    pub idle: std::time::Duration,
+    /// Browser origins allowed besides loopback ones (`https://app.example.com:443`).
+    pub allow_origins: Vec<String>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions { max_sessions: 64, idle: std::time::Duration::from_secs(120), allow_origins: Vec::new() }
+    }
+}
+
 /// Serves a fresh server per session over streamable HTTP at `http://ADDR/mcp` until
-/// Ctrl-C. Only loopback Host headers are accepted (DNS-rebinding protection).
-pub async fn serve_http<S>(factory: impl Fn() -> S + Send + Sync + 'static, addr: SocketAddr) -> anyhow::Result<()>
+/// Ctrl-C. Only loopback Host headers are accepted (DNS-rebinding protection); a
+/// request with an `Origin` header must come from a loopback origin or one of
+/// `allow_origins`; sessions are capped and expire when idle.
+pub async fn serve_http<S>(
+    factory: impl Fn() -> S + Send + Sync + 'static,
+    addr: SocketAddr,
+    opts: HttpOptions,
+) -> anyhow::Result<()>
 where
     S: ServerHandler + Send + 'static,
 {
-    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
     use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
     let ct = tokio_util::sync::CancellationToken::new();
+    let mut manager = LocalSessionManager::default();
+    let mut config = SessionConfig::default();
+    config.keep_alive = Some(opts.idle);
+    config.init_timeout = Some(std::time::Duration::from_secs(10));
+    manager.session_config = config;
+    let sessions = Arc::new(manager);
+    let mut origins: Vec<String> =
+        ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*", "https://localhost:*", "https://127.0.0.1:*"]
+            .map(str::to_owned)
+            .to_vec();
+    origins.extend(opts.allow_origins.iter().cloned());
     let service: StreamableHttpService<S, LocalSessionManager> = StreamableHttpService::new(
         move || Ok(factory()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token()),
+        sessions.clone(),
+        StreamableHttpServerConfig::default()
+            .with_cancellation_token(ct.child_token())
+            .with_allowed_origins(origins)
+            .with_max_request_body_bytes(MAX_LINE_BYTES),
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let max = opts.max_sessions.max(1);
+    let guard = axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
+        let sessions = sessions.clone();
+        async move { guard_http(req, next, &sessions, max).await }
+    });
+    let router = axum::Router::new().nest_service("/mcp", service).layer(guard);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("binding {addr}: {e}; pick a free port, e.g. --http 127.0.0.1:8765"))?;
@@ -180,6 +256,42 @@ where
         })
         .await?;
     Ok(())
+}
+
+/// Before rmcp sees a POST: a new session past the cap gets 503, and a request whose
+/// params have the wrong shape gets -32602 (see [`check_params`]).
+async fn guard_http(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+    sessions: &rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    max_sessions: usize,
+) -> axum::response::Response {
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse as _;
+    if req.method() != axum::http::Method::POST {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_LINE_BYTES).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {MAX_LINE_BYTES} bytes")).into_response();
+    };
+    if let Ok(msg) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        if let Some(reply) = check_params(&msg) {
+            return ([(header::CONTENT_TYPE, "application/json")], reply).into_response();
+        }
+        let opens_session = msg.get("method").and_then(|m| m.as_str()) == Some("initialize")
+            && !parts.headers.contains_key("mcp-session-id");
+        if opens_session && sessions.sessions.read().await.len() >= max_sessions {
+            tracing::warn!("refused a session: {max_sessions} are open");
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::RETRY_AFTER, "10")],
+                format!("{max_sessions} sessions are open, the most this server allows; retry later"),
+            )
+                .into_response();
+        }
+    }
+    next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
 #[cfg(test)]
@@ -197,6 +309,72 @@ mod tests {
         let err = String::from_utf8(guard_line(b"[{\"jsonrpc\":\"2.0\"}]").unwrap_err()).unwrap();
         assert!(err.contains("-32600") && err.contains("batch"), "{err}");
         assert_eq!(guard_line(b"  \n").unwrap(), None);
+    }
+
+    fn cases() -> u32 {
+        std::env::var("ATLAS_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config { cases: cases(), failure_persistence: None, ..Default::default() })]
+
+        /// Any line: no panic; what passes is one JSON object ending in a newline; what
+        /// is refused gets one JSON-RPC error line.
+        #[test]
+        fn the_line_guard_never_panics(line in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+                                      json in "\\PC{0,80}") {
+            for l in [line.as_slice(), json.as_bytes()] {
+                match guard_line(l) {
+                    Ok(Some(ok)) => {
+                        proptest::prop_assert!(ok.ends_with(b"\n"));
+                        let v: serde_json::Value = serde_json::from_slice(&ok).unwrap();
+                        proptest::prop_assert!(!v.is_array());
+                    }
+                    Ok(None) => {}
+                    Err(reply) => {
+                        let v: serde_json::Value = serde_json::from_slice(&reply).unwrap();
+                        proptest::prop_assert!(v["error"]["code"].is_i64());
+                    }
+                }
+            }
+        }
+
+        /// Any stream, any cap: a line comes back whole or is reported by length, and
+        /// never more than the cap is held.
+        #[test]
+        fn read_bounded_never_holds_more_than_the_cap(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2000),
+                                                     cap in 1usize..200, chunk in 1usize..64) {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            rt.block_on(async {
+                let mut r = BufReader::with_capacity(chunk, &data[..]);
+                let mut seen = 0usize;
+                loop {
+                    match read_bounded(&mut r, cap).await.unwrap() {
+                        Ok(None) => break,
+                        Ok(Some(line)) => {
+                            assert!(line.len() <= cap);
+                            seen += line.len();
+                        }
+                        Err(n) => {
+                            assert!(n > cap);
+                            seen += n;
+                        }
+                    }
+                }
+                assert_eq!(seen, data.len());
+            });
+        }
+    }
+
+    #[test]
+    fn wrong_shaped_params_get_invalid_params_with_their_id() {
+        let v = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+        let reply = check_params(&v(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"x","arguments":"str"}}"#)).unwrap();
+        let r: serde_json::Value = serde_json::from_slice(&reply).unwrap();
+        assert_eq!((r["id"].as_i64(), r["error"]["code"].as_i64()), (Some(4), Some(-32602)));
+        assert!(check_params(&v(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#)).is_none());
+        assert!(check_params(&v(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)).is_none());
+        assert!(check_params(&v(r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":3}"#)).is_some());
     }
 
     #[tokio::test]

@@ -64,10 +64,16 @@ impl Crawl {
                         .with_context(|| format!("source {name}"))?;
                     scans.insert(name.clone(), scan);
                 }
-                SourceConfig::LlmsTxt { url, sections, max_pages } => {
+                SourceConfig::LlmsTxt { url, sections, max_pages, allow_hosts } => {
                     let state = crawl::state_dir(ctx.cache.root(), name);
                     let sections = if ctx.sections.is_empty() { sections.as_slice() } else { ctx.sections };
-                    let src = crawl::LlmsSource { name, url, sections, max_pages: ctx.max_pages.or(*max_pages) };
+                    let src = crawl::LlmsSource {
+                        name,
+                        url,
+                        sections,
+                        max_pages: ctx.max_pages.or(*max_pages),
+                        allow_hosts,
+                    };
                     let (pages, notes) = crawl::crawl_llms(&src, p, &state, ctx.offline, ctx.progress)?;
                     for n in notes {
                         ctx.progress.log(&format!("crawl: {n}"));
@@ -134,13 +140,18 @@ impl Crawl {
                     };
                     let mut scan = Scan::default();
                     for r in &repos {
+                        // The name comes from the API: it names a folder, so it must be one plain name.
+                        if !crawl::github::is_safe_repo_name(&r.name) {
+                            scan.skipped.push((r.name.escape_debug().to_string(), "unsafe repository name".to_owned()));
+                            continue;
+                        }
                         let repo = RepoRef {
                             url: &r.clone_url,
                             web: Some(&r.html_url),
                             name: Some(&r.name),
                             section: &r.name,
                         };
-                        let bare = state.join("repos").join(format!("{}.git", r.name));
+                        let bare = atlas_runtime::safe_path::join_inside(&state.join("repos"), &format!("{}.git", r.name))?;
                         read_repo(ctx, &repo, &bare, None, r.default_branch.as_deref(), &globs, &mut scan)?;
                     }
                     scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
@@ -148,9 +159,32 @@ impl Crawl {
                 }
             }
         }
+        for (name, scan) in &scans {
+            if scan.files.is_empty() {
+                bail!("{}", empty_source(name, &cfg.config.sources[name], scan));
+            }
+        }
         *guard = Some(scans);
         Ok(())
     }
+}
+
+/// Why a source yielded no documents, and what to do, on one line.
+fn empty_source(name: &str, src: &SourceConfig, scan: &Scan) -> String {
+    let mut why = format!("source {name} ({}) yielded no documents", src.kind());
+    if let Some((rel, reason)) = scan.skipped.first() {
+        why.push_str(&format!("; {} files were skipped (e.g. {rel}: {reason})", scan.skipped.len()));
+    }
+    match src {
+        SourceConfig::Local { path, include, .. } => {
+            why.push_str(&format!("; check that {} holds files matching {include:?}", path.display()));
+        }
+        SourceConfig::Git { include, .. } | SourceConfig::Github { include, .. } => {
+            why.push_str(&format!("; check the repositories and the include globs {include:?}"));
+        }
+        SourceConfig::LlmsTxt { url, .. } => why.push_str(&format!("; check {url}")),
+    }
+    why
 }
 
 /// One repository to read: where it is fetched from, its web page (for citation
@@ -234,7 +268,7 @@ impl Stage for Crawl {
         "crawl"
     }
     fn version(&self) -> u32 {
-        2
+        3 // 3: symlinks, special and NUL files reported as skipped
     }
     fn params(&self, cfg: &Loaded) -> serde_json::Value {
         canonical(&cfg.config.stages.crawl)
@@ -395,7 +429,7 @@ impl Stage for CleanGitbook {
         "clean-gitbook"
     }
     fn version(&self) -> u32 {
-        1
+        2 // 2: depth-limited HTML; nested tables are text in their cell
     }
     fn params(&self, cfg: &Loaded) -> serde_json::Value {
         canonical(&cfg.config.stages.clean_gitbook)
@@ -436,6 +470,15 @@ impl Stage for CleanGitbook {
             report.residual_html += c.residual.iter().filter(|r| r.kind == "html").count();
             report.per_file.insert(doc.path(), FileReport { counts: c.counts, residual: c.residual });
             docs.push(CleanDoc { doc, clean: d });
+        }
+        let deep: Vec<&String> =
+            report.per_file.iter().filter(|(_, f)| f.counts.contains_key(crate::clean::TOO_DEEP)).map(|(p, _)| p).collect();
+        if !deep.is_empty() {
+            out.notes.push(format!(
+                "{} pages hold HTML nested too deep to convert, kept as plain text: {}",
+                deep.len(),
+                deep.iter().take(5).map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+            ));
         }
         if report.residual_gitbook > 0 {
             out.notes
@@ -702,7 +745,8 @@ impl Stage for Chunk {
         "chunk"
     }
     fn version(&self) -> u32 {
-        2 // 2: per-document items carry licence counts; code chunks
+        3 // 3: containers nested past MAX_SCOPE_DEPTH are chunked as lines
+          // 2: per-document items carry licence counts; code chunks
     }
     fn params(&self, cfg: &Loaded) -> serde_json::Value {
         canonical(&cfg.config.stages.chunk)

@@ -156,6 +156,7 @@ pub fn clean(input: &str, params: &CleanParams) -> Cleaned {
 
     let mut w = Walker::new(params, &mut out.counts);
     w.open_ended_hints = open_ended_hints(&lines);
+    w.last_table_close = lines.iter().rposition(|l| l.contains("</table>"));
     let mut i = 0;
     while i < lines.len() {
         i = w.line(&lines, i);
@@ -322,6 +323,8 @@ struct Walker<'a> {
     line_no: usize,
     /// Lines whose `{% hint %}` has no matching `{% endhint %}`.
     open_ended_hints: std::collections::HashSet<usize>,
+    /// The last line holding `</table>`: no table can close after it.
+    last_table_close: Option<usize>,
 }
 
 impl<'a> Walker<'a> {
@@ -336,6 +339,7 @@ impl<'a> Walker<'a> {
             buf: String::new(),
             line_no: 0,
             open_ended_hints: Default::default(),
+            last_table_close: None,
         }
     }
 
@@ -422,15 +426,20 @@ impl<'a> Walker<'a> {
     fn try_table(&mut self, lines: &[&str], i: usize) -> Option<usize> {
         let line = lines[i];
         let start = find_outside_code(line, "<table")?;
+        if self.last_table_close.is_none_or(|last| last < i) {
+            return None; // unclosed: leave it to the residual report
+        }
         let mut html = String::from(&line[start..]);
         let mut j = i;
-        while !html.contains("</table>") {
+        let mut closed = html.contains("</table>");
+        while !closed {
             j += 1;
             if j >= lines.len() {
-                return None; // unclosed: leave it to the residual report
+                return None;
             }
             html.push('\n');
             html.push_str(lines[j]);
+            closed = lines[j].contains("</table>");
         }
         let end = html.find("</table>").expect("checked") + "</table>".len();
         let after = html[end..].to_owned();
@@ -438,11 +447,15 @@ impl<'a> Walker<'a> {
         self.inline(before);
         self.flush();
         self.blank();
-        for row in html_table_to_markdown(&html[..end]) {
+        let (rows, too_deep) = html_table_to_markdown(&html[..end]);
+        for row in rows {
             self.emit(&row);
         }
         self.blank();
         bump(self.counts, "html-table");
+        if too_deep {
+            bump(self.counts, TOO_DEEP);
+        }
         self.inline(&after);
         self.flush();
         Some(j + 1)
@@ -1004,14 +1017,31 @@ fn convert_html_inline(s: &str, counts: &mut BTreeMap<String, u32>) -> String {
     format!("{lead}{}", squeezed.trim_end())
 }
 
+/// HTML is converted by recursion over its element tree down to this depth; deeper
+/// content (untrusted pages can nest thousands of levels) is kept as plain text.
+pub(crate) const MAX_HTML_DEPTH: usize = 64;
+
+/// The count (in [`Cleaned::counts`]) of places where HTML nested deeper than
+/// [`MAX_HTML_DEPTH`] was kept as plain text.
+pub const TOO_DEEP: &str = "html-too-deep";
+
 /// Converts one HTML table to markdown rows. Cells keep their text; inline markup
-/// becomes markdown; `|` is escaped; `<br>` and block breaks become spaces.
-pub(crate) fn html_table_to_markdown(html: &str) -> Vec<String> {
+/// becomes markdown; `|` is escaped; `<br>` and block breaks become spaces. Only the
+/// outermost table's rows become rows: a nested table is text in its cell. The flag
+/// says that markup nested deeper than [`MAX_HTML_DEPTH`] was kept as plain text.
+pub(crate) fn html_table_to_markdown(html: &str) -> (Vec<String>, bool) {
     use scraper::{ElementRef, Html, Selector};
     let doc = Html::parse_fragment(html);
+    let table_sel = Selector::parse("table").expect("static selector");
     let tr = Selector::parse("tr").expect("static selector");
+    let Some(table) = doc.select(&table_sel).next() else { return (Vec::new(), false) };
+    let mut too_deep = false;
     let mut rows: Vec<(bool, Vec<String>)> = Vec::new();
-    for row in doc.select(&tr) {
+    let own_row = |row: &ElementRef<'_>| {
+        row.ancestors().find(|a| a.value().as_element().is_some_and(|e| e.name() == "table")).map(|a| a.id())
+            == Some(table.id())
+    };
+    for row in table.select(&tr).filter(own_row) {
         let mut cells = Vec::new();
         let mut header = false;
         for cell in row.child_elements() {
@@ -1021,7 +1051,7 @@ pub(crate) fn html_table_to_markdown(html: &str) -> Vec<String> {
             }
             header |= n == "th";
             let mut text = String::new();
-            cell_text(cell, &mut text);
+            cell_text(cell, &mut text, 0, &mut too_deep);
             let text = text.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|");
             let span: usize = cell.value().attr("colspan").and_then(|c| c.parse().ok()).unwrap_or(1).clamp(1, 50);
             cells.push(text);
@@ -1033,7 +1063,13 @@ pub(crate) fn html_table_to_markdown(html: &str) -> Vec<String> {
             rows.push((header, cells));
         }
     }
-    fn cell_text(el: ElementRef<'_>, out: &mut String) {
+    fn cell_text(el: ElementRef<'_>, out: &mut String, depth: usize, too_deep: &mut bool) {
+        if depth >= MAX_HTML_DEPTH {
+            *too_deep = true;
+            out.extend(el.text().flat_map(|t| [t, " "]));
+            return;
+        }
+        let mut inner = |e: ElementRef<'_>, out: &mut String| cell_text(e, out, depth + 1, too_deep);
         for child in el.children() {
             if let Some(t) = child.value().as_text() {
                 out.push_str(t);
@@ -1042,26 +1078,26 @@ pub(crate) fn html_table_to_markdown(html: &str) -> Vec<String> {
                     "br" => out.push(' '),
                     "code" => {
                         out.push('`');
-                        cell_text(e, out);
+                        inner(e, out);
                         out.push('`');
                     }
                     "strong" | "b" => {
                         out.push_str("**");
-                        cell_text(e, out);
+                        inner(e, out);
                         out.push_str("**");
                     }
                     "em" => {
                         out.push('*');
-                        cell_text(e, out);
+                        inner(e, out);
                         out.push('*');
                     }
                     "a" => match e.value().attr("href") {
                         Some(h) => {
                             out.push('[');
-                            cell_text(e, out);
+                            inner(e, out);
                             out.push_str(&format!("]({h})"));
                         }
-                        None => cell_text(e, out),
+                        None => inner(e, out),
                     },
                     "img" => {
                         let alt = e.value().attr("alt").unwrap_or_default();
@@ -1070,20 +1106,24 @@ pub(crate) fn html_table_to_markdown(html: &str) -> Vec<String> {
                     }
                     "li" => {
                         out.push_str(" • ");
-                        cell_text(e, out);
+                        inner(e, out);
                     }
-                    "p" | "div" | "ul" | "ol" => {
+                    "p" | "div" | "ul" | "ol" | "table" | "tr" => {
                         out.push(' ');
-                        cell_text(e, out);
+                        inner(e, out);
                         out.push(' ');
                     }
-                    _ => cell_text(e, out),
+                    "td" | "th" => {
+                        inner(e, out);
+                        out.push(' ');
+                    }
+                    _ => inner(e, out),
                 }
             }
         }
     }
     if rows.is_empty() {
-        return Vec::new();
+        return (Vec::new(), too_deep);
     }
     let width = rows.iter().map(|(_, c)| c.len()).max().unwrap_or(1);
     let mut out = Vec::new();
@@ -1099,7 +1139,7 @@ pub(crate) fn html_table_to_markdown(html: &str) -> Vec<String> {
     for (_, cells) in iter {
         out.push(pad(cells));
     }
-    out
+    (out, too_deep)
 }
 
 fn collapse_blank_runs(s: &str) -> String {

@@ -144,7 +144,18 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         }
         Command::Status => {
             let dir = cache_dir(cli, &cfg);
-            let cache = if dir.join("runs").is_dir() { Some(open_cache(cli, &cfg, &progress)?) } else { None };
+            // Never wait on a running build's lock: say at once that one is running.
+            let cache = if dir.join("runs").is_dir() {
+                match Cache::open(&dir, LockWait::NoWait, |_| {}) {
+                    Ok(c) => Some(c),
+                    Err(atlas_cache::Error::Locked { holder, .. }) => anyhow::bail!(
+                        "a run is in progress ({holder}); status is available when it finishes"
+                    ),
+                    Err(e) => return Err(e.into()),
+                }
+            } else {
+                None
+            };
             let rows = dag::status(cache.as_ref(), &cfg, &registry, &progress)?;
             let mut text = String::new();
             for (name, f) in rows {

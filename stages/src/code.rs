@@ -259,7 +259,13 @@ struct Ctx<'a> {
     lines: Vec<&'a str>,
     p: &'a ChunkParams,
     out: CodeChunks,
+    /// How many containers [`scope`] is inside.
+    depth: usize,
 }
+
+/// Containers nested deeper than this (a hostile file can nest thousands) are chunked
+/// as plain lines instead of being split member by member.
+const MAX_SCOPE_DEPTH: usize = 32;
 
 /// Chunks one code file. `language` as `source::language_of` names it.
 pub fn chunk_code(src: &str, language: &str, path: &str, params: &ChunkParams) -> Option<CodeChunks> {
@@ -267,7 +273,7 @@ pub fn chunk_code(src: &str, language: &str, path: &str, params: &ChunkParams) -
     let mut parser = Parser::new();
     parser.set_language(&grammar(language, path)?).ok()?;
     let tree = parser.parse(src, None)?;
-    let mut cx = Ctx { lang, src, lines: src.lines().collect(), p: params, out: CodeChunks::default() };
+    let mut cx = Ctx { lang, src, lines: src.lines().collect(), p: params, out: CodeChunks::default(), depth: 0 };
     if cx.lines.is_empty() {
         return Some(cx.out);
     }
@@ -422,6 +428,18 @@ fn signature(cx: &Ctx<'_>, n: Node<'_>) -> String {
 
 /// Chunks the units of one scope; `prefix` qualifies symbols.
 fn scope<'t>(cx: &mut Ctx<'_>, scope_units: Vec<Unit<'t>>, prefix: &str, out: &mut Vec<CodeChunk>) {
+    if cx.depth >= MAX_SCOPE_DEPTH {
+        if let (Some(first), Some(last)) = (scope_units.first(), scope_units.last()) {
+            module_code(cx, first.start, last.end, prefix, out);
+        }
+        return;
+    }
+    cx.depth += 1;
+    scope_inner(cx, scope_units, prefix, out);
+    cx.depth -= 1;
+}
+
+fn scope_inner<'t>(cx: &mut Ctx<'_>, scope_units: Vec<Unit<'t>>, prefix: &str, out: &mut Vec<CodeChunk>) {
     let max = cx.p.code_max_lines.max(4);
     let mut code_run: Option<(usize, usize)> = None;
     let flush = |cx: &mut Ctx<'_>, run: &mut Option<(usize, usize)>, out: &mut Vec<CodeChunk>| {

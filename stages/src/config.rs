@@ -58,6 +58,10 @@ pub enum SourceConfig {
         sections: Vec<String>,
         #[serde(default)]
         max_pages: Option<usize>,
+        /// Other hosts whose pages may be fetched when llms.txt links to them (`host`
+        /// or `host:port`). Links to any other host are reported, never fetched.
+        #[serde(default)]
+        allow_hosts: Vec<String>,
     },
     /// One git repository at a commit: `rev` (any revision), else `branch`, else HEAD.
     Git {
@@ -242,6 +246,13 @@ fn validate(l: &Loaded, text: &str) -> Result<(), String> {
         Some(n) => format!("{n}:"),
         None => String::new(),
     };
+    if !is_safe_name(&l.config.name) {
+        return Err(format!(
+            "{} name {:?} must be letters, digits, '.', '-' or '_', not starting with '.' (it names the bundle's files)",
+            at(None, "name"),
+            l.config.name
+        ));
+    }
     if l.config.sources.is_empty() {
         return Err(format!("{} `sources` is empty; declare at least one source", at(None, "sources")));
     }
@@ -264,9 +275,25 @@ fn validate(l: &Loaded, text: &str) -> Result<(), String> {
                 }
                 check_globs(name, include, exclude, &at)?;
             }
-            SourceConfig::LlmsTxt { url, .. } => {
+            SourceConfig::LlmsTxt { url, allow_hosts, max_pages, .. } => {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     return Err(format!("{} sources.{name}.url: {url:?} is not an http(s) URL", at(Some(name), "url")));
+                }
+                for h in allow_hosts {
+                    let ok = !h.is_empty()
+                        && h.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
+                    if !ok {
+                        return Err(format!(
+                            "{} sources.{name}.allow_hosts: {h:?} is not a host name; write `docs.example.com` or `host:port`, without scheme or path",
+                            at(Some(name), "allow_hosts")
+                        ));
+                    }
+                }
+                if max_pages.is_some_and(|m| m == 0 || m > MAX_PAGES) {
+                    return Err(format!(
+                        "{} sources.{name}.max_pages must be 1 to {MAX_PAGES}",
+                        at(Some(name), "max_pages")
+                    ));
                 }
             }
             SourceConfig::Git { rev, branch, include, exclude, .. } => {
@@ -305,6 +332,9 @@ fn validate(l: &Loaded, text: &str) -> Result<(), String> {
             ));
         }
     }
+    for (field, b) in &l.config.stages.bm25.boosts {
+        check_range(&at, "bm25", field, f64::from(*b), 0.0, 100.0)?;
+    }
     let c = &l.config.stages.chunk;
     if !(1..=6).contains(&c.split_level) {
         return Err(format!("{} stages.chunk.split_level must be 1 to 6", at(Some("chunk"), "split_level")));
@@ -312,7 +342,67 @@ fn validate(l: &Loaded, text: &str) -> Result<(), String> {
     if c.max_chars < 200 {
         return Err(format!("{} stages.chunk.max_chars must be at least 200", at(Some("chunk"), "max_chars")));
     }
+    let n = |v: usize| v as f64;
+    check_range(&at, "chunk", "max_chars", n(c.max_chars), 200.0, 1_000_000.0)?;
+    check_range(&at, "chunk", "overlap_chars", n(c.overlap_chars), 0.0, n(c.max_chars))?;
+    check_range(&at, "chunk", "code_max_lines", n(c.code_max_lines), 4.0, 10_000.0)?;
+    check_range(&at, "chunk", "code_tiny_lines", n(c.code_tiny_lines), 0.0, 10_000.0)?;
+    check_range(&at, "chunk", "code_merge_max_lines", n(c.code_merge_max_lines), 1.0, 10_000.0)?;
+    let e = &l.config.stages.embed;
+    check_range(&at, "embed", "batch_size", n(e.batch_size), 1.0, 1024.0)?;
+    check_range(&at, "embed", "window_overlap", n(e.window_overlap), 0.0, 128.0)?;
+    check_range(&at, "embed", "threads", n(e.threads), 0.0, 256.0)?;
+    let p = &l.config.stages.crawl;
+    let u = |v: u64| v as f64;
+    check_range(&at, "crawl", "max_file_bytes", u(p.max_file_bytes), 1.0, 1024.0 * 1024.0 * 1024.0)?;
+    check_range(&at, "crawl", "max_concurrent", n(p.max_concurrent), 1.0, 64.0)?;
+    check_range(&at, "crawl", "delay_ms", u(p.delay_ms[0]), 0.0, 600_000.0)?;
+    check_range(&at, "crawl", "delay_ms", u(p.delay_ms[1]), u(p.delay_ms[0]), 600_000.0)?;
+    check_range(&at, "crawl", "connect_timeout_s", p.connect_timeout_s, 0.001, 3600.0)?;
+    check_range(&at, "crawl", "read_timeout_s", p.read_timeout_s, 0.001, 3600.0)?;
+    check_range(&at, "crawl", "total_timeout_s", p.total_timeout_s, 0.001, 86_400.0)?;
+    check_range(&at, "crawl", "max_body_bytes", n(p.max_body_bytes), 1.0, 1024.0 * 1024.0 * 1024.0)?;
+    check_range(&at, "crawl", "max_redirects", n(p.max_redirects), 0.0, 20.0)?;
+    check_range(&at, "crawl", "max_retries", f64::from(p.max_retries), 0.0, 20.0)?;
+    check_range(&at, "crawl", "backoff_base_ms", u(p.backoff_base_ms), 0.0, 600_000.0)?;
+    check_range(&at, "crawl", "backoff_max_ms", u(p.backoff_max_ms), 0.0, 3_600_000.0)?;
+    check_range(&at, "crawl", "retry_after_cap_s", p.retry_after_cap_s, 0.0, 3600.0)?;
+    check_range(&at, "crawl", "max_error_ratio", p.max_error_ratio, 0.0, 1.0)?;
+    let version = &l.config.stages.pack.version;
+    if !is_safe_name(version) {
+        return Err(format!(
+            "{} stages.pack.version {version:?} must be letters, digits, '.', '-', '+' or '_' (it names the archive)",
+            at(Some("pack"), "version")
+        ));
+    }
     Ok(())
+}
+
+/// The most pages one llms.txt source may list for the crawl.
+pub const MAX_PAGES: usize = 1_000_000;
+
+/// A bundle name or version: it becomes a file name (`<name>-<version>.tar.zst`), so
+/// one plain component of safe characters.
+pub fn is_safe_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 100
+        && !s.starts_with('.')
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'+'))
+}
+
+/// `stages.<stage>.<key>` must be a finite number in `lo..=hi`.
+fn check_range(
+    at: &dyn Fn(Option<&str>, &str) -> String,
+    stage: &str,
+    key: &str,
+    v: f64,
+    lo: f64,
+    hi: f64,
+) -> Result<(), String> {
+    if v.is_finite() && (lo..=hi).contains(&v) {
+        return Ok(());
+    }
+    Err(format!("{} stages.{stage}.{key} is {v}; it must be a number from {lo} to {hi}", at(Some(stage), key)))
 }
 
 fn check_globs(

@@ -28,8 +28,7 @@ pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport], archiv
         let mut keep = BTreeSet::new();
         for doc in &m.docs {
             let c: Cleaned = serde_json::from_slice(&cache.get_required(doc.clean)?)?;
-            let rel = safe_rel(&doc.doc.path())?;
-            let path = mirror.join(&rel);
+            let path = safe_join(&mirror, &doc.doc.path())?;
             write_if_changed(&path, c.text.as_bytes())?;
             keep.insert(path);
         }
@@ -84,7 +83,7 @@ pub fn materialize(cache: &Cache, out_dir: &Path, stages: &[StageReport], archiv
 fn write_tree(cache: &Cache, dir: &Path, files: &std::collections::BTreeMap<String, Digest>) -> anyhow::Result<()> {
     let mut keep = BTreeSet::new();
     for (name, obj) in files {
-        let path = dir.join(safe_rel(name)?);
+        let path = safe_join(dir, name)?;
         write_if_changed(&path, &cache.get_required(*obj)?)?;
         keep.insert(path);
     }
@@ -110,14 +109,9 @@ fn archive_bytes(cache: &Cache, m: &crate::pack::PackManifest) -> anyhow::Result
     enc.finish().context("finishing zstd")
 }
 
-/// Refuses document paths that would escape the mirror.
-fn safe_rel(p: &str) -> anyhow::Result<PathBuf> {
-    let rel = PathBuf::from(p);
-    anyhow::ensure!(
-        rel.components().all(|c| matches!(c, std::path::Component::Normal(_))),
-        "document path {p:?} would leave the mirror"
-    );
-    Ok(rel)
+/// `root/rel`, refusing a path that would leave `root`.
+fn safe_join(root: &Path, rel: &str) -> anyhow::Result<PathBuf> {
+    atlas_runtime::safe_path::join_inside(root, rel).with_context(|| format!("writing into {}", root.display()))
 }
 
 fn write_if_changed(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {

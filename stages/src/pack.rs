@@ -128,7 +128,8 @@ impl Stage for Pack {
         add("embeddings.npy".into(), embed.embeddings, &mut out)?;
         let emb_json = ctx.cache.put(&serde_json::to_vec_pretty(&embed)?)?;
         add("embeddings.json".into(), emb_json, &mut out)?;
-        if ctx.cfg.config.stages.pack.hnsw {
+        // An empty bundle (no chunks) is valid; it just has no graph to build.
+        if ctx.cfg.config.stages.pack.hnsw && embed.rows > 0 {
             for (name, d) in build_hnsw(ctx, embed.embeddings)? {
                 add(format!("hnsw/{name}"), d, &mut out)?;
             }

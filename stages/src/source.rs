@@ -24,6 +24,18 @@ pub struct DocEntry {
     pub commit: Option<String>,
 }
 
+/// Why bytes are not a text document (None when they are): not UTF-8, or holding NUL
+/// bytes (binary data that happens to decode).
+pub fn not_text(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.contains(&0) {
+        Some("binary (it holds NUL bytes)")
+    } else if std::str::from_utf8(bytes).is_err() {
+        Some("not UTF-8 text")
+    } else {
+        None
+    }
+}
+
 /// Markdown documents go through the GitBook cleaner and the markdown chunker; every
 /// other text file is mirrored verbatim and chunked as code.
 pub fn is_markdown(rel: &str) -> bool {
@@ -161,13 +173,27 @@ pub fn scan_local(root: &Path, include: &[String], exclude: &[String], max_bytes
         .build();
     for entry in walker {
         let entry = entry.with_context(|| format!("walking {}", root.display()))?;
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
         let path = entry.path();
         let rel = path.strip_prefix(root).unwrap_or(path);
         let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+        let Some(kind) = entry.file_type() else { continue };
+        if kind.is_symlink() {
+            if globs.keep(&rel) {
+                scan.skipped.push((rel, "a symlink (links are not followed)".to_owned()));
+            }
+            continue;
+        }
+        if !kind.is_file() {
+            if !kind.is_dir() && globs.keep(&rel) {
+                scan.skipped.push((rel, "not a regular file".to_owned()));
+            }
+            continue;
+        }
         if !globs.keep(&rel) {
+            continue;
+        }
+        if let Err(e) = atlas_runtime::safe_path::check(&rel) {
+            scan.skipped.push((rel.escape_debug().to_string(), e.why.to_owned()));
             continue;
         }
         let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
@@ -176,8 +202,8 @@ pub fn scan_local(root: &Path, include: &[String], exclude: &[String], max_bytes
             continue;
         }
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        if std::str::from_utf8(&bytes).is_err() {
-            scan.skipped.push((rel, "not UTF-8 text".to_owned()));
+        if let Some(why) = not_text(&bytes) {
+            scan.skipped.push((rel, why.to_owned()));
             continue;
         }
         let digest = Digest::of(&bytes);

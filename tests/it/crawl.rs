@@ -11,7 +11,7 @@ use atlas_e2e::http::{Body, Request, Response, Server, serve_site};
 use atlas_e2e::{pipeline, run};
 
 /// Crawl params that keep the tests fast; `overrides` replace defaults by key.
-fn crawl_params(overrides: &[(&str, &str)]) -> String {
+pub(crate) fn crawl_params(overrides: &[(&str, &str)]) -> String {
     let mut p: Vec<(&str, String)> = vec![
         ("delay_ms", "[0, 0]".into()),
         ("read_timeout_s", "1.0".into()),
@@ -35,13 +35,13 @@ fn crawl_params(overrides: &[(&str, &str)]) -> String {
     s
 }
 
-struct Crawl {
-    dir: tempfile::TempDir,
-    cfg: PathBuf,
+pub(crate) struct Crawl {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) cfg: PathBuf,
 }
 
 impl Crawl {
-    fn new(llms_url: &str, source_extra: &str, params: &str) -> Crawl {
+    pub(crate) fn new(llms_url: &str, source_extra: &str, params: &str) -> Crawl {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("pipeline.yaml");
         std::fs::write(
@@ -51,17 +51,17 @@ impl Crawl {
         .unwrap();
         Crawl { dir, cfg }
     }
-    fn run(&self) -> atlas_e2e::Run {
+    pub(crate) fn run(&self) -> atlas_e2e::Run {
         run(pipeline().arg("-c").arg(&self.cfg).args(["run", "--until", "chunk"]))
     }
-    fn meta(&self) -> serde_json::Value {
+    pub(crate) fn meta(&self) -> serde_json::Value {
         let p = self.dir.path().join(".atlas/cache/sources/site/crawl_meta.json");
         serde_json::from_slice(&std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
     }
-    fn page(&self, rel: &str) -> serde_json::Value {
+    pub(crate) fn page(&self, rel: &str) -> serde_json::Value {
         self.meta()["pages"][rel].clone()
     }
-    fn mirror(&self) -> PathBuf {
+    pub(crate) fn mirror(&self) -> PathBuf {
         self.dir.path().join(".atlas/cache/sources/site/markdown")
     }
 }

@@ -6,6 +6,8 @@ mod cache_faults;
 mod crawl;
 mod embed;
 mod git;
+mod hostile;
+mod hostile_servers;
 mod incremental;
 mod mcp;
 mod pack;

@@ -14,36 +14,36 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 
-type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
-fn rt() -> tokio::runtime::Runtime {
+pub(crate) fn rt() -> tokio::runtime::Runtime {
     let _ = rustls::crypto::ring::default_provider().install_default();
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
 /// `atlas <args>` with stderr to `log`.
-fn atlas(args: &[&str], log: &Path) -> tokio::process::Command {
+pub(crate) fn atlas(args: &[&str], log: &Path) -> tokio::process::Command {
     let mut c = tokio::process::Command::new(bin("atlas"));
     c.args(args).stderr(std::fs::File::create(log).unwrap()).kill_on_drop(true);
     c
 }
 
 /// A stdio transport to `cmd`, its stderr kept in `log` (rmcp would inherit it).
-fn child_transport(cmd: tokio::process::Command, log: &Path) -> TokioChildProcess {
+pub(crate) fn child_transport(cmd: tokio::process::Command, log: &Path) -> TokioChildProcess {
     TokioChildProcess::builder(cmd).stderr(std::fs::File::create(log).unwrap()).spawn().unwrap().0
 }
 
-async fn stdio_client(args: &[&str], log: &Path) -> Client {
+pub(crate) async fn stdio_client(args: &[&str], log: &Path) -> Client {
     let transport = child_transport(atlas(args, log), log);
     ().serve(transport).await.unwrap_or_else(|e| panic!("initialize failed: {e}; log: {}", read(log)))
 }
 
-fn read(p: &Path) -> String {
+pub(crate) fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
 /// Starts `atlas <args> --http 127.0.0.1:PORT` and connects a client to it.
-async fn http_client(args: &[&str], log: &Path) -> (Client, tokio::process::Child) {
+pub(crate) async fn http_client(args: &[&str], log: &Path) -> (Client, tokio::process::Child) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = format!("127.0.0.1:{port}");
     let mut all: Vec<&str> = args.to_vec();
@@ -59,23 +59,23 @@ async fn http_client(args: &[&str], log: &Path) -> (Client, tokio::process::Chil
     (client, child)
 }
 
-async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
+pub(crate) async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
     let args = args.as_object().cloned().unwrap_or_default();
     c.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
         .await
         .unwrap_or_else(|e| panic!("{tool}: {e}"))
 }
 
-fn text(r: &CallToolResult) -> String {
+pub(crate) fn text(r: &CallToolResult) -> String {
     r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n")
 }
 
-fn ok(r: CallToolResult) -> (String, Value) {
+pub(crate) fn ok(r: CallToolResult) -> (String, Value) {
     assert_ne!(r.is_error, Some(true), "tool error: {}", text(&r));
     (text(&r), r.structured_content.clone().unwrap_or(Value::Null))
 }
 
-fn err(r: CallToolResult) -> String {
+pub(crate) fn err(r: CallToolResult) -> String {
     assert_eq!(r.is_error, Some(true), "expected a tool error, got: {}", text(&r));
     text(&r)
 }

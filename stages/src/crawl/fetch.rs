@@ -168,12 +168,12 @@ fn header(h: &HeaderMap, name: reqwest::header::HeaderName) -> Option<String> {
     h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
-enum ReadError {
+pub(crate) enum ReadError {
     TooBig(usize),
     Transport(String),
 }
 
-async fn read_capped(mut resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, ReadError> {
+pub(crate) async fn read_capped(mut resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, ReadError> {
     if let Some(n) =
         resp.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok())
         && n > limit

@@ -104,6 +104,11 @@ pub fn files_at(repo: &Path, commit: &str, keep: impl Fn(&str) -> bool, max_byte
         if kind != "blob" || mode == "120000" || !keep(path) {
             continue;
         }
+        // The path becomes a mirror path: a crafted tree must not lead out of it.
+        if let Err(e) = atlas_runtime::safe_path::check(path) {
+            skipped.push((path.escape_debug().to_string(), e.why.to_owned()));
+            continue;
+        }
         if size.parse::<u64>().is_ok_and(|s| s > max_bytes) {
             skipped.push((path.to_owned(), format!("{size} bytes is over max_file_bytes ({max_bytes})")));
             continue;
@@ -135,8 +140,8 @@ pub fn files_at(repo: &Path, commit: &str, keep: impl Fn(&str) -> bool, max_byte
         let mut bytes = vec![0; size + 1]; // content plus the trailing newline
         reader.read_exact(&mut bytes).context("reading a blob")?;
         bytes.pop();
-        if std::str::from_utf8(&bytes).is_err() {
-            skipped.push((path.clone(), "not UTF-8 text".to_owned()));
+        if let Some(why) = crate::source::not_text(&bytes) {
+            skipped.push((path.clone(), why.to_owned()));
             continue;
         }
         files.push(GitFile { path: path.clone(), bytes });

@@ -26,6 +26,9 @@ pub struct Repo {
     pub archived: bool,
 }
 
+/// The most pages of 100 repositories read from the API.
+const MAX_PAGES: usize = 100;
+
 /// Lists `owner`'s repositories (as an organisation, else as a user) that carry `topic`.
 pub async fn list_repos(
     api: &str,
@@ -45,7 +48,18 @@ pub async fn list_repos(
     let mut all = Vec::new();
     let mut next = Some(format!("{api}/orgs/{owner}/repos?per_page=100&type=all"));
     let mut tried_user = false;
+    let origin = url::Url::parse(api).with_context(|| format!("bad api_url {api}"))?.origin();
+    let mut pages = 0usize;
     while let Some(url) = next.take() {
+        // The token goes with every request: never follow a link to another origin,
+        // and never page forever.
+        if url::Url::parse(&url).map(|u| u.origin()).ok() != Some(origin.clone()) {
+            bail!("GitHub API at {api} linked to another origin ({url}); refusing to send the token there");
+        }
+        pages += 1;
+        if pages > MAX_PAGES {
+            bail!("GitHub API at {api} listed more than {MAX_PAGES} pages of repositories; narrow the owner or topic");
+        }
         let mut attempt = 0;
         let resp = loop {
             let mut req = client
@@ -85,7 +99,13 @@ pub async fn list_repos(
             bail!("GitHub API answered {status} for {url}");
         }
         next = next_link(resp.headers());
-        let body = resp.bytes().await.with_context(|| format!("reading {url}"))?;
+        let body = match super::fetch::read_capped(resp, p.max_body_bytes).await {
+            Ok(b) => b,
+            Err(super::fetch::ReadError::TooBig(n)) => {
+                bail!("GitHub API answer from {url} is over max_body_bytes ({n} bytes read)")
+            }
+            Err(super::fetch::ReadError::Transport(why)) => bail!("reading {url}: {why}"),
+        };
         let page: Vec<Repo> =
             serde_json::from_slice(&body).with_context(|| format!("decoding the repository list from {url}"))?;
         all.extend(page);
@@ -95,6 +115,16 @@ pub async fn list_repos(
     all.sort_by(|a, b| a.name.cmp(&b.name));
     notes.push(format!("GitHub {owner}: {} of {total} repositories carry topic `{topic}`", all.len()));
     Ok(all)
+}
+
+/// A repository name as GitHub allows them (letters, digits, `.`, `-`, `_`), and
+/// never `.` or `..`: it names a folder of the portfolio.
+pub fn is_safe_repo_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 100
+        && name != "."
+        && name != ".."
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
 }
 
 /// `Link: <url>; rel="next", …` → the next page.

@@ -26,12 +26,24 @@ pub fn to_markdown(html: &str) -> String {
                 out.push_str(&format!("# {}\n\n", title.trim()));
             }
         }
-        block(root, &mut out, 0);
+        block(root, &mut out, 0, 0);
     }
     tidy(&out)
 }
 
-fn block(el: ElementRef<'_>, out: &mut String, list_depth: usize) {
+/// Element nesting past this is kept as plain text (see [`crate::clean::MAX_HTML_DEPTH`]).
+const MAX_DEPTH: usize = crate::clean::MAX_HTML_DEPTH;
+
+fn flat_text(e: ElementRef<'_>) -> String {
+    collapse(&e.text().collect::<Vec<_>>().join(" "))
+}
+
+fn block(el: ElementRef<'_>, out: &mut String, list_depth: usize, depth: usize) {
+    if depth >= MAX_DEPTH {
+        out.push_str(&flat_text(el));
+        return;
+    }
+    let depth = depth + 1;
     for child in el.children() {
         if let Some(text) = child.value().as_text() {
             let t = collapse(text);
@@ -47,7 +59,7 @@ fn block(el: ElementRef<'_>, out: &mut String, list_depth: usize) {
             }
             "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => {
                 let level = usize::from(name.as_bytes()[1] - b'0');
-                let text = inline_text(e);
+                let text = inline_text(e, depth);
                 if !text.is_empty() {
                     out.push_str(&format!("\n\n{} {}\n\n", "#".repeat(level), text));
                 }
@@ -56,12 +68,12 @@ fn block(el: ElementRef<'_>, out: &mut String, list_depth: usize) {
                 out.push_str("\n\n");
                 if name == "blockquote" {
                     let mut inner = String::new();
-                    block(e, &mut inner, list_depth);
+                    block(e, &mut inner, list_depth, depth);
                     for l in tidy(&inner).lines() {
                         out.push_str(&format!("> {l}\n"));
                     }
                 } else {
-                    block(e, out, list_depth);
+                    block(e, out, list_depth, depth);
                 }
                 out.push_str("\n\n");
             }
@@ -81,7 +93,7 @@ fn block(el: ElementRef<'_>, out: &mut String, list_depth: usize) {
                 for (i, li) in e.child_elements().filter(|c| c.value().name() == "li").enumerate() {
                     let marker = if name == "ol" { format!("{}.", i + 1) } else { "-".to_owned() };
                     let mut inner = String::new();
-                    block(li, &mut inner, list_depth + 1);
+                    block(li, &mut inner, list_depth + 1, depth);
                     let inner = tidy(&inner);
                     let mut lines = inner.lines();
                     out.push_str(&format!(
@@ -97,7 +109,7 @@ fn block(el: ElementRef<'_>, out: &mut String, list_depth: usize) {
             }
             "table" => {
                 out.push_str("\n\n");
-                for row in crate::clean::html_table_to_markdown(&e.html()) {
+                for row in crate::clean::html_table_to_markdown(&e.html()).0 {
                     out.push_str(&row);
                     out.push('\n');
                 }
@@ -105,14 +117,17 @@ fn block(el: ElementRef<'_>, out: &mut String, list_depth: usize) {
             }
             "br" => out.push('\n'),
             "hr" => out.push_str("\n\n***\n\n"),
-            _ => out.push_str(&inline(e)),
+            _ => out.push_str(&inline(e, depth)),
         }
     }
 }
 
 /// Inline markup of one element.
-fn inline(e: ElementRef<'_>) -> String {
-    let inner = || e.children().map(inline_node).collect::<String>();
+fn inline(e: ElementRef<'_>, depth: usize) -> String {
+    if depth >= MAX_DEPTH {
+        return flat_text(e);
+    }
+    let inner = || e.children().map(|n| inline_node(n, depth + 1)).collect::<String>();
     match e.value().name() {
         "a" => {
             let text = inner();
@@ -135,15 +150,15 @@ fn inline(e: ElementRef<'_>) -> String {
     }
 }
 
-fn inline_node(n: ego_tree::NodeRef<'_, scraper::Node>) -> String {
+fn inline_node(n: ego_tree::NodeRef<'_, scraper::Node>, depth: usize) -> String {
     if let Some(t) = n.value().as_text() {
         return collapse(t);
     }
-    ElementRef::wrap(n).map(inline).unwrap_or_default()
+    ElementRef::wrap(n).map(|e| inline(e, depth)).unwrap_or_default()
 }
 
-fn inline_text(e: ElementRef<'_>) -> String {
-    e.children().map(inline_node).collect::<String>().split_whitespace().collect::<Vec<_>>().join(" ")
+fn inline_text(e: ElementRef<'_>, depth: usize) -> String {
+    e.children().map(|n| inline_node(n, depth)).collect::<String>().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn wrap(marker: &str, s: &str) -> String {

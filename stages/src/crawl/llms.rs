@@ -30,6 +30,9 @@ pub struct Index {
     pub offsite: Vec<(String, String)>,
     /// `(title, url)` of links to a URL already listed under another title.
     pub duplicates: Vec<(String, String)>,
+    /// `(title, url, why)` of links whose mirror path would not be a safe relative
+    /// path: reported, never fetched.
+    pub refused: Vec<(String, String, String)>,
 }
 
 /// The folder URL that page paths are relative to: the llms.txt URL's directory.
@@ -37,8 +40,26 @@ pub fn base_of(llms_url: &Url) -> Url {
     llms_url.join("./").unwrap_or_else(|_| llms_url.clone())
 }
 
-/// Parses an llms.txt body fetched from `llms_url`.
+/// Parses an llms.txt body fetched from `llms_url`; links to other hosts are offsite.
 pub fn parse(text: &str, llms_url: &Url) -> Result<Index, String> {
+    parse_with(text, llms_url, &[])
+}
+
+/// Does `url` live on one of `allow` (`host` or `host:port`, as the config lists them)?
+pub fn host_allowed(allow: &[String], url: &Url) -> bool {
+    let Some(host) = url.host_str() else { return false };
+    allow.iter().any(|a| match a.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => {
+            h.eq_ignore_ascii_case(host) && url.port_or_known_default().is_some_and(|p| p.to_string() == port)
+        }
+        _ => a.eq_ignore_ascii_case(host),
+    })
+}
+
+/// [`parse`], also taking links to the hosts in `allow_hosts` (a mirror, a staging
+/// copy, a moved site). Their pages are mirrored by their path below the base's path
+/// when they sit under it, else by their whole path.
+pub fn parse_with(text: &str, llms_url: &Url, allow_hosts: &[String]) -> Result<Index, String> {
     let head = text.trim_start().get(..200).unwrap_or(text.trim_start()).to_ascii_lowercase();
     if head.starts_with("<!doctype html") || head.starts_with("<html") {
         return Err("the llms.txt URL answered an HTML page, not an llms.txt index; check the url".to_owned());
@@ -68,7 +89,9 @@ pub fn parse(text: &str, llms_url: &Url) -> Result<Index, String> {
         let description = rest.trim().strip_prefix(':').map(|d| d.trim().to_owned()).filter(|d| !d.is_empty());
         let Ok(url) = llms_url.join(href.trim()) else { continue };
         let title = unescape(&title);
-        if url.host_str() != base.host_str() || url.port_or_known_default() != base.port_or_known_default() {
+        let same_host =
+            url.host_str() == base.host_str() && url.port_or_known_default() == base.port_or_known_default();
+        if !matches!(url.scheme(), "http" | "https") || !(same_host || host_allowed(allow_hosts, &url)) {
             index.offsite.push((title, url.to_string()));
             continue;
         }
@@ -78,18 +101,33 @@ pub fn parse(text: &str, llms_url: &Url) -> Result<Index, String> {
             index.duplicates.push((title, url.to_string()));
             continue;
         }
-        let Some(rel) = rel_path(&base, &url) else {
+        let rel = if same_host {
+            rel_path(&base, &url)
+        } else {
+            let mut other = url.clone();
+            other.set_path(base.path());
+            rel_path(&other, &url).or_else(|| {
+                other.set_path("/");
+                rel_path(&other, &url)
+            })
+        };
+        let Some(rel) = rel else {
             index.offsite.push((title, url.to_string()));
             continue;
         };
         let mirror = match &group {
-            Some(g) => format!("{}/{rel}", slug(g)),
+            Some(g) => format!("{}/{rel}", section_slug(g)),
             None if rel.contains('/') => rel.clone(),
             None => format!("root/{rel}"),
         };
+        // The mirror path is joined onto the mirror folder: it must stay inside it.
+        if let Err(e) = atlas_runtime::safe_path::check(&mirror) {
+            index.refused.push((title, url.to_string(), e.to_string()));
+            continue;
+        }
         index.entries.push(Entry { title, url, description, group: group.clone(), rel, mirror });
     }
-    if index.entries.is_empty() && index.offsite.is_empty() {
+    if index.entries.is_empty() && index.offsite.is_empty() && index.refused.is_empty() {
         return Err(
             "no page links found (expected markdown list items such as `- [Title](url)`); is this an llms.txt?"
                 .to_owned(),
@@ -229,6 +267,14 @@ pub fn slug(s: &str) -> String {
         }
     }
     out.trim_end_matches('-').to_owned()
+}
+
+/// The mirror folder of a `##` group: its slug, or, when the name has no letter or
+/// digit (`## !!!`, `## 🚀`), `section-` and a short hash of the name, so that no
+/// group ever maps to an empty folder name.
+pub fn section_slug(group: &str) -> String {
+    let s = slug(group);
+    if s.is_empty() { format!("section-{}", &blake3::hash(group.as_bytes()).to_hex()[..8]) } else { s }
 }
 
 /// The section of an entry: its `##` group, or else the first folder of its path.

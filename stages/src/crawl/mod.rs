@@ -129,6 +129,9 @@ pub struct CrawlMeta {
     pub failures: Vec<(String, String)>,
     pub offsite: Vec<(String, String)>,
     pub duplicates: Vec<(String, String)>,
+    /// `(title, url, why)` of links whose mirror path was unsafe: never fetched.
+    #[serde(default)]
+    pub refused: Vec<(String, String, String)>,
 }
 
 /// One page the mirror holds after a crawl.
@@ -164,6 +167,8 @@ pub struct LlmsSource<'a> {
     pub url: &'a str,
     pub sections: &'a [String],
     pub max_pages: Option<usize>,
+    /// Other hosts whose listed pages may be fetched.
+    pub allow_hosts: &'a [String],
 }
 
 /// Crawls (or, offline, reuses) the mirror of one llms.txt source.
@@ -212,19 +217,31 @@ pub fn crawl_llms(
     for (title, url) in &meta.duplicates {
         notes.push(format!("listed twice: {title} <{url}>"));
     }
+    for (title, url, why) in &meta.refused {
+        notes.push(format!("not fetched ({why}): {title} <{url}>"));
+    }
     Ok((mirrored(&meta, state), notes))
 }
 
+/// The mirror file of page `rel`; None when `rel` (read back from `crawl_meta.json`,
+/// which an older version or a hand edit may have written) is not a safe relative path.
+fn page_path(markdown: &Path, rel: &str) -> Option<PathBuf> {
+    atlas_runtime::safe_path::join_inside(markdown, rel).ok()
+}
+
 fn mirrored(meta: &CrawlMeta, state: &Path) -> Vec<MirroredPage> {
+    let markdown = state.join("markdown");
     meta.pages
         .iter()
         .filter(|(_, p)| p.digest.is_some() && p.status != "removed")
-        .map(|(rel, p)| MirroredPage {
-            rel: rel.clone(),
-            section: p.section.clone(),
-            url: p.url.clone(),
-            path: state.join("markdown").join(rel),
-            fetched_at: p.fetched_at.clone(),
+        .filter_map(|(rel, p)| {
+            Some(MirroredPage {
+                rel: rel.clone(),
+                section: p.section.clone(),
+                url: p.url.clone(),
+                path: page_path(&markdown, rel)?,
+                fetched_at: p.fetched_at.clone(),
+            })
         })
         .filter(|p| p.path.is_file())
         .collect()
@@ -258,8 +275,8 @@ async fn crawl_async(
         Outcome::NotModified => bail!("source {}: {} answered 304 to an unconditional GET", src.name, src.url),
         Outcome::Failed(why) => bail!("source {}: cannot fetch {}: {why}", src.name, src.url),
     };
-    let index =
-        llms::parse(&index_text, &llms_url).map_err(|e| anyhow::anyhow!("source {}: {}: {e}", src.name, src.url))?;
+    let index = llms::parse_with(&index_text, &llms_url, src.allow_hosts)
+        .map_err(|e| anyhow::anyhow!("source {}: {}: {e}", src.name, src.url))?;
 
     // Filters.
     let mut entries = index.entries.clone();
@@ -270,7 +287,7 @@ async fn crawl_async(
             .chain(entries.iter().map(|e| crate::source::section_of(&e.rel)))
             .collect();
         for want in src.sections {
-            if !available.contains(&llms::slug(want)) && !available.contains(want) {
+            if !available.contains(&llms::section_slug(want)) && !available.contains(want) {
                 bail!(
                     "source {}: unknown section {want:?}; available: {}",
                     src.name,
@@ -280,7 +297,7 @@ async fn crawl_async(
         }
         entries.retain(|e| {
             src.sections.iter().any(|w| {
-                let w_slug = llms::slug(w);
+                let w_slug = llms::section_slug(w);
                 llms::section_of(e) == w_slug
                     || crate::source::section_of(&e.rel) == *w
                     || crate::source::section_of(&e.rel) == w_slug
@@ -291,8 +308,15 @@ async fn crawl_async(
         entries.truncate(max);
     }
 
-    // robots.txt, once per run.
-    let robots = fetch_robots(&fetcher, &llms_url, params).await;
+    // robots.txt, once per run and host.
+    let mut robots = BTreeMap::new();
+    for url in std::iter::once(&llms_url).chain(entries.iter().map(|e| &e.url)) {
+        let origin = url.origin().ascii_serialization();
+        if !robots.contains_key(&origin) {
+            let r = fetch_robots(&fetcher, url, params).await;
+            robots.insert(origin, r);
+        }
+    }
 
     // Previous state and an interrupted crawl's journal.
     let markdown = state.join("markdown");
@@ -319,6 +343,7 @@ async fn crawl_async(
             started_at,
             offsite: index.offsite.clone(),
             duplicates: index.duplicates.clone(),
+            refused: index.refused.clone(),
             ..CrawlMeta::default()
         },
         journal,
@@ -344,7 +369,8 @@ async fn crawl_async(
         let (markdown, params) = (markdown.clone(), params.clone());
         tasks.spawn(async move {
             let _permit = sem.acquire_owned().await.expect("semaphore is never closed");
-            let page = fetch_page(&entry, &section, prev, &fetcher, &robots, &markdown, &params).await;
+            let host_robots = robots.get(&entry.url.origin().ascii_serialization()).unwrap_or(&Robots::AllowAll);
+            let page = fetch_page(&entry, &section, prev, &fetcher, host_robots, &markdown, &params).await;
             let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
             let line = serde_json::to_string(&JournalEntry { rel: entry.mirror.clone(), page: page.clone() })
                 .expect("journal entries serialise");
@@ -373,11 +399,15 @@ async fn crawl_async(
         if meta.pages.contains_key(rel) || old.status == "removed" {
             continue;
         }
+        let Some(path) = page_path(&markdown, rel) else {
+            // An unsafe key from an older crawl_meta.json: forget it, touch nothing.
+            continue;
+        };
         if listed.contains(rel.as_str()) {
             meta.pages.insert(rel.clone(), old.clone()); // filtered out this run: keep as is
             continue;
         }
-        let _ = std::fs::remove_file(markdown.join(rel));
+        let _ = std::fs::remove_file(&path);
         let mut gone = old.clone();
         gone.status = "removed".to_owned();
         gone.error = Some("no longer listed in llms.txt".to_owned());
@@ -397,8 +427,10 @@ async fn crawl_async(
         if p.status != "removed" {
             c.found += 1;
         }
-        if p.status == "fetched" {
-            c.bytes += std::fs::metadata(markdown.join(rel)).map(|m| m.len()).unwrap_or(0);
+        if p.status == "fetched"
+            && let Some(path) = page_path(&markdown, rel)
+        {
+            c.bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         }
         if p.status == "removed" || p.status == "error" || p.status == "skipped" {
             meta.failures.push((p.url.clone(), p.error.clone().unwrap_or_else(|| p.status.clone())));
@@ -409,9 +441,56 @@ async fn crawl_async(
     write_atomic(&state.join("crawl_meta.json"), &serde_json::to_vec_pretty(&meta)?)?;
     let _ = std::fs::remove_file(&journal_path);
 
-    let errors = meta.pages.values().filter(|p| p.status == "error").count();
-    let found = meta.pages.values().filter(|p| p.status != "removed").count().max(1);
-    if errors as f64 / found as f64 > params.max_error_ratio {
+    check_yield(src, &meta, params.max_error_ratio)?;
+    Ok(meta)
+}
+
+/// Fails the run when the crawl mirrored nothing, or when more than `max_ratio` of
+/// the listed pages failed or were skipped: one line that says why and what to do.
+fn check_yield(src: &LlmsSource<'_>, meta: &CrawlMeta, max_ratio: f64) -> anyhow::Result<()> {
+    let count = |status: &str| meta.pages.values().filter(|p| p.status == status).count();
+    let (errors, skipped) = (count("error"), count("skipped"));
+    let held = meta.pages.values().filter(|p| p.digest.is_some() && p.status != "removed").count();
+    let found = meta.pages.values().filter(|p| p.status != "removed").count();
+    let first = |status: &str| {
+        meta.pages
+            .values()
+            .find(|p| p.status == status)
+            .map(|p| format!(" (e.g. {}: {})", p.url, p.error.as_deref().unwrap_or("?")))
+            .unwrap_or_default()
+    };
+    if held == 0 {
+        let listed = found + meta.offsite.len() + meta.refused.len();
+        let mut why = Vec::new();
+        if !meta.offsite.is_empty() {
+            let host = meta.offsite.iter().find_map(|(_, u)| Url::parse(u).ok()?.host_str().map(str::to_owned));
+            why.push(format!(
+                "{} on another host (add `allow_hosts: [{}]` to the source to crawl them)",
+                meta.offsite.len(),
+                host.unwrap_or_default()
+            ));
+        }
+        if skipped > 0 {
+            why.push(format!("{skipped} skipped{}", first("skipped")));
+        }
+        if errors > 0 {
+            why.push(format!("{errors} failed{}", first("error")));
+        }
+        if !meta.refused.is_empty() {
+            why.push(format!("{} refused for an unsafe path", meta.refused.len()));
+        }
+        if why.is_empty() {
+            why.push("every listed page is gone upstream".to_owned());
+        }
+        bail!(
+            "source {}: 0 of {listed} listed pages could be mirrored: {}; nothing to build from {}",
+            src.name,
+            why.join(", "),
+            src.url
+        );
+    }
+    let over = |n: usize| n as f64 / found.max(1) as f64 > max_ratio;
+    if over(errors) {
         let list: Vec<String> = meta
             .pages
             .values()
@@ -419,13 +498,20 @@ async fn crawl_async(
             .map(|p| format!("{} ({})", p.url, p.error.as_deref().unwrap_or("?")))
             .collect();
         bail!(
-            "source {}: {errors} of {found} pages failed, over max_error_ratio {}: {}",
+            "source {}: {errors} of {found} pages failed, over max_error_ratio {max_ratio}: {}",
             src.name,
-            params.max_error_ratio,
             list.join("; ")
         );
     }
-    Ok(meta)
+    if over(skipped) {
+        bail!(
+            "source {}: {skipped} of {found} pages were skipped{}, over max_error_ratio {max_ratio}; \
+             check robots.txt and the listed URLs, or raise stages.crawl.max_error_ratio",
+            src.name,
+            first("skipped"),
+        );
+    }
+    Ok(())
 }
 
 async fn fetch_robots(fetcher: &Fetcher, llms_url: &Url, params: &CrawlParams) -> Robots {
@@ -449,7 +535,6 @@ async fn fetch_page(
     markdown: &Path,
     params: &CrawlParams,
 ) -> PageMeta {
-    let path = markdown.join(&entry.mirror);
     let mut page = PageMeta {
         url: page_url(&entry.url),
         title: entry.title.clone(),
@@ -462,6 +547,15 @@ async fn fetch_page(
         error: None,
         retries: Vec::new(),
         from_html: false,
+    };
+    // llms::parse checked the mirror path; check again where it is joined.
+    let path = match atlas_runtime::safe_path::join_inside(markdown, &entry.mirror) {
+        Ok(p) => p,
+        Err(e) => {
+            page.status = "skipped".to_owned();
+            page.error = Some(e.to_string());
+            return page;
+        }
     };
     let target = entry.url.path().to_owned() + entry.url.query().map(|q| format!("?{q}")).as_deref().unwrap_or("");
     if !robots.allows(&target) {
@@ -490,6 +584,10 @@ async fn fetch_page(
             page.fetched_at = prev.fetched_at;
             page.digest = prev.digest;
             page.from_html = prev.from_html;
+        }
+        Outcome::Fetched { body, .. } if body.contains(&0) => {
+            page.status = "skipped".to_owned();
+            page.error = Some("binary (the body holds NUL bytes)".to_owned());
         }
         Outcome::Fetched { body, etag, last_modified, content_type } => {
             let text = String::from_utf8_lossy(&body).into_owned();

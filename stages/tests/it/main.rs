@@ -5,4 +5,5 @@ mod chunk;
 mod clean;
 mod code;
 mod corpora;
+mod fuzz;
 mod llms;

@@ -1,0 +1,117 @@
+//! Joining untrusted names onto a folder.
+//!
+//! Architecture invariant: a name that comes from untrusted bytes (an llms.txt link,
+//! a page, a repository tree, an API answer, a bundle manifest, an archive entry, an
+//! MCP request) becomes a path only through [`join_inside`], which refuses anything
+//! that could leave `root`: absolute paths, `..`, empty or `.` components, NUL and
+//! other control bytes, over-long names. Callers report the refusal and go on; they
+//! never fall back to a plain `Path::join`.
+
+use std::path::{Path, PathBuf};
+
+/// The longest relative path accepted, in bytes.
+pub const MAX_REL_BYTES: usize = 4096;
+/// The longest single component accepted, in bytes (the common file-system limit).
+pub const MAX_COMPONENT_BYTES: usize = 255;
+
+/// Why a name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unsafe path {rel:?}: {why}")]
+pub struct UnsafePath {
+    pub rel: String,
+    pub why: &'static str,
+}
+
+/// Checks that `rel` is a relative, `/`-separated path whose every component is a
+/// plain name, so that `root.join(rel)` stays inside `root` whatever `root` is.
+pub fn check(rel: &str) -> Result<(), UnsafePath> {
+    let refuse = |why| Err(UnsafePath { rel: rel.to_owned(), why });
+    if rel.is_empty() {
+        return refuse("it is empty");
+    }
+    if rel.len() > MAX_REL_BYTES {
+        return refuse("it is longer than 4096 bytes");
+    }
+    if rel.starts_with('/') {
+        return refuse("it is absolute");
+    }
+    if rel.chars().any(char::is_control) {
+        return refuse("it holds a NUL or another control character");
+    }
+    for part in rel.split('/') {
+        match part {
+            "" => return refuse("it has an empty component (`//` or a trailing `/`)"),
+            "." | ".." => return refuse("it has a `.` or `..` component"),
+            p if p.len() > MAX_COMPONENT_BYTES => return refuse("a component is longer than 255 bytes"),
+            // On Windows these would be separators or drive prefixes.
+            p if cfg!(windows) && (p.contains('\\') || p.contains(':')) => {
+                return refuse("it holds `\\` or `:`, which are separators on this system");
+            }
+            _ => {}
+        }
+    }
+    // Belt and braces: what the platform's own parser makes of it.
+    if !Path::new(rel).components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+        return refuse("it is not a plain relative path on this system");
+    }
+    Ok(())
+}
+
+/// `root/rel`, when [`check`] accepts `rel`.
+pub fn join_inside(root: &Path, rel: &str) -> Result<PathBuf, UnsafePath> {
+    check(rel)?;
+    Ok(root.join(rel))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_could_leave_the_root_are_refused() {
+        let ok = ["a.md", "a/b.md", "section/x y.md", "ünï/ço.md", "a..b.md", "...md", "100%AB off.md"];
+        for rel in ok {
+            assert_eq!(check(rel), Ok(()), "{rel}");
+        }
+        let bad = [
+            ("", "empty"),
+            ("/etc/passwd.md", "absolute"),
+            ("/some/dir/pwned.md", "absolute"),
+            ("a/../../x.md", "`..`"),
+            ("..", "`..`"),
+            ("./a.md", "`.`"),
+            ("a//b.md", "empty component"),
+            ("a/", "empty component"),
+            ("a\0b.md", "control"),
+            ("a\nb.md", "control"),
+        ];
+        for (rel, why) in bad {
+            let e = check(rel).unwrap_err();
+            assert!(e.to_string().contains(why), "{rel:?}: {e}");
+        }
+        assert!(check(&"a/".repeat(3000)).is_err());
+        assert!(check(&"x".repeat(256)).is_err());
+        let root = Path::new("/m");
+        assert_eq!(join_inside(root, "a/b.md").unwrap(), Path::new("/m/a/b.md"));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: std::env::var("ATLAS_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1024),
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        /// Whatever is accepted stays beneath the root, component by component.
+        #[test]
+        fn accepted_names_stay_inside_the_root(rel in "(\\.{0,3}|/|\\\\|[a-z%]{0,3}|\\PC{0,3}){0,12}") {
+            let root = Path::new("/root/mirror");
+            if let Ok(p) = join_inside(root, &rel) {
+                proptest::prop_assert!(p.starts_with(root));
+                let tail = p.strip_prefix(root).unwrap();
+                proptest::prop_assert!(tail.components().all(|c| matches!(c, std::path::Component::Normal(_))));
+                proptest::prop_assert!(tail.components().count() >= 1);
+            }
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Property tests over every parser that reads untrusted bytes: llms.txt, GitBook
+//! markup and HTML (the cleaner), HTML pages, robots.txt, the markdown and code
+//! chunkers. Inputs mix random text with the shapes attacks use (deep nesting,
+//! traversal, odd Unicode). Each property runs `ATLAS_FUZZ_CASES` cases (default 64,
+//! a few seconds in CI); raise it for a longer local run.
+
+use atlas_runtime::safe_path;
+use atlas_stages::chunk::{ChunkParams, chunk_markdown};
+use atlas_stages::clean::{CleanParams, clean};
+use atlas_stages::code::chunk_code;
+use atlas_stages::crawl::html::to_markdown;
+use atlas_stages::crawl::llms::parse_with;
+use atlas_stages::crawl::robots::Robots;
+use proptest::prelude::*;
+use url::Url;
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("ATLAS_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64);
+    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+}
+
+/// Pieces that hostile pages are made of.
+fn piece() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "\\PC{0,12}",
+        Just("\n".to_owned()),
+        Just("## ".to_owned()),
+        Just("# ".to_owned()),
+        Just("- [x](".to_owned()),
+        Just(")".to_owned()),
+        Just("../".to_owned()),
+        Just("/".to_owned()),
+        Just("%2e%2e/".to_owned()),
+        Just("%2F".to_owned()),
+        Just("\0".to_owned()),
+        Just("!!!".to_owned()),
+        Just("🚀".to_owned()),
+        Just("\u{202E}".to_owned()),
+        Just("<table><tr><td>".to_owned()),
+        Just("</td></tr></table>".to_owned()),
+        Just("<div>".to_owned()),
+        Just("<ul><li>".to_owned()),
+        Just("<blockquote>".to_owned()),
+        Just("{% hint style=\"info\" %}".to_owned()),
+        Just("{% endhint %}".to_owned()),
+        Just("{% tabs %}{% tab title=\"a\" %}".to_owned()),
+        Just("```".to_owned()),
+        Just("> ".to_owned()),
+        Just("[".to_owned()),
+        Just("]".to_owned()),
+        Just("---\n".to_owned()),
+        Just("*".to_owned()),
+        Just("$".to_owned()),
+        Just("Disallow: ".to_owned()),
+        Just("User-agent: *\n".to_owned()),
+    ]
+}
+
+/// A document of pieces, some repeated many times (nesting).
+fn document() -> impl Strategy<Value = String> {
+    prop::collection::vec((piece(), prop_oneof![9 => Just(1usize), 1 => 1usize..3000]), 0..40)
+        .prop_map(|parts| parts.into_iter().map(|(p, n)| p.repeat(n)).collect())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Every entry's mirror path is a safe relative path, and every fetched URL is on
+    /// the llms.txt host or an allowed one.
+    #[test]
+    fn llms_txt_never_yields_an_unsafe_mirror_path(doc in document(), at_root in any::<bool>()) {
+        let url = Url::parse(if at_root { "https://docs.example.com/llms.txt" } else { "https://docs.example.com/v2/llms.txt" }).unwrap();
+        if let Ok(index) = parse_with(&doc, &url, &["mirror.example.com".to_owned()]) {
+            for e in &index.entries {
+                prop_assert!(safe_path::check(&e.mirror).is_ok(), "{:?}", e.mirror);
+                let host = e.url.host_str().unwrap_or_default();
+                prop_assert!(host == "docs.example.com" || host == "mirror.example.com", "{}", e.url);
+            }
+        }
+    }
+
+    /// The cleaner terminates on anything, nested any depth, without a panic.
+    #[test]
+    fn the_gitbook_cleaner_survives_any_page(doc in document()) {
+        let c = clean(&doc, &CleanParams::default());
+        prop_assert!(c.text.len() <= 4 * doc.len() + 1024);
+    }
+
+    /// HTML pages convert without a panic whatever their nesting.
+    #[test]
+    fn html_pages_convert_without_a_panic(doc in document()) {
+        let md = to_markdown(&doc);
+        prop_assert!(md.len() <= 4 * doc.len() + 1024);
+    }
+
+    /// robots.txt: any body parses; robots.txt itself is always allowed.
+    #[test]
+    fn robots_txt_parses_anything(body in document(), path in "/\\PC{0,40}") {
+        let r = Robots::parse(&body, "atlas");
+        let _ = r.allows(&path);
+        prop_assert!(r.allows("/robots.txt"));
+    }
+
+    /// The markdown and code chunkers survive anything a cleaned page or a repository
+    /// file can hold.
+    #[test]
+    fn chunkers_survive_any_text(doc in document()) {
+        let p = ChunkParams::default();
+        let _ = chunk_markdown(&doc, &p);
+        for (lang, path) in [("python", "a.py"), ("rust", "a.rs"), ("javascript", "a.js"), ("go", "a.go")] {
+            let _ = chunk_code(&doc, lang, path, &p);
+        }
+    }
+}
+
+/// Deep nesting of each kind, at sizes a hostile page can reach.
+#[test]
+fn deep_nesting_of_every_kind_is_survived() {
+    let deep = |open: &str, close: &str, n: usize| format!("{}x{}", open.repeat(n), close.repeat(n));
+    let cases = [
+        deep("<table><tr><td>", "</td></tr></table>", 20_000),
+        deep("<div>", "</div>", 50_000),
+        deep("<ul><li>", "</li></ul>", 20_000),
+        deep("<blockquote>", "</blockquote>", 20_000),
+        deep("<b><i>", "</i></b>", 20_000),
+        deep("> ", "", 20_000),
+        deep("- ", "", 20_000),
+        deep("[", "]", 50_000),
+        deep("{% hint style=\"info\" %}\n", "{% endhint %}\n", 5_000),
+        format!("---\ntitle: {}x{}\n---\nbody\n", "[".repeat(5_000), "]".repeat(5_000)),
+    ];
+    let p = ChunkParams::default();
+    for doc in &cases {
+        let c = clean(doc, &CleanParams::default());
+        let _ = chunk_markdown(&c.text, &p);
+        let _ = to_markdown(doc);
+    }
+    let code = [
+        ("python", "a.py", (0..1_000).map(|i| format!("{}class A{i}:\n", " ".repeat(i))).collect()),
+        ("python", "a.py", deep("(", ")", 50_000)),
+        ("rust", "a.rs", deep("mod a {\n", "}\n", 3_000)),
+        ("rust", "a.rs", deep("fn f() { ", "}", 10_000)),
+        ("javascript", "a.js", deep("[", "]", 50_000)),
+    ];
+    for (lang, path, src) in &code {
+        let _ = chunk_code(src, lang, path, &p);
+    }
+}
