@@ -122,10 +122,15 @@ fn corrupt(path: PathBuf, reason: impl Into<String>) -> Error {
     Error::DataCorruption { path, reason: reason.into() }
 }
 
+/// Where the artifact `rel` (a path the manifest lists: untrusted) lives in `dir`.
+fn artifact_path(dir: &Path, rel: &str) -> Result<PathBuf> {
+    crate::safe_path::join_inside(dir, rel).map_err(|e| corrupt(dir.join("manifest.json"), e.to_string()))
+}
+
 /// Reads the artifact `rel` of the bundle in `dir` and checks its size and blake3
 /// against the manifest: what `Bundle::open` does for every file it reads whole.
 pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
-    let path = crate::safe_path::join_inside(dir, rel).map_err(|e| corrupt(dir.join("manifest.json"), e.to_string()))?;
+    let path = artifact_path(dir, rel)?;
     let a = m.artifact(rel).ok_or_else(|| corrupt(path.clone(), "not listed in the manifest"))?;
     let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
     if bytes.len() as u64 != a.size || blake3_hex(&bytes) != a.blake3 {
@@ -145,7 +150,7 @@ pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
 /// Checks the artifact `rel` against the manifest's size and blake3 without holding
 /// it in memory.
 pub fn check_artifact(dir: &Path, m: &Manifest, rel: &str) -> Result<()> {
-    let path = crate::safe_path::join_inside(dir, rel).map_err(|e| corrupt(dir.join("manifest.json"), e.to_string()))?;
+    let path = artifact_path(dir, rel)?;
     let a = m.artifact(rel).ok_or_else(|| corrupt(path.clone(), "not listed in the manifest"))?;
     let (b3, _) = hash_file(&path)?;
     if b3 != a.blake3 {
@@ -161,8 +166,7 @@ pub fn verify(dir: &Path) -> Result<Manifest> {
     let m = read_manifest(dir)?;
     let mut listed = std::collections::BTreeSet::new();
     for a in &m.artifacts {
-        let path =
-            crate::safe_path::join_inside(dir, &a.path).map_err(|e| corrupt(dir.join("manifest.json"), e.to_string()))?;
+        let path = artifact_path(dir, &a.path)?;
         let meta = std::fs::symlink_metadata(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
         if !meta.is_file() {
             return Err(corrupt(path, "is not a regular file"));
@@ -185,12 +189,20 @@ pub fn verify(dir: &Path) -> Result<Manifest> {
             let kind = e.file_type().map_err(|error| Error::Io { path: path.clone(), error })?;
             if kind.is_dir() {
                 stack.push(path);
-            } else if path != dir.join("manifest.json") && !listed.contains(&path) {
+            } else if path != dir.join("manifest.json") && !listed.contains(&path) && !is_tantivy_lock(&path) {
                 return Err(corrupt(path, "is not listed in the manifest"));
             }
         }
     }
     Ok(m)
+}
+
+/// tantivy creates empty lock files beside the index it opens; they hold nothing.
+fn is_tantivy_lock(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    matches!(name, ".tantivy-meta.lock" | ".tantivy-writer.lock")
+        && path.parent().is_some_and(|p| p.ends_with("tantivy"))
+        && std::fs::metadata(path).is_ok_and(|m| m.len() == 0)
 }
 
 /// blake3 and sha256 of a file, streamed.

@@ -180,7 +180,9 @@ fn column<'b, T: 'static>(b: &'b RecordBatch, name: &str) -> Result<&'b T> {
 /// not an abort.
 pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
     std::panic::catch_unwind(|| decode(bytes)).unwrap_or_else(|_| {
-        Err(Error::Parquet(parquet::errors::ParquetError::General("the parquet decoder failed on malformed data".into())))
+        Err(Error::Parquet(parquet::errors::ParquetError::General(
+            "the parquet decoder failed on malformed data".into(),
+        )))
     })
 }
 

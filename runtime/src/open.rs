@@ -370,7 +370,10 @@ fn open_text(dir: &Path, manifest: &Manifest) -> Result<TextIndex> {
     // tantivy's own per-file checksums (crc32 footers).
     let damaged = index.validate_checksum().map_err(terr)?;
     if let Some(file) = damaged.iter().next() {
-        return Err(corrupt(dir.join(file), "fails tantivy's checksum; the bundle is damaged: reinstall or rebuild it"));
+        return Err(corrupt(
+            dir.join(file),
+            "fails tantivy's checksum; the bundle is damaged: reinstall or rebuild it",
+        ));
     }
     text_index::register(&index);
     let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(terr)?;

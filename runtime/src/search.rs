@@ -196,7 +196,10 @@ impl Bundle {
             )));
         }
         if opts.top_k > MAX_TOP_K {
-            return Err(Error::Query(format!("top_k {} is over the maximum {MAX_TOP_K}; ask for fewer hits", opts.top_k)));
+            return Err(Error::Query(format!(
+                "top_k {} is over the maximum {MAX_TOP_K}; ask for fewer hits",
+                opts.top_k
+            )));
         }
         if opts.min_score.is_some_and(|m| !m.is_finite()) {
             return Err(Error::Query("min_score must be a finite number".into()));

@@ -160,7 +160,8 @@ impl MirrorRoot {
 
 /// Characters that would break a line-based listing or reorder what a reader sees.
 fn needs_escape(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    c.is_control()
+        || matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A file name for text output: control and bidi-override characters as `\u{XXXX}`.

@@ -79,9 +79,10 @@ pub fn check_params(msg: &serde_json::Value) -> Option<Vec<u8>> {
         }
         let p = params.and_then(serde_json::Value::as_object);
         match (p.and_then(|p| p.get("name")), p.and_then(|p| p.get("arguments"))) {
-            (Some(serde_json::Value::String(_)), None | Some(serde_json::Value::Null | serde_json::Value::Object(_))) => {
-                None
-            }
+            (
+                Some(serde_json::Value::String(_)),
+                None | Some(serde_json::Value::Null | serde_json::Value::Object(_)),
+            ) => None,
             (Some(serde_json::Value::String(_)), Some(_)) => Some("tools/call arguments must be an object"),
             _ => Some("tools/call needs params.name, the tool's name"),
         }
@@ -369,7 +370,10 @@ mod tests {
     #[test]
     fn wrong_shaped_params_get_invalid_params_with_their_id() {
         let v = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
-        let reply = check_params(&v(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"x","arguments":"str"}}"#)).unwrap();
+        let reply = check_params(&v(
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"x","arguments":"str"}}"#,
+        ))
+        .unwrap();
         let r: serde_json::Value = serde_json::from_slice(&reply).unwrap();
         assert_eq!((r["id"].as_i64(), r["error"]["code"].as_i64()), (Some(4), Some(-32602)));
         assert!(check_params(&v(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#)).is_none());

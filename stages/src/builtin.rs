@@ -67,13 +67,8 @@ impl Crawl {
                 SourceConfig::LlmsTxt { url, sections, max_pages, allow_hosts } => {
                     let state = crawl::state_dir(ctx.cache.root(), name);
                     let sections = if ctx.sections.is_empty() { sections.as_slice() } else { ctx.sections };
-                    let src = crawl::LlmsSource {
-                        name,
-                        url,
-                        sections,
-                        max_pages: ctx.max_pages.or(*max_pages),
-                        allow_hosts,
-                    };
+                    let src =
+                        crawl::LlmsSource { name, url, sections, max_pages: ctx.max_pages.or(*max_pages), allow_hosts };
                     let (pages, notes) = crawl::crawl_llms(&src, p, &state, ctx.offline, ctx.progress)?;
                     for n in notes {
                         ctx.progress.log(&format!("crawl: {n}"));
@@ -151,7 +146,8 @@ impl Crawl {
                             name: Some(&r.name),
                             section: &r.name,
                         };
-                        let bare = atlas_runtime::safe_path::join_inside(&state.join("repos"), &format!("{}.git", r.name))?;
+                        let bare =
+                            atlas_runtime::safe_path::join_inside(&state.join("repos"), &format!("{}.git", r.name))?;
                         read_repo(ctx, &repo, &bare, None, r.default_branch.as_deref(), &globs, &mut scan)?;
                     }
                     scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
@@ -471,8 +467,12 @@ impl Stage for CleanGitbook {
             report.per_file.insert(doc.path(), FileReport { counts: c.counts, residual: c.residual });
             docs.push(CleanDoc { doc, clean: d });
         }
-        let deep: Vec<&String> =
-            report.per_file.iter().filter(|(_, f)| f.counts.contains_key(crate::clean::TOO_DEEP)).map(|(p, _)| p).collect();
+        let deep: Vec<&String> = report
+            .per_file
+            .iter()
+            .filter(|(_, f)| f.counts.contains_key(crate::clean::TOO_DEEP))
+            .map(|(p, _)| p)
+            .collect();
         if !deep.is_empty() {
             out.notes.push(format!(
                 "{} pages hold HTML nested too deep to convert, kept as plain text: {}",
@@ -746,7 +746,7 @@ impl Stage for Chunk {
     }
     fn version(&self) -> u32 {
         3 // 3: containers nested past MAX_SCOPE_DEPTH are chunked as lines
-          // 2: per-document items carry licence counts; code chunks
+        // 2: per-document items carry licence counts; code chunks
     }
     fn params(&self, cfg: &Loaded) -> serde_json::Value {
         canonical(&cfg.config.stages.chunk)

@@ -148,9 +148,9 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             let cache = if dir.join("runs").is_dir() {
                 match Cache::open(&dir, LockWait::NoWait, |_| {}) {
                     Ok(c) => Some(c),
-                    Err(atlas_cache::Error::Locked { holder, .. }) => anyhow::bail!(
-                        "a run is in progress ({holder}); status is available when it finishes"
-                    ),
+                    Err(atlas_cache::Error::Locked { holder, .. }) => {
+                        anyhow::bail!("a run is in progress ({holder}); status is available when it finishes")
+                    }
                     Err(e) => return Err(e.into()),
                 }
             } else {

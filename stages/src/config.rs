@@ -281,7 +281,8 @@ fn validate(l: &Loaded, text: &str) -> Result<(), String> {
                 }
                 for h in allow_hosts {
                     let ok = !h.is_empty()
-                        && h.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
+                        && h.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
                     if !ok {
                         return Err(format!(
                             "{} sources.{name}.allow_hosts: {h:?} is not a host name; write `docs.example.com` or `host:port`, without scheme or path",

@@ -318,7 +318,14 @@ fn an_off_site_redirect_is_refused() {
 fn robots_5xx_disallows_everything() {
     let (server, c) =
         fixture_crawl(Box::new(|req, _| (req.path == "/robots.txt").then(|| Response::new(503, "down"))), &[]);
-    c.run().success();
+    // Nothing can be mirrored, so the run fails, saying why.
+    let r = c.run();
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let last = r.stderr.lines().last().unwrap();
+    assert!(
+        last.contains("0 of 3 listed pages could be mirrored") && last.contains("robots.txt unavailable"),
+        "{last}"
+    );
     for rel in ["root/a.md", "root/b.md", "guides/c.md"] {
         let p = c.page(rel);
         assert_eq!(p["status"], "skipped", "{p:#}");

@@ -217,8 +217,11 @@ fn bundle_name_that_is_a_path_is_a_config_error() {
     let site = work.path().join("site");
     atlas_e2e::write_fixture_site(&site);
     let cfg = work.path().join("pipeline.yaml");
-    std::fs::write(&cfg, format!("name: \"../../escaped\"\nsources:\n  s:\n    kind: local\n    path: {}\n", site.display()))
-        .unwrap();
+    std::fs::write(
+        &cfg,
+        format!("name: \"../../escaped\"\nsources:\n  s:\n    kind: local\n    path: {}\n", site.display()),
+    )
+    .unwrap();
     expect_config_error(work.path(), &cfg, &["pipeline.yaml:1:", "name \"../../escaped\""]);
 }
 
@@ -252,12 +255,8 @@ fn status_says_at_once_that_a_run_is_in_progress() {
     let cfg = atlas_e2e::write_config(work.path(), &site, "");
     run(pipeline().arg("-c").arg(&cfg).args(["run", "--until", "chunk"])).success();
     // Hold the cache lock as a running build does.
-    let cache = atlas_cache::Cache::open(
-        &work.path().join(".atlas/cache"),
-        atlas_cache::LockWait::NoWait,
-        |_| {},
-    )
-    .unwrap();
+    let cache =
+        atlas_cache::Cache::open(&work.path().join(".atlas/cache"), atlas_cache::LockWait::NoWait, |_| {}).unwrap();
     let t = std::time::Instant::now();
     let r = run(pipeline().arg("-c").arg(&cfg).arg("status"));
     assert!(t.elapsed() < std::time::Duration::from_secs(5), "status waited {:?}", t.elapsed());

@@ -110,16 +110,22 @@ fn a_line_over_256_kib_is_read_in_byte_windows() {
 fn every_listed_name_is_readable_as_listed() {
     let tmp = tempfile::tempdir().unwrap();
     let names = ["100%AB off.md", "pct%2e%2e.md", "back\\slash.md", "new\nline.md", "bidi\u{202E}dm.txt", "plain.md"];
+    let m = tmp.path().join("m");
+    std::fs::create_dir_all(&m).unwrap();
     for (i, n) in names.iter().enumerate() {
-        std::fs::write(tmp.path().join(n), format!("content of file {i}\n")).unwrap();
+        std::fs::write(m.join(n), format!("content of file {i}\n")).unwrap();
     }
     let log = tmp.path().join("fs.log");
     rt().block_on(async {
-        let c = stdio_client(&["serve", "fs", "--mirror", tmp.path().to_str().unwrap()], &log).await;
+        let c = stdio_client(&["serve", "fs", "--mirror", m.to_str().unwrap()], &log).await;
         let (t, v) = ok(call(&c, "list_files", json!({})).await);
-        let listed: Vec<String> = v["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap().to_owned()).collect();
+        let listed: Vec<String> =
+            v["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap().to_owned()).collect();
         assert_eq!(listed.len(), names.len(), "{listed:?}");
-        assert!(!t.contains('\u{202E}') && t.contains("new\\u{000A}line.md") && t.contains("bidi\\u{202E}dm.txt"), "{t}");
+        assert!(
+            !t.contains('\u{202E}') && t.contains("new\\u{000A}line.md") && t.contains("bidi\\u{202E}dm.txt"),
+            "{t}"
+        );
         // Each name as the structured listing gives it, and as the text listing shows it.
         let shown: Vec<&str> = t.lines().skip(1).take(names.len()).collect();
         for name in listed.iter().map(String::as_str).chain(shown) {
@@ -244,7 +250,9 @@ fn string_arguments_get_invalid_params() {
         stdin.write_all(format!("{INIT}\n").as_bytes()).await.unwrap();
         let _ = out.next_line().await.unwrap();
         stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await.unwrap();
-        for (id, params) in [(2, r#"{"name":"read_file","arguments":"str"}"#), (3, r#""str""#), (4, r#"{"arguments":{}}"#)] {
+        for (id, params) in
+            [(2, r#"{"name":"read_file","arguments":"str"}"#), (3, r#""str""#), (4, r#"{"arguments":{}}"#)]
+        {
             let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#);
             stdin.write_all(format!("{line}\n").as_bytes()).await.unwrap();
             let r: Value = serde_json::from_str(&out.next_line().await.unwrap().unwrap()).unwrap();
@@ -315,7 +323,9 @@ fn tampered_bundles_are_refused_at_open_and_by_atlas_verify() {
     let Some(dir) = crate::search::fixture_bundle() else { return };
     let verify = |b: &Path| run(std::process::Command::new(bin("atlas")).arg("verify").arg(b));
     let search = |b: &Path| {
-        run(std::process::Command::new(bin("atlas")).args(["search", "install", "--mode", "keyword", "--bundle"]).arg(b))
+        run(std::process::Command::new(bin("atlas"))
+            .args(["search", "install", "--mode", "keyword", "--bundle"])
+            .arg(b))
     };
     let r = verify(dir);
     assert_eq!(r.code, Some(0), "{}", r.stderr);

@@ -484,11 +484,11 @@ fn demo() -> anyhow::Result<()> {
         }
     }
     let bundle = Path::new("examples/.atlas/build/bundle");
-    let m = atlas_runtime::bundle::verify(bundle)?;
+    let m = atlas_runtime::bundle::read_manifest(bundle)?;
     #[allow(clippy::print_stdout)]
     {
         println!(
-            "\nbundle {} {} at {}: {} chunks, {} vectors ({}), {} artifacts, all verified",
+            "\nbundle {} {} at {}: {} chunks, {} vectors ({}), {} artifacts",
             m.name,
             m.version,
             bundle.display(),
@@ -501,6 +501,13 @@ fn demo() -> anyhow::Result<()> {
     let mut build = cargo();
     build.args(["build", "--release", "--locked", "-p", "atlas-servers", "--bin", "atlas"]);
     status(build)?;
+    #[allow(clippy::print_stdout)]
+    {
+        println!("\n$ atlas verify {}", bundle.display());
+    }
+    let mut verify = Command::new("target/release/atlas");
+    verify.arg("verify").arg(bundle);
+    status(verify)?;
     for (query, args) in [
         ("how does the cache stay consistent after a crash", &["--kind", "docs", "-k", "3"][..]),
         ("KeyBuilder", &["--kind", "code", "-k", "3"][..]),
