@@ -447,15 +447,21 @@ impl<'a> Walker<'a> {
         self.inline(before);
         self.flush();
         self.blank();
-        let (rows, too_deep) = html_table_to_markdown(&html[..end]);
-        for row in rows {
-            self.emit(&row);
+        let fragment = &html[..end];
+        if html_nests_deeper_than(fragment, MAX_PARSE_DEPTH) {
+            self.emit(&html_as_text(fragment));
+            bump(self.counts, TOO_DEEP);
+        } else {
+            let (rows, too_deep) = html_table_to_markdown(fragment);
+            for row in rows {
+                self.emit(&row);
+            }
+            bump(self.counts, "html-table");
+            if too_deep {
+                bump(self.counts, TOO_DEEP);
+            }
         }
         self.blank();
-        bump(self.counts, "html-table");
-        if too_deep {
-            bump(self.counts, TOO_DEEP);
-        }
         self.inline(&after);
         self.flush();
         Some(j + 1)
@@ -1020,6 +1026,68 @@ fn convert_html_inline(s: &str, counts: &mut BTreeMap<String, u32>) -> String {
 /// HTML is converted by recursion over its element tree down to this depth; deeper
 /// content (untrusted pages can nest thousands of levels) is kept as plain text.
 pub(crate) const MAX_HTML_DEPTH: usize = 64;
+
+/// HTML whose tags nest deeper than this is not parsed at all: html5ever's scope
+/// checks walk the open-element stack, so each tag costs its depth and a deep page
+/// costs the square of it (50,000 nested `<div>`s took 30 s). It is kept as text.
+pub(crate) const MAX_PARSE_DEPTH: usize = 512;
+
+/// Does `html` nest its tags deeper than `limit`? A linear scan: void elements,
+/// self-closing tags and elements whose end tag may be left out (`p`, `li`, `td`, …)
+/// do not count, so ordinary pages stay far below any limit.
+pub(crate) fn html_nests_deeper_than(html: &str, limit: usize) -> bool {
+    const FLAT: &[&str] = &[
+        "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr", "p",
+        "li", "dt", "dd", "tr", "td", "th", "option", "optgroup", "tbody", "thead", "tfoot", "colgroup", "rb", "rt",
+        "rp",
+    ];
+    let b = html.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(off) = b[i..].iter().position(|&c| c == b'<') {
+        i += off + 1;
+        let close = b.get(i) == Some(&b'/');
+        let start = i + usize::from(close);
+        let len = b[start..].iter().take_while(|c| c.is_ascii_alphanumeric()).count();
+        if len == 0 || !b[start].is_ascii_alphabetic() {
+            continue;
+        }
+        let name = html[start..start + len].to_ascii_lowercase();
+        if FLAT.contains(&name.as_str()) {
+            continue;
+        }
+        if close {
+            depth = depth.saturating_sub(1);
+            continue;
+        }
+        let end = b[start..].iter().position(|&c| c == b'>').map(|e| start + e);
+        if end.is_some_and(|e| e > 0 && b[e - 1] == b'/') {
+            continue;
+        }
+        depth += 1;
+        if depth > limit {
+            return true;
+        }
+    }
+    false
+}
+
+/// The text of `html` without parsing it: tags dropped, entities decoded,
+/// whitespace collapsed. For markup too deep to parse.
+pub(crate) fn html_as_text(html: &str) -> String {
+    let mut out = String::with_capacity(html.len() / 2);
+    let mut rest = html;
+    while let Some(i) = rest.find('<') {
+        out.push_str(&rest[..i]);
+        out.push(' ');
+        rest = match rest[i..].find('>') {
+            Some(e) => &rest[i + e + 1..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    decode_entities(&out).split_whitespace().collect::<Vec<_>>().join(" ")
+}
 
 /// The count (in [`Cleaned::counts`]) of places where HTML nested deeper than
 /// [`MAX_HTML_DEPTH`] was kept as plain text.

@@ -13,6 +13,9 @@ pub fn looks_like_html(body: &str, content_type: Option<&str>) -> bool {
 }
 
 pub fn to_markdown(html: &str) -> String {
+    if crate::clean::html_nests_deeper_than(html, crate::clean::MAX_PARSE_DEPTH) {
+        return tidy(&crate::clean::html_as_text(html));
+    }
     let doc = Html::parse_document(html);
     let pick = |sel: &str| Selector::parse(sel).ok().and_then(|s| doc.select(&s).next());
     let root = pick("main").or_else(|| pick("article")).or_else(|| pick("[role=main]")).or_else(|| pick("body"));
