@@ -15,9 +15,9 @@ use crate::crawl::{Crawl, crawl_params};
 #[test]
 fn hostile_llms_group_without_letters_cannot_write_or_delete_outside_the_mirror() {
     let victim = tempfile::tempdir().unwrap();
-    let v = victim.path().display().to_string();
+    let v2 = victim.path().display().to_string();
     std::fs::write(victim.path().join("delete_me.md"), "keep me").unwrap();
-    let (v2, v3) = (v.clone(), v.clone());
+    let v3 = v2.clone();
     let server = Server::start(move |req| match req.path.as_str() {
         "/llms.txt" => Response::new(
             200,

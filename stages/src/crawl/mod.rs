@@ -311,10 +311,8 @@ async fn crawl_async(
     // robots.txt, once per run and host.
     let mut robots = BTreeMap::new();
     for url in std::iter::once(&llms_url).chain(entries.iter().map(|e| &e.url)) {
-        let origin = url.origin().ascii_serialization();
-        if !robots.contains_key(&origin) {
-            let r = fetch_robots(&fetcher, url, params).await;
-            robots.insert(origin, r);
+        if let std::collections::btree_map::Entry::Vacant(slot) = robots.entry(url.origin().ascii_serialization()) {
+            slot.insert(fetch_robots(&fetcher, url, params).await);
         }
     }
 
