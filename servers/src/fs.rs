@@ -318,6 +318,20 @@ fn tool_error(msg: impl Into<String>) -> Result<CallToolResult, ErrorData> {
     Ok(output::error(msg))
 }
 
+/// Runs blocking file-system work off the async workers, bounded by [`CALL_TIMEOUT`]:
+/// a slow or stuck file system delays one call, never the server. `Err` is the reply.
+async fn off_worker<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Result<CallToolResult, ErrorData>> {
+    match tokio::time::timeout(CALL_TIMEOUT, tokio::task::spawn_blocking(work)).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(Err(ErrorData::internal_error(e.to_string(), None))),
+        Err(_) => {
+            Err(tool_error(format!("the file system took over {}s to answer; try again later", CALL_TIMEOUT.as_secs())))
+        }
+    }
+}
+
 fn glob_matcher(glob: Option<&str>) -> Result<Option<globset::GlobMatcher>, String> {
     glob.map(|g| {
         globset::GlobBuilder::new(g)
@@ -340,7 +354,7 @@ impl FsServer {
     )]
     async fn list_publications(&self) -> Result<CallToolResult, ErrorData> {
         let fs = self.fs.clone();
-        let counts = tokio::task::spawn_blocking(move || {
+        let counts = match off_worker(move || {
             let mut m: BTreeMap<String, usize> = BTreeMap::new();
             for f in fs.root.files() {
                 *m.entry(fs.root.publication_of(&f)).or_default() += 1;
@@ -348,7 +362,10 @@ impl FsServer {
             m
         })
         .await
-        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
         let mut text = format!("{} publications:\n", counts.len());
         for (p, n) in &counts {
             text.push_str(&format!("- {p} ({n} files)\n"));
@@ -366,9 +383,10 @@ impl FsServer {
             Err(e) => return tool_error(e),
         };
         let fs = self.fs.clone();
-        let all = tokio::task::spawn_blocking(move || fs.root.files())
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let all = match off_worker(move || fs.root.files()).await {
+            Ok(all) => all,
+            Err(e) => return e,
+        };
         let pubs: Vec<String> = all.iter().map(|f| self.fs.root.publication_of(f)).collect();
         if let Some(p) = &a.publication
             && !pubs.contains(p)
@@ -405,12 +423,10 @@ impl FsServer {
     )]
     async fn read_file(&self, Parameters(a): Parameters<ReadFileArgs>) -> Result<CallToolResult, ErrorData> {
         let fs = self.fs.clone();
-        let job = tokio::task::spawn_blocking(move || read_window(&fs, &a));
-        match tokio::time::timeout(CALL_TIMEOUT, job).await {
-            Ok(Ok(Ok((text, structured)))) => Ok(output::ok(text, structured)),
-            Ok(Ok(Err(msg))) => tool_error(msg),
-            Ok(Err(e)) => Err(ErrorData::internal_error(e.to_string(), None)),
-            Err(_) => tool_error(format!("reading took over {}s; try again later", CALL_TIMEOUT.as_secs())),
+        match off_worker(move || read_window(&fs, &a)).await {
+            Ok(Ok((text, structured))) => Ok(output::ok(text, structured)),
+            Ok(Err(msg)) => tool_error(msg),
+            Err(e) => e,
         }
     }
 
@@ -511,9 +527,10 @@ impl FsServer {
     )]
     async fn get_release_info(&self) -> Result<CallToolResult, ErrorData> {
         let fs = self.fs.clone();
-        let files = tokio::task::spawn_blocking(move || fs.root.files().len())
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let files = match off_worker(move || fs.root.files().len()).await {
+            Ok(n) => n,
+            Err(e) => return e,
+        };
         let info = match &self.fs.manifest {
             Some(m) => serde_json::json!({
                 "name": m.name, "version": m.version, "built": m.created, "files": files,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use atlas_e2e::{bin, run};
 use serde_json::{Value, json};
 
-use crate::mcp::{atlas, call, err, ok, read, rt, stdio_client};
+use crate::mcp::{RawSession, call, err, ok, read, rt, stdio_client};
 
 /// A FIFO in a `--mirror` folder hung the fs server: `read_file` blocked inside an
 /// async handler, four such reads starved even `ping`, and over stdio the server did
@@ -235,31 +235,20 @@ fn http_sessions_are_capped_and_foreign_origins_refused() {
 /// `arguments: "str"` got -32601 (method not found) instead of -32602 (invalid params).
 #[test]
 fn string_arguments_get_invalid_params() {
-    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("a.md"), "# A\n").unwrap();
     let log = tmp.path().join("fs.log");
     rt().block_on(async {
-        let mut child = atlas(&["serve", "fs", "--mirror", tmp.path().to_str().unwrap()], &log)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
-        stdin.write_all(format!("{INIT}\n").as_bytes()).await.unwrap();
-        let _ = out.next_line().await.unwrap();
-        stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await.unwrap();
+        let mut s = RawSession::start(tmp.path(), &log).await;
         for (id, params) in
             [(2, r#"{"name":"read_file","arguments":"str"}"#), (3, r#""str""#), (4, r#"{"arguments":{}}"#)]
         {
             let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#);
-            stdin.write_all(format!("{line}\n").as_bytes()).await.unwrap();
-            let r: Value = serde_json::from_str(&out.next_line().await.unwrap().unwrap()).unwrap();
+            s.send(format!("{line}\n").as_bytes()).await;
+            let r = s.next().await;
             assert_eq!((r["id"].as_i64(), r["error"]["code"].as_i64()), (Some(id), Some(-32602)), "{r}");
         }
-        drop(stdin);
-        let _ = child.wait().await;
+        s.close().await;
     });
 }
 

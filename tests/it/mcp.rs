@@ -333,48 +333,76 @@ fn cancellation_stops_a_running_search() {
     });
 }
 
-/// What no client library sends: malformed JSON, a BOM, a batch, an over-long line.
-/// Each gets a JSON-RPC error (or, for the BOM, a normal answer); the session goes on.
-#[test]
-fn malformed_lines_get_json_rpc_errors_and_the_session_goes_on() {
-    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("a.md"), "# A\n").unwrap();
-    let log = tmp.path().join("fs.log");
-    rt().block_on(async {
-        let mut child = atlas(&["serve", "fs", "--mirror", tmp.path().to_str().unwrap()], &log)
+/// A raw stdio session with `atlas serve fs --mirror DIR`, initialized: for what no
+/// client library would send.
+pub(crate) struct RawSession {
+    pub(crate) child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    out: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawSession {
+    pub(crate) async fn start(mirror: &Path, log: &Path) -> RawSession {
+        use tokio::io::{AsyncBufReadExt as _, BufReader};
+        let mut child = atlas(&["serve", "fs", "--mirror", mirror.to_str().unwrap()], log)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut next = async || -> Value {
-            let line = tokio::time::timeout(Duration::from_secs(10), out.next_line()).await.unwrap().unwrap().unwrap();
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout carried a non-protocol line {line:?}: {e}"))
-        };
+        let stdin = child.stdin.take().unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut s = RawSession { child, stdin, out };
         let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
-        stdin.write_all(format!("{init}\n").as_bytes()).await.unwrap();
-        assert_eq!(next().await["id"], 1);
-        stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await.unwrap();
+        s.send(format!("{init}\n").as_bytes()).await;
+        assert_eq!(s.next().await["id"], 1);
+        s.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await;
+        s
+    }
+
+    pub(crate) async fn send(&mut self, bytes: &[u8]) {
+        use tokio::io::AsyncWriteExt as _;
+        self.stdin.write_all(bytes).await.unwrap();
+    }
+
+    /// The next line the server wrote, which must be JSON.
+    pub(crate) async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), self.out.next_line()).await.unwrap().unwrap().unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout carried a non-protocol line {line:?}: {e}"))
+    }
+
+    /// Closes stdin and waits for the server to exit.
+    pub(crate) async fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin);
+        tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.unwrap().unwrap()
+    }
+}
+
+/// What no client library sends: malformed JSON, a BOM, a batch, an over-long line.
+/// Each gets a JSON-RPC error (or, for the BOM, a normal answer); the session goes on.
+#[test]
+fn malformed_lines_get_json_rpc_errors_and_the_session_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("a.md"), "# A\n").unwrap();
+    let log = tmp.path().join("fs.log");
+    rt().block_on(async {
+        let mut s = RawSession::start(tmp.path(), &log).await;
         let cases: Vec<(Vec<u8>, i64)> = vec![
             (b"{\"jsonrpc\": \"2.0\", \"id\": 7, \"method\": \n".to_vec(), -32700),
             (b"[{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}]\n".to_vec(), -32600),
             ([vec![b'x'; 5 * 1024 * 1024], b"\n".to_vec()].concat(), -32600),
         ];
         for (line, code) in cases {
-            stdin.write_all(&line).await.unwrap();
-            let r = next().await;
+            s.send(&line).await;
+            let r = s.next().await;
             assert_eq!(r["error"]["code"], code, "{r}");
             assert_eq!(r["id"], Value::Null);
         }
-        stdin.write_all(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}\n").await.unwrap();
-        let r = next().await;
+        s.send(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}\n").await;
+        let r = s.next().await;
         assert_eq!((r["id"].as_i64(), r.get("error")), (Some(9), None), "{r}");
-        stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/list\"}\n").await.unwrap();
-        assert_eq!(next().await["id"], 10);
-        drop(stdin);
-        let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await.unwrap().unwrap();
+        s.send(b"{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/list\"}\n").await;
+        assert_eq!(s.next().await["id"], 10);
+        let status = s.close().await;
         assert!(status.success(), "the server exits cleanly when stdin closes: {status}");
     });
     assert!(read(&log).contains("dropped a 5242881-byte request line"), "{}", read(&log));
