@@ -229,9 +229,29 @@ fn synthesize(from: &Path, n: usize, out: &Path) -> Res {
         name: format!("synthetic-{n}"),
         chunk_count: n,
         embedding_rows: n,
-        artifacts: vec![Artifact::of("chunks.parquet", &std::fs::read(out.join("chunks.parquet"))?)],
+        artifacts: artifacts(out)?,
         ..src.manifest.clone()
     };
     std::fs::write(out.join("manifest.json"), serde_json::to_vec_pretty(&m)?)?;
     Ok(())
+}
+
+/// Every file under `dir` as a manifest artifact, sorted: a complete bundle, which
+/// `Bundle::open` and `atlas verify` accept.
+fn artifacts(dir: &Path) -> Res<Vec<Artifact>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n != "manifest.json" && !n.to_string_lossy().ends_with(".lock")) {
+                let rel = p.strip_prefix(dir)?.to_string_lossy().replace('\\', "/");
+                out.push(Artifact::of(&rel, &std::fs::read(&p)?));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
 }
