@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
-use crate::{Error, Result};
+use crate::{Error, Result, corrupt};
 
 /// A manifest larger than this is refused unread (one of 100k files is ~30 MB).
 const MAX_MANIFEST_BYTES: u64 = 256 * 1024 * 1024;
@@ -118,20 +118,22 @@ impl Manifest {
     }
 }
 
-fn corrupt(path: PathBuf, reason: impl Into<String>) -> Error {
-    Error::DataCorruption { path, reason: reason.into() }
-}
-
 /// Where the artifact `rel` (a path the manifest lists: untrusted) lives in `dir`.
 fn artifact_path(dir: &Path, rel: &str) -> Result<PathBuf> {
     crate::safe_path::join_inside(dir, rel).map_err(|e| corrupt(dir.join("manifest.json"), e.to_string()))
 }
 
+/// The path and manifest entry of the artifact `rel`, which must be listed.
+fn listed<'m>(dir: &Path, m: &'m Manifest, rel: &str) -> Result<(PathBuf, &'m Artifact)> {
+    let path = artifact_path(dir, rel)?;
+    let a = m.artifact(rel).ok_or_else(|| corrupt(path.clone(), "not listed in the manifest"))?;
+    Ok((path, a))
+}
+
 /// Reads the artifact `rel` of the bundle in `dir` and checks its size and blake3
 /// against the manifest: what `Bundle::open` does for every file it reads whole.
 pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
-    let path = artifact_path(dir, rel)?;
-    let a = m.artifact(rel).ok_or_else(|| corrupt(path.clone(), "not listed in the manifest"))?;
+    let (path, a) = listed(dir, m, rel)?;
     let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
     if bytes.len() as u64 != a.size || blake3_hex(&bytes) != a.blake3 {
         return Err(corrupt(
@@ -150,8 +152,7 @@ pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
 /// Checks the artifact `rel` against the manifest's size and blake3 without holding
 /// it in memory.
 pub fn check_artifact(dir: &Path, m: &Manifest, rel: &str) -> Result<()> {
-    let path = artifact_path(dir, rel)?;
-    let a = m.artifact(rel).ok_or_else(|| corrupt(path.clone(), "not listed in the manifest"))?;
+    let (path, a) = listed(dir, m, rel)?;
     let (b3, _) = hash_file(&path)?;
     if b3 != a.blake3 {
         return Err(corrupt(path, "does not match the manifest; the bundle is damaged or was tampered with"));

@@ -38,5 +38,10 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A [`Error::DataCorruption`] naming `path`.
+pub(crate) fn corrupt(path: std::path::PathBuf, reason: impl Into<String>) -> Error {
+    Error::DataCorruption { path, reason: reason.into() }
+}
+
 pub use open::{Bundle, OpenOptions};
 pub use search::{Hit, Mode, SearchOptions};

@@ -18,7 +18,7 @@ use crate::model::{self, ModelSpec};
 use crate::rerank::CrossEncoder;
 use crate::search::Hit;
 use crate::vectors::{EmbeddingsMeta, MappedMatrix};
-use crate::{Error, Result, text_index};
+use crate::{Error, Result, corrupt, text_index};
 
 /// Up to this many embedding rows the vector search scans exactly; above, it walks
 /// the HNSW graph. Measured at 50k × 384 f16 rows on 2 cores (`cargo xtask bench
@@ -132,10 +132,6 @@ pub struct BundleInfo {
     pub bm25_boosts: BTreeMap<String, f32>,
 }
 
-fn corrupt(path: PathBuf, reason: impl Into<String>) -> Error {
-    Error::DataCorruption { path, reason: reason.into() }
-}
-
 impl Bundle {
     /// Opens the bundle in `dir`. Checks the format and the manifest (full hash
     /// verification is [`crate::bundle::verify`]) and that this build can provide
@@ -180,7 +176,7 @@ impl Bundle {
             .map_err(|e| corrupt(chunks_path.clone(), e.to_string()))?;
         if chunks.len() != manifest.chunk_count {
             return Err(corrupt(
-                dir.join("chunks.parquet"),
+                chunks_path,
                 format!("{} chunks, the manifest says {}", chunks.len(), manifest.chunk_count),
             ));
         }

@@ -181,34 +181,36 @@ fn serve(
                 (None, None) => anyhow::bail!("pass --bundle DIR or --mirror DIR"),
             };
             tracing::info!("fs server for {} at {}", fs.name, fs.root.path().display());
-            let server = crate::fs::FsServer::new(fs);
-            let r = rt.block_on(async move {
-                match http {
-                    Some(addr) => crate::transport::serve_http(move || server.clone(), addr, http_opts).await,
-                    None => crate::transport::serve_stdio(server).await,
-                }
-            });
-            // A read stuck in the kernel (a slow network file system) must not keep the
-            // process alive after the client has gone.
-            rt.shutdown_timeout(std::time::Duration::from_secs(1));
-            r
+            run_server(rt, crate::fs::FsServer::new(fs), http, http_opts)
         }
         Which::Rag => {
             let dir = bundle.context("the rag server needs --bundle DIR")?;
             let b = Bundle::open(&dir, OpenOptions { warm, ..OpenOptions::default() })
                 .with_context(|| format!("opening the bundle {}", dir.display()))?;
             tracing::info!("rag server for {} ({} chunks)", b.manifest.name, b.chunk_count());
-            let server = crate::rag::RagServer::new(std::sync::Arc::new(b), rerank);
-            let r = rt.block_on(async move {
-                match http {
-                    Some(addr) => crate::transport::serve_http(move || server.clone(), addr, http_opts).await,
-                    None => crate::transport::serve_stdio(server).await,
-                }
-            });
-            rt.shutdown_timeout(std::time::Duration::from_secs(1));
-            r
+            run_server(rt, crate::rag::RagServer::new(std::sync::Arc::new(b), rerank), http, http_opts)
         }
     }
+}
+
+/// Serves `server` over HTTP (a fresh clone per session) or stdio until the client
+/// or Ctrl-C ends it.
+fn run_server<S: rmcp::ServerHandler + Clone + Send + Sync + 'static>(
+    rt: tokio::runtime::Runtime,
+    server: S,
+    http: Option<std::net::SocketAddr>,
+    http_opts: crate::transport::HttpOptions,
+) -> anyhow::Result<()> {
+    let r = rt.block_on(async move {
+        match http {
+            Some(addr) => crate::transport::serve_http(move || server.clone(), addr, http_opts).await,
+            None => crate::transport::serve_stdio(server).await,
+        }
+    });
+    // A read stuck in the kernel (a slow network file system) must not keep the
+    // process alive after the client has gone.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    r
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

@@ -589,7 +589,8 @@ fn read_window(fs: &Fs, a: &ReadFileArgs) -> Result<(String, serde_json::Value),
         ));
     }
     let bytes = std::fs::read(&path).map_err(|e| format!("reading {shown_path:?}: {e}"))?;
-    if let Some(want) = fs.hashes.get(&fs.root.rel(&path))
+    let raw_rel = fs.root.rel(&path);
+    if let Some(want) = fs.hashes.get(&raw_rel)
         && blake3::hash(&bytes).to_hex().as_str() != want
     {
         return Err(format!(
@@ -600,7 +601,7 @@ fn read_window(fs: &Fs, a: &ReadFileArgs) -> Result<(String, serde_json::Value),
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     let total = lines.len();
-    let rel = shown(&fs.root.rel(&path)).into_owned();
+    let rel = shown(&raw_rel).into_owned();
     let start = a.start_line.unwrap_or(1).max(1);
     if total == 0 {
         return Ok((format!("{rel} is empty"), serde_json::json!({"path": rel, "total_lines": 0, "lines": ""})));

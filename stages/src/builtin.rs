@@ -135,19 +135,23 @@ impl Crawl {
                     };
                     let mut scan = Scan::default();
                     for r in &repos {
-                        // The name comes from the API: it names a folder, so it must be one plain name.
-                        if !crawl::github::is_safe_repo_name(&r.name) {
-                            scan.skipped.push((r.name.escape_debug().to_string(), "unsafe repository name".to_owned()));
-                            continue;
-                        }
+                        // The name comes from the API and names a folder: the path guard decides.
+                        let bare = match atlas_runtime::safe_path::join_inside(
+                            &state.join("repos"),
+                            &format!("{}.git", r.name),
+                        ) {
+                            Ok(p) => p,
+                            Err(e) => {
+                                scan.skipped.push((r.name.escape_debug().to_string(), e.why.to_owned()));
+                                continue;
+                            }
+                        };
                         let repo = RepoRef {
                             url: &r.clone_url,
                             web: Some(&r.html_url),
                             name: Some(&r.name),
                             section: &r.name,
                         };
-                        let bare =
-                            atlas_runtime::safe_path::join_inside(&state.join("repos"), &format!("{}.git", r.name))?;
                         read_repo(ctx, &repo, &bare, None, r.default_branch.as_deref(), &globs, &mut scan)?;
                     }
                     scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));

@@ -117,16 +117,6 @@ pub async fn list_repos(
     Ok(all)
 }
 
-/// A repository name as GitHub allows them (letters, digits, `.`, `-`, `_`), and
-/// never `.` or `..`: it names a folder of the portfolio.
-pub fn is_safe_repo_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 100
-        && name != "."
-        && name != ".."
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
-}
-
 /// `Link: <url>; rel="next", …` → the next page.
 fn next_link(h: &HeaderMap) -> Option<String> {
     let link = h.get(LINK)?.to_str().ok()?;
