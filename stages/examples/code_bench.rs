@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use atlas_stages::chunk::ChunkParams;
-use atlas_stages::code::chunk_code;
-use atlas_stages::source::language_of;
+use atlas_stages::chunk::code::chunk_code;
+use atlas_stages::text::language_of;
 
 fn files(root: &Path, ext: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();

@@ -3,9 +3,9 @@
 fn main() {
     let path = std::env::args().nth(1).expect("usage: code_chunks FILE");
     let src = std::fs::read_to_string(&path).expect("readable file");
-    let lang = atlas_stages::source::language_of(&path).expect("a known language");
+    let lang = atlas_stages::text::language_of(&path).expect("a known language");
     let params = atlas_stages::chunk::ChunkParams::default();
-    let out = atlas_stages::code::chunk_code(&src, lang, &path, &params).expect("a tree-sitter language");
+    let out = atlas_stages::chunk::code::chunk_code(&src, lang, &path, &params).expect("a tree-sitter language");
     for c in &out.chunks {
         eprintln!(
             "{:>5}-{:<5} {:<8} {:<40} {:?}",

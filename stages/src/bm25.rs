@@ -10,9 +10,8 @@ use atlas_runtime::text_index;
 use serde::{Deserialize, Serialize};
 use tantivy::{Index, TantivyDocument};
 
-use crate::builtin::ChunkManifest;
-use crate::config::{Loaded, canonical};
-use crate::dag::{Ctx, Stage, StageOutput};
+use crate::artifacts::{Bm25Manifest, ChunkManifest};
+use crate::runner::{Ctx, Outputs, ParamError, Stage, StageOutput, check_range, load_json};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -27,32 +26,32 @@ impl Default for Bm25Params {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Bm25Manifest {
-    /// The index folder: file name → object.
-    pub files: BTreeMap<String, Digest>,
-    pub boosts: BTreeMap<String, f32>,
-    pub docs: usize,
-}
-
 #[derive(Debug)]
 pub struct Bm25;
 
 impl Stage for Bm25 {
-    fn name(&self) -> &'static str {
-        "bm25"
+    const NAME: &'static str = "bm25";
+    /// 2: canonical segment ids.
+    const VERSION: u32 = 2;
+    const DEPS: &'static [&'static str] = &["chunk"];
+    type Params = Bm25Params;
+
+    fn check(p: &Bm25Params) -> Result<(), ParamError> {
+        for (field, b) in &p.boosts {
+            if !text_index::FIELDS.contains(&field.as_str()) {
+                return Err(ParamError::new(
+                    field,
+                    format!("stages.bm25.boosts: unknown field {field:?}; fields: {}", text_index::FIELDS.join(", ")),
+                )
+                .within("boosts"));
+            }
+            check_range(Self::NAME, field, f64::from(*b), 0.0, 100.0).map_err(|e| e.within("boosts"))?;
+        }
+        Ok(())
     }
-    fn version(&self) -> u32 {
-        2 // 2: canonical segment ids
-    }
-    fn params(&self, cfg: &Loaded) -> serde_json::Value {
-        canonical(&cfg.config.stages.bm25)
-    }
-    fn run(&self, ctx: &Ctx<'_>, inputs: &BTreeMap<String, Digest>) -> anyhow::Result<StageOutput> {
-        let p = &ctx.cfg.config.stages.bm25; // boost fields were checked by config::load
-        let manifest: ChunkManifest = serde_json::from_slice(
-            &ctx.cache.get_required(inputs.get("chunk").copied().context("missing input chunk")?)?,
-        )?;
+
+    fn run(&self, p: &Bm25Params, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
+        let manifest: ChunkManifest = ctx.input("chunk")?;
         let chunks = atlas_runtime::chunks::from_parquet(&ctx.cache.get_required(manifest.chunks)?)?;
         // Build in the cache's tmp/ (cleared when a run starts), then store each file.
         let dir = ctx.cache.root().join("tmp").join(format!("bm25-{}", std::process::id()));
@@ -96,6 +95,13 @@ impl Stage for Bm25 {
         out.objects.insert(m);
         out.output = Some(m);
         Ok(out)
+    }
+
+    /// `tantivy/` (the index) and `bm25.json` (the boosts it is queried with).
+    fn materialize(output: Digest, out: &mut Outputs<'_>) -> anyhow::Result<()> {
+        let m: Bm25Manifest = load_json(out.cache, output, "the bm25 manifest")?;
+        out.write_objects("tantivy", &m.files)?;
+        out.write("bm25.json", &m.bm25_json()?, false)
     }
 }
 

@@ -8,10 +8,9 @@ use anyhow::Context as _;
 use atlas_cache::{Cache, LockWait};
 use clap::{Parser, Subcommand};
 
-use crate::config::{self, ConfigError, Loaded};
-use crate::dag::{self, Freshness, RunOptions};
-use crate::progress::Progress;
-use crate::{builtin, failpoint, outputs};
+use crate::registry::registry;
+use crate::runner::dag::{self, Freshness, RunOptions};
+use crate::runner::{self, ConfigError, Loaded, Progress, failpoint};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -111,8 +110,8 @@ fn open_cache(cli: &Cli, cfg: &Loaded, progress: &Progress) -> anyhow::Result<Ca
 
 fn run(cli: &Cli) -> anyhow::Result<()> {
     // Validate everything the user gave before touching the cache.
-    let cfg = config::load(&cli.config)?;
-    let registry = builtin::registry();
+    let registry = registry();
+    let cfg = runner::load(&cli.config, &registry)?;
     let progress = Progress::new();
     match &cli.command {
         Command::Run { until, force, offline, out, sections, max_pages, archive } => {
@@ -134,10 +133,10 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             for c in &summary.corruptions {
                 progress.log(&format!("warning: {c}"));
             }
-            let written = outputs::materialize(&cache, &out_dir, &summary.stages, *archive)
+            let written = dag::materialize(&cache, &out_dir, &registry, &summary.stages, *archive)
                 .with_context(|| format!("writing outputs to {}", out_dir.display()))?;
             eprintln!("{}", dag::summary_table(&summary));
-            for p in &written.paths {
+            for p in &written {
                 eprintln!("wrote {}", p.display());
             }
             Ok(())

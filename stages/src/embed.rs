@@ -19,10 +19,8 @@ use half::f16;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::builtin::ChunkManifest;
-use crate::config::{Loaded, canonical};
-use crate::dag::{Ctx, Stage, StageOutput};
-use crate::failpoint;
+use crate::artifacts::{ChunkManifest, EmbedManifest};
+use crate::runner::{Ctx, Loaded, Outputs, ParamError, Stage, StageOutput, canonical, check_range, load_json};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -49,25 +47,6 @@ impl Default for EmbedParams {
             threads: 0,
         }
     }
-}
-
-/// What the stage produces: the matrix and the map from its rows to chunks.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct EmbedManifest {
-    pub model: String,
-    pub model_sha256: String,
-    pub dims: usize,
-    pub pooling: model::Pooling,
-    /// embeddings.npy (f16, rows × dims).
-    pub embeddings: Digest,
-    pub rows: usize,
-    /// For each row, the chunk's position in chunks.parquet.
-    pub window_chunk: Vec<u32>,
-    pub chunks: usize,
-    /// Chunks longer than one window, and the windows they became.
-    pub over_window_chunks: usize,
-    pub over_window_windows: usize,
-    pub tokens: u64,
 }
 
 /// One chunk's vectors, as memoised: `windows` (u32 LE), `tokens` (u32 LE), then
@@ -123,15 +102,27 @@ fn backend(p: &EmbedParams) -> anyhow::Result<Backend> {
 }
 
 impl Stage for Embed {
-    fn name(&self) -> &'static str {
-        "embed"
+    const NAME: &'static str = "embed";
+    const VERSION: u32 = 1;
+    const DEPS: &'static [&'static str] = &["chunk"];
+    type Params = EmbedParams;
+
+    fn check(e: &EmbedParams) -> Result<(), ParamError> {
+        if model::spec(&e.model).is_none() {
+            let ids: Vec<&str> = model::REGISTRY.iter().map(|m| m.id).collect();
+            return Err(ParamError::new(
+                "model",
+                format!("stages.embed.model: unknown model {:?}; registered: {}", e.model, ids.join(", ")),
+            ));
+        }
+        let range = |key: &str, v: usize, lo: f64, hi: f64| check_range(Self::NAME, key, v as f64, lo, hi);
+        range("batch_size", e.batch_size, 1.0, 1024.0)?;
+        range("window_overlap", e.window_overlap, 0.0, 128.0)?;
+        range("threads", e.threads, 0.0, 256.0)
     }
-    fn version(&self) -> u32 {
-        1
-    }
-    fn params(&self, cfg: &Loaded) -> serde_json::Value {
+    fn key_params(p: &EmbedParams, _cfg: &Loaded) -> serde_json::Value {
         // The backend and thread count do not change what is produced: keep them out of the key.
-        let mut v = canonical(&cfg.config.stages.embed);
+        let mut v = canonical(p);
         if let Some(o) = v.as_object_mut() {
             o.remove("backend");
             o.remove("threads");
@@ -140,20 +131,15 @@ impl Stage for Embed {
         v
     }
     /// The model file itself: a new file under the same id must not reuse vectors.
-    fn external_inputs(&self, ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
-        let p = &ctx.cfg.config.stages.embed;
+    fn external_inputs(&self, p: &EmbedParams, _ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
         let path = model::model_dir(&p.model).join("model.onnx");
         let bytes = std::fs::read(&path).with_context(|| {
             format!("model {} is not provisioned ({}); run `cargo xtask setup`", p.model, path.display())
         })?;
         Ok(BTreeMap::from([("model".to_owned(), Digest::of(&bytes))]))
     }
-    fn run(&self, ctx: &Ctx<'_>, inputs: &BTreeMap<String, Digest>) -> anyhow::Result<StageOutput> {
-        let p = &ctx.cfg.config.stages.embed;
-        let chunks_manifest: ChunkManifest = {
-            let d = inputs.get("chunk").copied().context("missing input chunk")?;
-            serde_json::from_slice(&ctx.cache.get_required(d)?)?
-        };
+    fn run(&self, p: &EmbedParams, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
+        let chunks_manifest: ChunkManifest = ctx.input("chunk")?;
         let records = atlas_runtime::chunks::from_parquet(&ctx.cache.get_required(chunks_manifest.chunks)?)?;
         // config::load checked that the id is registered.
         let spec = model::spec(&p.model).with_context(|| format!("unknown model {:?}", p.model))?;
@@ -168,7 +154,7 @@ impl Stage for Embed {
         let key = |text: &str| -> Digest {
             KeyBuilder::new("item")
                 .str("stage", "embed")
-                .part("version", &self.version().to_le_bytes())
+                .part("version", &Self::VERSION.to_le_bytes())
                 .str("model", &embedder.model_sha256)
                 .str("prefix", spec.passage_prefix)
                 .part("window", &(size as u64).to_le_bytes())
@@ -223,7 +209,7 @@ impl Stage for Embed {
                     let d = ctx.cache.put(&item.encode())?;
                     ctx.cache.set_ref(ns, keys[i], d)?;
                     have[i] = Some(d);
-                    failpoint::item_done("embed");
+                    ctx.item_done();
                     bar.inc();
                 }
             }
@@ -287,6 +273,13 @@ impl Stage for Embed {
         out.objects.insert(d);
         out.output = Some(d);
         Ok(out)
+    }
+
+    /// `embeddings.npy` and `embeddings.json` (the manifest: model, rows, row → chunk).
+    fn materialize(output: Digest, out: &mut Outputs<'_>) -> anyhow::Result<()> {
+        let m: EmbedManifest = load_json(out.cache, output, "the embed manifest")?;
+        out.write("embeddings.npy", &out.cache.get_required(m.embeddings)?, true)?;
+        out.write("embeddings.json", &serde_json::to_vec_pretty(&m)?, false)
     }
 }
 

@@ -2,19 +2,25 @@
 //!
 //! `crawl → clean-gitbook → chunk → {embed, bm25} → pack`. Stages are pure functions of
 //! (params, input artifacts); only the source stage (crawl) reads the outside world.
+//!
+//! - one module per stage: [`crawl`], [`clean`], [`chunk`], [`embed`], [`bm25`],
+//!   [`pack`], listed once in [`registry`];
+//! - [`runner`]: the machinery that is not a stage (config, DAG, memo, outputs);
+//! - [`artifacts`]: the outputs stages hand each other;
+//! - [`text`]: text helpers shared by stages (markdown lines, HTML, time).
+//!
+//! Architecture invariant: a stage module uses `crate::runner`'s API,
+//! `crate::artifacts` and `crate::text`, never another stage's module, and the runner
+//! uses no stage module (checked by `tests/it/layout.rs`).
 
+pub mod artifacts;
 pub mod bm25;
-pub mod builtin;
 pub mod chunk;
 pub mod clean;
 pub mod cli;
-pub mod code;
-pub mod config;
 pub mod crawl;
-pub mod dag;
 pub mod embed;
-pub mod failpoint;
-pub mod outputs;
 pub mod pack;
-pub mod progress;
-pub mod source;
+pub mod registry;
+pub mod runner;
+pub mod text;

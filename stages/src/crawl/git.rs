@@ -140,7 +140,7 @@ pub fn files_at(repo: &Path, commit: &str, keep: impl Fn(&str) -> bool, max_byte
         let mut bytes = vec![0; size + 1]; // content plus the trailing newline
         reader.read_exact(&mut bytes).context("reading a blob")?;
         bytes.pop();
-        if let Some(why) = crate::source::not_text(&bytes) {
+        if let Some(why) = super::local::not_text(&bytes) {
             skipped.push((path.clone(), why.to_owned()));
             continue;
         }

@@ -13,8 +13,8 @@ pub fn looks_like_html(body: &str, content_type: Option<&str>) -> bool {
 }
 
 pub fn to_markdown(html: &str) -> String {
-    if crate::clean::html_nests_deeper_than(html, crate::clean::MAX_PARSE_DEPTH) {
-        return tidy(&crate::clean::html_as_text(html));
+    if crate::text::html::html_nests_deeper_than(html, crate::text::html::MAX_PARSE_DEPTH) {
+        return tidy(&crate::text::html::html_as_text(html));
     }
     let doc = Html::parse_document(html);
     let pick = |sel: &str| Selector::parse(sel).ok().and_then(|s| doc.select(&s).next());
@@ -34,8 +34,8 @@ pub fn to_markdown(html: &str) -> String {
     tidy(&out)
 }
 
-/// Element nesting past this is kept as plain text (see [`crate::clean::MAX_HTML_DEPTH`]).
-const MAX_DEPTH: usize = crate::clean::MAX_HTML_DEPTH;
+/// Element nesting past this is kept as plain text (see [`crate::text::html::MAX_HTML_DEPTH`]).
+const MAX_DEPTH: usize = crate::text::html::MAX_HTML_DEPTH;
 
 fn flat_text(e: ElementRef<'_>) -> String {
     collapse(&e.text().collect::<Vec<_>>().join(" "))
@@ -112,7 +112,7 @@ fn block(el: ElementRef<'_>, out: &mut String, list_depth: usize, depth: usize) 
             }
             "table" => {
                 out.push_str("\n\n");
-                for row in crate::clean::html_table_to_markdown(&e.html()).0 {
+                for row in crate::text::html::html_table_to_markdown(&e.html()).0 {
                     out.push_str(&row);
                     out.push('\n');
                 }

@@ -279,5 +279,5 @@ pub fn section_slug(group: &str) -> String {
 
 /// The section of an entry: its `##` group, or else the first folder of its path.
 pub fn section_of(entry: &Entry) -> String {
-    crate::source::section_of(&entry.mirror)
+    crate::artifacts::section_of(&entry.mirror)
 }

@@ -1,9 +1,9 @@
 //! Markdown chunker cases: `check(input, params, expected)`.
 
-use atlas_stages::builtin::chunk_document;
+use atlas_stages::chunk::chunk_document;
 use atlas_stages::chunk::ChunkParams;
 use atlas_stages::clean::{CleanParams, clean};
-use atlas_stages::source::DocEntry;
+use atlas_stages::artifacts::DocEntry;
 use expect_test::{Expect, expect};
 
 fn doc(rel: &str) -> DocEntry {
@@ -241,7 +241,7 @@ fn chunk_ids_are_stable_and_distinct_for_parts() {
 #[test]
 fn cluster_tags_are_sibling_stems() {
     let paths = ["s/a/one.md", "s/a/two.md", "s/a/README.md", "s/b/three.md"].map(String::from);
-    let tags = atlas_stages::builtin::cluster_tags(&paths);
+    let tags = atlas_stages::chunk::cluster_tags(&paths);
     assert_eq!(tags["s/a/one.md"], "readme two");
     assert_eq!(tags["s/b/three.md"], "");
 }
@@ -276,7 +276,7 @@ fn code_windows_cover_every_line_once() {
     let src: String = (0..500).map(|i| if i % 7 == 0 { "\n".to_owned() } else { format!("line {i}\n") }).collect();
     for max in [1, 5, 60] {
         let params = ChunkParams { code_max_lines: max, ..ChunkParams::default() };
-        let chunks = atlas_stages::chunk::chunk_lines(&src, &params);
+        let chunks = atlas_stages::chunk::markdown::chunk_lines(&src, &params);
         let mut seen = vec![0; 501];
         for c in &chunks {
             assert!((c.end_line - c.start_line + 1) as usize <= max);

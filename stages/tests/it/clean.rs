@@ -1,6 +1,7 @@
 //! clean-gitbook cases: `check(input, expected)`, one per behaviour.
 
-use atlas_stages::clean::{CleanParams, clean, content_words, words};
+use atlas_stages::clean::gitbook::{content_words, words};
+use atlas_stages::clean::{CleanParams, clean};
 use expect_test::{Expect, expect};
 
 fn render(input: &str) -> String {
@@ -28,12 +29,12 @@ fn check(input: &str, expected: Expect) {
 }
 
 /// No word of content may be lost: every word outside tag markup must come out.
-pub fn assert_keeps_every_word(input: &str, c: &atlas_stages::clean::Cleaned) {
+pub fn assert_keeps_every_word(input: &str, c: &atlas_stages::artifacts::Cleaned) {
     let missing = lost_words(input, c);
     assert!(missing.is_empty(), "words lost by the cleaner: {missing:?}");
 }
 
-pub fn lost_words(input: &str, c: &atlas_stages::clean::Cleaned) -> Vec<String> {
+pub fn lost_words(input: &str, c: &atlas_stages::artifacts::Cleaned) -> Vec<String> {
     let mut have = std::collections::HashMap::<String, usize>::new();
     let meta = format!(
         "{} {} {}",

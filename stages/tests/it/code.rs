@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use atlas_stages::chunk::ChunkParams;
-use atlas_stages::code::{CodeChunks, chunk_code};
-use atlas_stages::source::language_of;
+use atlas_stages::chunk::code::{CodeChunks, chunk_code};
+use atlas_stages::text::language_of;
 use expect_test::{Expect, expect};
 
 fn params() -> ChunkParams {
@@ -524,9 +524,9 @@ fn overloaded_methods_keep_one_symbol_and_distinct_ids() {
     let out = chunks("A.java", src, &ChunkParams { code_max_lines: 6, ..params() });
     let runs: Vec<_> = out.chunks.iter().filter(|c| c.symbol.as_deref() == Some("A.run")).collect();
     assert_eq!(runs.len(), 2, "{}", render(&out));
-    let doc = atlas_stages::source::DocEntry::new("s", "A.java", atlas_cache::Digest::of(b""));
-    let cleaned = atlas_stages::clean::Cleaned { text: src.to_owned(), ..Default::default() };
-    let recs = atlas_stages::builtin::chunk_document(&doc, &cleaned, &ChunkParams { code_max_lines: 6, ..params() });
+    let doc = atlas_stages::artifacts::DocEntry::new("s", "A.java", atlas_cache::Digest::of(b""));
+    let cleaned = atlas_stages::artifacts::Cleaned { text: src.to_owned(), ..Default::default() };
+    let recs = atlas_stages::chunk::chunk_document(&doc, &cleaned, &ChunkParams { code_max_lines: 6, ..params() });
     let ids: std::collections::BTreeSet<_> = recs.iter().map(|r| &r.chunk_id).collect();
     assert_eq!(ids.len(), recs.len(), "chunk ids are distinct");
 }

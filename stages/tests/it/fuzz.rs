@@ -5,9 +5,10 @@
 //! a few seconds in CI); raise it for a longer local run.
 
 use atlas_runtime::safe_path;
-use atlas_stages::chunk::{ChunkParams, chunk_markdown};
+use atlas_stages::chunk::ChunkParams;
+use atlas_stages::chunk::markdown::chunk_markdown;
 use atlas_stages::clean::{CleanParams, clean};
-use atlas_stages::code::chunk_code;
+use atlas_stages::chunk::code::chunk_code;
 use atlas_stages::crawl::html::to_markdown;
 use atlas_stages::crawl::llms::parse_with;
 use atlas_stages::crawl::robots::Robots;

@@ -6,4 +6,5 @@ mod clean;
 mod code;
 mod corpora;
 mod fuzz;
+mod layout;
 mod llms;

@@ -4,62 +4,8 @@
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use serde::{Deserialize, Serialize};
 
-use crate::clean::Fence;
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ChunkParams {
-    /// Headings of this level or above start a chunk (2 = H1 and H2).
-    #[serde(default = "default_split_level")]
-    pub split_level: u8,
-    /// Characters of the previous section prepended as context.
-    #[serde(default = "default_overlap")]
-    pub overlap_chars: usize,
-    /// Sections longer than this are split at paragraph boundaries.
-    #[serde(default = "default_max_chars")]
-    pub max_chars: usize,
-    /// Code chunks (and line windows of other text files) hold at most this many lines.
-    #[serde(default = "default_code_max_lines")]
-    pub code_max_lines: usize,
-    /// Code items of at most this many lines count as tiny…
-    #[serde(default = "default_code_tiny_lines")]
-    pub code_tiny_lines: usize,
-    /// …and runs of tiny items merge into one chunk up to this many lines.
-    #[serde(default = "default_code_merge_max_lines")]
-    pub code_merge_max_lines: usize,
-}
-
-fn default_split_level() -> u8 {
-    2
-}
-fn default_overlap() -> usize {
-    150
-}
-fn default_max_chars() -> usize {
-    8000
-}
-fn default_code_max_lines() -> usize {
-    80
-}
-fn default_code_tiny_lines() -> usize {
-    5
-}
-fn default_code_merge_max_lines() -> usize {
-    40
-}
-
-impl Default for ChunkParams {
-    fn default() -> Self {
-        ChunkParams {
-            split_level: 2,
-            overlap_chars: 150,
-            max_chars: 8000,
-            code_max_lines: default_code_max_lines(),
-            code_tiny_lines: default_code_tiny_lines(),
-            code_merge_max_lines: default_code_merge_max_lines(),
-        }
-    }
-}
+use super::ChunkParams;
+use crate::text::Fence;
 
 /// A chunk as the per-document step produces it (file-level fields are added later).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

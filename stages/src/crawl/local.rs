@@ -5,24 +5,6 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use atlas_cache::{Digest, KeyBuilder};
-use serde::{Deserialize, Serialize};
-
-/// One document as the crawl stage publishes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DocEntry {
-    pub source: String,
-    /// Path inside the source, with `/` separators.
-    pub rel: String,
-    /// Publication: the first folder of `rel`, or `root`.
-    pub section: String,
-    pub url: Option<String>,
-    pub digest: Digest,
-    /// For files from a repository: the repository and the commit they were read at.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub repo: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit: Option<String>,
-}
 
 /// Why bytes are not a text document (None when they are): not UTF-8, or holding NUL
 /// bytes (binary data that happens to decode).
@@ -33,55 +15,6 @@ pub fn not_text(bytes: &[u8]) -> Option<&'static str> {
         Some("not UTF-8 text")
     } else {
         None
-    }
-}
-
-/// Markdown documents go through the GitBook cleaner and the markdown chunker; every
-/// other text file is mirrored verbatim and chunked as code.
-pub fn is_markdown(rel: &str) -> bool {
-    let ext = rel.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
-    matches!(ext.as_deref(), Some("md" | "markdown"))
-}
-
-/// The language of a code file, from its extension (None when unknown).
-pub fn language_of(rel: &str) -> Option<&'static str> {
-    let file = rel.rsplit('/').next().unwrap_or(rel);
-    let ext = file.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
-    Some(match ext.as_str() {
-        "rs" => "rust",
-        "py" | "pyi" => "python",
-        "js" | "mjs" | "cjs" | "jsx" => "javascript",
-        "ts" | "mts" | "cts" | "tsx" => "typescript",
-        "go" => "go",
-        "java" => "java",
-        "c" | "h" => "c",
-        "cc" | "cpp" | "cxx" | "hpp" | "hh" => "cpp",
-        "sh" | "bash" => "shell",
-        "toml" => "toml",
-        "yaml" | "yml" => "yaml",
-        "json" => "json",
-        "md" | "markdown" => "markdown",
-        _ => return None,
-    })
-}
-
-impl DocEntry {
-    /// A document of `source` at `rel`, with its section derived from the path.
-    pub fn new(source: &str, rel: &str, digest: Digest) -> DocEntry {
-        DocEntry {
-            source: source.to_owned(),
-            rel: rel.to_owned(),
-            section: section_of(rel),
-            url: None,
-            digest,
-            repo: None,
-            commit: None,
-        }
-    }
-
-    /// `<source>/<rel>`: where the document lives in the mirror.
-    pub fn path(&self) -> String {
-        format!("{}/{}", self.source, self.rel)
     }
 }
 
@@ -122,13 +55,6 @@ impl Scan {
         }
         k.str("fetched_at", self.fetched_at.as_deref().unwrap_or_default());
         k.finish()
-    }
-}
-
-pub fn section_of(rel: &str) -> String {
-    match rel.split_once('/') {
-        Some((first, _)) => first.to_owned(),
-        None => "root".to_owned(),
     }
 }
 

@@ -1,6 +1,10 @@
 //! pack: one bundle both servers serve: manifest.json, chunks.parquet, embeddings,
-//! the tantivy index and the mirror. The stage stores the bundle's files in the cache;
-//! `outputs` writes them to `<out>/bundle/` and, with `--archive`, a `.tar.zst`.
+//! the HNSW graph, the tantivy index and the mirror (the format:
+//! docs/bundle-format.md). The stage stores the bundle's files in the cache; its
+//! `materialize` writes them to `<out>/bundle/` and, with `--archive`, a `.tar.zst`
+//! ([`archive`]).
+
+pub mod archive;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,11 +13,11 @@ use atlas_cache::{Digest, KeyBuilder};
 use atlas_runtime::bundle::{Artifact, FORMAT_VERSION, Manifest, ModelInfo, SourceInfo};
 use serde::{Deserialize, Serialize};
 
-use crate::bm25::Bm25Manifest;
-use crate::builtin::{ChunkManifest, CleanManifest, CrawlManifest};
-use crate::config::{Loaded, SourceConfig, canonical};
-use crate::dag::{Ctx, Stage, StageOutput};
-use crate::embed::EmbedManifest;
+use crate::artifacts::{
+    Bm25Manifest, ChunkManifest, CleanManifest, Cleaned, CrawlManifest, EmbedManifest, PackManifest,
+};
+use crate::text::rfc3339_now;
+use crate::runner::{Ctx, Loaded, Outputs, ParamError, SourceConfig, Stage, StageOutput, canonical, is_safe_name, load_json};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -51,69 +55,48 @@ fn build_hnsw(ctx: &Ctx<'_>, embeddings: Digest) -> anyhow::Result<Vec<(String, 
     Ok(files)
 }
 
-/// The bundle's files (path → object), manifest.json among them.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct PackManifest {
-    pub name: String,
-    pub version: String,
-    pub files: BTreeMap<String, Digest>,
-}
-
 #[derive(Debug)]
 pub struct Pack;
-
-fn load<T: for<'de> Deserialize<'de>>(
-    ctx: &Ctx<'_>,
-    inputs: &BTreeMap<String, Digest>,
-    name: &str,
-) -> anyhow::Result<T> {
-    let d = inputs.get(name).copied().with_context(|| format!("missing input {name}"))?;
-    serde_json::from_slice(&ctx.cache.get_required(d)?).with_context(|| format!("decoding the {name} output"))
-}
 
 /// The sources and every stage's params, canonical: what the bundle was built from.
 fn config_digest(cfg: &Loaded) -> String {
     let mut k = KeyBuilder::new("config");
-    k.str("stages", &canonical(&cfg.config.stages).to_string());
+    k.str("stages", &serde_json::to_string(cfg.canonical_params()).expect("JSON values serialise"));
     for (name, src) in &cfg.config.sources {
         k.str("source", name).str("kind", src.kind()).str("detail", &format!("{src:?}"));
     }
     k.finish().to_hex()
 }
 
-/// RFC 3339 UTC time of now (seconds).
-pub fn rfc3339_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
 
 impl Stage for Pack {
-    fn name(&self) -> &'static str {
-        "pack"
+    const NAME: &'static str = "pack";
+    const VERSION: u32 = 2;
+    /// It also reads the sources (crawl) and the mirror (clean-gitbook).
+    const DEPS: &'static [&'static str] = &["crawl", "clean-gitbook", "chunk", "embed", "bm25"];
+    type Params = PackParams;
+
+    fn check(p: &PackParams) -> Result<(), ParamError> {
+        if is_safe_name(&p.version) {
+            return Ok(());
+        }
+        Err(ParamError::new(
+            "version",
+            format!(
+                "stages.pack.version {:?} must be letters, digits, '.', '-', '+' or '_' (it names the archive)",
+                p.version
+            ),
+        ))
     }
-    fn version(&self) -> u32 {
-        2
+    fn key_params(p: &PackParams, cfg: &Loaded) -> serde_json::Value {
+        serde_json::json!({ "name": cfg.config.name, "pack": canonical(p) })
     }
-    fn params(&self, cfg: &Loaded) -> serde_json::Value {
-        serde_json::json!({ "name": cfg.config.name, "pack": canonical(&cfg.config.stages.pack) })
-    }
-    fn run(&self, ctx: &Ctx<'_>, inputs: &BTreeMap<String, Digest>) -> anyhow::Result<StageOutput> {
-        let crawl: CrawlManifest = load(ctx, inputs, "crawl")?;
-        let clean: CleanManifest = load(ctx, inputs, "clean-gitbook")?;
-        let chunk: ChunkManifest = load(ctx, inputs, "chunk")?;
-        let embed: EmbedManifest = load(ctx, inputs, "embed")?;
-        let bm25: Bm25Manifest = load(ctx, inputs, "bm25")?;
+    fn run(&self, p: &PackParams, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
+        let crawl: CrawlManifest = ctx.input("crawl")?;
+        let clean: CleanManifest = ctx.input("clean-gitbook")?;
+        let chunk: ChunkManifest = ctx.input("chunk")?;
+        let embed: EmbedManifest = ctx.input("embed")?;
+        let bm25: Bm25Manifest = ctx.input("bm25")?;
         let mut out = StageOutput::default();
         let mut files: BTreeMap<String, Digest> = BTreeMap::new();
         let mut artifacts = Vec::new();
@@ -129,7 +112,7 @@ impl Stage for Pack {
         let emb_json = ctx.cache.put(&serde_json::to_vec_pretty(&embed)?)?;
         add("embeddings.json".into(), emb_json, &mut out)?;
         // An empty bundle (no chunks) is valid; it just has no graph to build.
-        if ctx.cfg.config.stages.pack.hnsw && embed.rows > 0 {
+        if p.hnsw && embed.rows > 0 {
             for (name, d) in build_hnsw(ctx, embed.embeddings)? {
                 add(format!("hnsw/{name}"), d, &mut out)?;
             }
@@ -137,13 +120,11 @@ impl Stage for Pack {
         for (name, d) in &bm25.files {
             add(format!("tantivy/{name}"), *d, &mut out)?;
         }
-        let bm25_json = ctx
-            .cache
-            .put(&serde_json::to_vec_pretty(&serde_json::json!({"boosts": bm25.boosts, "docs": bm25.docs}))?)?;
+        let bm25_json = ctx.cache.put(&bm25.bm25_json()?)?;
         add("bm25.json".into(), bm25_json, &mut out)?;
         let bar = ctx.progress.stage("pack", clean.docs.len());
         for doc in &clean.docs {
-            let c: crate::clean::Cleaned = serde_json::from_slice(&ctx.cache.get_required(doc.clean)?)?;
+            let c: Cleaned = ctx.load(doc.clean, "cleaned document")?;
             let d = ctx.cache.put(c.text.as_bytes())?;
             add(format!("mirror/{}", doc.doc.path()), d, &mut out)?;
             bar.inc();
@@ -172,7 +153,7 @@ impl Stage for Pack {
         let manifest = Manifest {
             format_version: FORMAT_VERSION,
             name: ctx.cfg.config.name.clone(),
-            version: ctx.cfg.config.stages.pack.version.clone(),
+            version: p.version.clone(),
             created: rfc3339_now(),
             config_digest: config_digest(ctx.cfg),
             sources,
@@ -196,5 +177,22 @@ impl Stage for Pack {
         out.objects.insert(d);
         out.output = Some(d);
         Ok(out)
+    }
+
+    /// `bundle/` and, with `--archive`, `<name>-<version>.tar.zst` and its `.sha256`.
+    fn materialize(output: Digest, out: &mut Outputs<'_>) -> anyhow::Result<()> {
+        let m: PackManifest = load_json(out.cache, output, "the pack manifest")?;
+        out.write_objects("bundle", &m.files)?;
+        if out.archive {
+            let name = format!("{}-{}.tar.zst", m.name, m.version);
+            let bytes = archive::tar_zst(out.cache, &m)?;
+            let sha: String = {
+                use sha2::Digest as _;
+                sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
+            };
+            out.write(&name, &bytes, true)?;
+            out.write(&format!("{name}.sha256"), format!("{sha}  {name}\n").as_bytes(), false)?;
+        }
+        Ok(())
     }
 }

@@ -2,40 +2,17 @@
 //! content-addressed cache, so a rebuild redoes only what changed.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use atlas_cache::{Cache, Digest, KeyBuilder, RunRecord};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ConfigError, Loaded};
-use crate::progress::Progress;
-
-/// The whole DAG in topological order (the registry holds the stage of each name).
-pub const DAG: &[(&str, &[&str])] = &[
-    ("crawl", &[]),
-    ("clean-gitbook", &["crawl"]),
-    ("chunk", &["clean-gitbook"]),
-    ("embed", &["chunk"]),
-    ("bm25", &["chunk"]),
-    // pack also reads the sources (crawl) and the mirror (clean-gitbook).
-    ("pack", &["crawl", "clean-gitbook", "chunk", "embed", "bm25"]),
-];
-
-/// What a stage's run hands to the runner.
-#[derive(Debug, Default)]
-pub struct StageOutput {
-    /// The stage's output object (a manifest that names everything else).
-    pub output: Option<Digest>,
-    /// Every object the output references, itself included.
-    pub objects: BTreeSet<Digest>,
-    /// Memo refs used, for gc.
-    pub refs: BTreeSet<String>,
-    pub items: usize,
-    pub reused: usize,
-    /// Lines for the log (skipped files, warnings).
-    pub notes: Vec<String>,
-}
+use super::config::{ConfigError, Loaded};
+use super::outputs::Outputs;
+use super::progress::Progress;
+use super::stage::{Ctx, DynStage};
 
 /// Stored behind a stage's memo ref.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -46,39 +23,28 @@ struct StageRecord {
     items: usize,
 }
 
-/// What the runner gives a stage.
-#[derive(Debug)]
-pub struct Ctx<'a> {
-    pub cache: &'a Cache,
-    pub cfg: &'a Loaded,
-    pub progress: &'a Progress,
-    /// Recompute items even when memoised (`--force STAGE`).
-    pub force: bool,
-    pub offline: bool,
-    /// `--sections`: replaces the llms.txt sources' `sections` when not empty.
-    pub sections: &'a [String],
-    /// `--max-pages`: replaces the llms.txt sources' `max_pages`.
-    pub max_pages: Option<usize>,
-}
-
-pub trait Stage: Send + Sync {
-    fn name(&self) -> &'static str;
-    /// Bump when the implementation changes what it produces.
-    fn version(&self) -> u32;
-    fn params(&self, cfg: &Loaded) -> serde_json::Value;
-    /// Inputs from outside the cache (only the source stage has any).
-    fn external_inputs(&self, _ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
-        Ok(BTreeMap::new())
+/// Checks that the registry is a DAG in topological order: names are unique and every
+/// dependency is a stage listed before the one that reads it.
+pub fn check_registry(registry: &[Box<dyn DynStage>]) -> Result<(), String> {
+    for (i, s) in registry.iter().enumerate() {
+        if registry[..i].iter().any(|e| e.name() == s.name()) {
+            return Err(format!("stage {} is registered twice", s.name()));
+        }
+        for dep in s.deps() {
+            if !registry[..i].iter().any(|e| e.name() == *dep) {
+                return Err(format!("stage {} reads {dep}, which is not a stage registered before it", s.name()));
+            }
+        }
     }
-    fn run(&self, ctx: &Ctx<'_>, inputs: &BTreeMap<String, Digest>) -> anyhow::Result<StageOutput>;
+    Ok(())
 }
 
-pub fn deps_of(name: &str) -> &'static [&'static str] {
-    DAG.iter().find(|(n, _)| *n == name).map_or(&[], |(_, d)| d)
+fn deps_of<'r>(registry: &'r [Box<dyn DynStage>], name: &str) -> &'r [&'static str] {
+    registry.iter().find(|s| s.name() == name).map_or(&[], |s| s.deps())
 }
 
 /// Checks a stage name given on the command line against the registry.
-pub fn check_stage_name(name: &str, flag: &str, registry: &[Box<dyn Stage>]) -> Result<(), ConfigError> {
+pub fn check_stage_name(name: &str, flag: &str, registry: &[Box<dyn DynStage>]) -> Result<(), ConfigError> {
     if registry.iter().any(|s| s.name() == name) {
         return Ok(());
     }
@@ -87,26 +53,23 @@ pub fn check_stage_name(name: &str, flag: &str, registry: &[Box<dyn Stage>]) -> 
 }
 
 /// Stages to run for `until` (it and its ancestors), in DAG order.
-pub fn plan<'r>(registry: &'r [Box<dyn Stage>], until: Option<&str>) -> Vec<&'r dyn Stage> {
+pub fn plan<'r>(registry: &'r [Box<dyn DynStage>], until: Option<&str>) -> Vec<&'r dyn DynStage> {
     let mut wanted: BTreeSet<&str> = BTreeSet::new();
     match until {
         Some(u) => {
             let mut todo = vec![u];
             while let Some(n) = todo.pop() {
                 if wanted.insert(n) {
-                    todo.extend(deps_of(n));
+                    todo.extend(deps_of(registry, n));
                 }
             }
         }
         None => wanted.extend(registry.iter().map(|s| s.name())),
     }
-    DAG.iter()
-        .filter_map(|(n, _)| registry.iter().find(|s| s.name() == *n && wanted.contains(n)))
-        .map(|s| &**s)
-        .collect()
+    registry.iter().filter(|s| wanted.contains(s.name())).map(|s| &**s).collect()
 }
 
-pub fn stage_key(stage: &dyn Stage, params: &serde_json::Value, inputs: &BTreeMap<String, Digest>) -> Digest {
+pub fn stage_key(stage: &dyn DynStage, params: &serde_json::Value, inputs: &BTreeMap<String, Digest>) -> Digest {
     let mut k = KeyBuilder::new("stage");
     k.str("name", stage.name()).part("version", &stage.version().to_le_bytes()).str("params", &params.to_string());
     for (label, d) in inputs {
@@ -157,7 +120,7 @@ pub struct RunOptions<'a> {
 pub fn run(
     cache: &Cache,
     cfg: &Loaded,
-    registry: &[Box<dyn Stage>],
+    registry: &[Box<dyn DynStage>],
     opts: &RunOptions<'_>,
     progress: &Progress,
 ) -> anyhow::Result<RunSummary> {
@@ -170,22 +133,27 @@ pub fn run(
     for stage in plan(registry, opts.until) {
         let name = stage.name();
         let ts = Instant::now();
-        let ctx = Ctx {
+        let params = stage.key_params(cfg);
+        let mut ctx = Ctx {
             cache,
             cfg,
             progress,
+            stage: name,
+            version: stage.version(),
+            key_params: &params,
+            inputs: &BTreeMap::new(),
             force: opts.force.iter().any(|f| f == name),
             offline: opts.offline,
             sections: opts.sections,
             max_pages: opts.max_pages,
         };
-        let params = stage.params(cfg);
         let mut inputs = stage.external_inputs(&ctx).with_context(|| format!("stage {name}: reading its inputs"))?;
-        for dep in deps_of(name) {
+        for dep in stage.deps() {
             let d = outputs.get(dep).with_context(|| format!("stage {name}: input {dep} was not produced"))?;
             inputs.insert((*dep).to_owned(), *d);
         }
         let key = stage_key(stage, &params, &inputs);
+        ctx.inputs = &inputs;
         let hit = if ctx.force { None } else { cached_record(cache, key)? };
         let (record, outcome, items, reused) = match hit {
             Some(rec) => {
@@ -193,7 +161,7 @@ pub fn run(
                 (rec, Outcome::Cached, n, n)
             }
             None => {
-                let out = stage.run(&ctx, &inputs).with_context(|| format!("stage {name} failed"))?;
+                let out = stage.run(&ctx).with_context(|| format!("stage {name} failed"))?;
                 for note in &out.notes {
                     progress.log(&format!("{name}: {note}"));
                 }
@@ -302,7 +270,7 @@ pub enum Freshness {
 pub fn status(
     cache: Option<&Cache>,
     cfg: &Loaded,
-    registry: &[Box<dyn Stage>],
+    registry: &[Box<dyn DynStage>],
     progress: &Progress,
 ) -> anyhow::Result<Vec<(String, Freshness)>> {
     let last: Vec<StageReport> = match cache {
@@ -320,7 +288,7 @@ pub fn status(
             out.push((name.to_owned(), Freshness::NeverRun));
             continue;
         };
-        let params = stage.params(cfg);
+        let params = stage.key_params(cfg);
         let mut why = Vec::new();
         if prev.version != stage.version() {
             why.push(format!("implementation version {} → {}", prev.version, stage.version()));
@@ -328,13 +296,25 @@ pub fn status(
         diff_params(name, &prev.params, &params, &mut why);
         let mut inputs = BTreeMap::new();
         if let Some(cache) = cache {
-            let ctx = Ctx { cache, cfg, progress, force: false, offline: true, sections: &[], max_pages: None };
+            let ctx = Ctx {
+                cache,
+                cfg,
+                progress,
+                stage: name,
+                version: stage.version(),
+                key_params: &params,
+                inputs: &BTreeMap::new(),
+                force: false,
+                offline: true,
+                sections: &[],
+                max_pages: None,
+            };
             match stage.external_inputs(&ctx) {
                 Ok(i) => inputs = i,
                 Err(e) => why.push(format!("its sources cannot be read offline ({e:#})")),
             }
         }
-        for dep in deps_of(name) {
+        for dep in stage.deps() {
             match fresh_outputs.get(*dep) {
                 Some(d) => {
                     inputs.insert((*dep).to_owned(), *d);
@@ -374,3 +354,20 @@ fn diff_params(prefix: &str, old: &serde_json::Value, new: &serde_json::Value, w
         _ => {}
     }
 }
+
+/// Writes the outputs of the stages a run reached, each through its own stage.
+pub fn materialize(
+    cache: &Cache,
+    out_dir: &Path,
+    registry: &[Box<dyn DynStage>],
+    stages: &[StageReport],
+    archive: bool,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Outputs { cache, dir: out_dir, archive, written: Vec::new() };
+    for report in stages {
+        let stage = registry.iter().find(|s| s.name() == report.name).context("a stage that ran is registered")?;
+        stage.materialize(report.output, &mut out).with_context(|| format!("writing the {} output", report.name))?;
+    }
+    Ok(out.written)
+}
+

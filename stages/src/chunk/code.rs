@@ -19,7 +19,7 @@
 
 use tree_sitter::{Language, Node, Parser};
 
-use crate::chunk::ChunkParams;
+use super::ChunkParams;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeChunk {

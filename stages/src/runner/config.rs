@@ -6,12 +6,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::any::Any;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor};
 
-use crate::chunk::ChunkParams;
-use crate::clean::CleanParams;
 
 /// A config problem: the user must fix the file. Reported on one line, exit code 2.
 #[derive(Debug)]
@@ -34,8 +35,10 @@ pub struct PipelineConfig {
     #[serde(default)]
     pub out: Option<PathBuf>,
     pub sources: BTreeMap<String, SourceConfig>,
+    /// `stages.<name>`: each stage parses and checks its own section (see
+    /// `DynStage::parse_params`); here only the names are read.
     #[serde(default)]
-    pub stages: StageParams,
+    pub stages: BTreeMap<String, IgnoredAny>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -112,84 +115,138 @@ fn default_include() -> Vec<String> {
     vec!["**/*.md".into(), "**/*.markdown".into()]
 }
 
-/// Params of each stage. A name that is not a stage is an unknown-key error.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct StageParams {
-    #[serde(default)]
-    pub crawl: CrawlParams,
-    #[serde(default)]
-    pub clean_gitbook: CleanParams,
-    #[serde(default)]
-    pub chunk: ChunkParams,
-    #[serde(default)]
-    pub embed: crate::embed::EmbedParams,
-    #[serde(default)]
-    pub bm25: crate::bm25::Bm25Params,
-    #[serde(default)]
-    pub pack: crate::pack::PackParams,
-}
-
-pub use crate::crawl::CrawlParams;
-
 /// A loaded config: the parsed file plus where it lives.
 #[derive(Debug, Clone)]
 pub struct Loaded {
     pub path: PathBuf,
     pub dir: PathBuf,
     pub config: PipelineConfig,
+    /// Each registered stage's params, typed (defaults filled) and checked.
+    pub(super) params: BTreeMap<&'static str, Arc<dyn Any + Send + Sync>>,
+    /// The same, as canonical JSON: what the bundle records it was built with.
+    pub(super) canonical: BTreeMap<&'static str, serde_json::Value>,
 }
 
 impl Loaded {
+    /// The typed params of stage `name`.
+    ///
+    /// # Panics
+    /// When `name` is not a registered stage whose params type is `P` (a bug).
+    pub fn params<P: 'static>(&self, name: &str) -> &P {
+        self.params
+            .get(name)
+            .and_then(|p| p.downcast_ref::<P>())
+            .unwrap_or_else(|| panic!("stage {name} is not registered with these params"))
+    }
+
+    /// Every stage's params as canonical JSON, by stage name.
+    pub fn canonical_params(&self) -> &BTreeMap<&'static str, serde_json::Value> {
+        &self.canonical
+    }
+
     /// Resolves a path written in the config against the config's folder.
     pub fn resolve(&self, p: &Path) -> PathBuf {
         if p.is_absolute() { p.to_owned() } else { self.dir.join(p) }
     }
 }
 
-/// Reads and validates a config. Nothing is written anywhere.
-pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
-    let shown = path.display();
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ConfigError(format!(
-                "{shown}: config file not found; pass --config FILE or run from the folder that holds pipeline.yaml"
-            )));
-        }
-        Err(e) => return Err(ConfigError(format!("{shown}: cannot read config: {e}"))),
-    };
-    let config = parse(&text).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
-    let abs = std::path::absolute(path).map_err(|e| ConfigError(format!("{shown}: {e}")))?;
-    let dir = abs.parent().map(Path::to_owned).unwrap_or_else(|| PathBuf::from("."));
-    let loaded = Loaded { path: abs, dir, config };
-    validate(&loaded, &text).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
-    Ok(loaded)
+/// Deserialises `stages.<name>` of the config text as `P` (its default when the
+/// section is absent). Errors read `LINE:COL: message`, as [`parse`]'s do.
+pub(crate) fn stage_section<P: DeserializeOwned + Default>(text: &str, name: &'static str) -> Result<P, String> {
+    WANTED.with(|w| w.set(name));
+    let doc: Doc<P> = serde_saphyr::from_str(text).map_err(|e| yaml_error(text, &e))?;
+    Ok(doc.0.unwrap_or_default())
 }
 
+thread_local! {
+    /// The stage section [`Doc`] picks out (serde has no seed entry point in serde-saphyr).
+    static WANTED: std::cell::Cell<&'static str> = const { std::cell::Cell::new("") };
+}
+
+/// The whole config read for one stage's section: every other key is skipped.
+struct Doc<P>(Option<P>);
+
+impl<'de, P: DeserializeOwned> Deserialize<'de> for Doc<P> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(SectionVisitor::<P> { nested: false, marker: std::marker::PhantomData })
+            .map(Doc)
+    }
+}
+
+/// At the top level it looks for `stages:`; inside it, for the wanted stage.
+struct SectionVisitor<P> {
+    nested: bool,
+    marker: std::marker::PhantomData<P>,
+}
+
+impl<'de, P: DeserializeOwned> Visitor<'de> for SectionVisitor<P> {
+    type Value = Option<P>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map")
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let wanted = if self.nested { WANTED.with(std::cell::Cell::get) } else { "stages" };
+        let mut found = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key != wanted {
+                map.next_value::<IgnoredAny>()?;
+            } else if self.nested {
+                found = Some(map.next_value::<P>()?);
+            } else {
+                found = map.next_value::<Stages<P>>()?.0;
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// The `stages:` map, read with the nested visitor.
+impl<'de, P: DeserializeOwned> Deserialize<'de> for Stages<P> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(SectionVisitor::<P> { nested: true, marker: std::marker::PhantomData }).map(Stages)
+    }
+}
+
+struct Stages<P>(Option<P>);
+
 /// Parses YAML text; the error text starts with `LINE:COL: ` when a position is known.
-pub fn parse(text: &str) -> Result<PipelineConfig, String> {
-    serde_saphyr::from_str::<PipelineConfig>(text).map_err(|e| {
-        let msg = one_line(&yaml_message(&e));
-        let mut pos = e.location().filter(|l| l.line() > 0).map(|l| (l.line() as usize, l.column() as usize));
-        // Inside a tagged map (a source), serde reports the map's position; point at the key.
-        let key_line = |line: usize, key: &str| {
-            text.lines().enumerate().skip(line - 1).find_map(|(i, l)| {
-                let t = l.trim_start();
-                let is_key = t.strip_prefix(key).is_some_and(|r| r.trim_start().starts_with(':'));
-                is_key.then_some((i + 1, l.len() - t.len() + 1))
-            })
-        };
-        if let (Some((line, _)), Some(key)) = (pos, quoted_after(&msg, "unknown field `"))
-            && let Some(n) = key_line(line, key)
-        {
-            pos = Some(n);
-        }
-        match pos {
-            Some((line, col)) => format!("{line}:{col}: {msg}"),
-            None => format!(" {msg}"),
-        }
-    })
+/// A name under `stages:` that is not in `stages` is an unknown-key error.
+pub fn parse(text: &str, stages: &[&str]) -> Result<PipelineConfig, String> {
+    let config = serde_saphyr::from_str::<PipelineConfig>(text).map_err(|e| yaml_error(text, &e))?;
+    if let Some(name) = config.stages.keys().find(|k| !stages.contains(&k.as_str())) {
+        let at = line_of(text, Some("stages"), name).map(|n| format!("{n}:")).unwrap_or_default();
+        return Err(format!(
+            "{at} unknown stage `{name}` under `stages`; stages: {}",
+            stages.join(", ")
+        ));
+    }
+    Ok(config)
+}
+
+/// A YAML error on one line, `LINE:COL: message` when a position is known.
+fn yaml_error(text: &str, e: &serde_saphyr::Error) -> String {
+    let msg = one_line(&yaml_message(e));
+    let mut pos = e.location().filter(|l| l.line() > 0).map(|l| (l.line() as usize, l.column() as usize));
+    // Inside a tagged map (a source), serde reports the map's position; point at the key.
+    let key_line = |line: usize, key: &str| {
+        text.lines().enumerate().skip(line - 1).find_map(|(i, l)| {
+            let t = l.trim_start();
+            let is_key = t.strip_prefix(key).is_some_and(|r| r.trim_start().starts_with(':'));
+            is_key.then_some((i + 1, l.len() - t.len() + 1))
+        })
+    };
+    if let (Some((line, _)), Some(key)) = (pos, quoted_after(&msg, "unknown field `"))
+        && let Some(n) = key_line(line, key)
+    {
+        pos = Some(n);
+    }
+    match pos {
+        Some((line, col)) => format!("{line}:{col}: {msg}"),
+        None => format!(" {msg}"),
+    }
 }
 
 /// The text between `prefix` and the next backtick.
@@ -224,7 +281,7 @@ fn one_line(s: &str) -> String {
 }
 
 /// The 1-based line on which `key:` first appears after the line that opens `after`.
-fn line_of(text: &str, after: Option<&str>, key: &str) -> Option<usize> {
+pub(super) fn line_of(text: &str, after: Option<&str>, key: &str) -> Option<usize> {
     let mut armed = after.is_none();
     for (i, line) in text.lines().enumerate() {
         let t = line.trim_start();
@@ -241,7 +298,7 @@ fn line_of(text: &str, after: Option<&str>, key: &str) -> Option<usize> {
     None
 }
 
-fn validate(l: &Loaded, text: &str) -> Result<(), String> {
+pub(super) fn validate(l: &Loaded, text: &str) -> Result<(), String> {
     let at = |after: Option<&str>, key: &str| match line_of(text, after, key) {
         Some(n) => format!("{n}:"),
         None => String::new(),
@@ -314,68 +371,6 @@ fn validate(l: &Loaded, text: &str) -> Result<(), String> {
             }
         }
     }
-    let e = &l.config.stages.embed;
-    if atlas_runtime::model::spec(&e.model).is_none() {
-        let ids: Vec<&str> = atlas_runtime::model::REGISTRY.iter().map(|m| m.id).collect();
-        return Err(format!(
-            "{} stages.embed.model: unknown model {:?}; registered: {}",
-            at(Some("embed"), "model"),
-            e.model,
-            ids.join(", ")
-        ));
-    }
-    for field in l.config.stages.bm25.boosts.keys() {
-        if !atlas_runtime::text_index::FIELDS.contains(&field.as_str()) {
-            return Err(format!(
-                "{} stages.bm25.boosts: unknown field {field:?}; fields: {}",
-                at(Some("boosts"), field),
-                atlas_runtime::text_index::FIELDS.join(", ")
-            ));
-        }
-    }
-    for (field, b) in &l.config.stages.bm25.boosts {
-        check_range(&at, "bm25", field, f64::from(*b), 0.0, 100.0)?;
-    }
-    let c = &l.config.stages.chunk;
-    if !(1..=6).contains(&c.split_level) {
-        return Err(format!("{} stages.chunk.split_level must be 1 to 6", at(Some("chunk"), "split_level")));
-    }
-    if c.max_chars < 200 {
-        return Err(format!("{} stages.chunk.max_chars must be at least 200", at(Some("chunk"), "max_chars")));
-    }
-    let n = |v: usize| v as f64;
-    check_range(&at, "chunk", "max_chars", n(c.max_chars), 200.0, 1_000_000.0)?;
-    check_range(&at, "chunk", "overlap_chars", n(c.overlap_chars), 0.0, n(c.max_chars))?;
-    check_range(&at, "chunk", "code_max_lines", n(c.code_max_lines), 4.0, 10_000.0)?;
-    check_range(&at, "chunk", "code_tiny_lines", n(c.code_tiny_lines), 0.0, 10_000.0)?;
-    check_range(&at, "chunk", "code_merge_max_lines", n(c.code_merge_max_lines), 1.0, 10_000.0)?;
-    let e = &l.config.stages.embed;
-    check_range(&at, "embed", "batch_size", n(e.batch_size), 1.0, 1024.0)?;
-    check_range(&at, "embed", "window_overlap", n(e.window_overlap), 0.0, 128.0)?;
-    check_range(&at, "embed", "threads", n(e.threads), 0.0, 256.0)?;
-    let p = &l.config.stages.crawl;
-    let u = |v: u64| v as f64;
-    check_range(&at, "crawl", "max_file_bytes", u(p.max_file_bytes), 1.0, 1024.0 * 1024.0 * 1024.0)?;
-    check_range(&at, "crawl", "max_concurrent", n(p.max_concurrent), 1.0, 64.0)?;
-    check_range(&at, "crawl", "delay_ms", u(p.delay_ms[0]), 0.0, 600_000.0)?;
-    check_range(&at, "crawl", "delay_ms", u(p.delay_ms[1]), u(p.delay_ms[0]), 600_000.0)?;
-    check_range(&at, "crawl", "connect_timeout_s", p.connect_timeout_s, 0.001, 3600.0)?;
-    check_range(&at, "crawl", "read_timeout_s", p.read_timeout_s, 0.001, 3600.0)?;
-    check_range(&at, "crawl", "total_timeout_s", p.total_timeout_s, 0.001, 86_400.0)?;
-    check_range(&at, "crawl", "max_body_bytes", n(p.max_body_bytes), 1.0, 1024.0 * 1024.0 * 1024.0)?;
-    check_range(&at, "crawl", "max_redirects", n(p.max_redirects), 0.0, 20.0)?;
-    check_range(&at, "crawl", "max_retries", f64::from(p.max_retries), 0.0, 20.0)?;
-    check_range(&at, "crawl", "backoff_base_ms", u(p.backoff_base_ms), 0.0, 600_000.0)?;
-    check_range(&at, "crawl", "backoff_max_ms", u(p.backoff_max_ms), 0.0, 3_600_000.0)?;
-    check_range(&at, "crawl", "retry_after_cap_s", p.retry_after_cap_s, 0.0, 3600.0)?;
-    check_range(&at, "crawl", "max_error_ratio", p.max_error_ratio, 0.0, 1.0)?;
-    let version = &l.config.stages.pack.version;
-    if !is_safe_name(version) {
-        return Err(format!(
-            "{} stages.pack.version {version:?} must be letters, digits, '.', '-', '+' or '_' (it names the archive)",
-            at(Some("pack"), "version")
-        ));
-    }
     Ok(())
 }
 
@@ -389,21 +384,6 @@ pub fn is_safe_name(s: &str) -> bool {
         && s.len() <= 100
         && !s.starts_with('.')
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'+'))
-}
-
-/// `stages.<stage>.<key>` must be a finite number in `lo..=hi`.
-fn check_range(
-    at: &dyn Fn(Option<&str>, &str) -> String,
-    stage: &str,
-    key: &str,
-    v: f64,
-    lo: f64,
-    hi: f64,
-) -> Result<(), String> {
-    if v.is_finite() && (lo..=hi).contains(&v) {
-        return Ok(());
-    }
-    Err(format!("{} stages.{stage}.{key} is {v}; it must be a number from {lo} to {hi}", at(Some(stage), key)))
 }
 
 fn check_globs(
@@ -420,18 +400,19 @@ fn check_globs(
     Ok(())
 }
 
-/// Canonical JSON of a params value: object keys sorted (serde_json's default map),
-/// defaults filled in by the typed structs.
-pub fn canonical<T: Serialize>(params: &T) -> serde_json::Value {
-    serde_json::to_value(params).expect("params serialise")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn err(yaml: &str) -> String {
-        parse(yaml).unwrap_err()
+        parse(yaml, &["chunk", "pack"]).unwrap_err()
+    }
+
+    #[derive(Debug, Default, PartialEq, serde::Serialize, Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    struct Params {
+        overlap_chars: usize,
+        ratio: f64,
     }
 
     #[test]
@@ -464,8 +445,19 @@ mod tests {
 
     #[test]
     fn defaults_are_filled_so_explicit_defaults_do_not_change_keys() {
-        let a = parse("name: x\nsources: {}\n").unwrap();
-        let b = parse("name: x\nsources: {}\nstages:\n  chunk:\n    overlap_chars: 150\n").unwrap();
-        assert_eq!(canonical(&a.stages), canonical(&b.stages));
+        let absent: Params = stage_section("name: x\nsources: {}\n", "chunk").unwrap();
+        let explicit: Params =
+            stage_section("name: x\nsources: {}\nstages:\n  chunk:\n    overlap_chars: 0\n", "chunk").unwrap();
+        assert_eq!(absent, explicit);
+    }
+
+    #[test]
+    fn a_stage_reads_its_own_section_only_and_its_errors_have_a_line() {
+        let text = "name: x\nsources: {}\nstages:\n  pack:\n    colour: 1\n  chunk:\n    overlap_chars: 7\n    ratio: .nan\n";
+        let p: Params = stage_section(text, "chunk").unwrap();
+        assert_eq!(p.overlap_chars, 7);
+        assert!(p.ratio.is_nan(), "NaN survives to the stage's own range check");
+        let e = stage_section::<Params>(text, "pack").unwrap_err();
+        assert!(e.starts_with("5:") && e.contains("colour"), "{e}");
     }
 }

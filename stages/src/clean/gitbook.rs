@@ -11,6 +11,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::artifacts::{Cleaned, Residual};
+use crate::text::html::{
+    MAX_PARSE_DEPTH, decode_entities, html_as_text, html_nests_deeper_than, html_table_to_markdown,
+};
+use crate::text::{Fence, atx_heading, code_spans};
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CleanParams {
@@ -31,29 +37,6 @@ impl Default for CleanParams {
     fn default() -> Self {
         CleanParams { strip_export_boilerplate: true, html_tables: true }
     }
-}
-
-/// One thing left that the cleaner could not convert.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Residual {
-    /// 1-based line in the cleaned text.
-    pub line: usize,
-    /// `gitbook` or `html`.
-    pub kind: String,
-    pub text: String,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Cleaned {
-    pub text: String,
-    pub title: Option<String>,
-    pub description: Option<String>,
-    /// Other front matter keys, as JSON.
-    #[serde(default)]
-    pub front_matter: BTreeMap<String, serde_json::Value>,
-    /// What was converted, by kind (`hint`, `tab`, `html-table`, …).
-    pub counts: BTreeMap<String, u32>,
-    pub residual: Vec<Residual>,
 }
 
 /// GitBook block tags the cleaner understands (the `end…` forms are derived).
@@ -218,63 +201,6 @@ fn strip_boilerplate(lines: &mut Vec<&str>, counts: &mut BTreeMap<String, u32>) 
             lines.pop();
         }
         bump(counts, "agent-instructions");
-    }
-}
-
-/// `(level, text)` of an ATX heading line.
-pub(crate) fn atx_heading(line: &str) -> Option<(usize, &str)> {
-    let indent = line.len() - line.trim_start_matches(' ').len();
-    if indent > 3 {
-        return None;
-    }
-    let t = &line[indent..];
-    let level = t.bytes().take_while(|&b| b == b'#').count();
-    if !(1..=6).contains(&level) {
-        return None;
-    }
-    let rest = &t[level..];
-    if !(rest.is_empty() || rest.starts_with(' ') || rest.starts_with('\t')) {
-        return None;
-    }
-    Some((level, rest.trim()))
-}
-
-/// Tracks fenced code blocks across lines (``` and ~~~, any indentation, inside
-/// blockquotes too).
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Fence {
-    open: Option<(u8, usize)>,
-}
-
-impl Fence {
-    /// Feeds one line; returns true when the line is part of a fence (its opener,
-    /// content or closer).
-    pub(crate) fn step(&mut self, line: &str) -> bool {
-        let t = line.trim_start_matches([' ', '\t', '>']);
-        let marker = t.bytes().next().filter(|b| *b == b'`' || *b == b'~');
-        let run = marker.map_or(0, |m| t.bytes().take_while(|&b| b == m).count());
-        match self.open {
-            Some((m, n)) => {
-                if marker == Some(m) && run >= n && t[run..].trim().is_empty() {
-                    self.open = None;
-                }
-                true
-            }
-            None => {
-                if let Some(m) = marker
-                    && run >= 3
-                    && !(m == b'`' && t[run..].contains('`'))
-                {
-                    self.open = Some((m, run));
-                    return true;
-                }
-                false
-            }
-        }
-    }
-
-    pub(crate) fn is_open(&self) -> bool {
-        self.open.is_some()
     }
 }
 
@@ -825,43 +751,6 @@ fn parse_attrs(s: &str) -> (Vec<(String, String)>, Option<String>) {
     (attrs, positional)
 }
 
-/// Byte ranges of inline code spans (backtick runs matched by equal runs) on one line.
-pub(crate) fn code_spans(s: &str) -> Vec<(usize, usize)> {
-    let b = s.as_bytes();
-    let mut spans = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'`' {
-            let run = b[i..].iter().take_while(|&&c| c == b'`').count();
-            let open_end = i + run;
-            let mut j = open_end;
-            let mut closed = None;
-            while j < b.len() {
-                if b[j] == b'`' {
-                    let r = b[j..].iter().take_while(|&&c| c == b'`').count();
-                    if r == run {
-                        closed = Some(j + r);
-                        break;
-                    }
-                    j += r;
-                } else {
-                    j += 1;
-                }
-            }
-            match closed {
-                Some(end) => {
-                    spans.push((i, end));
-                    i = end;
-                }
-                None => i = open_end,
-            }
-        } else {
-            i += 1;
-        }
-    }
-    spans
-}
-
 fn find_outside_code(s: &str, needle: &str) -> Option<usize> {
     let code = code_spans(s);
     let mut from = 0;
@@ -1023,192 +912,9 @@ fn convert_html_inline(s: &str, counts: &mut BTreeMap<String, u32>) -> String {
     format!("{lead}{}", squeezed.trim_end())
 }
 
-/// HTML is converted by recursion over its element tree down to this depth; deeper
-/// content (untrusted pages can nest thousands of levels) is kept as plain text.
-pub(crate) const MAX_HTML_DEPTH: usize = 64;
-
-/// HTML whose tags nest deeper than this is not parsed at all: html5ever's scope
-/// checks walk the open-element stack, so each tag costs its depth and a deep page
-/// costs the square of it (50,000 nested `<div>`s took 30 s). It is kept as text.
-pub(crate) const MAX_PARSE_DEPTH: usize = 512;
-
-/// Does `html` nest its tags deeper than `limit`? A linear scan: void elements,
-/// self-closing tags and elements whose end tag may be left out (`p`, `li`, `td`, …)
-/// do not count, so ordinary pages stay far below any limit.
-pub(crate) fn html_nests_deeper_than(html: &str, limit: usize) -> bool {
-    const FLAT: &[&str] = &[
-        "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr", "p",
-        "li", "dt", "dd", "tr", "td", "th", "option", "optgroup", "tbody", "thead", "tfoot", "colgroup", "rb", "rt",
-        "rp",
-    ];
-    let b = html.as_bytes();
-    let mut depth = 0usize;
-    let mut i = 0;
-    while let Some(off) = b[i..].iter().position(|&c| c == b'<') {
-        i += off + 1;
-        let close = b.get(i) == Some(&b'/');
-        let start = i + usize::from(close);
-        let len = b[start..].iter().take_while(|c| c.is_ascii_alphanumeric()).count();
-        if len == 0 || !b[start].is_ascii_alphabetic() {
-            continue;
-        }
-        let name = html[start..start + len].to_ascii_lowercase();
-        if FLAT.contains(&name.as_str()) {
-            continue;
-        }
-        if close {
-            depth = depth.saturating_sub(1);
-            continue;
-        }
-        let end = b[start..].iter().position(|&c| c == b'>').map(|e| start + e);
-        if end.is_some_and(|e| e > 0 && b[e - 1] == b'/') {
-            continue;
-        }
-        depth += 1;
-        if depth > limit {
-            return true;
-        }
-    }
-    false
-}
-
-/// The text of `html` without parsing it: tags dropped, entities decoded,
-/// whitespace collapsed. For markup too deep to parse.
-pub(crate) fn html_as_text(html: &str) -> String {
-    let mut out = String::with_capacity(html.len() / 2);
-    let mut rest = html;
-    while let Some(i) = rest.find('<') {
-        out.push_str(&rest[..i]);
-        out.push(' ');
-        rest = match rest[i..].find('>') {
-            Some(e) => &rest[i + e + 1..],
-            None => "",
-        };
-    }
-    out.push_str(rest);
-    decode_entities(&out).split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 /// The count (in [`Cleaned::counts`]) of places where HTML nested deeper than
-/// [`MAX_HTML_DEPTH`] was kept as plain text.
+/// [`MAX_HTML_DEPTH`](crate::text::html::MAX_HTML_DEPTH) was kept as plain text.
 pub const TOO_DEEP: &str = "html-too-deep";
-
-/// Converts one HTML table to markdown rows. Cells keep their text; inline markup
-/// becomes markdown; `|` is escaped; `<br>` and block breaks become spaces. Only the
-/// outermost table's rows become rows: a nested table is text in its cell. The flag
-/// says that markup nested deeper than [`MAX_HTML_DEPTH`] was kept as plain text.
-pub(crate) fn html_table_to_markdown(html: &str) -> (Vec<String>, bool) {
-    use scraper::{ElementRef, Html, Selector};
-    let doc = Html::parse_fragment(html);
-    let table_sel = Selector::parse("table").expect("static selector");
-    let tr = Selector::parse("tr").expect("static selector");
-    let Some(table) = doc.select(&table_sel).next() else { return (Vec::new(), false) };
-    let mut too_deep = false;
-    let mut rows: Vec<(bool, Vec<String>)> = Vec::new();
-    let own_row = |row: &ElementRef<'_>| {
-        row.ancestors().find(|a| a.value().as_element().is_some_and(|e| e.name() == "table")).map(|a| a.id())
-            == Some(table.id())
-    };
-    for row in table.select(&tr).filter(own_row) {
-        let mut cells = Vec::new();
-        let mut header = false;
-        for cell in row.child_elements() {
-            let n = cell.value().name();
-            if n != "td" && n != "th" {
-                continue;
-            }
-            header |= n == "th";
-            let mut text = String::new();
-            cell_text(cell, &mut text, 0, &mut too_deep);
-            let text = text.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|");
-            let span: usize = cell.value().attr("colspan").and_then(|c| c.parse().ok()).unwrap_or(1).clamp(1, 50);
-            cells.push(text);
-            for _ in 1..span {
-                cells.push(String::new());
-            }
-        }
-        if !cells.is_empty() {
-            rows.push((header, cells));
-        }
-    }
-    fn cell_text(el: ElementRef<'_>, out: &mut String, depth: usize, too_deep: &mut bool) {
-        if depth >= MAX_HTML_DEPTH {
-            *too_deep = true;
-            out.extend(el.text().flat_map(|t| [t, " "]));
-            return;
-        }
-        let mut inner = |e: ElementRef<'_>, out: &mut String| cell_text(e, out, depth + 1, too_deep);
-        for child in el.children() {
-            if let Some(t) = child.value().as_text() {
-                out.push_str(t);
-            } else if let Some(e) = ElementRef::wrap(child) {
-                match e.value().name() {
-                    "br" => out.push(' '),
-                    "code" => {
-                        out.push('`');
-                        inner(e, out);
-                        out.push('`');
-                    }
-                    "strong" | "b" => {
-                        out.push_str("**");
-                        inner(e, out);
-                        out.push_str("**");
-                    }
-                    "em" => {
-                        out.push('*');
-                        inner(e, out);
-                        out.push('*');
-                    }
-                    "a" => match e.value().attr("href") {
-                        Some(h) => {
-                            out.push('[');
-                            inner(e, out);
-                            out.push_str(&format!("]({h})"));
-                        }
-                        None => inner(e, out),
-                    },
-                    "img" => {
-                        let alt = e.value().attr("alt").unwrap_or_default();
-                        let src = e.value().attr("src").unwrap_or_default();
-                        out.push_str(&format!("![{alt}]({src})"));
-                    }
-                    "li" => {
-                        out.push_str(" • ");
-                        inner(e, out);
-                    }
-                    "p" | "div" | "ul" | "ol" | "table" | "tr" => {
-                        out.push(' ');
-                        inner(e, out);
-                        out.push(' ');
-                    }
-                    "td" | "th" => {
-                        inner(e, out);
-                        out.push(' ');
-                    }
-                    _ => inner(e, out),
-                }
-            }
-        }
-    }
-    if rows.is_empty() {
-        return (Vec::new(), too_deep);
-    }
-    let width = rows.iter().map(|(_, c)| c.len()).max().unwrap_or(1);
-    let mut out = Vec::new();
-    let mut iter = rows.into_iter().peekable();
-    // The first row is the header (markdown needs one), whether or not it used <th>.
-    let (_, first) = iter.next().expect("non-empty");
-    let pad = |mut c: Vec<String>| {
-        c.resize(width, String::new());
-        format!("| {} |", c.join(" | "))
-    };
-    out.push(pad(first));
-    out.push(format!("|{}", " --- |".repeat(width)));
-    for (_, cells) in iter {
-        out.push(pad(cells));
-    }
-    (out, too_deep)
-}
 
 fn collapse_blank_runs(s: &str) -> String {
     // Outside fences: at most one blank line in a row, none at the start or the end; a
@@ -1302,46 +1008,4 @@ pub fn content_words(input: &str) -> Vec<String> {
         i += ch.len_utf8();
     }
     words(&text)
-}
-
-/// Decodes numeric character references and the common named entities.
-fn decode_entities(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find('&') {
-        out.push_str(&rest[..i]);
-        rest = &rest[i..];
-        let end = rest.char_indices().take(12).find(|&(_, c)| c == ';').map(|(i, _)| i);
-        let decoded = end.and_then(|e| {
-            let body = &rest[1..e];
-            let c = if let Some(hex) = body.strip_prefix("#x").or_else(|| body.strip_prefix("#X")) {
-                u32::from_str_radix(hex, 16).ok().and_then(char::from_u32)
-            } else if let Some(dec) = body.strip_prefix('#') {
-                dec.parse().ok().and_then(char::from_u32)
-            } else {
-                match body {
-                    "amp" => Some('&'),
-                    "lt" => Some('<'),
-                    "gt" => Some('>'),
-                    "quot" => Some('"'),
-                    "apos" => Some('\''),
-                    "nbsp" => Some(' '),
-                    _ => None,
-                }
-            };
-            c.map(|c| (c, e + 1))
-        });
-        match decoded {
-            Some((c, len)) => {
-                out.push(c);
-                rest = &rest[len..];
-            }
-            None => {
-                out.push('&');
-                rest = &rest[1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
 }

@@ -1,0 +1,239 @@
+//! chunk: each cleaned document → chunks with their heading path and line range.
+//! Markdown is split at headings ([`markdown`]); code by syntax tree into functions,
+//! classes and their members ([`code`]); other text into line windows. Each document is
+//! memoised on its cleaned content; then, across documents, `cluster_tags` and the
+//! docs ↔ code cross-links are added ([`links`]) and the chunks are written as
+//! `chunks.parquet` (its schema: `atlas_runtime::chunk_table`).
+
+pub mod code;
+pub mod links;
+pub mod markdown;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Context as _, bail};
+use atlas_cache::{Digest, KeyBuilder};
+use atlas_runtime::chunks::ChunkRecord;
+use serde::{Deserialize, Serialize};
+
+use crate::artifacts::{ChunkManifest, CleanManifest, Cleaned, DocEntry};
+use crate::runner::{Ctx, Outputs, ParamError, Stage, StageOutput, check_range, load_json};
+use crate::text::{is_markdown, language_of};
+pub use links::{cluster_tags, cross_link};
+use markdown::{DocChunk, chunk_lines, chunk_markdown, first_h1};
+
+/// `stages.chunk`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChunkParams {
+    /// Headings of this level or above start a chunk (2 = H1 and H2).
+    pub split_level: u8,
+    /// Characters of the previous section prepended as context.
+    pub overlap_chars: usize,
+    /// Sections longer than this are split at paragraph boundaries.
+    pub max_chars: usize,
+    /// Code chunks (and line windows of other text files) hold at most this many lines.
+    pub code_max_lines: usize,
+    /// Code items of at most this many lines count as tiny…
+    pub code_tiny_lines: usize,
+    /// …and runs of tiny items merge into one chunk up to this many lines.
+    pub code_merge_max_lines: usize,
+}
+
+impl Default for ChunkParams {
+    fn default() -> Self {
+        ChunkParams {
+            split_level: 2,
+            overlap_chars: 150,
+            max_chars: 8000,
+            code_max_lines: 80,
+            code_tiny_lines: 5,
+            code_merge_max_lines: 40,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Chunk;
+
+/// A stable id: blake3(source, path, heading path, part), 128 bits in hex.
+pub fn chunk_id(source: &str, path: &str, heading_path: &[String], part: u32) -> String {
+    let mut k = KeyBuilder::new("chunk-id");
+    k.str("source", source).str("path", path);
+    for h in heading_path {
+        k.str("heading", h);
+    }
+    k.part("part", &part.to_le_bytes());
+    k.finish().to_hex()[..32].to_owned()
+}
+
+/// The chunks of one document, and the lines it dropped (a licence header).
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct DocChunks {
+    pub chunks: Vec<ChunkRecord>,
+    pub license_lines: u32,
+}
+
+/// Chunks of one cleaned document, without the cross-document fields (cluster_tags,
+/// cross-links, repo, commit).
+pub fn chunk_document(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkParams) -> Vec<ChunkRecord> {
+    chunk_document_full(doc, cleaned, params).chunks
+}
+
+pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkParams) -> DocChunks {
+    let file = doc.rel.rsplit('/').next().unwrap_or(&doc.rel);
+    let stem = file.rsplit_once('.').map_or(file, |(s, _)| s);
+    let markdown = is_markdown(&doc.rel);
+    let language = language_of(&doc.rel);
+    let path = doc.path();
+    let record = |c: DocChunk, i: usize, title: &str| ChunkRecord {
+        chunk_id: chunk_id(&doc.source, &path, &c.heading_path, c.part),
+        kind: if markdown { "docs" } else { "code" }.to_owned(),
+        language: language.map(str::to_owned),
+        source: doc.source.clone(),
+        section: doc.section.clone(),
+        path: path.clone(),
+        url: doc.url.clone(),
+        repo: None, // set with cluster_tags, after the memo
+        commit: None,
+        title: title.to_owned(),
+        description: cleaned.description.clone(),
+        heading_path: c.heading_path,
+        ordinal: i as u32,
+        text: c.text,
+        overlap_chars: c.overlap_chars,
+        is_code: c.is_code,
+        cluster_tags: String::new(),
+        start_line: c.start_line,
+        end_line: c.end_line,
+        symbol: None,
+        symbol_kind: None,
+        signature: None,
+        symbols: Vec::new(),
+        mentions: Vec::new(),
+        mentioned_in: Vec::new(),
+    };
+    if markdown {
+        let title = cleaned.title.clone().or_else(|| first_h1(&cleaned.text)).unwrap_or_else(|| stem.to_owned());
+        let chunks =
+            chunk_markdown(&cleaned.text, params).into_iter().enumerate().map(|(i, c)| record(c, i, &title)).collect();
+        return DocChunks { chunks, license_lines: 0 };
+    }
+    let code = language.and_then(|l| code::chunk_code(&cleaned.text, l, &doc.rel, params));
+    let Some(code) = code else {
+        let chunks =
+            chunk_lines(&cleaned.text, params).into_iter().enumerate().map(|(i, c)| record(c, i, file)).collect();
+        return DocChunks { chunks, license_lines: 0 };
+    };
+    let license_lines = code.dropped_lines("license");
+    let mut seen: BTreeMap<Vec<String>, u32> = BTreeMap::new();
+    let chunks = code
+        .chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let heading_path: Vec<String> = c.symbol.iter().cloned().collect();
+            let part = seen.entry(heading_path.clone()).or_default();
+            let dc = DocChunk {
+                heading_path,
+                part: *part,
+                text: c.text,
+                overlap_chars: c.overlap,
+                is_code: true,
+                start_line: c.start_line,
+                end_line: c.end_line,
+            };
+            *part += 1;
+            let mut r = record(dc, i, file);
+            r.symbol = c.symbol;
+            r.symbol_kind = Some(c.symbol_kind);
+            r.signature = c.signature;
+            r.symbols = c.symbols;
+            r
+        })
+        .collect();
+    DocChunks { chunks, license_lines }
+}
+
+impl Stage for Chunk {
+    const NAME: &'static str = "chunk";
+    /// 3: containers nested past MAX_SCOPE_DEPTH are chunked as lines.
+    /// 2: per-document items carry licence counts; code chunks.
+    const VERSION: u32 = 3;
+    const DEPS: &'static [&'static str] = &["clean-gitbook"];
+    type Params = ChunkParams;
+
+    fn check(c: &ChunkParams) -> Result<(), ParamError> {
+        if !(1..=6).contains(&c.split_level) {
+            return Err(ParamError::new("split_level", "stages.chunk.split_level must be 1 to 6"));
+        }
+        let range = |key: &str, v: usize, lo: f64, hi: f64| check_range(Self::NAME, key, v as f64, lo, hi);
+        range("max_chars", c.max_chars, 200.0, 1_000_000.0)?;
+        range("overlap_chars", c.overlap_chars, 0.0, c.max_chars as f64)?;
+        range("code_max_lines", c.code_max_lines, 4.0, 10_000.0)?;
+        range("code_tiny_lines", c.code_tiny_lines, 0.0, 10_000.0)?;
+        range("code_merge_max_lines", c.code_merge_max_lines, 1.0, 10_000.0)
+    }
+
+    fn run(&self, params: &ChunkParams, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
+        let cleaned: CleanManifest = ctx.input("clean-gitbook")?;
+        let mut out = StageOutput::default();
+        let digests = ctx.memoised(
+            &cleaned.docs,
+            |d| ctx.item_key(&[("source", &d.doc.source), ("rel", &d.doc.rel)], d.clean),
+            |d| {
+                let c: Cleaned = ctx.load(d.clean, "cleaned document")?;
+                Ok(serde_json::to_vec(&chunk_document_full(&d.doc, &c, params))?)
+            },
+            &mut out,
+        )?;
+        let paths: Vec<String> = cleaned.docs.iter().map(|d| d.doc.path()).collect();
+        let tags = cluster_tags(&paths);
+        let mut all = Vec::new();
+        let (mut license_lines, mut license_files) = (0u64, 0usize);
+        for (doc, d) in cleaned.docs.iter().zip(digests) {
+            let DocChunks { chunks: mut records, license_lines: dropped } = ctx.load(d, "document chunks")?;
+            if dropped > 0 {
+                license_lines += u64::from(dropped);
+                license_files += 1;
+            }
+            let t = tags.get(&doc.doc.path()).cloned().unwrap_or_default();
+            for r in &mut records {
+                r.cluster_tags.clone_from(&t);
+                // Not part of the per-document memo: a new commit re-chunks only changed files.
+                r.repo.clone_from(&doc.doc.repo);
+                r.commit.clone_from(&doc.doc.commit);
+                r.url.clone_from(&doc.doc.url);
+            }
+            all.extend(records);
+        }
+        if license_lines > 0 {
+            out.notes.push(format!("dropped {license_lines} licence-header lines in {license_files} files"));
+        }
+        cross_link(&mut all);
+        let mut seen = BTreeSet::new();
+        for c in &all {
+            if !seen.insert(c.chunk_id.as_str()) {
+                bail!("duplicate chunk id {} in {}", c.chunk_id, c.path);
+            }
+        }
+        let parquet = atlas_runtime::chunks::to_parquet(&all).context("writing chunks.parquet")?;
+        let pq = ctx.cache.put(&parquet)?;
+        out.objects.insert(pq);
+        let manifest = ctx.cache.put_json(&ChunkManifest {
+            chunks: pq,
+            chunk_count: all.len(),
+            doc_count: cleaned.docs.len(),
+            license_lines_dropped: license_lines,
+        })?;
+        out.objects.insert(manifest);
+        out.output = Some(manifest);
+        Ok(out)
+    }
+
+    /// `chunks.parquet`.
+    fn materialize(output: Digest, out: &mut Outputs<'_>) -> anyhow::Result<()> {
+        let m: ChunkManifest = load_json(out.cache, output, "the chunk manifest")?;
+        out.write("chunks.parquet", &out.cache.get_required(m.chunks)?, true)
+    }
+}

@@ -1,0 +1,585 @@
+//! The network side of the crawl stage: an llms.txt source fetched politely into a
+//! mirror (`markdown/<path>.md` plus `crawl_meta.json`) that later runs update with
+//! conditional GETs. The crawl stage then reads the mirror like a local folder.
+//!
+//! The mirror lives in the cache folder (`sources/<name>/`) and is guarded by the
+//! cache lock. Each page's result is appended to `journal.jsonl` (fsynced) as it
+//! lands, so a killed crawl resumes without refetching; the journal is folded into
+//! `crawl_meta.json` when the crawl completes.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use atlas_cache::Digest;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+use url::Url;
+
+use super::CrawlParams;
+use super::fetch::{Fetcher, Outcome};
+use super::robots::{self, Robots};
+use super::{html, llms};
+use crate::artifacts::section_of;
+use crate::runner::Progress;
+
+/// A page as recorded in `crawl_meta.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PageMeta {
+    pub url: String,
+    pub title: String,
+    pub section: String,
+    /// `fetched`, `not-modified`, `removed`, `skipped` or `error`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<Digest>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retries: Vec<String>,
+    /// The page came as HTML and was converted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_html: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SectionCounts {
+    pub found: usize,
+    pub fetched: usize,
+    pub not_modified: usize,
+    pub skipped: usize,
+    pub removed: usize,
+    pub errors: usize,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CrawlMeta {
+    pub source_url: String,
+    pub started_at: String,
+    pub finished_at: String,
+    pub sections: BTreeMap<String, SectionCounts>,
+    /// By mirror path (`rel`).
+    pub pages: BTreeMap<String, PageMeta>,
+    /// `(url, reason)` of every failure.
+    pub failures: Vec<(String, String)>,
+    pub offsite: Vec<(String, String)>,
+    pub duplicates: Vec<(String, String)>,
+    /// `(title, url, why)` of links whose mirror path was unsafe: never fetched.
+    #[serde(default)]
+    pub refused: Vec<(String, String, String)>,
+}
+
+/// One page the mirror holds after a crawl.
+#[derive(Debug, Clone)]
+pub struct MirroredPage {
+    pub rel: String,
+    pub section: String,
+    pub url: String,
+    pub path: PathBuf,
+    pub fetched_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct JournalEntry {
+    rel: String,
+    page: PageMeta,
+}
+
+/// Where a source's mirror lives.
+pub fn state_dir(cache_root: &Path, source: &str) -> PathBuf {
+    cache_root.join("sources").join(source)
+}
+
+/// The human page URL of a `.md` export: GitBook serves `/a/b` as `/a/b.md`.
+fn page_url(url: &Url) -> String {
+    let s = url.to_string();
+    s.strip_suffix(".md").map(str::to_owned).unwrap_or(s)
+}
+
+#[derive(Debug)]
+pub struct LlmsSource<'a> {
+    pub name: &'a str,
+    pub url: &'a str,
+    pub sections: &'a [String],
+    pub max_pages: Option<usize>,
+    /// Other hosts whose listed pages may be fetched.
+    pub allow_hosts: &'a [String],
+}
+
+/// Crawls (or, offline, reuses) the mirror of one llms.txt source.
+pub fn crawl_llms(
+    src: &LlmsSource<'_>,
+    params: &CrawlParams,
+    state: &Path,
+    offline: bool,
+    progress: &Progress,
+) -> anyhow::Result<(Vec<MirroredPage>, Vec<String>)> {
+    let meta_path = state.join("crawl_meta.json");
+    let previous: Option<CrawlMeta> = match std::fs::read(&meta_path) {
+        Ok(b) => Some(serde_json::from_slice(&b).with_context(|| format!("reading {}", meta_path.display()))?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("reading {}", meta_path.display())),
+    };
+    if offline {
+        let Some(meta) = previous else {
+            bail!(
+                "source `{}` has no mirror yet ({} is missing); run once without --offline",
+                src.name,
+                meta_path.display()
+            );
+        };
+        return Ok((mirrored(&meta, state), vec!["offline: using the last mirror".to_owned()]));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let meta = rt.block_on(crawl_async(src, params, state, previous, progress))?;
+    let mut notes = Vec::new();
+    for (section, c) in &meta.sections {
+        notes.push(format!(
+            "{}/{section}: {} found, {} fetched, {} not modified, {} skipped, {} removed, {} errors, {} bytes",
+            src.name, c.found, c.fetched, c.not_modified, c.skipped, c.removed, c.errors, c.bytes
+        ));
+    }
+    for (url, why) in &meta.failures {
+        notes.push(format!("failed {url}: {why}"));
+    }
+    for (title, url) in &meta.offsite {
+        notes.push(format!("not fetched (other host): {title} <{url}>"));
+    }
+    for (title, url) in &meta.duplicates {
+        notes.push(format!("listed twice: {title} <{url}>"));
+    }
+    for (title, url, why) in &meta.refused {
+        notes.push(format!("not fetched ({why}): {title} <{url}>"));
+    }
+    Ok((mirrored(&meta, state), notes))
+}
+
+/// The mirror file of page `rel`; None when `rel` (read back from `crawl_meta.json`,
+/// which an older version or a hand edit may have written) is not a safe relative path.
+fn page_path(markdown: &Path, rel: &str) -> Option<PathBuf> {
+    atlas_runtime::safe_path::join_inside(markdown, rel).ok()
+}
+
+fn mirrored(meta: &CrawlMeta, state: &Path) -> Vec<MirroredPage> {
+    let markdown = state.join("markdown");
+    meta.pages
+        .iter()
+        .filter(|(_, p)| p.digest.is_some() && p.status != "removed")
+        .filter_map(|(rel, p)| {
+            Some(MirroredPage {
+                rel: rel.clone(),
+                section: p.section.clone(),
+                url: p.url.clone(),
+                path: page_path(&markdown, rel)?,
+                fetched_at: p.fetched_at.clone(),
+            })
+        })
+        .filter(|p| p.path.is_file())
+        .collect()
+}
+
+fn now_rfc3339() -> String {
+    crate::text::rfc3339_now()
+}
+
+struct Shared {
+    meta: CrawlMeta,
+    journal: std::fs::File,
+}
+
+async fn crawl_async(
+    src: &LlmsSource<'_>,
+    params: &CrawlParams,
+    state: &Path,
+    previous: Option<CrawlMeta>,
+    progress: &Progress,
+) -> anyhow::Result<CrawlMeta> {
+    let llms_url = Url::parse(src.url).with_context(|| format!("source {}: bad url {}", src.name, src.url))?;
+    let fetcher = Fetcher::new(params)?;
+    let started_at = now_rfc3339();
+
+    // The index itself.
+    let mut notes = Vec::new();
+    let index_text = match fetcher.get(&llms_url, None, None, params.max_body_bytes, &mut notes).await {
+        Outcome::Fetched { body, .. } => String::from_utf8_lossy(&body).into_owned(),
+        Outcome::Gone(code) => bail!("source {}: {} answered HTTP {code}; check the url", src.name, src.url),
+        Outcome::NotModified => bail!("source {}: {} answered 304 to an unconditional GET", src.name, src.url),
+        Outcome::Failed(why) => bail!("source {}: cannot fetch {}: {why}", src.name, src.url),
+    };
+    let index = llms::parse_with(&index_text, &llms_url, src.allow_hosts)
+        .map_err(|e| anyhow::anyhow!("source {}: {}: {e}", src.name, src.url))?;
+
+    // Filters.
+    let mut entries = index.entries.clone();
+    if !src.sections.is_empty() {
+        let available: std::collections::BTreeSet<String> = entries
+            .iter()
+            .map(llms::section_of)
+            .chain(entries.iter().map(|e| section_of(&e.rel)))
+            .collect();
+        for want in src.sections {
+            if !available.contains(&llms::section_slug(want)) && !available.contains(want) {
+                bail!(
+                    "source {}: unknown section {want:?}; available: {}",
+                    src.name,
+                    available.iter().cloned().collect::<Vec<_>>().join(", ")
+                );
+            }
+        }
+        entries.retain(|e| {
+            src.sections.iter().any(|w| {
+                let w_slug = llms::section_slug(w);
+                llms::section_of(e) == w_slug
+                    || section_of(&e.rel) == *w
+                    || section_of(&e.rel) == w_slug
+            })
+        });
+    }
+    if let Some(max) = src.max_pages {
+        entries.truncate(max);
+    }
+
+    // robots.txt, once per run and host.
+    let mut robots = BTreeMap::new();
+    for url in std::iter::once(&llms_url).chain(entries.iter().map(|e| &e.url)) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = robots.entry(url.origin().ascii_serialization()) {
+            slot.insert(fetch_robots(&fetcher, url, params).await);
+        }
+    }
+
+    // Previous state and an interrupted crawl's journal.
+    let markdown = state.join("markdown");
+    std::fs::create_dir_all(&markdown).with_context(|| format!("creating {}", markdown.display()))?;
+    let journal_path = state.join("journal.jsonl");
+    let mut resumed: BTreeMap<String, PageMeta> = BTreeMap::new();
+    if let Ok(text) = std::fs::read_to_string(&journal_path) {
+        for line in text.lines() {
+            // A torn last line from a kill is just skipped.
+            if let Ok(e) = serde_json::from_str::<JournalEntry>(line) {
+                resumed.insert(e.rel, e.page);
+            }
+        }
+    }
+    let previous = previous.unwrap_or_default();
+    let journal = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&journal_path)
+        .with_context(|| format!("opening {}", journal_path.display()))?;
+    let shared = Arc::new(Mutex::new(Shared {
+        meta: CrawlMeta {
+            source_url: src.url.to_owned(),
+            started_at,
+            offsite: index.offsite.clone(),
+            duplicates: index.duplicates.clone(),
+            refused: index.refused.clone(),
+            ..CrawlMeta::default()
+        },
+        journal,
+    }));
+
+    let bar = progress.stage(&format!("crawl {}", src.name), entries.len());
+    let bar = Arc::new(bar);
+    let sem = Arc::new(Semaphore::new(params.max_concurrent.max(1)));
+    let fetcher = Arc::new(fetcher);
+    let robots = Arc::new(robots);
+    let mut tasks = tokio::task::JoinSet::new();
+    for entry in entries.clone() {
+        let section = llms::section_of(&entry);
+        if let Some(page) = resumed.get(&entry.mirror) {
+            let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
+            s.meta.pages.insert(entry.mirror.clone(), page.clone());
+            bar.inc();
+            continue;
+        }
+        let prev = previous.pages.get(&entry.mirror).cloned();
+        let (sem, fetcher, robots, shared, bar) =
+            (sem.clone(), fetcher.clone(), robots.clone(), shared.clone(), bar.clone());
+        let (markdown, params) = (markdown.clone(), params.clone());
+        tasks.spawn(async move {
+            let _permit = sem.acquire_owned().await.expect("semaphore is never closed");
+            let host_robots = robots.get(&entry.url.origin().ascii_serialization()).unwrap_or(&Robots::AllowAll);
+            let page = fetch_page(&entry, &section, prev, &fetcher, host_robots, &markdown, &params).await;
+            let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
+            let line = serde_json::to_string(&JournalEntry { rel: entry.mirror.clone(), page: page.clone() })
+                .expect("journal entries serialise");
+            if page.status != "error" {
+                // Failures are not journaled: a resume retries them.
+                let _ = writeln!(s.journal, "{line}").and_then(|()| s.journal.sync_data());
+            }
+            if page.status == "error" {
+                bar.error();
+            }
+            s.meta.pages.insert(entry.mirror.clone(), page);
+            bar.inc();
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.context("a crawl task panicked")?;
+    }
+    bar.finish();
+
+    let mut shared = Arc::try_unwrap(shared).map_err(|_| anyhow::anyhow!("crawl tasks still hold the state"))?;
+    let meta = &mut shared.get_mut().unwrap_or_else(|e| e.into_inner()).meta;
+
+    // Pages that left llms.txt (and were not filtered out on purpose) leave the mirror.
+    let listed: std::collections::HashSet<&str> = index.entries.iter().map(|e| e.mirror.as_str()).collect();
+    for (rel, old) in &previous.pages {
+        if meta.pages.contains_key(rel) || old.status == "removed" {
+            continue;
+        }
+        let Some(path) = page_path(&markdown, rel) else {
+            // An unsafe key from an older crawl_meta.json: forget it, touch nothing.
+            continue;
+        };
+        if listed.contains(rel.as_str()) {
+            meta.pages.insert(rel.clone(), old.clone()); // filtered out this run: keep as is
+            continue;
+        }
+        let _ = std::fs::remove_file(&path);
+        let mut gone = old.clone();
+        gone.status = "removed".to_owned();
+        gone.error = Some("no longer listed in llms.txt".to_owned());
+        gone.digest = None;
+        meta.pages.insert(rel.clone(), gone);
+    }
+    // Counts and failures.
+    for (rel, p) in &meta.pages {
+        let c = meta.sections.entry(p.section.clone()).or_default();
+        match p.status.as_str() {
+            "fetched" => c.fetched += 1,
+            "not-modified" => c.not_modified += 1,
+            "skipped" => c.skipped += 1,
+            "removed" => c.removed += 1,
+            _ => c.errors += 1,
+        }
+        if p.status != "removed" {
+            c.found += 1;
+        }
+        if p.status == "fetched"
+            && let Some(path) = page_path(&markdown, rel)
+        {
+            c.bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        }
+        if p.status == "removed" || p.status == "error" || p.status == "skipped" {
+            meta.failures.push((p.url.clone(), p.error.clone().unwrap_or_else(|| p.status.clone())));
+        }
+    }
+    meta.finished_at = now_rfc3339();
+    let meta = meta.clone();
+    write_atomic(&state.join("crawl_meta.json"), &serde_json::to_vec_pretty(&meta)?)?;
+    let _ = std::fs::remove_file(&journal_path);
+
+    check_yield(src, &meta, params.max_error_ratio)?;
+    Ok(meta)
+}
+
+/// Fails the run when the crawl mirrored nothing, or when more than `max_ratio` of
+/// the listed pages failed or were skipped: one line that says why and what to do.
+fn check_yield(src: &LlmsSource<'_>, meta: &CrawlMeta, max_ratio: f64) -> anyhow::Result<()> {
+    let count = |status: &str| meta.pages.values().filter(|p| p.status == status).count();
+    let (errors, skipped) = (count("error"), count("skipped"));
+    let held = meta.pages.values().filter(|p| p.digest.is_some() && p.status != "removed").count();
+    let found = meta.pages.values().filter(|p| p.status != "removed").count();
+    let first = |status: &str| {
+        meta.pages
+            .values()
+            .find(|p| p.status == status)
+            .map(|p| format!(" (e.g. {}: {})", p.url, p.error.as_deref().unwrap_or("?")))
+            .unwrap_or_default()
+    };
+    if held == 0 {
+        let listed = found + meta.offsite.len() + meta.refused.len();
+        let mut why = Vec::new();
+        if !meta.offsite.is_empty() {
+            let host = meta.offsite.iter().find_map(|(_, u)| Url::parse(u).ok()?.host_str().map(str::to_owned));
+            why.push(format!(
+                "{} on another host (add `allow_hosts: [{}]` to the source to crawl them)",
+                meta.offsite.len(),
+                host.unwrap_or_default()
+            ));
+        }
+        if skipped > 0 {
+            why.push(format!("{skipped} skipped{}", first("skipped")));
+        }
+        if errors > 0 {
+            why.push(format!("{errors} failed{}", first("error")));
+        }
+        if !meta.refused.is_empty() {
+            why.push(format!("{} refused for an unsafe path", meta.refused.len()));
+        }
+        if why.is_empty() {
+            why.push("every listed page is gone upstream".to_owned());
+        }
+        bail!(
+            "source {}: 0 of {listed} listed pages could be mirrored: {}; nothing to build from {}",
+            src.name,
+            why.join(", "),
+            src.url
+        );
+    }
+    let over = |n: usize| n as f64 / found.max(1) as f64 > max_ratio;
+    if over(errors) {
+        let list: Vec<String> = meta
+            .pages
+            .values()
+            .filter(|p| p.status == "error")
+            .map(|p| format!("{} ({})", p.url, p.error.as_deref().unwrap_or("?")))
+            .collect();
+        bail!(
+            "source {}: {errors} of {found} pages failed, over max_error_ratio {max_ratio}: {}",
+            src.name,
+            list.join("; ")
+        );
+    }
+    if over(skipped) {
+        bail!(
+            "source {}: {skipped} of {found} pages were skipped{}, over max_error_ratio {max_ratio}; \
+             check robots.txt and the listed URLs, or raise stages.crawl.max_error_ratio",
+            src.name,
+            first("skipped"),
+        );
+    }
+    Ok(())
+}
+
+async fn fetch_robots(fetcher: &Fetcher, llms_url: &Url, params: &CrawlParams) -> Robots {
+    let Ok(robots_url) = llms_url.join("/robots.txt") else { return Robots::AllowAll };
+    let mut notes = Vec::new();
+    match fetcher.get(&robots_url, None, None, params.max_body_bytes.max(robots::MAX_ROBOTS_BYTES), &mut notes).await {
+        Outcome::Fetched { body, .. } => Robots::parse(&String::from_utf8_lossy(&body), "atlas"),
+        Outcome::Gone(_) => Robots::AllowAll,
+        Outcome::NotModified => Robots::AllowAll,
+        Outcome::Failed(why) if why.starts_with("HTTP 4") => Robots::AllowAll,
+        Outcome::Failed(why) => Robots::DisallowAll(format!("robots.txt unavailable: {why}")),
+    }
+}
+
+async fn fetch_page(
+    entry: &llms::Entry,
+    section: &str,
+    prev: Option<PageMeta>,
+    fetcher: &Fetcher,
+    robots: &Robots,
+    markdown: &Path,
+    params: &CrawlParams,
+) -> PageMeta {
+    let mut page = PageMeta {
+        url: page_url(&entry.url),
+        title: entry.title.clone(),
+        section: section.to_owned(),
+        status: String::new(),
+        etag: None,
+        last_modified: None,
+        fetched_at: None,
+        digest: None,
+        error: None,
+        retries: Vec::new(),
+        from_html: false,
+    };
+    // llms::parse checked the mirror path; check again where it is joined.
+    let path = match atlas_runtime::safe_path::join_inside(markdown, &entry.mirror) {
+        Ok(p) => p,
+        Err(e) => {
+            page.status = "skipped".to_owned();
+            page.error = Some(e.to_string());
+            return page;
+        }
+    };
+    let target = entry.url.path().to_owned() + entry.url.query().map(|q| format!("?{q}")).as_deref().unwrap_or("");
+    if !robots.allows(&target) {
+        page.status = "skipped".to_owned();
+        page.error = Some(match robots {
+            Robots::DisallowAll(why) => why.clone(),
+            _ => "disallowed by robots.txt".to_owned(),
+        });
+        return page;
+    }
+    let [lo, hi] = params.delay_ms;
+    if hi > 0 {
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(lo.min(hi)..=hi))).await;
+    }
+    // Validators only when we still hold the page.
+    let have = prev.as_ref().filter(|p| p.digest.is_some() && path.is_file());
+    let (etag, lm) = (have.and_then(|p| p.etag.clone()), have.and_then(|p| p.last_modified.clone()));
+    let outcome =
+        fetcher.get(&entry.url, etag.as_deref(), lm.as_deref(), params.max_body_bytes, &mut page.retries).await;
+    match outcome {
+        Outcome::NotModified => {
+            let prev = have.cloned().expect("304 only answers a conditional GET");
+            page.status = "not-modified".to_owned();
+            page.etag = prev.etag;
+            page.last_modified = prev.last_modified;
+            page.fetched_at = prev.fetched_at;
+            page.digest = prev.digest;
+            page.from_html = prev.from_html;
+        }
+        Outcome::Fetched { body, .. } if body.contains(&0) => {
+            page.status = "skipped".to_owned();
+            page.error = Some("binary (the body holds NUL bytes)".to_owned());
+        }
+        Outcome::Fetched { body, etag, last_modified, content_type } => {
+            let text = String::from_utf8_lossy(&body).into_owned();
+            let (text, from_html) = if html::looks_like_html(&text, content_type.as_deref()) {
+                (html::to_markdown(&text), true)
+            } else {
+                (text, false)
+            };
+            match write_atomic(&path, text.as_bytes()) {
+                Ok(()) => {
+                    let digest = Digest::of(text.as_bytes());
+                    page.status = "fetched".to_owned();
+                    // Same bytes as before: keep the first fetch time, so an unchanged
+                    // source leaves the crawl output (and the bundle) byte-identical.
+                    page.fetched_at = match have {
+                        Some(p) if p.digest == Some(digest) => p.fetched_at.clone(),
+                        _ => Some(now_rfc3339()),
+                    };
+                    page.digest = Some(digest);
+                    page.etag = etag;
+                    page.last_modified = last_modified;
+                    page.from_html = from_html;
+                }
+                Err(e) => {
+                    page.status = "error".to_owned();
+                    page.error = Some(format!("{e:#}"));
+                }
+            }
+        }
+        Outcome::Gone(code) => {
+            let _ = std::fs::remove_file(&path);
+            page.status = "removed".to_owned();
+            page.error = Some(format!("HTTP {code} upstream"));
+        }
+        Outcome::Failed(why) => {
+            page.status = "error".to_owned();
+            page.error = Some(why);
+            // A transient failure keeps the copy we had, so the bundle does not lose it.
+            if let Some(p) = have {
+                page.digest = p.digest;
+                page.etag = p.etag.clone();
+                page.last_modified = p.last_modified.clone();
+                page.fetched_at = p.fetched_at.clone();
+            }
+        }
+    }
+    page
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    atlas_cache::write_file_atomic(path, bytes).with_context(|| format!("writing {}", path.display()))
+}

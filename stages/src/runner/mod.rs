@@ -1,0 +1,64 @@
+//! The runner: everything that is not a stage. Stage modules use this API (and
+//! [`crate::artifacts`], [`crate::text`]) and nothing else of the crate.
+//!
+//! - [`stage`]: the [`Stage`] trait a stage implements, the [`Ctx`] it runs with,
+//!   per-item memoisation;
+//! - [`config`]: `pipeline.yaml`, its sources, and each stage's params section;
+//! - [`dag`]: plan, run, status and the summary, over the registry;
+//! - [`outputs`]: the build folder, written through each stage's `materialize`;
+//! - [`progress`], [`failpoint`]: bars and logs; fault injection for the crash tests.
+
+pub mod config;
+pub mod dag;
+pub mod failpoint;
+pub mod outputs;
+pub mod progress;
+pub mod stage;
+
+pub use config::{ConfigError, Loaded, SourceConfig, is_safe_name};
+pub use outputs::Outputs;
+pub use progress::Progress;
+pub use stage::{Ctx, DynStage, ParamError, Stage, StageOutput, canonical, check_range, load_json};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use stage::ParamFailure;
+
+/// Reads and validates a config against the stages of `registry`. Nothing is written
+/// anywhere.
+pub fn load(path: &Path, registry: &[Box<dyn DynStage>]) -> Result<Loaded, ConfigError> {
+    let shown = path.display();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ConfigError(format!(
+                "{shown}: config file not found; pass --config FILE or run from the folder that holds pipeline.yaml"
+            )));
+        }
+        Err(e) => return Err(ConfigError(format!("{shown}: cannot read config: {e}"))),
+    };
+    let names: Vec<&str> = registry.iter().map(|s| s.name()).collect();
+    let config = config::parse(&text, &names).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
+    let abs = std::path::absolute(path).map_err(|e| ConfigError(format!("{shown}: {e}")))?;
+    let dir = abs.parent().map(Path::to_owned).unwrap_or_else(|| PathBuf::from("."));
+    let mut loaded = Loaded { path: abs, dir, config, params: BTreeMap::new(), canonical: BTreeMap::new() };
+    config::validate(&loaded, &text).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
+    for stage in registry {
+        let typed = stage.parse_params(&text).map_err(|f| {
+            ConfigError(match f {
+                ParamFailure::Parse(e) => format!("{shown}:{e}"),
+                ParamFailure::Check(e) => {
+                    let line = config::line_of(&text, Some(e.within.as_deref().unwrap_or(stage.name())), &e.key);
+                    format!("{shown}:{} {}", line.map(|n| format!("{n}:")).unwrap_or_default(), e.message)
+                }
+            })
+        })?;
+        loaded.canonical.insert(stage.name(), stage.canonical_params(typed.as_ref()));
+        loaded.params.insert(stage.name(), Arc::from(typed));
+    }
+    Ok(loaded)
+}
+
+
