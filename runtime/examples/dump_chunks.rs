@@ -2,7 +2,7 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args().nth(1).ok_or("usage: dump_chunks FILE")?;
-    let chunks = atlas_runtime::chunks::read_file(std::path::Path::new(&path))?;
+    let chunks = atlas_runtime::chunk_table::read_file(std::path::Path::new(&path))?;
     for c in chunks {
         #[allow(clippy::print_stdout)]
         {

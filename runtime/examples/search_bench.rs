@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use atlas_runtime::bundle::{Artifact, Manifest};
-use atlas_runtime::embed::EmbedOptions;
+use atlas_runtime::encoder::EncoderOptions;
+use atlas_runtime::manifest::{Artifact, Manifest};
 use atlas_runtime::search::Fusion;
 use atlas_runtime::{Bundle, Mode, OpenOptions, SearchOptions};
 use half::f16;
@@ -113,9 +113,9 @@ fn latency(dir: &Path, queries: &[String]) -> Res {
     let exact_max_rows = std::env::var("BENCH_EXACT_MAX_ROWS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(atlas_runtime::open::EXACT_MAX_ROWS);
+        .unwrap_or(atlas_runtime::bundle::EXACT_MAX_ROWS);
     for (label, spinning) in [("spinning off (default)", false), ("spinning on", true)] {
-        let embed = EmbedOptions { spinning, ..EmbedOptions::query() };
+        let embed = EncoderOptions { spinning, ..EncoderOptions::query() };
         let b = Bundle::open(dir, OpenOptions { embed, exact_max_rows, ..OpenOptions::default() })?;
         b.search("warm up", &SearchOptions::default())?;
         println!(
@@ -205,7 +205,7 @@ fn synthesize(from: &Path, n: usize, out: &Path) -> Res {
         data.extend(v.iter().map(|x| f16::from_f32(x / norm)));
         chunks.push(c);
     }
-    std::fs::write(out.join("chunks.parquet"), atlas_runtime::chunks::to_parquet(&chunks)?)?;
+    std::fs::write(out.join("chunks.parquet"), atlas_runtime::chunk_table::to_parquet(&chunks)?)?;
     std::fs::write(out.join("embeddings.npy"), atlas_runtime::vectors::to_npy_f16(n, dims, &data))?;
     std::fs::write(
         out.join("embeddings.json"),

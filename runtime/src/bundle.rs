@@ -1,225 +1,396 @@
-//! The bundle on disk: `manifest.json` and the artifacts it lists.
-//!
-//! ```text
-//! <bundle>/
-//!   manifest.json      format version, name, version, created, config digest, sources,
-//!                      model, counts, and every artifact with its size, blake3, sha256
-//!   chunks.parquet
-//!   embeddings.npy     f16, one row per window; embeddings.json maps rows to chunks
-//!   hnsw/              the HNSW graph over the embeddings (hnsw_rs dump)
-//!   tantivy/           the fielded BM25 index; bm25.json holds its field boosts
-//!   mirror/            the cleaned markdown and source files the fs server serves
-//! ```
+//! An opened bundle: the manifest checked, chunk metadata loaded, embeddings
+//! memory-mapped, the tantivy index open; the query embedder and the reranker load
+//! on first use (the embedder optionally warms up in the background).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
-use sha2::Digest as _;
+use tantivy::schema::Field;
+use tantivy::{Index, IndexReader, ReloadPolicy};
 
-use crate::{Error, Result, corrupt};
+use crate::chunk_table::ChunkRecord;
+use crate::encoder::{Encoder, EncoderOptions};
+use crate::hnsw::HnswIndex;
+use crate::manifest::{Manifest, read_manifest};
+use crate::model::{self, ModelSpec};
+use crate::rerank::CrossEncoder;
+use crate::search::Hit;
+use crate::vectors::{EmbeddingsMeta, MappedMatrix};
+use crate::{Error, Result, corrupt, text_index};
 
-/// A manifest larger than this is refused unread (one of 100k files is ~30 MB).
-const MAX_MANIFEST_BYTES: u64 = 256 * 1024 * 1024;
+/// Up to this many embedding rows the vector search scans exactly; above, it walks
+/// the HNSW graph. Measured at 50k × 384 f16 rows on 2 cores (`cargo xtask bench
+/// search`): the scan takes 5.5 ms with recall 1.0; HNSW takes under 1 ms but loading
+/// it adds 250 ms to the open and 165 MB of RSS (hnsw_rs holds every point and link as
+/// objects). So the scan serves up to 64k rows of 384 dims (half as many of 768).
+pub const EXACT_MAX_ROWS: usize = 64_000;
 
-/// Bumped when the layout or a format changes incompatibly.
-pub const FORMAT_VERSION: u32 = 1;
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    pub exact_max_rows: usize,
+    /// Load the query embedder in a background thread right away.
+    pub warm: bool,
+    /// Where the embedding model lives (default: ATLAS_HOME/models/<id>).
+    pub model_dir: Option<PathBuf>,
+    /// Where the reranker lives (default: ATLAS_HOME/models/ms-marco-minilm-l-6-v2).
+    pub reranker_dir: Option<PathBuf>,
+    /// ONNX Runtime (default: ORT_DYLIB_PATH, else ATLAS_HOME).
+    pub ort_lib: Option<PathBuf>,
+    /// The query session's settings.
+    pub embed: EncoderOptions,
+    /// Open even when the embedding model is not provisioned: keyword search only.
+    pub keyword_only: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            exact_max_rows: EXACT_MAX_ROWS,
+            warm: false,
+            model_dir: None,
+            reranker_dir: None,
+            ort_lib: None,
+            embed: EncoderOptions::query(),
+            keyword_only: false,
+        }
+    }
+}
+
+pub(crate) struct TextIndex {
+    pub index: Index,
+    pub reader: IndexReader,
+    /// (field, name, boost) of every scored field.
+    pub fields: Vec<(Field, &'static str, f32)>,
+    pub kind: Field,
+    pub section: Field,
+    pub language: Field,
+}
+
+type Lazy<T> = Arc<OnceLock<std::result::Result<T, String>>>;
+
+pub struct Bundle {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+    pub(crate) chunks: Vec<ChunkRecord>,
+    pub(crate) by_id: HashMap<String, u32>,
+    /// Chunks of each file, in document order.
+    by_file: HashMap<String, Vec<u32>>,
+    pub(crate) vectors: MappedMatrix,
+    pub(crate) window_chunk: Vec<u32>,
+    /// Each chunk's first row.
+    pub(crate) first_window: Vec<u32>,
+    pub(crate) hnsw: Option<HnswIndex>,
+    pub(crate) text: TextIndex,
+    spec: &'static ModelSpec,
+    opts: OpenOptions,
+    embedder: Lazy<Encoder>,
+    reranker: Lazy<CrossEncoder>,
+}
+
+impl std::fmt::Debug for Bundle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bundle")
+            .field("dir", &self.dir)
+            .field("chunks", &self.chunks.len())
+            .field("rows", &self.vectors.rows)
+            .field("hnsw", &self.hnsw.is_some())
+            .finish()
+    }
+}
+
+/// A chunk as `get_chunk` returns it: the hit's fields and the chunk's own text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkView {
+    #[serde(flatten)]
+    pub hit: Hit,
+    pub text: String,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
-    pub format_version: u32,
+pub struct ChunkContext {
+    pub before: Vec<ChunkView>,
+    pub chunk: ChunkView,
+    pub after: Vec<ChunkView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BundleInfo {
     pub name: String,
     pub version: String,
-    /// When the bundle was packed: the one field that differs between equal builds.
     pub created: String,
-    /// blake3 of the pipeline's sources and stage params.
-    pub config_digest: String,
-    pub sources: Vec<SourceInfo>,
-    pub model: ModelInfo,
-    pub chunk_count: usize,
-    pub embedding_rows: usize,
-    /// BM25 field boosts the build chose; the runtime scores with these.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub bm25_boosts: BTreeMap<String, f32>,
-    pub artifacts: Vec<Artifact>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SourceInfo {
-    pub name: String,
-    pub kind: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub commits: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fetched_at: Option<String>,
-    pub files: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModelInfo {
-    pub id: String,
-    pub sha256: String,
+    pub model: String,
     pub dims: usize,
-    pub pooling: crate::model::Pooling,
+    pub chunks: usize,
+    pub embedding_rows: usize,
+    pub by_kind: BTreeMap<String, usize>,
+    pub by_section: BTreeMap<String, usize>,
+    pub sources: Vec<crate::manifest::SourceInfo>,
+    pub modes: Vec<String>,
+    pub vector_index: String,
+    pub bm25_boosts: BTreeMap<String, f32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Artifact {
-    /// `/`-separated, relative to the bundle folder.
-    pub path: String,
-    pub size: u64,
-    pub blake3: String,
-    pub sha256: String,
-}
+impl Bundle {
+    /// Opens the bundle in `dir`. Checks the format and the manifest (full hash
+    /// verification is [`crate::manifest::verify`]) and that this build can provide
+    /// the bundle's model.
+    pub fn open(dir: &Path, opts: OpenOptions) -> Result<Bundle> {
+        if !dir.join("manifest.json").is_file() {
+            return Err(Error::Io {
+                path: dir.join("manifest.json"),
+                error: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no bundle here; pass the folder `atlas-pipeline run` wrote (…/.atlas/build/bundle)",
+                ),
+            });
+        }
+        let manifest = read_manifest(dir)?;
+        let spec = model::spec(&manifest.model.id).ok_or_else(|| {
+            Error::Model(format!(
+                "the bundle was embedded with model {:?}, which this build of atlas does not know (it knows {}); \
+                 upgrade atlas or rebuild the bundle with a known model",
+                manifest.model.id,
+                model::REGISTRY.iter().map(|m| m.id).collect::<Vec<_>>().join(", ")
+            ))
+        })?;
+        if spec.dims != manifest.model.dims {
+            return Err(Error::Model(format!(
+                "model mismatch: the bundle has {}-d vectors, model {} gives {}; rebuild the bundle",
+                manifest.model.dims, spec.id, spec.dims
+            )));
+        }
+        let model_dir = opts.model_dir.clone().unwrap_or_else(|| model::model_dir(spec.id));
+        if !opts.keyword_only && !model_dir.join("model.onnx").is_file() {
+            return Err(Error::Model(format!(
+                "the bundle's model {} is not provisioned in {}; run `cargo xtask setup` (or open keyword-only)",
+                spec.id,
+                model_dir.display()
+            )));
+        }
+        // Files read whole are checked against the manifest's blake3 as they are read
+        // (cheap next to decoding them); `bundle::verify` checks everything.
+        let chunks_path = dir.join("chunks.parquet");
+        let chunks =
+            crate::chunk_table::from_parquet(&crate::manifest::read_checked(dir, &manifest, "chunks.parquet")?)
+                .map_err(|e| corrupt(chunks_path.clone(), e.to_string()))?;
+        if chunks.len() != manifest.chunk_count {
+            return Err(corrupt(
+                chunks_path,
+                format!("{} chunks, the manifest says {}", chunks.len(), manifest.chunk_count),
+            ));
+        }
+        let meta_path = dir.join("embeddings.json");
+        let meta: EmbeddingsMeta =
+            serde_json::from_slice(&crate::manifest::read_checked(dir, &manifest, "embeddings.json")?)
+                .map_err(|e| corrupt(meta_path.clone(), e.to_string()))?;
+        let npy_path = dir.join("embeddings.npy");
+        let vectors = MappedMatrix::open(&npy_path)?;
+        if let Some(row) = vectors.first_non_finite_row() {
+            return Err(corrupt(npy_path, format!("row {row} holds a NaN or infinite value; rebuild the bundle")));
+        }
+        if vectors.rows != meta.rows
+            || vectors.dims != manifest.model.dims
+            || meta.window_chunk.len() != meta.rows
+            || meta.window_chunk.iter().any(|&c| c as usize >= chunks.len())
+        {
+            return Err(corrupt(meta_path, "embeddings, their row map and the chunks disagree"));
+        }
+        let mut first_window = vec![u32::MAX; chunks.len()];
+        for (row, &c) in meta.window_chunk.iter().enumerate() {
+            let f = &mut first_window[c as usize];
+            *f = (*f).min(row as u32);
+        }
+        let hnsw_dir = dir.join("hnsw");
+        // The threshold is for 384 dims; wider rows cost proportionally more to scan.
+        let scan_rows = vectors.rows * vectors.dims.max(384) / 384;
+        let hnsw = if scan_rows > opts.exact_max_rows && hnsw_dir.is_dir() {
+            // The dump's counts size hnsw_rs's allocations: check it before loading.
+            for name in [crate::hnsw::GRAPH_FILE, crate::hnsw::DATA_FILE] {
+                crate::manifest::check_artifact(dir, &manifest, &format!("hnsw/{name}"))?;
+            }
+            Some(HnswIndex::open(&hnsw_dir, vectors.rows)?)
+        } else {
+            None
+        };
+        let text = open_text(&dir.join("tantivy"), &manifest)?;
+        let mut by_id = HashMap::with_capacity(chunks.len());
+        let mut by_file: HashMap<String, Vec<u32>> = HashMap::new();
+        for (i, c) in chunks.iter().enumerate() {
+            by_id.insert(c.chunk_id.clone(), i as u32);
+            by_file.entry(c.path.clone()).or_default().push(i as u32);
+        }
+        for v in by_file.values_mut() {
+            v.sort_by_key(|&i| chunks[i as usize].ordinal);
+        }
+        let bundle = Bundle {
+            dir: dir.to_owned(),
+            manifest,
+            chunks,
+            by_id,
+            by_file,
+            vectors,
+            window_chunk: meta.window_chunk,
+            first_window,
+            hnsw,
+            text,
+            spec,
+            opts: OpenOptions { model_dir: Some(model_dir), ..opts },
+            embedder: Arc::default(),
+            reranker: Arc::default(),
+        };
+        if bundle.opts.warm && !bundle.opts.keyword_only {
+            let (cell, spec, o) = (bundle.embedder.clone(), bundle.spec, bundle.opts.clone());
+            let want = bundle.manifest.model.sha256.clone();
+            std::thread::spawn(move || {
+                cell.get_or_init(|| load_embedder(spec, &o, &want));
+                if let Some(Ok(e)) = cell.get() {
+                    let _ = e.embed_texts(&["warm up"]);
+                }
+            });
+        }
+        Ok(bundle)
+    }
 
-impl Artifact {
-    pub fn of(path: &str, bytes: &[u8]) -> Artifact {
-        Artifact {
-            path: path.to_owned(),
-            size: bytes.len() as u64,
-            blake3: blake3_hex(bytes),
-            sha256: sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect(),
+    /// The query embedder, loaded on first use.
+    pub fn embedder(&self) -> Result<&Encoder> {
+        if self.opts.keyword_only {
+            return Err(Error::Model("this bundle was opened keyword-only; vector search is off".into()));
+        }
+        let want = &self.manifest.model.sha256;
+        self.embedder
+            .get_or_init(|| load_embedder(self.spec, &self.opts, want))
+            .as_ref()
+            .map_err(|e| Error::Model(e.clone()))
+    }
+
+    /// The cross-encoder, loaded on first use.
+    pub fn reranker(&self) -> Result<&CrossEncoder> {
+        self.reranker
+            .get_or_init(|| {
+                let dir = self.opts.reranker_dir.clone().unwrap_or_else(|| model::model_dir(model::RERANKER.id));
+                CrossEncoder::load(&model::RERANKER, &dir, &ort_lib(&self.opts), &self.opts.embed)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| Error::Model(e.clone()))
+    }
+
+    pub fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// All chunks, in bundle order.
+    pub fn chunks(&self) -> &[ChunkRecord] {
+        &self.chunks
+    }
+
+    /// A chunk by id with up to `neighbors` chunks before and after it in its file.
+    pub fn get_chunk(&self, id: &str, neighbors: usize) -> Result<ChunkContext> {
+        let &i = self
+            .by_id
+            .get(id.trim())
+            .ok_or_else(|| Error::Query(format!("no chunk {id:?} in this bundle; use a chunk_id from a search hit")))?;
+        let file = &self.by_file[&self.chunks[i as usize].path];
+        let at = file.iter().position(|&j| j == i).unwrap_or(0);
+        let view = |j: u32| {
+            let c = &self.chunks[j as usize];
+            ChunkView {
+                hit: self.hit(j as usize, 0.0),
+                text: c.text.get(c.overlap_chars as usize..).unwrap_or(&c.text).to_owned(),
+            }
+        };
+        Ok(ChunkContext {
+            before: file[at.saturating_sub(neighbors)..at].iter().map(|&j| view(j)).collect(),
+            chunk: view(i),
+            after: file[(at + 1).min(file.len())..(at + 1 + neighbors).min(file.len())]
+                .iter()
+                .map(|&j| view(j))
+                .collect(),
+        })
+    }
+
+    /// What the bundle holds, for `get_bundle_info`.
+    pub fn info(&self) -> BundleInfo {
+        let mut by_kind = BTreeMap::new();
+        let mut by_section = BTreeMap::new();
+        for c in &self.chunks {
+            *by_kind.entry(c.kind.clone()).or_insert(0) += 1;
+            *by_section.entry(c.section.clone()).or_insert(0) += 1;
+        }
+        let mut modes = vec!["keyword".to_owned()];
+        if !self.opts.keyword_only {
+            modes.extend(["vector".to_owned(), "hybrid".to_owned()]);
+        }
+        let m = &self.manifest;
+        BundleInfo {
+            name: m.name.clone(),
+            version: m.version.clone(),
+            created: m.created.clone(),
+            model: m.model.id.clone(),
+            dims: m.model.dims,
+            chunks: self.chunks.len(),
+            embedding_rows: self.vectors.rows,
+            by_kind,
+            by_section,
+            sources: m.sources.clone(),
+            modes,
+            vector_index: if self.hnsw.is_some() { "hnsw".into() } else { "exact".into() },
+            bm25_boosts: self.text.fields.iter().map(|(_, n, b)| ((*n).to_owned(), *b)).collect(),
         }
     }
 }
 
-fn blake3_hex(bytes: &[u8]) -> String {
-    blake3::hash(bytes).to_hex().to_string()
+fn ort_lib(o: &OpenOptions) -> PathBuf {
+    o.ort_lib.clone().unwrap_or_else(model::ort_dylib)
 }
 
-/// Reads and checks a bundle's manifest: present, parseable, a format this build reads.
-pub fn read_manifest(dir: &Path) -> Result<Manifest> {
-    let path = dir.join("manifest.json");
-    let len = std::fs::metadata(&path).map_err(|error| Error::Io { path: path.clone(), error })?.len();
-    if len > MAX_MANIFEST_BYTES {
-        return Err(corrupt(path, format!("{len} bytes is far more than a manifest holds; this is not a bundle")));
-    }
-    let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
-    let m: Manifest = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::DataCorruption { path: path.clone(), reason: format!("unreadable manifest: {e}") })?;
-    if m.format_version > FORMAT_VERSION {
-        return Err(Error::DataCorruption {
-            path,
-            reason: format!(
-                "bundle format {} is newer than this build reads ({FORMAT_VERSION}); upgrade atlas",
-                m.format_version
-            ),
-        });
-    }
-    Ok(m)
-}
-
-impl Manifest {
-    /// The artifact listed at `path`.
-    pub fn artifact(&self, path: &str) -> Option<&Artifact> {
-        self.artifacts.iter().find(|a| a.path == path)
-    }
-}
-
-/// Where the artifact `rel` (a path the manifest lists: untrusted) lives in `dir`.
-fn artifact_path(dir: &Path, rel: &str) -> Result<PathBuf> {
-    crate::safe_path::join_inside(dir, rel).map_err(|e| corrupt(dir.join("manifest.json"), e.to_string()))
-}
-
-/// The path and manifest entry of the artifact `rel`, which must be listed.
-fn listed<'m>(dir: &Path, m: &'m Manifest, rel: &str) -> Result<(PathBuf, &'m Artifact)> {
-    let path = artifact_path(dir, rel)?;
-    let a = m.artifact(rel).ok_or_else(|| corrupt(path.clone(), "not listed in the manifest"))?;
-    Ok((path, a))
-}
-
-/// Reads the artifact `rel` of the bundle in `dir` and checks its size and blake3
-/// against the manifest: what `Bundle::open` does for every file it reads whole.
-pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
-    let (path, a) = listed(dir, m, rel)?;
-    let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
-    if bytes.len() as u64 != a.size || blake3_hex(&bytes) != a.blake3 {
-        return Err(corrupt(
-            path,
-            format!(
-                "does not match the manifest ({} bytes, {} listed; blake3 differs); the bundle is damaged or was \
-                 tampered with: reinstall or rebuild it",
-                bytes.len(),
-                a.size
-            ),
+fn load_embedder(spec: &'static ModelSpec, o: &OpenOptions, want_sha: &str) -> std::result::Result<Encoder, String> {
+    let dir = o.model_dir.clone().unwrap_or_else(|| model::model_dir(spec.id));
+    let e = Encoder::load(spec, &dir, &ort_lib(o), &o.embed).map_err(|e| e.to_string())?;
+    if !want_sha.is_empty() && e.model_sha256 != want_sha {
+        return Err(format!(
+            "model mismatch: the bundle was embedded with {} sha256 {want_sha}, the model in {} is {}; \
+             provision the bundle's model (`cargo xtask setup`) or rebuild the bundle",
+            spec.id,
+            dir.display(),
+            e.model_sha256
         ));
     }
-    Ok(bytes)
+    Ok(e)
 }
 
-/// Checks the artifact `rel` against the manifest's size and blake3 without holding
-/// it in memory.
-pub fn check_artifact(dir: &Path, m: &Manifest, rel: &str) -> Result<()> {
-    let (path, a) = listed(dir, m, rel)?;
-    let (b3, _) = hash_file(&path)?;
-    if b3 != a.blake3 {
-        return Err(corrupt(path, "does not match the manifest; the bundle is damaged or was tampered with"));
+fn open_text(dir: &Path, manifest: &Manifest) -> Result<TextIndex> {
+    let terr = |e: tantivy::TantivyError| corrupt(dir.to_owned(), format!("tantivy index: {e}"));
+    let index = Index::open_in_dir(dir).map_err(terr)?;
+    // tantivy's own per-file checksums (crc32 footers).
+    let damaged = index.validate_checksum().map_err(terr)?;
+    if let Some(file) = damaged.iter().next() {
+        return Err(corrupt(
+            dir.join(file),
+            "fails tantivy's checksum; the bundle is damaged: reinstall or rebuild it",
+        ));
     }
-    Ok(())
-}
-
-/// Checks the whole bundle: every listed artifact's path (inside the folder), size,
-/// blake3 and sha256, and that the folder holds no file the manifest does not list.
-/// The first difference is the error, naming the file.
-pub fn verify(dir: &Path) -> Result<Manifest> {
-    let m = read_manifest(dir)?;
-    let mut listed = std::collections::BTreeSet::new();
-    for a in &m.artifacts {
-        let path = artifact_path(dir, &a.path)?;
-        let meta = std::fs::symlink_metadata(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
-        if !meta.is_file() {
-            return Err(corrupt(path, "is not a regular file"));
-        }
-        if meta.len() != a.size {
-            return Err(corrupt(path, format!("is {} bytes, the manifest says {}", meta.len(), a.size)));
-        }
-        let (b3, sha) = hash_file(&path)?;
-        if b3 != a.blake3 || sha != a.sha256 {
-            return Err(corrupt(path, format!("does not match the manifest (blake3 {b3}, listed {})", a.blake3)));
-        }
-        listed.insert(path);
+    text_index::register(&index);
+    let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(terr)?;
+    let schema = index.schema();
+    let field = |name: &str| schema.get_field(name).map_err(terr);
+    let mut fields = Vec::new();
+    for name in text_index::FIELDS {
+        let boost = manifest
+            .bm25_boosts
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| text_index::DEFAULT_BOOSTS.iter().find(|d| d.0 == name).map_or(1.0, |d| d.1));
+        fields.push((field(name)?, name, boost));
     }
-    // Nothing unlisted: the fs server would serve an injected mirror file.
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).map_err(|error| Error::Io { path: d.clone(), error })? {
-            let e = e.map_err(|error| Error::Io { path: d.clone(), error })?;
-            let path = e.path();
-            let kind = e.file_type().map_err(|error| Error::Io { path: path.clone(), error })?;
-            if kind.is_dir() {
-                stack.push(path);
-            } else if path != dir.join("manifest.json") && !listed.contains(&path) && !is_tantivy_lock(&path) {
-                return Err(corrupt(path, "is not listed in the manifest"));
-            }
-        }
-    }
-    Ok(m)
-}
-
-/// tantivy creates empty lock files beside the index it opens; they hold nothing.
-fn is_tantivy_lock(path: &Path) -> bool {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    matches!(name, ".tantivy-meta.lock" | ".tantivy-writer.lock")
-        && path.parent().is_some_and(|p| p.ends_with("tantivy"))
-        && std::fs::metadata(path).is_ok_and(|m| m.len() == 0)
-}
-
-/// blake3 and sha256 of a file, streamed.
-fn hash_file(path: &Path) -> Result<(String, String)> {
-    use std::io::Read as _;
-    let io = |error| Error::Io { path: path.to_owned(), error };
-    let mut f = std::fs::File::open(path).map_err(io)?;
-    let (mut b3, mut sha) = (blake3::Hasher::new(), sha2::Sha256::new());
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        b3.update(&buf[..n]);
-        sha.update(&buf[..n]);
-    }
-    Ok((b3.finalize().to_hex().to_string(), sha.finalize().iter().map(|b| format!("{b:02x}")).collect()))
+    Ok(TextIndex {
+        fields,
+        kind: field("kind")?,
+        section: field("section")?,
+        language: field("language")?,
+        reader,
+        index,
+    })
 }

@@ -6,11 +6,11 @@
 //! other way round.
 
 pub mod bundle;
-pub mod chunks;
-pub mod embed;
+pub mod chunk_table;
+pub mod encoder;
 pub mod hnsw;
+pub mod manifest;
 pub mod model;
-pub mod open;
 pub mod rerank;
 pub mod safe_path;
 pub mod search;
@@ -43,5 +43,5 @@ pub(crate) fn corrupt(path: std::path::PathBuf, reason: impl Into<String>) -> Er
     Error::DataCorruption { path, reason: reason.into() }
 }
 
-pub use open::{Bundle, OpenOptions};
+pub use bundle::{Bundle, OpenOptions};
 pub use search::{Hit, Mode, SearchOptions};

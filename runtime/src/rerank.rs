@@ -9,7 +9,7 @@ use ort::session::Session;
 use ort::value::TensorRef;
 use tokenizers::Tokenizer;
 
-use crate::embed::EmbedOptions;
+use crate::encoder::EncoderOptions;
 use crate::model::ModelSpec;
 use crate::{Error, Result};
 
@@ -28,7 +28,7 @@ fn model_err<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Erro
 
 impl CrossEncoder {
     /// Loads `spec` from `dir` (model.onnx, tokenizer.json).
-    pub fn load(spec: &'static ModelSpec, dir: &Path, lib: &Path, opts: &EmbedOptions) -> Result<CrossEncoder> {
+    pub fn load(spec: &'static ModelSpec, dir: &Path, lib: &Path, opts: &EncoderOptions) -> Result<CrossEncoder> {
         for f in ["model.onnx", "tokenizer.json"] {
             if !dir.join(f).is_file() {
                 return Err(Error::Model(format!(
@@ -57,7 +57,7 @@ impl CrossEncoder {
             }))
             .map_err(model_err("setting truncation"))?;
         let pad = tokenizer.token_to_id("[PAD]").unwrap_or(0);
-        let (session, _warnings) = crate::embed::session(&dir.join("model.onnx"), lib, opts)?;
+        let (session, _warnings) = crate::encoder::session(&dir.join("model.onnx"), lib, opts)?;
         let has_token_types = session.inputs().iter().any(|i| i.name() == "token_type_ids");
         Ok(CrossEncoder { session: Mutex::new(session), tokenizer, spec, has_token_types, pad })
     }

@@ -14,8 +14,8 @@ use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::IndexRecordOption;
 
-use crate::chunks::ChunkRecord;
-use crate::open::Bundle;
+use crate::bundle::Bundle;
+use crate::chunk_table::ChunkRecord;
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -25,7 +25,7 @@ pub const DEFAULT_BOOSTS: [(&str, f32); 5] =
     [("text", 1.0), ("title", 3.0), ("heading", 2.0), ("file_path", 2.5), ("symbol", 3.0)];
 
 /// The index document of chunk number `i`: the one definition of what each field holds.
-pub fn document(schema: &Schema, i: usize, c: &crate::chunks::ChunkRecord) -> TantivyDocument {
+pub fn document(schema: &Schema, i: usize, c: &crate::chunk_table::ChunkRecord) -> TantivyDocument {
     let f = |name: &str| schema.get_field(name).expect("field of the Atlas schema");
     let mut doc = TantivyDocument::default();
     doc.add_u64(f("chunk"), i as u64);

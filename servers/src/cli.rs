@@ -224,7 +224,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             serve(which, bundle, mirror, rerank, warm, http, opts)
         }
         Command::Verify { bundle } => {
-            let m = atlas_runtime::bundle::verify(&bundle)
+            let m = atlas_runtime::manifest::verify(&bundle)
                 .with_context(|| format!("verifying the bundle {}", bundle.display()))?;
             let mut out = std::io::stdout().lock();
             writeln!(out, "ok: {} {}: {} files match the manifest", m.name, m.version, m.artifacts.len())?;

@@ -207,7 +207,7 @@ fn has_percent_escape(s: &str) -> bool {
 pub struct Fs {
     pub root: MirrorRoot,
     pub name: String,
-    pub manifest: Option<atlas_runtime::bundle::Manifest>,
+    pub manifest: Option<atlas_runtime::manifest::Manifest>,
     /// A bundle mirror's files (mirror-relative) → blake3, from the manifest:
     /// `read_file` refuses a file that does not match.
     pub hashes: std::collections::HashMap<String, String>,
@@ -216,7 +216,7 @@ pub struct Fs {
 impl Fs {
     /// The fs view of a bundle: its mirror, checked against its manifest.
     pub fn bundle(dir: &Path) -> anyhow::Result<Fs> {
-        let manifest = atlas_runtime::bundle::read_manifest(dir)?;
+        let manifest = atlas_runtime::manifest::read_manifest(dir)?;
         let hashes = manifest
             .artifacts
             .iter()

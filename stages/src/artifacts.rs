@@ -66,7 +66,6 @@ pub struct CrawlManifest {
     pub fetched_at: BTreeMap<String, String>,
 }
 
-
 // ---------------------------------------------------------------------- clean-gitbook
 
 /// One cleaned document (the clean stage's per-item output; its text is the mirror file).
@@ -109,7 +108,6 @@ pub struct CleanManifest {
     pub report: Digest,
 }
 
-
 // ---------------------------------------------------------------------- chunk
 
 /// The chunk stage's output.
@@ -122,7 +120,6 @@ pub struct ChunkManifest {
     #[serde(default)]
     pub license_lines_dropped: u64,
 }
-
 
 // ---------------------------------------------------------------------- embed
 
@@ -145,7 +142,6 @@ pub struct EmbedManifest {
     pub tokens: u64,
 }
 
-
 // ---------------------------------------------------------------------- bm25
 
 /// The bm25 stage's output.
@@ -156,7 +152,6 @@ pub struct Bm25Manifest {
     pub boosts: BTreeMap<String, f32>,
     pub docs: usize,
 }
-
 
 impl Bm25Manifest {
     /// `bm25.json` of the build folder and the bundle: the boosts the runtime queries
@@ -175,4 +170,3 @@ pub struct PackManifest {
     pub version: String,
     pub files: BTreeMap<String, Digest>,
 }
-

@@ -52,7 +52,7 @@ impl Stage for Bm25 {
 
     fn run(&self, p: &Bm25Params, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
         let manifest: ChunkManifest = ctx.input("chunk")?;
-        let chunks = atlas_runtime::chunks::from_parquet(&ctx.cache.get_required(manifest.chunks)?)?;
+        let chunks = atlas_runtime::chunk_table::from_parquet(&ctx.cache.get_required(manifest.chunks)?)?;
         // Build in the cache's tmp/ (cleared when a run starts), then store each file.
         let dir = ctx.cache.root().join("tmp").join(format!("bm25-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);

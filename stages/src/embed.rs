@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, bail};
 use atlas_cache::{Cache, Digest, KeyBuilder};
-use atlas_runtime::embed::{Backend, EmbedOptions, Embedder};
+use atlas_runtime::encoder::{Backend, Encoder, EncoderOptions};
 use atlas_runtime::model;
 use half::f16;
 use rayon::prelude::*;
@@ -140,13 +140,13 @@ impl Stage for Embed {
     }
     fn run(&self, p: &EmbedParams, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
         let chunks_manifest: ChunkManifest = ctx.input("chunk")?;
-        let records = atlas_runtime::chunks::from_parquet(&ctx.cache.get_required(chunks_manifest.chunks)?)?;
+        let records = atlas_runtime::chunk_table::from_parquet(&ctx.cache.get_required(chunks_manifest.chunks)?)?;
         // config::load checked that the id is registered.
         let spec = model::spec(&p.model).with_context(|| format!("unknown model {:?}", p.model))?;
         let threads =
             if p.threads == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { p.threads };
-        let opts = EmbedOptions { intra_threads: threads, backend: backend(p)?, ..EmbedOptions::default() };
-        let embedder = Embedder::load(spec, &model::model_dir(spec.id), &model::ort_dylib(), &opts)?;
+        let opts = EncoderOptions { intra_threads: threads, backend: backend(p)?, ..EncoderOptions::default() };
+        let embedder = Encoder::load(spec, &model::model_dir(spec.id), &model::ort_dylib(), &opts)?;
         let mut out = StageOutput::default();
         out.notes.extend(embedder.warnings.iter().cloned());
         let size = embedder.window();

@@ -42,7 +42,7 @@ fn fielded_index_with_code_aware_and_stemmed_fields() {
         parser.set_field_boost(*f, meta["boosts"][name].as_f64().unwrap() as f32);
     }
     let searcher = index.reader().unwrap().searcher();
-    let chunks = atlas_runtime::chunks::read_file(&build.join("chunks.parquet")).unwrap();
+    let chunks = atlas_runtime::chunk_table::read_file(&build.join("chunks.parquet")).unwrap();
     let top = |q: &str| -> String {
         let hits = searcher.search(&parser.parse_query(q).unwrap(), &TopDocs::with_limit(1).order_by_score()).unwrap();
         let (_, addr) = hits.first().unwrap_or_else(|| panic!("no hit for {q:?}"));

@@ -103,8 +103,8 @@ fn crash_mid_run_then_rerun_leaves_a_consistent_cache() {
     let clean_run = setup();
     clean_run.run(&[]).success();
     assert_eq!(
-        atlas_runtime::chunks::from_parquet(&s.chunks_bytes()).unwrap().len(),
-        atlas_runtime::chunks::from_parquet(&clean_run.chunks_bytes()).unwrap().len()
+        atlas_runtime::chunk_table::from_parquet(&s.chunks_bytes()).unwrap().len(),
+        atlas_runtime::chunk_table::from_parquet(&clean_run.chunks_bytes()).unwrap().len()
     );
     assert_eq!(s.run(&[]).success().stage("chunk").0, "cached");
 }

@@ -398,7 +398,7 @@ fn pages_removed_upstream_leave_the_mirror() {
     assert_eq!(c.page("root/b.md")["error"], "HTTP 410 upstream");
     assert_eq!(c.page("guides/c.md")["error"], "no longer listed in llms.txt");
     assert!(r.stderr.contains("failed"), "removals are reported:\n{}", r.stderr);
-    let chunks = atlas_runtime::chunks::read_file(&c.dir.path().join(".atlas/build/chunks.parquet")).unwrap();
+    let chunks = atlas_runtime::chunk_table::read_file(&c.dir.path().join(".atlas/build/chunks.parquet")).unwrap();
     assert!(
         chunks.iter().all(|ch| ch.path == "site/root/a.md"),
         "{:?}",

@@ -21,7 +21,7 @@ pub fn model_ready() -> bool {
 }
 
 fn texts(dir: &Path) -> Vec<String> {
-    atlas_runtime::chunks::read_file(&dir.join(".atlas/build/chunks.parquet"))
+    atlas_runtime::chunk_table::read_file(&dir.join(".atlas/build/chunks.parquet"))
         .unwrap()
         .into_iter()
         .map(|c| c.text)

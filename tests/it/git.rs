@@ -38,8 +38,8 @@ fn make_repo(dir: &Path, flavour: &str) -> String {
     git(dir, &["rev-parse", "HEAD"])
 }
 
-fn chunks(dir: &Path) -> Vec<atlas_runtime::chunks::ChunkRecord> {
-    atlas_runtime::chunks::read_file(&dir.join(".atlas/build/chunks.parquet")).unwrap()
+fn chunks(dir: &Path) -> Vec<atlas_runtime::chunk_table::ChunkRecord> {
+    atlas_runtime::chunk_table::read_file(&dir.join(".atlas/build/chunks.parquet")).unwrap()
 }
 
 #[test]

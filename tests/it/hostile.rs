@@ -164,7 +164,7 @@ fn nul_files_and_symlinks_in_local_sources_are_skipped_and_reported() {
     assert!(r.stderr.contains("nul.md: binary (it holds NUL bytes)"), "{}", r.stderr);
     #[cfg(unix)]
     assert!(r.stderr.contains("link.md: a symlink (links are not followed)"), "{}", r.stderr);
-    let chunks = atlas_runtime::chunks::read_file(&work.path().join(".atlas/build/chunks.parquet")).unwrap();
+    let chunks = atlas_runtime::chunk_table::read_file(&work.path().join(".atlas/build/chunks.parquet")).unwrap();
     assert!(chunks.iter().all(|c| !c.text.contains('\0') && !c.path.ends_with("nul.md")));
 }
 

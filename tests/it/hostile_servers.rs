@@ -296,7 +296,7 @@ fn rewrite_artifact(bundle: &Path, rel: &str, f: impl FnOnce(&mut Vec<u8>)) {
     std::fs::write(&path, &bytes).unwrap();
     let mp = bundle.join("manifest.json");
     let mut m: Value = serde_json::from_slice(&std::fs::read(&mp).unwrap()).unwrap();
-    let a = atlas_runtime::bundle::Artifact::of(rel, &bytes);
+    let a = atlas_runtime::manifest::Artifact::of(rel, &bytes);
     for e in m["artifacts"].as_array_mut().unwrap() {
         if e["path"] == rel {
             *e = serde_json::to_value(&a).unwrap();

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use atlas_e2e::{copy_tree, pipeline, run, write_config, write_fixture_site};
 
-fn chunks(out: &Path) -> Vec<atlas_runtime::chunks::ChunkRecord> {
-    atlas_runtime::chunks::read_file(&out.join(".atlas/build/chunks.parquet")).expect("chunks.parquet")
+fn chunks(out: &Path) -> Vec<atlas_runtime::chunk_table::ChunkRecord> {
+    atlas_runtime::chunk_table::read_file(&out.join(".atlas/build/chunks.parquet")).expect("chunks.parquet")
 }
 
 /// The whole incremental story on a site; returns the page count.

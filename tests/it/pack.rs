@@ -1,7 +1,7 @@
 //! The pack stage: one bundle that verifies against its manifest.
 
 use atlas_e2e::{pipeline, run, write_config, write_fixture_site};
-use atlas_runtime::bundle;
+use atlas_runtime::manifest;
 
 #[test]
 fn the_bundle_verifies_and_a_flipped_byte_is_caught() {
@@ -16,7 +16,7 @@ fn the_bundle_verifies_and_a_flipped_byte_is_caught() {
     assert_eq!(r.stage("pack").0, "ran", "{}", r.stderr);
     let build = work.path().join(".atlas/build");
     let dir = build.join("bundle");
-    let m = bundle::verify(&dir).unwrap();
+    let m = manifest::verify(&dir).unwrap();
     assert_eq!((m.name.as_str(), m.version.as_str(), m.format_version), ("test", "1.2.3", 1));
     assert_eq!(m.model.id, "all-minilm-l6-v2-int8");
     assert_eq!(m.model.dims, 384);
@@ -44,7 +44,7 @@ fn the_bundle_verifies_and_a_flipped_byte_is_caught() {
     let mid = b.len() / 2;
     b[mid] ^= 0x01;
     std::fs::write(&parquet, b).unwrap();
-    let err = bundle::verify(&dir).unwrap_err().to_string();
+    let err = manifest::verify(&dir).unwrap_err().to_string();
     assert!(err.contains("chunks.parquet") && err.contains("does not match the manifest"), "{err}");
 }
 
@@ -57,7 +57,7 @@ fn a_newer_bundle_format_is_refused_with_a_clear_message() {
         "chunk_count": 0, "embedding_rows": 0, "artifacts": []
     });
     std::fs::write(dir.path().join("manifest.json"), m.to_string()).unwrap();
-    let err = bundle::read_manifest(dir.path()).unwrap_err().to_string();
+    let err = manifest::read_manifest(dir.path()).unwrap_err().to_string();
     assert!(err.contains("bundle format 99 is newer than this build reads"), "{err}");
 }
 

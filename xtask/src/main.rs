@@ -233,7 +233,7 @@ fn setup() -> anyhow::Result<()> {
 }
 
 fn sha256_of(path: &Path) -> anyhow::Result<String> {
-    atlas_runtime::embed::sha256_file(path).with_context(|| format!("hashing {}", path.display()))
+    atlas_runtime::encoder::sha256_file(path).with_context(|| format!("hashing {}", path.display()))
 }
 
 fn bench() -> anyhow::Result<()> {
@@ -290,7 +290,7 @@ fn bench_embed() -> anyhow::Result<()> {
         .and_then(|t| t.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .context("tokens/s")?;
-    let chunks = atlas_runtime::chunks::read_file(&work.join(".atlas/build/chunks.parquet"))?;
+    let chunks = atlas_runtime::chunk_table::read_file(&work.join(".atlas/build/chunks.parquet"))?;
     let jsonl: String = chunks.iter().map(|c| format!("{}\n", serde_json::json!({"text": c.text}))).collect();
     std::fs::write(work.join("chunks.jsonl"), jsonl)?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).to_string();
@@ -402,7 +402,7 @@ fn bench_search() -> anyhow::Result<()> {
     let mut pip = Command::new("python3");
     pip.args(["-m", "pip", "install", "--quiet", "rank_bm25==0.2.2", "numpy"]);
     status(pip).context("installing rank_bm25")?;
-    let chunks = atlas_runtime::chunks::read_file(&bundle.join("chunks.parquet"))?;
+    let chunks = atlas_runtime::chunk_table::read_file(&bundle.join("chunks.parquet"))?;
     let jsonl: String = chunks.iter().map(|c| format!("{}\n", serde_json::json!({"text": c.text}))).collect();
     let jsonl_path = project_root().join("target/atlas-devtron/chunks.jsonl");
     std::fs::write(&jsonl_path, jsonl)?;
@@ -467,7 +467,7 @@ fn demo() -> anyhow::Result<()> {
     st.arg("--config").arg(config).arg("status");
     status(st)?;
     // Until search lands, show what was built.
-    let chunks = atlas_runtime::chunks::read_file(Path::new("examples/.atlas/build/chunks.parquet"))?;
+    let chunks = atlas_runtime::chunk_table::read_file(Path::new("examples/.atlas/build/chunks.parquet"))?;
     let mut by_kind = std::collections::BTreeMap::<String, usize>::new();
     for c in &chunks {
         *by_kind.entry(format!("{} {}", c.kind, c.language.as_deref().unwrap_or("-"))).or_default() += 1;
@@ -484,7 +484,7 @@ fn demo() -> anyhow::Result<()> {
         }
     }
     let bundle = Path::new("examples/.atlas/build/bundle");
-    let m = atlas_runtime::bundle::read_manifest(bundle)?;
+    let m = atlas_runtime::manifest::read_manifest(bundle)?;
     #[allow(clippy::print_stdout)]
     {
         println!(

@@ -2,14 +2,14 @@
 //! provisioned default model (`cargo xtask setup`); without it they are skipped with
 //! a printed reason, unless ATLAS_REQUIRE_MODELS is set (CI sets it), then they fail.
 
-use atlas_runtime::embed::{Backend, EmbedOptions, Embedder, cosine};
+use atlas_runtime::encoder::{Backend, Encoder, EncoderOptions, cosine};
 use atlas_runtime::model;
 
 mod hnsw;
 
-pub fn default_embedder(opts: &EmbedOptions) -> Option<Embedder> {
+pub fn default_embedder(opts: &EncoderOptions) -> Option<Encoder> {
     let spec = model::spec(model::DEFAULT_MODEL).unwrap();
-    match Embedder::load(spec, &model::model_dir(spec.id), &model::ort_dylib(), opts) {
+    match Encoder::load(spec, &model::model_dir(spec.id), &model::ort_dylib(), opts) {
         Ok(e) => Some(e),
         Err(e) if std::env::var_os("ATLAS_REQUIRE_MODELS").is_none() => {
             eprintln!("skipped: {e} (set ATLAS_REQUIRE_MODELS=1 to make this a failure)");
@@ -33,7 +33,7 @@ const REFERENCE: [[f32; 8]; 3] = [
 
 #[test]
 fn default_model_matches_the_python_reference() {
-    let Some(e) = default_embedder(&EmbedOptions { intra_threads: 2, ..EmbedOptions::default() }) else { return };
+    let Some(e) = default_embedder(&EncoderOptions { intra_threads: 2, ..EncoderOptions::default() }) else { return };
     let v = e.embed_texts(&TEXTS).unwrap();
     assert_eq!(v[0].len(), 384);
     let (near, far) = (cosine(&v[0], &v[1]), cosine(&v[0], &v[2]));
@@ -48,7 +48,7 @@ fn default_model_matches_the_python_reference() {
 
 #[test]
 fn batching_and_padding_do_not_change_vectors() {
-    let Some(e) = default_embedder(&EmbedOptions { intra_threads: 2, ..EmbedOptions::default() }) else { return };
+    let Some(e) = default_embedder(&EncoderOptions { intra_threads: 2, ..EncoderOptions::default() }) else { return };
     let alone: Vec<Vec<f32>> = TEXTS.iter().map(|t| e.embed_texts(&[t]).unwrap().remove(0)).collect();
     let together = e.embed_texts(&TEXTS).unwrap();
     for (a, b) in alone.iter().zip(&together) {
@@ -58,7 +58,7 @@ fn batching_and_padding_do_not_change_vectors() {
 
 #[test]
 fn the_shipped_128_token_padding_and_truncation_are_off() {
-    let Some(e) = default_embedder(&EmbedOptions { intra_threads: 2, ..EmbedOptions::default() }) else { return };
+    let Some(e) = default_embedder(&EncoderOptions { intra_threads: 2, ..EncoderOptions::default() }) else { return };
     assert_eq!(e.tokenize("hello world").unwrap().len(), 2, "no padding");
     let long = "word ".repeat(300);
     assert_eq!(e.tokenize(&long).unwrap().len(), 300, "no truncation at 128");
@@ -68,7 +68,7 @@ fn the_shipped_128_token_padding_and_truncation_are_off() {
 #[test]
 fn a_missing_accelerator_falls_back_to_the_cpu_with_a_warning() {
     let Some(e) =
-        default_embedder(&EmbedOptions { intra_threads: 1, backend: Backend::Cuda, spinning: false, arena: false })
+        default_embedder(&EncoderOptions { intra_threads: 1, backend: Backend::Cuda, spinning: false, arena: false })
     else {
         return;
     };
@@ -81,6 +81,6 @@ fn a_missing_accelerator_falls_back_to_the_cpu_with_a_warning() {
 fn missing_model_names_the_setup_command() {
     let spec = model::spec(model::DEFAULT_MODEL).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let err = Embedder::load(spec, dir.path(), &model::ort_dylib(), &EmbedOptions::default()).unwrap_err();
+    let err = Encoder::load(spec, dir.path(), &model::ort_dylib(), &EncoderOptions::default()).unwrap_err();
     assert!(err.to_string().contains("cargo xtask setup"), "{err}");
 }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use atlas_runtime::chunks::ChunkRecord;
+use atlas_runtime::chunk_table::ChunkRecord;
 
 use crate::text::code_spans;
 
@@ -139,4 +139,3 @@ pub fn cluster_tags(paths: &[String]) -> BTreeMap<String, String> {
         })
         .collect()
 }
-

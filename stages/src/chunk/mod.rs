@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context as _, bail};
 use atlas_cache::{Digest, KeyBuilder};
-use atlas_runtime::chunks::ChunkRecord;
+use atlas_runtime::chunk_table::ChunkRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{ChunkManifest, CleanManifest, Cleaned, DocEntry};
@@ -217,7 +217,7 @@ impl Stage for Chunk {
                 bail!("duplicate chunk id {} in {}", c.chunk_id, c.path);
             }
         }
-        let parquet = atlas_runtime::chunks::to_parquet(&all).context("writing chunks.parquet")?;
+        let parquet = atlas_runtime::chunk_table::to_parquet(&all).context("writing chunks.parquet")?;
         let pq = ctx.cache.put(&parquet)?;
         out.objects.insert(pq);
         let manifest = ctx.cache.put_json(&ChunkManifest {

@@ -76,12 +76,8 @@ impl Stage for CleanGitbook {
             report.per_file.insert(doc.path(), FileReport { counts: c.counts, residual: c.residual });
             docs.push(CleanDoc { doc, clean: d });
         }
-        let deep: Vec<&String> = report
-            .per_file
-            .iter()
-            .filter(|(_, f)| f.counts.contains_key(TOO_DEEP))
-            .map(|(p, _)| p)
-            .collect();
+        let deep: Vec<&String> =
+            report.per_file.iter().filter(|(_, f)| f.counts.contains_key(TOO_DEEP)).map(|(p, _)| p).collect();
         if !deep.is_empty() {
             out.notes.push(format!(
                 "{} pages hold HTML nested too deep to convert, kept as plain text: {}",

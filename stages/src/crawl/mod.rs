@@ -161,14 +161,8 @@ impl Crawl {
                         let token = std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty());
                         let mut notes = Vec::new();
                         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-                        let repos = rt.block_on(github::list_repos(
-                            api_url,
-                            owner,
-                            topic,
-                            token.as_deref(),
-                            p,
-                            &mut notes,
-                        ))?;
+                        let repos =
+                            rt.block_on(github::list_repos(api_url, owner, topic, token.as_deref(), p, &mut notes))?;
                         for n in notes {
                             ctx.progress.log(&format!("crawl: {n}"));
                         }
@@ -287,7 +281,6 @@ impl Stage for Crawl {
     }
 }
 
-
 /// Why a source yielded no documents, and what to do, on one line.
 fn empty_source(name: &str, src: &SourceConfig, scan: &Scan) -> String {
     let mut why = format!("source {name} ({}) yielded no documents", src.kind());
@@ -305,4 +298,3 @@ fn empty_source(name: &str, src: &SourceConfig, scan: &Scan) -> String {
     }
     why
 }
-

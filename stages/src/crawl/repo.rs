@@ -88,4 +88,3 @@ pub fn read_portfolio_list(state: &Path) -> anyhow::Result<Vec<github::Repo>> {
     let bytes = std::fs::read(&p).with_context(|| format!("{} is missing; run once without --offline", p.display()))?;
     Ok(serde_json::from_slice(&bytes)?)
 }
-

@@ -226,11 +226,8 @@ async fn crawl_async(
     // Filters.
     let mut entries = index.entries.clone();
     if !src.sections.is_empty() {
-        let available: std::collections::BTreeSet<String> = entries
-            .iter()
-            .map(llms::section_of)
-            .chain(entries.iter().map(|e| section_of(&e.rel)))
-            .collect();
+        let available: std::collections::BTreeSet<String> =
+            entries.iter().map(llms::section_of).chain(entries.iter().map(|e| section_of(&e.rel))).collect();
         for want in src.sections {
             if !available.contains(&llms::section_slug(want)) && !available.contains(want) {
                 bail!(
@@ -243,9 +240,7 @@ async fn crawl_async(
         entries.retain(|e| {
             src.sections.iter().any(|w| {
                 let w_slug = llms::section_slug(w);
-                llms::section_of(e) == w_slug
-                    || section_of(&e.rel) == *w
-                    || section_of(&e.rel) == w_slug
+                llms::section_of(e) == w_slug || section_of(&e.rel) == *w || section_of(&e.rel) == w_slug
             })
         });
     }

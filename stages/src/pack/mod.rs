@@ -10,14 +10,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Context as _;
 use atlas_cache::{Digest, KeyBuilder};
-use atlas_runtime::bundle::{Artifact, FORMAT_VERSION, Manifest, ModelInfo, SourceInfo};
+use atlas_runtime::manifest::{Artifact, FORMAT_VERSION, Manifest, ModelInfo, SourceInfo};
 use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{
     Bm25Manifest, ChunkManifest, CleanManifest, Cleaned, CrawlManifest, EmbedManifest, PackManifest,
 };
+use crate::runner::{
+    Ctx, Loaded, Outputs, ParamError, SourceConfig, Stage, StageOutput, canonical, is_safe_name, load_json,
+};
 use crate::text::rfc3339_now;
-use crate::runner::{Ctx, Loaded, Outputs, ParamError, SourceConfig, Stage, StageOutput, canonical, is_safe_name, load_json};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -67,7 +69,6 @@ fn config_digest(cfg: &Loaded) -> String {
     }
     k.finish().to_hex()
 }
-
 
 impl Stage for Pack {
     const NAME: &'static str = "pack";

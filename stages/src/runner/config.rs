@@ -4,15 +4,14 @@
 //! file, the line and the key. Params are filled with their defaults and then
 //! canonicalised to JSON, so writing a default out explicitly changes no cache key.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor};
-
 
 /// A config problem: the user must fix the file. Reported on one line, exit code 2.
 #[derive(Debug)]
@@ -168,8 +167,7 @@ struct Doc<P>(Option<P>);
 
 impl<'de, P: DeserializeOwned> Deserialize<'de> for Doc<P> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(SectionVisitor::<P> { nested: false, marker: std::marker::PhantomData })
-            .map(Doc)
+        d.deserialize_map(SectionVisitor::<P> { nested: false, marker: std::marker::PhantomData }).map(Doc)
     }
 }
 
@@ -218,10 +216,7 @@ pub fn parse(text: &str, stages: &[&str]) -> Result<PipelineConfig, String> {
     let config = serde_saphyr::from_str::<PipelineConfig>(text).map_err(|e| yaml_error(text, &e))?;
     if let Some(name) = config.stages.keys().find(|k| !stages.contains(&k.as_str())) {
         let at = line_of(text, Some("stages"), name).map(|n| format!("{n}:")).unwrap_or_default();
-        return Err(format!(
-            "{at} unknown stage `{name}` under `stages`; stages: {}",
-            stages.join(", ")
-        ));
+        return Err(format!("{at} unknown stage `{name}` under `stages`; stages: {}", stages.join(", ")));
     }
     Ok(config)
 }
@@ -453,7 +448,8 @@ mod tests {
 
     #[test]
     fn a_stage_reads_its_own_section_only_and_its_errors_have_a_line() {
-        let text = "name: x\nsources: {}\nstages:\n  pack:\n    colour: 1\n  chunk:\n    overlap_chars: 7\n    ratio: .nan\n";
+        let text =
+            "name: x\nsources: {}\nstages:\n  pack:\n    colour: 1\n  chunk:\n    overlap_chars: 7\n    ratio: .nan\n";
         let p: Params = stage_section(text, "chunk").unwrap();
         assert_eq!(p.overlap_chars, 7);
         assert!(p.ratio.is_nan(), "NaN survives to the stage's own range check");

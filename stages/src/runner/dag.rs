@@ -370,4 +370,3 @@ pub fn materialize(
     }
     Ok(out.written)
 }
-

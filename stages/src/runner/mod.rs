@@ -60,5 +60,3 @@ pub fn load(path: &Path, registry: &[Box<dyn DynStage>]) -> Result<Loaded, Confi
     }
     Ok(loaded)
 }
-
-

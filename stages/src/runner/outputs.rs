@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use atlas_cache::{Cache, Digest};
 
-
 /// What a stage's `materialize` writes through.
 #[derive(Debug)]
 pub struct Outputs<'a> {

@@ -201,7 +201,9 @@ impl Ctx<'_> {
     /// the labelled parts and the item's content digest.
     pub fn item_key(&self, parts: &[(&str, &str)], content: Digest) -> Digest {
         let mut k = KeyBuilder::new("item");
-        k.str("stage", self.stage).part("version", &self.version.to_le_bytes()).str("params", &self.key_params.to_string());
+        k.str("stage", self.stage)
+            .part("version", &self.version.to_le_bytes())
+            .str("params", &self.key_params.to_string());
         for (label, v) in parts {
             k.str(label, v);
         }

@@ -60,7 +60,6 @@ impl Fence {
     }
 }
 
-
 /// Byte ranges of inline code spans (backtick runs matched by equal runs) on one line.
 pub fn code_spans(s: &str) -> Vec<(usize, usize)> {
     let b = s.as_bytes();

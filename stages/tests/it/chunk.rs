@@ -1,9 +1,9 @@
 //! Markdown chunker cases: `check(input, params, expected)`.
 
-use atlas_stages::chunk::chunk_document;
-use atlas_stages::chunk::ChunkParams;
-use atlas_stages::clean::{CleanParams, clean};
 use atlas_stages::artifacts::DocEntry;
+use atlas_stages::chunk::ChunkParams;
+use atlas_stages::chunk::chunk_document;
+use atlas_stages::clean::{CleanParams, clean};
 use expect_test::{Expect, expect};
 
 fn doc(rel: &str) -> DocEntry {

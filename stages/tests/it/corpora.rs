@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use atlas_stages::chunk::chunk_document;
-use atlas_stages::chunk::ChunkParams;
-use atlas_stages::clean::{CleanParams, clean};
 use atlas_stages::artifacts::DocEntry;
+use atlas_stages::chunk::ChunkParams;
+use atlas_stages::chunk::chunk_document;
+use atlas_stages::clean::{CleanParams, clean};
 use atlas_stages::crawl::local::scan_local;
 
 use crate::clean::lost_words;

@@ -6,9 +6,9 @@
 
 use atlas_runtime::safe_path;
 use atlas_stages::chunk::ChunkParams;
+use atlas_stages::chunk::code::chunk_code;
 use atlas_stages::chunk::markdown::chunk_markdown;
 use atlas_stages::clean::{CleanParams, clean};
-use atlas_stages::chunk::code::chunk_code;
 use atlas_stages::crawl::html::to_markdown;
 use atlas_stages::crawl::llms::parse_with;
 use atlas_stages::crawl::robots::Robots;

@@ -80,12 +80,7 @@ fn no_module_imports_in_a_circle() {
     let graph: BTreeMap<String, BTreeSet<String>> =
         uses().into_iter().map(|(m, used)| (m, used.into_keys().collect())).collect();
     // Depth-first search for a back edge.
-    fn visit(
-        m: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) {
+    fn visit(m: &str, graph: &BTreeMap<String, BTreeSet<String>>, path: &mut Vec<String>, done: &mut BTreeSet<String>) {
         if let Some(at) = path.iter().position(|p| p == m) {
             panic!("modules import each other in a circle: {} → {m}", path[at..].join(" → "));
         }
@@ -147,7 +142,8 @@ fn no_sibling_files_import_in_a_circle() {
 
 /// The first segment of each path at the start of `rest`: `a::b` → `a`; `{a, b::c}` → `a`, `b`.
 fn first_segments(rest: &str) -> Vec<String> {
-    let ident = |s: &str| -> String { s.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect() };
+    let ident =
+        |s: &str| -> String { s.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect() };
     match rest.strip_prefix('{') {
         Some(list) => list.split('}').next().unwrap_or_default().split(',').map(ident).collect(),
         None => vec![ident(rest)],

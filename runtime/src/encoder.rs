@@ -41,7 +41,7 @@ impl std::str::FromStr for Backend {
 }
 
 #[derive(Debug, Clone)]
-pub struct EmbedOptions {
+pub struct EncoderOptions {
     pub intra_threads: usize,
     pub backend: Backend,
     /// Let idle intra-op workers spin (`session.intra_op.allow_spinning`). Good for
@@ -53,10 +53,10 @@ pub struct EmbedOptions {
     pub arena: bool,
 }
 
-impl Default for EmbedOptions {
+impl Default for EncoderOptions {
     /// Build-time settings: every core, spinning and the arena on.
     fn default() -> Self {
-        EmbedOptions {
+        EncoderOptions {
             intra_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             backend: Backend::Cpu,
             spinning: true,
@@ -65,15 +65,15 @@ impl Default for EmbedOptions {
     }
 }
 
-impl EmbedOptions {
+impl EncoderOptions {
     /// Query-time settings: one short input at a time, no spinning, no arena.
-    pub fn query() -> EmbedOptions {
-        EmbedOptions { spinning: false, arena: false, ..EmbedOptions::default() }
+    pub fn query() -> EncoderOptions {
+        EncoderOptions { spinning: false, arena: false, ..EncoderOptions::default() }
     }
 }
 
 /// A session on `model_path` with `opts`; warnings name accelerators that were not there.
-pub(crate) fn session(model_path: &Path, lib: &Path, opts: &EmbedOptions) -> Result<(Session, Vec<String>)> {
+pub(crate) fn session(model_path: &Path, lib: &Path, opts: &EncoderOptions) -> Result<(Session, Vec<String>)> {
     let env = environment(lib)?;
     let mut warnings = Vec::new();
     let mut builder = Session::builder(env).map_err(ort_err("creating a session"))?;
@@ -120,7 +120,7 @@ pub(crate) fn session(model_path: &Path, lib: &Path, opts: &EmbedOptions) -> Res
 }
 
 #[derive(Debug)]
-pub struct Embedder {
+pub struct Encoder {
     session: Mutex<Session>,
     tokenizer: Tokenizer,
     pub spec: &'static ModelSpec,
@@ -170,9 +170,9 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-impl Embedder {
+impl Encoder {
     /// Loads `spec` from `dir` (model.onnx, tokenizer.json), checking pinned hashes.
-    pub fn load(spec: &'static ModelSpec, dir: &Path, lib: &Path, opts: &EmbedOptions) -> Result<Embedder> {
+    pub fn load(spec: &'static ModelSpec, dir: &Path, lib: &Path, opts: &EncoderOptions) -> Result<Encoder> {
         let file = |name: &str| -> Result<PathBuf> {
             let p = dir.join(name);
             if !p.is_file() {
@@ -213,7 +213,7 @@ impl Embedder {
 
         let (session, warnings) = session(&model_path, lib, opts)?;
         let has_token_types = session.inputs().iter().any(|i| i.name() == "token_type_ids");
-        Ok(Embedder {
+        Ok(Encoder {
             session: Mutex::new(session),
             tokenizer,
             spec,

@@ -1,0 +1,225 @@
+//! The bundle on disk: `manifest.json` and the artifacts it lists.
+//!
+//! ```text
+//! <bundle>/
+//!   manifest.json      format version, name, version, created, config digest, sources,
+//!                      model, counts, and every artifact with its size, blake3, sha256
+//!   chunks.parquet
+//!   embeddings.npy     f16, one row per window; embeddings.json maps rows to chunks
+//!   hnsw/              the HNSW graph over the embeddings (hnsw_rs dump)
+//!   tantivy/           the fielded BM25 index; bm25.json holds its field boosts
+//!   mirror/            the cleaned markdown and source files the fs server serves
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
+
+use crate::{Error, Result, corrupt};
+
+/// A manifest larger than this is refused unread (one of 100k files is ~30 MB).
+const MAX_MANIFEST_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Bumped when the layout or a format changes incompatibly.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    pub name: String,
+    pub version: String,
+    /// When the bundle was packed: the one field that differs between equal builds.
+    pub created: String,
+    /// blake3 of the pipeline's sources and stage params.
+    pub config_digest: String,
+    pub sources: Vec<SourceInfo>,
+    pub model: ModelInfo,
+    pub chunk_count: usize,
+    pub embedding_rows: usize,
+    /// BM25 field boosts the build chose; the runtime scores with these.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub bm25_boosts: BTreeMap<String, f32>,
+    pub artifacts: Vec<Artifact>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceInfo {
+    pub name: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commits: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_at: Option<String>,
+    pub files: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    pub id: String,
+    pub sha256: String,
+    pub dims: usize,
+    pub pooling: crate::model::Pooling,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    /// `/`-separated, relative to the bundle folder.
+    pub path: String,
+    pub size: u64,
+    pub blake3: String,
+    pub sha256: String,
+}
+
+impl Artifact {
+    pub fn of(path: &str, bytes: &[u8]) -> Artifact {
+        Artifact {
+            path: path.to_owned(),
+            size: bytes.len() as u64,
+            blake3: blake3_hex(bytes),
+            sha256: sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect(),
+        }
+    }
+}
+
+fn blake3_hex(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
+
+/// Reads and checks a bundle's manifest: present, parseable, a format this build reads.
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let path = dir.join("manifest.json");
+    let len = std::fs::metadata(&path).map_err(|error| Error::Io { path: path.clone(), error })?.len();
+    if len > MAX_MANIFEST_BYTES {
+        return Err(corrupt(path, format!("{len} bytes is far more than a manifest holds; this is not a bundle")));
+    }
+    let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
+    let m: Manifest = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::DataCorruption { path: path.clone(), reason: format!("unreadable manifest: {e}") })?;
+    if m.format_version > FORMAT_VERSION {
+        return Err(Error::DataCorruption {
+            path,
+            reason: format!(
+                "bundle format {} is newer than this build reads ({FORMAT_VERSION}); upgrade atlas",
+                m.format_version
+            ),
+        });
+    }
+    Ok(m)
+}
+
+impl Manifest {
+    /// The artifact listed at `path`.
+    pub fn artifact(&self, path: &str) -> Option<&Artifact> {
+        self.artifacts.iter().find(|a| a.path == path)
+    }
+}
+
+/// Where the artifact `rel` (a path the manifest lists: untrusted) lives in `dir`.
+fn artifact_path(dir: &Path, rel: &str) -> Result<PathBuf> {
+    crate::safe_path::join_inside(dir, rel).map_err(|e| corrupt(dir.join("manifest.json"), e.to_string()))
+}
+
+/// The path and manifest entry of the artifact `rel`, which must be listed.
+fn listed<'m>(dir: &Path, m: &'m Manifest, rel: &str) -> Result<(PathBuf, &'m Artifact)> {
+    let path = artifact_path(dir, rel)?;
+    let a = m.artifact(rel).ok_or_else(|| corrupt(path.clone(), "not listed in the manifest"))?;
+    Ok((path, a))
+}
+
+/// Reads the artifact `rel` of the bundle in `dir` and checks its size and blake3
+/// against the manifest: what `Bundle::open` does for every file it reads whole.
+pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
+    let (path, a) = listed(dir, m, rel)?;
+    let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
+    if bytes.len() as u64 != a.size || blake3_hex(&bytes) != a.blake3 {
+        return Err(corrupt(
+            path,
+            format!(
+                "does not match the manifest ({} bytes, {} listed; blake3 differs); the bundle is damaged or was \
+                 tampered with: reinstall or rebuild it",
+                bytes.len(),
+                a.size
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Checks the artifact `rel` against the manifest's size and blake3 without holding
+/// it in memory.
+pub fn check_artifact(dir: &Path, m: &Manifest, rel: &str) -> Result<()> {
+    let (path, a) = listed(dir, m, rel)?;
+    let (b3, _) = hash_file(&path)?;
+    if b3 != a.blake3 {
+        return Err(corrupt(path, "does not match the manifest; the bundle is damaged or was tampered with"));
+    }
+    Ok(())
+}
+
+/// Checks the whole bundle: every listed artifact's path (inside the folder), size,
+/// blake3 and sha256, and that the folder holds no file the manifest does not list.
+/// The first difference is the error, naming the file.
+pub fn verify(dir: &Path) -> Result<Manifest> {
+    let m = read_manifest(dir)?;
+    let mut listed = std::collections::BTreeSet::new();
+    for a in &m.artifacts {
+        let path = artifact_path(dir, &a.path)?;
+        let meta = std::fs::symlink_metadata(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
+        if !meta.is_file() {
+            return Err(corrupt(path, "is not a regular file"));
+        }
+        if meta.len() != a.size {
+            return Err(corrupt(path, format!("is {} bytes, the manifest says {}", meta.len(), a.size)));
+        }
+        let (b3, sha) = hash_file(&path)?;
+        if b3 != a.blake3 || sha != a.sha256 {
+            return Err(corrupt(path, format!("does not match the manifest (blake3 {b3}, listed {})", a.blake3)));
+        }
+        listed.insert(path);
+    }
+    // Nothing unlisted: the fs server would serve an injected mirror file.
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).map_err(|error| Error::Io { path: d.clone(), error })? {
+            let e = e.map_err(|error| Error::Io { path: d.clone(), error })?;
+            let path = e.path();
+            let kind = e.file_type().map_err(|error| Error::Io { path: path.clone(), error })?;
+            if kind.is_dir() {
+                stack.push(path);
+            } else if path != dir.join("manifest.json") && !listed.contains(&path) && !is_tantivy_lock(&path) {
+                return Err(corrupt(path, "is not listed in the manifest"));
+            }
+        }
+    }
+    Ok(m)
+}
+
+/// tantivy creates empty lock files beside the index it opens; they hold nothing.
+fn is_tantivy_lock(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    matches!(name, ".tantivy-meta.lock" | ".tantivy-writer.lock")
+        && path.parent().is_some_and(|p| p.ends_with("tantivy"))
+        && std::fs::metadata(path).is_ok_and(|m| m.len() == 0)
+}
+
+/// blake3 and sha256 of a file, streamed.
+fn hash_file(path: &Path) -> Result<(String, String)> {
+    use std::io::Read as _;
+    let io = |error| Error::Io { path: path.to_owned(), error };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let (mut b3, mut sha) = (blake3::Hasher::new(), sha2::Sha256::new());
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        b3.update(&buf[..n]);
+        sha.update(&buf[..n]);
+    }
+    Ok((b3.finalize().to_hex().to_string(), sha.finalize().iter().map(|b| format!("{b:02x}")).collect()))
+}
