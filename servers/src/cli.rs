@@ -1,6 +1,6 @@
 //! The `atlas` command line.
 
-use std::io::Write as _;
+use atlas_runtime::exit::print;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -61,6 +61,22 @@ enum Command {
         /// loopback origins are always accepted, requests without an Origin header too.
         #[arg(long = "allow-origin", value_name = "ORIGIN")]
         allow_origins: Vec<String>,
+    },
+    /// What a bundle holds: name, version, model, chunks by kind and section, sources.
+    Info {
+        /// The bundle folder (the one holding manifest.json).
+        #[arg(env = "ATLAS_BUNDLE")]
+        bundle: PathBuf,
+        /// Print stable JSON (what the rag server's get_bundle_info returns).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The embedding models and ONNX Runtime: where each file goes under ATLAS_HOME,
+    /// its pinned sha256, whether it is installed, and where it can be fetched.
+    Models {
+        /// Print stable JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Check a bundle: every file against the manifest's size, blake3 and sha256.
     Verify {
@@ -133,23 +149,9 @@ fn parse_fusion(s: &str) -> Result<Fusion, String> {
     }
 }
 
+/// Entry point of the binary (usage errors exit 2 through clap; failures 1).
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let code = e.exit_code();
-            let _ = e.print();
-            return ExitCode::from(u8::try_from(code).unwrap_or(2));
-        }
-    };
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            let line = format!("{e:#}").replace('\n', " ");
-            eprintln!("error: {line}");
-            ExitCode::FAILURE
-        }
-    }
+    atlas_runtime::exit::finish(run(Cli::parse()))
 }
 
 /// Logs go to stderr only (stdout carries the protocol). `ATLAS_LOG` sets the filter.
@@ -223,12 +225,51 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             serve(which, bundle, mirror, rerank, warm, http, opts)
         }
+        Command::Info { bundle, json } => {
+            let b = Bundle::open(&bundle, OpenOptions { keyword_only: true, ..OpenOptions::default() })
+                .with_context(|| format!("opening the bundle {}", bundle.display()))?;
+            let info = b.info();
+            let text = if json { format!("{}\n", serde_json::to_string_pretty(&info)?) } else { render_info(&info) };
+            Ok(print(&text)?)
+        }
+        Command::Models { json } => {
+            let rows: Vec<(atlas_runtime::model::Provision, &str)> = atlas_runtime::model::provisions()
+                .into_iter()
+                .map(|p| {
+                    let state = match (p.path.is_file(), p.sha256) {
+                        (false, _) => "missing",
+                        (true, None) => "installed",
+                        (true, Some(want)) => match atlas_runtime::encoder::sha256_file(&p.path) {
+                            Ok(got) if got == want => "installed",
+                            _ => "corrupt",
+                        },
+                    };
+                    (p, state)
+                })
+                .collect();
+            let text = if json {
+                let list: Vec<serde_json::Value> = rows
+                    .iter()
+                    .map(|(p, state)| {
+                        let mut v = serde_json::to_value(p).expect("plain data");
+                        v["state"] = (*state).into();
+                        v
+                    })
+                    .collect();
+                format!("{}\n", serde_json::to_string_pretty(&list)?)
+            } else {
+                let mut s = format!("ATLAS_HOME {}\n", atlas_runtime::model::atlas_home().display());
+                for (p, state) in &rows {
+                    s.push_str(&format!("{:<9} {:<24} {:<16} {}\n", state, p.owner, p.file, p.path.display()));
+                }
+                s
+            };
+            Ok(print(&text)?)
+        }
         Command::Verify { bundle } => {
             let m = atlas_runtime::manifest::verify(&bundle)
                 .with_context(|| format!("verifying the bundle {}", bundle.display()))?;
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "ok: {} {}: {} files match the manifest", m.name, m.version, m.artifacts.len())?;
-            Ok(())
+            Ok(print(&format!("ok: {} {}: {} files match the manifest\n", m.name, m.version, m.artifacts.len()))?)
         }
         Command::Search {
             query,
@@ -263,16 +304,35 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 ..SearchOptions::default()
             };
             let hits = b.search(&query, &opts)?;
-            let mut out = std::io::stdout().lock();
-            if json {
+            let text = if json {
                 let doc = serde_json::json!({ "query": query, "mode": mode, "hits": hits });
-                writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+                format!("{}\n", serde_json::to_string_pretty(&doc)?)
             } else {
-                write!(out, "{}", render(&hits))?;
-            }
-            Ok(())
+                render(&hits)
+            };
+            Ok(print(&text)?)
         }
     }
+}
+
+/// A bundle's summary for people.
+fn render_info(i: &atlas_runtime::bundle::BundleInfo) -> String {
+    let mut s = format!(
+        "{} {} (built {})\n  {} chunks, {} vectors from {} ({}-d, {} index)\n",
+        i.name, i.version, i.created, i.chunks, i.embedding_rows, i.model, i.dims, i.vector_index
+    );
+    let counts = |m: &std::collections::BTreeMap<String, usize>| {
+        m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+    };
+    s.push_str(&format!("  by kind: {}\n  by section: {}\n", counts(&i.by_kind), counts(&i.by_section)));
+    for src in &i.sources {
+        s.push_str(&format!("  source {} ({}): {} files", src.name, src.kind, src.files));
+        if let Some(u) = &src.url {
+            s.push_str(&format!(" from {u}"));
+        }
+        s.push('\n');
+    }
+    s
 }
 
 /// Hits for people: rank, score, where, and the first lines of the snippet.

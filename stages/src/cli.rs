@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 
 use crate::registry::registry;
 use crate::runner::dag::{self, Freshness, RunOptions};
-use crate::runner::{self, ConfigError, Loaded, Progress, failpoint};
+use crate::runner::{self, Loaded, Progress, failpoint};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -69,29 +69,10 @@ enum Command {
     },
 }
 
-/// Entry point of the binary: runs and maps errors to exit codes (2: the input is
-/// wrong and nothing was written; 1: the run failed).
+/// Entry point of the binary: exit code 2 when the input is wrong and nothing was
+/// written (a [`ConfigError`](crate::runner::ConfigError) or a bad flag), 1 when the run failed.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let code = e.exit_code();
-            let _ = e.print();
-            return ExitCode::from(u8::try_from(code).unwrap_or(2));
-        }
-    };
-    match run(&cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            let line = format!("{e:#}").replace('\n', " ");
-            eprintln!("error: {line}");
-            if e.chain().any(|c| c.downcast_ref::<ConfigError>().is_some()) {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-    }
+    atlas_runtime::exit::finish(run(&Cli::parse()))
 }
 
 fn cache_dir(cli: &Cli, cfg: &Loaded) -> PathBuf {
@@ -180,10 +161,5 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
 
 /// Data goes to stdout; a closed pipe is not an error.
 fn write_stdout(s: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(s.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r.context("writing to stdout"),
-    }
+    atlas_runtime::exit::print(s).context("writing to stdout")
 }

@@ -10,14 +10,8 @@ use half::f16;
 /// L2-normalised. Deterministic per `seed` (which picks the points, not the topics).
 pub fn clustered(n: usize, dims: usize, seed: u64) -> Vec<f16> {
     const LATENT: usize = 48;
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        // xorshift64*, mapped to [-1, 1)
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f32 / (1u64 << 52) as f32 * 2.0 - 1.0
-    };
+    let mut rng = atlas_e2e::XorShift::new(0x9e37_79b9_7f4a_7c15);
+    let mut next = move || rng.signed_unit();
     // The projection is the same for every seed; the seed picks the points.
     let projection: Vec<f32> = (0..LATENT * dims).map(|_| next()).collect();
     let topics: Vec<Vec<f32>> = (0..500).map(|_| (0..LATENT).map(|_| next()).collect()).collect();

@@ -138,18 +138,16 @@ impl Crawl {
                     let url = repo::resolve_url(cfg, url);
                     let globs = Globs::new(include, exclude)?;
                     let web = url.starts_with("https://github.com/").then(|| url.trim_end_matches(".git").to_owned());
-                    let repo = repo::RepoRef { url: &url, web: web.as_deref(), name: None, section: name };
+                    let repo = repo::RepoRef {
+                        url: &url,
+                        web: web.as_deref(),
+                        name: None,
+                        section: name,
+                        rev: rev.as_deref(),
+                        branch: branch.as_deref(),
+                    };
                     let mut scan = Scan::default();
-                    repo::read(
-                        ctx,
-                        p,
-                        &repo,
-                        &state.join("repo.git"),
-                        rev.as_deref(),
-                        branch.as_deref(),
-                        &globs,
-                        &mut scan,
-                    )?;
+                    repo::read(ctx, p, &repo, &state.join("repo.git"), &globs, &mut scan)?;
                     scans.insert(name.clone(), scan);
                 }
                 SourceConfig::Github { owner, topic, api_url, include, exclude } => {
@@ -187,8 +185,10 @@ impl Crawl {
                             web: Some(&r.html_url),
                             name: Some(&r.name),
                             section: &r.name,
+                            rev: None,
+                            branch: r.default_branch.as_deref(),
                         };
-                        repo::read(ctx, p, &repo, &bare, None, r.default_branch.as_deref(), &globs, &mut scan)?;
+                        repo::read(ctx, p, &repo, &bare, &globs, &mut scan)?;
                     }
                     scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
                     scans.insert(name.clone(), scan);

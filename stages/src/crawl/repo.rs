@@ -20,6 +20,9 @@ pub struct RepoRef<'a> {
     /// Set for portfolio repositories: files live under `<name>/`.
     pub name: Option<&'a str>,
     pub section: &'a str,
+    /// The commit to read: `rev` (any revision), else `branch`, else HEAD.
+    pub rev: Option<&'a str>,
+    pub branch: Option<&'a str>,
 }
 
 /// A local repository path in the config is relative to the config file.
@@ -36,13 +39,11 @@ pub fn read(
     p: &CrawlParams,
     r: &RepoRef<'_>,
     bare: &Path,
-    rev: Option<&str>,
-    branch: Option<&str>,
     globs: &Globs,
     scan: &mut Scan,
 ) -> anyhow::Result<()> {
     git::sync(r.url, bare, ctx.offline)?;
-    let commit = git::resolve(bare, rev, branch)?;
+    let commit = git::resolve(bare, r.rev, r.branch)?;
     let checkout = git::files_at(bare, &commit, |path| globs.keep(path), p.max_file_bytes)?;
     ctx.progress.log(&format!(
         "crawl: {} at {}: {} files",

@@ -14,16 +14,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor};
 
 /// A config problem: the user must fix the file. Reported on one line, exit code 2.
-#[derive(Debug)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
+pub use atlas_runtime::exit::UsageError as ConfigError;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

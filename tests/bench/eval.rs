@@ -1,7 +1,7 @@
 #![allow(clippy::print_stdout)] // a report printer
 //! Retrieval quality on a golden set: MRR@10, Recall@5 and nDCG@10 per mode.
 //!
-//! `cargo run --release -p atlas-runtime --example eval -- <bundle> <golden.json>`
+//! `cargo run --release -p atlas-e2e --example eval -- <bundle> <golden.json>`
 //! (`cargo xtask eval` builds the devtron bundle and runs this.)
 //!
 //! Hits are judged by page: a hit's file is its page, the first hit of a page counts.

@@ -183,13 +183,8 @@ fn synthesize(from: &Path, n: usize, out: &Path) -> Res {
         f
     };
     let dims = vectors.dims;
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut noise = move || {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f32 / (1u64 << 52) as f32 * 2.0 - 1.0
-    };
+    let mut rng = atlas_e2e::XorShift::new(0x2545_f491_4f6c_dd1d);
+    let mut noise = move || rng.signed_unit();
     let mut chunks = Vec::with_capacity(n);
     let mut data: Vec<f16> = Vec::with_capacity(n * dims);
     for i in 0..n {

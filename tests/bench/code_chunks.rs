@@ -1,4 +1,4 @@
-//! Prints the code chunks of a file: `cargo run -p atlas-stages --example code_chunks -- FILE`.
+//! Prints the code chunks of a file: `cargo run -p atlas-e2e --example code_chunks -- FILE`.
 
 fn main() {
     let path = std::env::args().nth(1).expect("usage: code_chunks FILE");

@@ -1,4 +1,4 @@
-//! Prints a chunks.parquet as JSON lines: `cargo run -p atlas-runtime --example dump_chunks -- FILE`.
+//! Prints a chunks.parquet as JSON lines: `cargo run -p atlas-e2e --example dump_chunks -- FILE`.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args().nth(1).ok_or("usage: dump_chunks FILE")?;

@@ -1,0 +1,243 @@
+//! `cargo xtask bench [pipeline|search|mcp]`: figures and their baselines side by side
+//! in one run, on the real corpora (ATLAS_CORPORA). The benchmark programs live under
+//! one roof, `tests/bench/` (examples of the atlas-e2e crate), with the Python
+//! baselines in `tests/bench/python/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+
+use crate::{Profile, cargo, corpora, output, project_root, say, status};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[arg(value_enum, default_value = "pipeline")]
+    which: Which,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Which {
+    /// Crawl, code chunking and embedding throughput against a plain Python loop.
+    Pipeline,
+    /// Search latency, readiness and RSS on devtron and a synthetic 50k-chunk bundle;
+    /// keyword latency against rank_bm25.
+    Search,
+    /// The MCP servers: start → initialize, first search, tools/call p50, RSS.
+    Mcp,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    corpora()?;
+    match args.which {
+        Which::Pipeline => pipeline(),
+        Which::Search => search(),
+        Which::Mcp => mcp(),
+    }
+}
+
+/// `cargo run --release -p atlas-e2e --example NAME -- ARGS`.
+fn example(name: &str) -> Command {
+    let mut c = cargo();
+    c.args(["run", "--release", "--locked", "-q", "-p", "atlas-e2e", "--example", name, "--"]);
+    c
+}
+
+pub fn golden() -> PathBuf {
+    project_root().join("tests/bench/devtron-golden.json")
+}
+
+fn python(script: &str) -> Command {
+    let mut c = Command::new("python3");
+    c.arg(project_root().join("tests/bench/python").join(script));
+    c
+}
+
+fn pip_install(packages: &[&str]) -> anyhow::Result<()> {
+    let mut pip = Command::new("python3");
+    pip.args(["-m", "pip", "install", "--quiet"]).args(packages);
+    status(pip).with_context(|| format!("installing {packages:?} for a Python baseline"))
+}
+
+/// The chunks of a chunks.parquet as JSON lines (what the Python baselines read).
+fn chunks_jsonl(parquet: &Path, out: &Path) -> anyhow::Result<()> {
+    let mut dump = example("dump_chunks");
+    dump.arg(parquet);
+    std::fs::write(out, output(dump)?).with_context(|| format!("writing {}", out.display()))
+}
+
+fn pipeline() -> anyhow::Result<()> {
+    let release = Profile::Release;
+    release.build(&["atlas-pipeline", "atlas"])?;
+    let mut crawl = example("crawl_bench");
+    crawl.arg(release.bin("atlas-pipeline"));
+    status(crawl)?;
+    status(example("code_bench"))?;
+    embed()
+}
+
+/// Embedding throughput of the embed stage against the plain Python loop, side by
+/// side on the devtron chunks.
+fn embed() -> anyhow::Result<()> {
+    let release = Profile::Release;
+    crate::setup::run(release)?;
+    pip_install(&["onnxruntime==1.32.0", "tokenizers", "numpy"])?;
+    let work = std::env::temp_dir().join(format!("atlas-bench-embed-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    let cfg = devtron_config(&work, "bench")?;
+    let out = Command::new(release.bin("atlas-pipeline"))
+        .arg("-c")
+        .arg(&cfg)
+        .args(["run", "--until", "embed"])
+        .env("ATLAS_NO_PROGRESS", "1")
+        .output()
+        .context("running atlas-pipeline")?;
+    let log = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!("atlas-pipeline failed: {log}");
+    }
+    let line =
+        log.lines().find(|l| l.contains("tokens/s") && l.starts_with("embed: embedded")).context("no embed figures")?;
+    let atlas_tps: f64 = line
+        .rsplit(", ")
+        .next()
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .context("tokens/s")?;
+    chunks_jsonl(&work.join(".atlas/build/chunks.parquet"), &work.join("chunks.jsonl"))?;
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).to_string();
+    let mut py = python("embed_baseline.py");
+    py.arg(default_model_dir(release)?).arg(work.join("chunks.jsonl")).arg(&threads);
+    let py_out = output(py)?;
+    let py_tps: f64 = py_out
+        .split_whitespace()
+        .nth(2)
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("baseline said {py_out:?}"))?;
+    say(line);
+    say(&format!(
+        "embed throughput: atlas {atlas_tps:.0} tokens/s, plain Python loop {py_tps:.0} tokens/s: {:.2}x",
+        atlas_tps / py_tps
+    ));
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(())
+}
+
+/// The folder of the default model's files, as `atlas models` places them.
+fn default_model_dir(profile: Profile) -> anyhow::Result<PathBuf> {
+    let mut models = Command::new(profile.bin("atlas"));
+    models.args(["models", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(&output(models)?)?;
+    let onnx = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["default"] == true && p["file"] == "model.onnx")
+        .and_then(|p| p["path"].as_str())
+        .context("`atlas models` lists the default model")?;
+    Ok(Path::new(onnx).parent().context("a model folder")?.to_owned())
+}
+
+/// A pipeline.yaml in `dir` with the devtron site as a local source.
+fn devtron_config(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    let cfg = dir.join("pipeline.yaml");
+    let site = corpora()?.join("devtron-docs/site");
+    std::fs::write(
+        &cfg,
+        format!("name: {name}\nsources:\n  devtron:\n    kind: local\n    path: {}\n", site.display()),
+    )?;
+    Ok(cfg)
+}
+
+/// Builds (or reuses) the devtron bundle under target/atlas-devtron: a local source on
+/// the corpus site, full pipeline, release binaries.
+pub fn devtron_bundle() -> anyhow::Result<PathBuf> {
+    let release = Profile::Release;
+    release.build(&["atlas-pipeline", "atlas"])?;
+    crate::setup::run(release)?;
+    let work = project_root().join("target/atlas-devtron");
+    std::fs::create_dir_all(&work)?;
+    let cfg = devtron_config(&work, "devtron")?;
+    let mut run = Command::new(release.bin("atlas-pipeline"));
+    run.arg("-c").arg(&cfg).arg("run").env("ATLAS_NO_PROGRESS", "1");
+    status(run)?;
+    Ok(work.join(".atlas/build/bundle"))
+}
+
+/// Search latency on devtron and on a synthetic 50k-chunk bundle; readiness with a
+/// cold and a warm page cache; keyword latency against rank_bm25 on the same chunks.
+fn search() -> anyhow::Result<()> {
+    let bundle = devtron_bundle()?;
+    let mut build = cargo();
+    build.args(["build", "--release", "--locked", "-p", "atlas-e2e", "--example", "search_bench"]);
+    status(build)?;
+    let exe = project_root().join("target/release/examples/search_bench");
+    let synth = project_root().join("target/atlas-synthetic-50k");
+    let bench = |dir: &Path| {
+        let mut c = Command::new(&exe);
+        c.arg(dir).arg(golden());
+        c
+    };
+    status(bench(&bundle))?;
+    status({
+        let mut c = bench(&bundle);
+        c.args(["--synthetic", "50000"]).arg(&synth);
+        c
+    })?;
+    status(bench(&synth))?;
+    eprintln!("xtask: the same 50k bundle through its HNSW index instead of the exact scan");
+    status({
+        let mut c = bench(&synth);
+        c.env("BENCH_EXACT_MAX_ROWS", "0");
+        c
+    })?;
+    for dir in [&bundle, &synth] {
+        for cache in ["cold", "warm"] {
+            if cache == "cold" {
+                evict_page_cache(dir)?;
+            }
+            eprintln!("xtask: readiness on {} with a {cache} page cache", dir.display());
+            let mut c = bench(dir);
+            c.env("BENCH_PHASE", "ready");
+            status(c)?;
+        }
+    }
+    // rank_bm25 on the same chunks and queries.
+    pip_install(&["rank_bm25==0.2.2", "numpy"])?;
+    let jsonl = project_root().join("target/atlas-devtron/chunks.jsonl");
+    chunks_jsonl(&bundle.join("chunks.parquet"), &jsonl)?;
+    let mut py = python("rank_bm25_baseline.py");
+    py.arg(&jsonl).arg(golden()).arg("5");
+    let out = output(py)?;
+    let py_p50: f64 = out
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("rank_bm25 said {out:?}"))?;
+    let mut ours = bench(&bundle);
+    ours.env("BENCH_PHASE", "keyword");
+    let ours = output(ours)?;
+    let our_p50: f64 = ours.split_whitespace().next().and_then(|n| n.parse().ok()).context("keyword p50")?;
+    say(&format!(
+        "keyword p50 on the devtron chunks: atlas (tantivy) {our_p50:.3} ms, rank_bm25 BM25Okapi {py_p50:.3} ms: {:.0}x faster",
+        py_p50 / our_p50
+    ));
+    Ok(())
+}
+
+/// MCP figures on the devtron bundle: start → initialize, cold and warm first
+/// search, tools/call p50 per tool, RSS.
+fn mcp() -> anyhow::Result<()> {
+    let bundle = devtron_bundle()?;
+    let mut bench = example("mcp_bench");
+    bench.arg(Profile::Release.bin("atlas")).arg(&bundle).arg(golden());
+    status(bench)
+}
+
+/// Drops `dir`'s files from the page cache (posix_fadvise DONTNEED, through Python).
+fn evict_page_cache(dir: &Path) -> anyhow::Result<()> {
+    let script = "import os,sys\nfor r,_,fs in os.walk(sys.argv[1]):\n  for f in fs:\n    fd=os.open(os.path.join(r,f),os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED); os.close(fd)\n";
+    let mut c = Command::new("python3");
+    c.args(["-c", script]).arg(dir);
+    status(c)
+}

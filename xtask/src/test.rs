@@ -1,0 +1,104 @@
+//! `cargo xtask test`: build every binary and run every test (what CI runs), then
+//! check the dependency invariants. `--fast` skips the slow tests: by convention their
+//! names start with `slow_` (the 50k-vector HNSW build, whole-corpus passes, real
+//! sleeps, the npx Inspector).
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+
+use crate::{cargo, say, status};
+
+#[derive(Debug, Default, clap::Args)]
+pub struct Args {
+    /// Skip the tests whose names start with `slow_`.
+    #[arg(long)]
+    pub fast: bool,
+    /// Passed on to `cargo test` (after `--`: to the test binaries).
+    #[arg(last = true)]
+    pub cargo_args: Vec<String>,
+}
+
+/// The prefix that marks a slow test.
+pub const SLOW: &str = "slow_";
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    match std::env::var_os("ATLAS_CORPORA") {
+        Some(p) => eprintln!("xtask: ATLAS_CORPORA={} (real-corpus tests run)", Path::new(&p).display()),
+        None => eprintln!("xtask: ATLAS_CORPORA is unset: the real-corpus tests will be skipped"),
+    }
+    // The end-to-end tests run the real binaries; `cargo test` builds only those of
+    // packages with integration tests, so build every binary first.
+    let mut bins = cargo();
+    bins.args(["build", "--workspace", "--locked", "--bins"]);
+    status(bins)?;
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--locked"]).args(&args.cargo_args);
+    if args.fast {
+        if !args.cargo_args.iter().any(|a| a == "--") {
+            cmd.arg("--");
+        }
+        cmd.args(["--skip", SLOW]);
+    }
+    let (passed, failed, ignored) = run_tests(cmd)?;
+    check_invariants()?;
+    // The closing line CI reads: the totals over every test binary.
+    eprintln!();
+    let fast = if args.fast { format!(" (--fast: tests named {SLOW}* left out)") } else { String::new() };
+    say(&format!("xtask: {passed} passed, {failed} failed, {ignored} skipped{fast}"));
+    Ok(())
+}
+
+/// Runs `cargo test`, echoing its output, and sums the `test result:` lines.
+fn run_tests(mut cmd: Command) -> anyhow::Result<(u64, u64, u64)> {
+    use std::io::{BufRead as _, BufReader};
+    eprintln!("xtask: running {cmd:?}");
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().with_context(|| format!("starting {cmd:?}"))?;
+    let (mut passed, mut failed, mut ignored) = (0, 0, 0);
+    let stdout = child.stdout.take().context("piped stdout")?;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.context("reading cargo test output")?;
+        say(&line);
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            let count = |word: &str| -> u64 {
+                rest.split(';')
+                    .find_map(|part| {
+                        part.trim().strip_suffix(word).and_then(|n| n.trim().rsplit(' ').next()?.parse().ok())
+                    })
+                    .unwrap_or(0)
+            };
+            passed += count(" passed");
+            failed += count(" failed");
+            ignored += count(" ignored");
+        }
+    }
+    let st = child.wait().context("waiting for cargo test")?;
+    if !st.success() {
+        bail!("{cmd:?} failed with {st} ({passed} passed, {failed} failed)");
+    }
+    Ok((passed, failed, ignored))
+}
+
+/// Architecture invariants on the dependency graph, checked with `cargo tree`.
+const FORBIDDEN: &[(&str, &[&str])] = &[
+    ("atlas-runtime", &["atlas-stages", "atlas-cache", "reqwest", "rmcp", "scraper", "clap"]),
+    ("atlas-cache", &["atlas-stages", "atlas-runtime", "reqwest", "rmcp"]),
+    ("atlas-stages", &["rmcp"]),
+    ("xtask", &["atlas-runtime", "atlas-stages", "atlas-cache", "tantivy", "ort", "parquet"]),
+];
+
+fn check_invariants() -> anyhow::Result<()> {
+    for (krate, banned) in FORBIDDEN {
+        let mut tree = cargo();
+        tree.args(["tree", "--locked", "-p", krate, "-e", "normal,build", "--prefix", "none", "--format", "{p}"]);
+        let tree = crate::output(tree)?;
+        for dep in tree.lines().filter_map(|l| l.split_whitespace().next()) {
+            if banned.contains(&dep) {
+                bail!("architecture invariant broken: {krate} depends on {dep} (see ARCHITECTURE.md)");
+            }
+        }
+    }
+    eprintln!("xtask: dependency invariants hold");
+    Ok(())
+}
