@@ -807,6 +807,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_fs_tool_is_documented() {
+        let mut tools: Vec<String> =
+            FsServer::tool_router().list_all().into_iter().map(|t| t.name.into_owned()).collect();
+        tools.sort();
+        assert_eq!(tools, crate::documented_tools("### fs tools"), "docs/servers.md's fs tools table");
+    }
+
+    #[test]
     fn paths_stay_inside_the_root() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("docs");

@@ -12,3 +12,21 @@ pub mod output;
 pub mod rag;
 mod test_hooks;
 pub mod transport;
+
+/// The tools docs/servers.md lists in the table under `heading`, sorted.
+#[cfg(test)]
+pub(crate) fn documented_tools(heading: &str) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/servers.md");
+    let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut tools: Vec<String> = doc
+        .lines()
+        .skip_while(|l| *l != heading)
+        .skip(1)
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .filter_map(|l| l.trim_matches('|').split('|').next().map(|c| c.trim().trim_matches('`').to_owned()))
+        .collect();
+    tools.sort();
+    tools
+}

@@ -286,6 +286,13 @@ impl ServerHandler for RagServer {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn every_rag_tool_is_documented() {
+        let mut tools: Vec<String> =
+            super::RagServer::tool_router().list_all().into_iter().map(|t| t.name.into_owned()).collect();
+        tools.sort();
+        assert_eq!(tools, crate::documented_tools("### rag tools"), "docs/servers.md's rag tools table");
+    }
+    #[test]
     fn age_of_a_date() {
         assert!(super::age_days("2020-01-01T00:00:00Z").unwrap() > 365 * 5);
         assert_eq!(super::age_days("garbage"), None);

@@ -141,7 +141,7 @@ impl Stage for Embed {
     fn run(&self, p: &EmbedParams, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
         let chunks_manifest: ChunkManifest = ctx.input("chunk")?;
         let records = atlas_runtime::chunk_table::from_parquet(&ctx.cache.get_required(chunks_manifest.chunks)?)?;
-        // config::load checked that the id is registered.
+        // Embed::check (at config load) made sure the id is registered.
         let spec = model::spec(&p.model).with_context(|| format!("unknown model {:?}", p.model))?;
         let threads =
             if p.threads == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { p.threads };

@@ -34,7 +34,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     bins.args(["build", "--workspace", "--locked", "--bins"]);
     status(bins)?;
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace", "--locked"]).args(&args.cargo_args);
+    cmd.args(["test", "--locked"]);
+    if !args.cargo_args.iter().any(|a| a == "-p" || a.starts_with("--package")) {
+        cmd.arg("--workspace");
+    }
+    cmd.args(&args.cargo_args);
     if args.fast {
         if !args.cargo_args.iter().any(|a| a == "--") {
             cmd.arg("--");

@@ -5,6 +5,7 @@
 use atlas_runtime::encoder::{Backend, Encoder, EncoderOptions, cosine};
 use atlas_runtime::model;
 
+mod docs;
 mod hnsw;
 
 pub fn default_embedder(opts: &EncoderOptions) -> Option<Encoder> {
