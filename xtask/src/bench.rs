@@ -68,7 +68,7 @@ fn chunks_jsonl(parquet: &Path, out: &Path) -> anyhow::Result<()> {
 
 fn pipeline() -> anyhow::Result<()> {
     let release = Profile::Release;
-    release.build(&["atlas-pipeline", "atlas"])?;
+    release.build()?;
     let mut crawl = example("crawl_bench");
     crawl.arg(release.bin("atlas-pipeline"));
     status(crawl)?;
@@ -153,7 +153,7 @@ fn devtron_config(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
 /// the corpus site, full pipeline, release binaries.
 pub fn devtron_bundle() -> anyhow::Result<PathBuf> {
     let release = Profile::Release;
-    release.build(&["atlas-pipeline", "atlas"])?;
+    release.build()?;
     crate::setup::run(release)?;
     let work = project_root().join("target/atlas-devtron");
     std::fs::create_dir_all(&work)?;

@@ -15,7 +15,7 @@ const BUNDLE: &str = "examples/.atlas/build/bundle";
 pub fn run() -> anyhow::Result<()> {
     let release = Profile::Release;
     // One cargo invocation builds both binaries over one dependency build.
-    release.build(&["atlas-pipeline", "atlas"])?;
+    release.build()?;
     crate::setup::run(release)?;
     let (pipeline, atlas) = (release.bin("atlas-pipeline"), release.bin("atlas"));
     let shown = |args: &[&str]| {

@@ -106,20 +106,15 @@ pub enum Profile {
 }
 
 impl Profile {
-    /// Builds `bins` (from their packages) in this profile.
-    pub fn build(self, bins: &[&str]) -> anyhow::Result<()> {
+    /// Builds every binary of the workspace (`atlas-pipeline`, `atlas`) in this
+    /// profile. Always all of them, in one invocation: cargo unifies dependency
+    /// features over what one invocation builds, so building one binary alone after
+    /// the other would compile tantivy, tokenizers and their kin a second time.
+    pub fn build(self) -> anyhow::Result<()> {
         let mut cmd = cargo();
-        cmd.args(["build", "--locked"]);
+        cmd.args(["build", "--locked", "--workspace", "--bins"]);
         if self == Profile::Release {
             cmd.arg("--release");
-        }
-        for bin in bins {
-            let package = match *bin {
-                "atlas" => "atlas-servers",
-                "atlas-pipeline" => "atlas-stages",
-                other => bail!("unknown binary {other}"),
-            };
-            cmd.args(["-p", package, "--bin", bin]);
         }
         status(cmd)
     }

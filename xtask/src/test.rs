@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{Context as _, bail};
 
-use crate::{cargo, say, status};
+use crate::{cargo, say};
 
 #[derive(Debug, Default, clap::Args)]
 pub struct Args {
@@ -30,9 +30,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     // The end-to-end tests run the real binaries; `cargo test` builds only those of
     // packages with integration tests, so build every binary first.
-    let mut bins = cargo();
-    bins.args(["build", "--workspace", "--locked", "--bins"]);
-    status(bins)?;
+    crate::Profile::Debug.build()?;
     let mut cmd = cargo();
     cmd.args(["test", "--locked"]);
     if !args.cargo_args.iter().any(|a| a == "-p" || a.starts_with("--package")) {

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{CrawlManifest, DocEntry, section_of};
 use crate::runner::{Ctx, ParamError, SourceConfig, Stage, StageOutput, check_range};
-use local::{Globs, Scan, ScannedFile, scan_local};
+use local::{Globs, Scan, scan_local};
 
 /// Params of the crawl stage (network sources use all of them; local sources only
 /// `max_file_bytes`).
@@ -106,92 +106,19 @@ impl Crawl {
                     scans.insert(name.clone(), scan);
                 }
                 SourceConfig::LlmsTxt { url, sections, max_pages, allow_hosts } => {
-                    let state = site::state_dir(ctx.cache.root(), name);
                     let sections = if ctx.sections.is_empty() { sections.as_slice() } else { ctx.sections };
                     let src =
                         site::LlmsSource { name, url, sections, max_pages: ctx.max_pages.or(*max_pages), allow_hosts };
-                    let (pages, notes) = site::crawl_llms(&src, p, &state, ctx.offline, ctx.progress)?;
-                    for n in notes {
-                        ctx.progress.log(&format!("crawl: {n}"));
-                    }
-                    let fetched_at = pages.iter().filter_map(|p| p.fetched_at.clone()).max();
-                    let mut scan = Scan { fetched_at, ..Scan::default() };
-                    for page in pages {
-                        let bytes =
-                            std::fs::read(&page.path).with_context(|| format!("reading {}", page.path.display()))?;
-                        let digest = Digest::of(&bytes);
-                        scan.files.push(ScannedFile {
-                            rel: page.rel,
-                            bytes,
-                            digest,
-                            url: Some(page.url),
-                            section: Some(page.section),
-                            repo: None,
-                            commit: None,
-                        });
-                    }
-                    scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
-                    scans.insert(name.clone(), scan);
+                    scans.insert(name.clone(), site::scan(ctx, p, &src)?);
                 }
                 SourceConfig::Git { url, rev, branch, include, exclude } => {
-                    let state = site::state_dir(ctx.cache.root(), name);
-                    let url = repo::resolve_url(cfg, url);
                     let globs = Globs::new(include, exclude)?;
-                    let web = url.starts_with("https://github.com/").then(|| url.trim_end_matches(".git").to_owned());
-                    let repo = repo::RepoRef {
-                        url: &url,
-                        web: web.as_deref(),
-                        name: None,
-                        section: name,
-                        rev: rev.as_deref(),
-                        branch: branch.as_deref(),
-                    };
-                    let mut scan = Scan::default();
-                    repo::read(ctx, p, &repo, &state.join("repo.git"), &globs, &mut scan)?;
+                    let scan = repo::scan_git(ctx, p, name, url, rev.as_deref(), branch.as_deref(), &globs)?;
                     scans.insert(name.clone(), scan);
                 }
                 SourceConfig::Github { owner, topic, api_url, include, exclude } => {
-                    let state = site::state_dir(ctx.cache.root(), name);
                     let globs = Globs::new(include, exclude)?;
-                    let repos = if ctx.offline {
-                        repo::read_portfolio_list(&state)?
-                    } else {
-                        let token = std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty());
-                        let mut notes = Vec::new();
-                        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-                        let repos =
-                            rt.block_on(github::list_repos(api_url, owner, topic, token.as_deref(), p, &mut notes))?;
-                        for n in notes {
-                            ctx.progress.log(&format!("crawl: {n}"));
-                        }
-                        repo::write_portfolio_list(&state, &repos)?;
-                        repos
-                    };
-                    let mut scan = Scan::default();
-                    for r in &repos {
-                        // The name comes from the API and names a folder: the path guard decides.
-                        let bare = match atlas_runtime::safe_path::join_inside(
-                            &state.join("repos"),
-                            &format!("{}.git", r.name),
-                        ) {
-                            Ok(p) => p,
-                            Err(e) => {
-                                scan.skipped.push((r.name.escape_debug().to_string(), e.why.to_owned()));
-                                continue;
-                            }
-                        };
-                        let repo = repo::RepoRef {
-                            url: &r.clone_url,
-                            web: Some(&r.html_url),
-                            name: Some(&r.name),
-                            section: &r.name,
-                            rev: None,
-                            branch: r.default_branch.as_deref(),
-                        };
-                        repo::read(ctx, p, &repo, &bare, &globs, &mut scan)?;
-                    }
-                    scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
-                    scans.insert(name.clone(), scan);
+                    scans.insert(name.clone(), repo::scan_github(ctx, p, name, owner, topic, api_url, &globs)?);
                 }
             }
         }

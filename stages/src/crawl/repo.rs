@@ -11,10 +11,79 @@ use super::local::{Globs, Scan, ScannedFile};
 use super::{CrawlParams, git, github};
 use crate::runner::{Ctx, Loaded};
 
+/// A `git` source: one repository at `rev`, else `branch`, else HEAD.
+pub fn scan_git(
+    ctx: &Ctx<'_>,
+    p: &CrawlParams,
+    name: &str,
+    url: &str,
+    rev: Option<&str>,
+    branch: Option<&str>,
+    globs: &Globs,
+) -> anyhow::Result<Scan> {
+    let state = super::site::state_dir(ctx.cache.root(), name);
+    let url = resolve_url(ctx.cfg, url);
+    let web = url.starts_with("https://github.com/").then(|| url.trim_end_matches(".git").to_owned());
+    let repo = RepoRef { url: &url, web: web.as_deref(), name: None, section: name, rev, branch };
+    let mut scan = Scan::default();
+    read(ctx, p, &repo, &state.join("repo.git"), globs, &mut scan)?;
+    Ok(scan)
+}
+
+/// A `github` source: the owner's repositories that carry `topic` (listed through the
+/// API, or read back from `repos.json` offline), each at its default branch under
+/// `<repo>/`.
+pub fn scan_github(
+    ctx: &Ctx<'_>,
+    p: &CrawlParams,
+    name: &str,
+    owner: &str,
+    topic: &str,
+    api_url: &str,
+    globs: &Globs,
+) -> anyhow::Result<Scan> {
+    let state = super::site::state_dir(ctx.cache.root(), name);
+    let repos = if ctx.offline {
+        read_portfolio_list(&state)?
+    } else {
+        let token = std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty());
+        let mut notes = Vec::new();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let repos = rt.block_on(github::list_repos(api_url, owner, topic, token.as_deref(), p, &mut notes))?;
+        for n in notes {
+            ctx.progress.log(&format!("crawl: {n}"));
+        }
+        write_portfolio_list(&state, &repos)?;
+        repos
+    };
+    let mut scan = Scan::default();
+    for r in &repos {
+        // The name comes from the API and names a folder: the path guard decides.
+        let bare = match atlas_runtime::safe_path::join_inside(&state.join("repos"), &format!("{}.git", r.name)) {
+            Ok(p) => p,
+            Err(e) => {
+                scan.skipped.push((r.name.escape_debug().to_string(), e.why.to_owned()));
+                continue;
+            }
+        };
+        let repo = RepoRef {
+            url: &r.clone_url,
+            web: Some(&r.html_url),
+            name: Some(&r.name),
+            section: &r.name,
+            rev: None,
+            branch: r.default_branch.as_deref(),
+        };
+        read(ctx, p, &repo, &bare, globs, &mut scan)?;
+    }
+    scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(scan)
+}
+
 /// One repository to read: where it is fetched from, its web page (for citation
 /// URLs), and where its files go in the source.
 #[derive(Debug)]
-pub struct RepoRef<'a> {
+struct RepoRef<'a> {
     pub url: &'a str,
     pub web: Option<&'a str>,
     /// Set for portfolio repositories: files live under `<name>/`.
@@ -26,7 +95,7 @@ pub struct RepoRef<'a> {
 }
 
 /// A local repository path in the config is relative to the config file.
-pub fn resolve_url(cfg: &Loaded, url: &str) -> String {
+fn resolve_url(cfg: &Loaded, url: &str) -> String {
     if url.contains("://") || url.contains('@') {
         return url.to_owned();
     }
@@ -34,7 +103,7 @@ pub fn resolve_url(cfg: &Loaded, url: &str) -> String {
 }
 
 /// Syncs the repository and adds its files at the resolved commit to `scan`.
-pub fn read(
+fn read(
     ctx: &Ctx<'_>,
     p: &CrawlParams,
     r: &RepoRef<'_>,
@@ -71,7 +140,7 @@ pub fn read(
 }
 
 /// The portfolio's repository list is kept beside the clones, for offline runs.
-pub fn write_portfolio_list(state: &Path, repos: &[github::Repo]) -> anyhow::Result<()> {
+fn write_portfolio_list(state: &Path, repos: &[github::Repo]) -> anyhow::Result<()> {
     std::fs::create_dir_all(state)?;
     let list: Vec<serde_json::Value> = repos
         .iter()
@@ -84,7 +153,7 @@ pub fn write_portfolio_list(state: &Path, repos: &[github::Repo]) -> anyhow::Res
     Ok(())
 }
 
-pub fn read_portfolio_list(state: &Path) -> anyhow::Result<Vec<github::Repo>> {
+fn read_portfolio_list(state: &Path) -> anyhow::Result<Vec<github::Repo>> {
     let p = state.join("repos.json");
     let bytes = std::fs::read(&p).with_context(|| format!("{} is missing; run once without --offline", p.display()))?;
     Ok(serde_json::from_slice(&bytes)?)

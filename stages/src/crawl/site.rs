@@ -21,10 +21,38 @@ use url::Url;
 
 use super::CrawlParams;
 use super::fetch::{Fetcher, Outcome};
+use super::local::{Scan, ScannedFile};
 use super::robots::{self, Robots};
 use super::{html, llms};
 use crate::artifacts::section_of;
-use crate::runner::Progress;
+use crate::runner::{Ctx, Progress};
+
+/// An llms.txt source brought up to date in its mirror (see [`crawl_llms`]), read like
+/// a local folder.
+pub fn scan(ctx: &Ctx<'_>, p: &CrawlParams, src: &LlmsSource<'_>) -> anyhow::Result<Scan> {
+    let state = state_dir(ctx.cache.root(), src.name);
+    let (pages, notes) = crawl_llms(src, p, &state, ctx.offline, ctx.progress)?;
+    for n in notes {
+        ctx.progress.log(&format!("crawl: {n}"));
+    }
+    let fetched_at = pages.iter().filter_map(|p| p.fetched_at.clone()).max();
+    let mut scan = Scan { fetched_at, ..Scan::default() };
+    for page in pages {
+        let bytes = std::fs::read(&page.path).with_context(|| format!("reading {}", page.path.display()))?;
+        let digest = Digest::of(&bytes);
+        scan.files.push(ScannedFile {
+            rel: page.rel,
+            bytes,
+            digest,
+            url: Some(page.url),
+            section: Some(page.section),
+            repo: None,
+            commit: None,
+        });
+    }
+    scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(scan)
+}
 
 /// A page as recorded in `crawl_meta.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

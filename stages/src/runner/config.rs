@@ -206,8 +206,13 @@ struct Stages<P>(Option<P>);
 pub fn parse(text: &str, stages: &[&str]) -> Result<PipelineConfig, String> {
     let config = serde_saphyr::from_str::<PipelineConfig>(text).map_err(|e| yaml_error(text, &e))?;
     if let Some(name) = config.stages.keys().find(|k| !stages.contains(&k.as_str())) {
-        let at = line_of(text, Some("stages"), name).map(|n| format!("{n}:")).unwrap_or_default();
-        return Err(format!("{at} unknown stage `{name}` under `stages`; stages: {}", stages.join(", ")));
+        // The message serde gives an unknown key, at the key's line and column.
+        let at = line_of(text, Some("stages"), name).map_or_else(String::new, |n| {
+            let line = text.lines().nth(n - 1).unwrap_or_default();
+            format!("{n}:{}:", line.len() - line.trim_start().len() + 1)
+        });
+        let expected: Vec<String> = stages.iter().map(|s| format!("`{s}`")).collect();
+        return Err(format!("{at} unknown field `{name}`, expected one of {} (the stages)", expected.join(", ")));
     }
     Ok(config)
 }

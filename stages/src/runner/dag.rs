@@ -116,6 +116,31 @@ pub struct RunOptions<'a> {
     pub max_pages: Option<usize>,
 }
 
+/// What `stage` runs with under `opts`, before its inputs are known.
+fn context<'a>(
+    cache: &'a Cache,
+    cfg: &'a Loaded,
+    progress: &'a Progress,
+    stage: &dyn DynStage,
+    key_params: &'a serde_json::Value,
+    opts: &RunOptions<'a>,
+) -> Ctx<'a> {
+    static NO_INPUTS: BTreeMap<String, Digest> = BTreeMap::new();
+    Ctx {
+        cache,
+        cfg,
+        progress,
+        stage: stage.name(),
+        version: stage.version(),
+        key_params,
+        inputs: &NO_INPUTS,
+        force: opts.force.iter().any(|f| f == stage.name()),
+        offline: opts.offline,
+        sections: opts.sections,
+        max_pages: opts.max_pages,
+    }
+}
+
 /// Runs the planned stages, recording the run for status and gc.
 pub fn run(
     cache: &Cache,
@@ -134,19 +159,7 @@ pub fn run(
         let name = stage.name();
         let ts = Instant::now();
         let params = stage.key_params(cfg);
-        let mut ctx = Ctx {
-            cache,
-            cfg,
-            progress,
-            stage: name,
-            version: stage.version(),
-            key_params: &params,
-            inputs: &BTreeMap::new(),
-            force: opts.force.iter().any(|f| f == name),
-            offline: opts.offline,
-            sections: opts.sections,
-            max_pages: opts.max_pages,
-        };
+        let mut ctx = context(cache, cfg, progress, stage, &params, opts);
         let mut inputs = stage.external_inputs(&ctx).with_context(|| format!("stage {name}: reading its inputs"))?;
         for dep in stage.deps() {
             let d = outputs.get(dep).with_context(|| format!("stage {name}: input {dep} was not produced"))?;
@@ -296,19 +309,8 @@ pub fn status(
         diff_params(name, &prev.params, &params, &mut why);
         let mut inputs = BTreeMap::new();
         if let Some(cache) = cache {
-            let ctx = Ctx {
-                cache,
-                cfg,
-                progress,
-                stage: name,
-                version: stage.version(),
-                key_params: &params,
-                inputs: &BTreeMap::new(),
-                force: false,
-                offline: true,
-                sections: &[],
-                max_pages: None,
-            };
+            let offline = RunOptions { until: None, force: &[], offline: true, sections: &[], max_pages: None };
+            let ctx = context(cache, cfg, progress, stage, &params, &offline);
             match stage.external_inputs(&ctx) {
                 Ok(i) => inputs = i,
                 Err(e) => why.push(format!("its sources cannot be read offline ({e:#})")),
