@@ -110,7 +110,7 @@ fn crash_mid_run_then_rerun_leaves_a_consistent_cache() {
 }
 
 #[test]
-fn second_concurrent_run_fails_with_a_clear_message() {
+fn slow_second_concurrent_run_fails_with_a_clear_message() {
     let s = setup();
     s.run(&[]).success();
     let mut holder = pipeline();

@@ -149,7 +149,7 @@ fn crawls_every_listed_page_then_revalidates_with_304s() {
 /// their first fetch time, or the source's `fetched_at` (and the bundle) would change
 /// on every run.
 #[test]
-fn refetched_unchanged_page_keeps_its_fetch_time_and_the_crawl_stays_cached() {
+fn slow_refetched_unchanged_page_keeps_its_fetch_time_and_the_crawl_stays_cached() {
     let (server, c) = fixture_crawl(Box::new(|_, _| None), &[]);
     c.run().success();
     let first = c.page("guides/c.md")["fetched_at"].clone();
@@ -262,7 +262,7 @@ fn slow_drip_hits_the_total_timeout() {
 }
 
 #[test]
-fn a_stalled_response_times_out() {
+fn slow_a_stalled_response_times_out() {
     let (_s, c) = fixture_crawl(
         Box::new(|req, _| {
             (req.path == "/docs/a.md").then(|| Response {
@@ -481,7 +481,7 @@ fn offline_uses_the_last_mirror_without_the_network() {
 }
 
 #[test]
-fn kill_mid_crawl_then_resume_refetches_nothing_stored() {
+fn slow_kill_mid_crawl_then_resume_refetches_nothing_stored() {
     let n = 24;
     let hits: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
     let hits2 = hits.clone();
@@ -530,7 +530,7 @@ fn kill_mid_crawl_then_resume_refetches_nothing_stored() {
 }
 
 #[test]
-fn real_sites_over_real_http() {
+fn slow_real_sites_over_real_http() {
     let Some(corpora) = std::env::var_os("ATLAS_CORPORA") else {
         eprintln!("skipped: ATLAS_CORPORA is unset (set it to ../shared/corpora)");
         return;

@@ -411,7 +411,7 @@ fn malformed_lines_get_json_rpc_errors_and_the_session_goes_on() {
 /// The official MCP Inspector CLI (npm) against both servers. Needs node and the npm
 /// registry; skipped with a reason without them.
 #[test]
-fn the_mcp_inspector_cli_lists_and_calls_tools_on_both_servers() {
+fn slow_the_mcp_inspector_cli_lists_and_calls_tools_on_both_servers() {
     let Some(bundle) = crate::search::fixture_bundle() else { return };
     // The Inspector 2.x needs node 20 or newer.
     let node_major = std::process::Command::new("node").arg("--version").output().ok().and_then(|o| {

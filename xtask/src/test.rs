@@ -43,21 +43,29 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         cmd.args(["--skip", SLOW]);
     }
-    let (passed, failed, ignored) = run_tests(cmd)?;
+    let Totals { passed, failed, ignored, filtered } = run_tests(cmd)?;
     check_invariants()?;
     // The closing line CI reads: the totals over every test binary.
     eprintln!();
-    let fast = if args.fast { format!(" (--fast: tests named {SLOW}* left out)") } else { String::new() };
+    let fast = if args.fast { format!(" ({filtered} slow tests left out by --fast)") } else { String::new() };
     say(&format!("xtask: {passed} passed, {failed} failed, {ignored} skipped{fast}"));
     Ok(())
 }
 
+/// The sums of the `test result:` lines of every test binary.
+struct Totals {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+    filtered: u64,
+}
+
 /// Runs `cargo test`, echoing its output, and sums the `test result:` lines.
-fn run_tests(mut cmd: Command) -> anyhow::Result<(u64, u64, u64)> {
+fn run_tests(mut cmd: Command) -> anyhow::Result<Totals> {
     use std::io::{BufRead as _, BufReader};
     eprintln!("xtask: running {cmd:?}");
     let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().with_context(|| format!("starting {cmd:?}"))?;
-    let (mut passed, mut failed, mut ignored) = (0, 0, 0);
+    let mut t = Totals { passed: 0, failed: 0, ignored: 0, filtered: 0 };
     let stdout = child.stdout.take().context("piped stdout")?;
     for line in BufReader::new(stdout).lines() {
         let line = line.context("reading cargo test output")?;
@@ -70,16 +78,17 @@ fn run_tests(mut cmd: Command) -> anyhow::Result<(u64, u64, u64)> {
                     })
                     .unwrap_or(0)
             };
-            passed += count(" passed");
-            failed += count(" failed");
-            ignored += count(" ignored");
+            t.passed += count(" passed");
+            t.failed += count(" failed");
+            t.ignored += count(" ignored");
+            t.filtered += count(" filtered out");
         }
     }
     let st = child.wait().context("waiting for cargo test")?;
     if !st.success() {
-        bail!("{cmd:?} failed with {st} ({passed} passed, {failed} failed)");
+        bail!("{cmd:?} failed with {st} ({} passed, {} failed)", t.passed, t.failed);
     }
-    Ok((passed, failed, ignored))
+    Ok(t)
 }
 
 /// Architecture invariants on the dependency graph, checked with `cargo tree`.

@@ -32,7 +32,7 @@ pub fn clustered(n: usize, dims: usize, seed: u64) -> Vec<f16> {
 }
 
 #[test]
-fn hnsw_recall_at_10_against_the_exact_scan_is_at_least_0_98_on_50k_vectors() {
+fn slow_hnsw_recall_at_10_against_the_exact_scan_is_at_least_0_98_on_50k_vectors() {
     let (n, dims) = (50_000, 384);
     let data = clustered(n, dims, 7);
     let dir = tempfile::tempdir().unwrap();

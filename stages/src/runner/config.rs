@@ -144,7 +144,7 @@ impl Loaded {
 /// section is absent). Errors read `LINE:COL: message`, as [`parse`]'s do.
 pub(crate) fn stage_section<P: DeserializeOwned + Default>(text: &str, name: &'static str) -> Result<P, String> {
     WANTED.with(|w| w.set(name));
-    let doc: Doc<P> = serde_saphyr::from_str(text).map_err(|e| yaml_error(text, &e))?;
+    let doc: Doc<P> = serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| yaml_error(text, &e))?;
     Ok(doc.0.unwrap_or_default())
 }
 
@@ -204,7 +204,8 @@ struct Stages<P>(Option<P>);
 /// Parses YAML text; the error text starts with `LINE:COL: ` when a position is known.
 /// A name under `stages:` that is not in `stages` is an unknown-key error.
 pub fn parse(text: &str, stages: &[&str]) -> Result<PipelineConfig, String> {
-    let config = serde_saphyr::from_str::<PipelineConfig>(text).map_err(|e| yaml_error(text, &e))?;
+    let config = serde_saphyr::from_str_with_options::<PipelineConfig>(text, yaml_options())
+        .map_err(|e| yaml_error(text, &e))?;
     if let Some(name) = config.stages.keys().find(|k| !stages.contains(&k.as_str())) {
         // The message serde gives an unknown key, at the key's line and column.
         let at = line_of(text, Some("stages"), name).map_or_else(String::new, |n| {
@@ -215,6 +216,13 @@ pub fn parse(text: &str, stages: &[&str]) -> Result<PipelineConfig, String> {
         return Err(format!("{at} unknown field `{name}`, expected one of {} (the stages)", expected.join(", ")));
     }
     Ok(config)
+}
+
+/// How the config is read. Keys a parse skips (`IgnoredAny`: other stages' sections)
+/// take non-finite floats (`.nan`, `.inf`) as text rather than failing; a typed `f64`
+/// still reads them as floats, so the stage's own range check names the key.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! { non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::AsString }
 }
 
 /// A YAML error on one line, `LINE:COL: message` when a position is known.
@@ -449,6 +457,9 @@ mod tests {
         let p: Params = stage_section(text, "chunk").unwrap();
         assert_eq!(p.overlap_chars, 7);
         assert!(p.ratio.is_nan(), "NaN survives to the stage's own range check");
+        // The whole-file parse skips the sections, .nan included (it must not reject it
+        // before the stage's check can name the key).
+        parse(text, &["pack", "chunk"]).unwrap();
         let e = stage_section::<Params>(text, "pack").unwrap_err();
         assert!(e.starts_with("5:") && e.contains("colour"), "{e}");
     }

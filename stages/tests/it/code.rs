@@ -315,7 +315,7 @@ fn files(root: &Path, exts: &[&str]) -> Vec<std::path::PathBuf> {
 }
 
 #[test]
-fn every_file_of_both_repos_is_covered_with_exact_ranges() {
+fn slow_every_file_of_both_repos_is_covered_with_exact_ranges() {
     let Some(root) = crate::corpora::corpora() else { return };
     let p = ChunkParams::default();
     for (repo, exts) in [("concrete-ml/repo", &["py"][..]), ("tfhe-rs/repo", &["rs"][..])] {

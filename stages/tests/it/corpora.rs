@@ -34,7 +34,7 @@ fn with_export_boilerplate(page: &str) -> String {
 }
 
 #[test]
-fn both_gitbook_sites_clean_to_zero_residual_tags_and_lose_no_words() {
+fn slow_both_gitbook_sites_clean_to_zero_residual_tags_and_lose_no_words() {
     let Some(root) = corpora() else { return };
     for site in ["devtron-docs/site", "aep-sdks-docs/site"] {
         let mut residual = 0;
@@ -74,7 +74,7 @@ fn rule_tokens_survive_in_aep_pages() {
 }
 
 #[test]
-fn real_pages_chunk_with_exact_line_ranges() {
+fn slow_real_pages_chunk_with_exact_line_ranges() {
     let Some(root) = corpora() else { return };
     for site in ["devtron-docs/site", "aep-sdks-docs/site", "concrete-ml/repo/docs", "tfhe-rs/repo/tfhe/docs"] {
         let mut chunks = 0;
