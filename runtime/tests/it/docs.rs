@@ -84,3 +84,18 @@ fn docs_list_every_field_of_the_manifest() {
     assert_eq!(documented, code, "docs/bundle-format.md's manifest.json table and Manifest differ");
     assert!(doc.contains(&format!("# Bundle format (version {FORMAT_VERSION})")));
 }
+
+/// The exact-scan threshold as the docs write it (`64,000`) is the code's.
+#[test]
+fn docs_give_the_exact_scan_threshold_of_the_code() {
+    let n = atlas_runtime::bundle::EXACT_MAX_ROWS;
+    let written = format!("{},{:03}", n / 1000, n % 1000);
+    for doc in ["search.md", "benchmarks.md"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs").join(doc);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(&format!("EXACT_MAX_ROWS`, {written} rows")) || text.contains(&format!("= {written} rows")),
+            "docs/{doc} gives the threshold as {written}"
+        );
+    }
+}
