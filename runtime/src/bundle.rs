@@ -164,7 +164,7 @@ impl Bundle {
         let model_dir = opts.model_dir.clone().unwrap_or_else(|| model::model_dir(spec.id));
         if !opts.keyword_only && !model_dir.join("model.onnx").is_file() {
             return Err(Error::Model(format!(
-                "the bundle's model {} is not provisioned in {}; run `cargo xtask setup` (or open keyword-only)",
+                "the bundle's model {} is not provisioned in {}; run `atlas setup` (or open keyword-only)",
                 spec.id,
                 model_dir.display()
             )));
@@ -352,7 +352,7 @@ fn load_embedder(spec: &'static ModelSpec, o: &OpenOptions, want_sha: &str) -> s
     if !want_sha.is_empty() && e.model_sha256 != want_sha {
         return Err(format!(
             "model mismatch: the bundle was embedded with {} sha256 {want_sha}, the model in {} is {}; \
-             provision the bundle's model (`cargo xtask setup`) or rebuild the bundle",
+             provision the bundle's model (`atlas setup`) or rebuild the bundle",
             spec.id,
             dir.display(),
             e.model_sha256

@@ -140,7 +140,7 @@ fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
     let env = ENV.get_or_init(|| {
         if !lib.is_file() {
             return Err(format!(
-                "ONNX Runtime not found at {}; run `cargo xtask setup` (or set ORT_DYLIB_PATH)",
+                "ONNX Runtime not found at {}; run `atlas setup` (or set ORT_DYLIB_PATH)",
                 lib.display()
             ));
         }
@@ -151,6 +151,28 @@ fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
             .map_err(|e| format!("starting ONNX Runtime: {e}"))
     });
     env.as_ref().map_err(|e| Error::Model(e.clone()))
+}
+
+/// ONNX Runtime as loaded from `lib`: its build info (version and commit) and which
+/// execution providers it was built with, for `atlas doctor`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OrtInfo {
+    pub build: String,
+    pub providers: Vec<(&'static str, bool)>,
+}
+
+pub fn ort_info(lib: &Path) -> Result<OrtInfo> {
+    use ort::ep::ExecutionProvider as _;
+    environment(lib)?;
+    let avail = |r: ort::Result<bool>| r.unwrap_or(false);
+    Ok(OrtInfo {
+        build: ort::info().to_owned(),
+        providers: vec![
+            ("CPU", avail(ort::ep::CPU::is_available())),
+            ("CUDA", avail(ort::ep::CUDA::is_available())),
+            ("CoreML", avail(ort::ep::CoreML::is_available())),
+        ],
+    })
 }
 
 fn cfg<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Error {
@@ -177,7 +199,7 @@ impl Encoder {
             let p = dir.join(name);
             if !p.is_file() {
                 return Err(Error::Model(format!(
-                    "model {} is missing {} in {}; run `cargo xtask setup` to provision it",
+                    "model {} is missing {} in {}; run `atlas setup` to provision it",
                     spec.id,
                     name,
                     dir.display()
@@ -194,7 +216,7 @@ impl Encoder {
                 if got != want {
                     return Err(Error::DataCorruption {
                         path: dir.join(f.name),
-                        reason: format!("sha256 {got}, expected {want}; delete it and run `cargo xtask setup`"),
+                        reason: format!("sha256 {got}, expected {want}; delete it and run `atlas setup`"),
                     });
                 }
             }

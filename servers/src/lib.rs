@@ -7,9 +7,13 @@
 #![deny(clippy::print_stdout)]
 
 pub mod cli;
+pub mod doctor;
 pub mod fs;
+pub mod live;
+pub mod manage;
 pub mod output;
 pub mod rag;
+pub mod smoke;
 mod test_hooks;
 pub mod transport;
 

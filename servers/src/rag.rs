@@ -13,11 +13,12 @@ use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::live::Live;
 use crate::output::{self, fence};
 
 #[derive(Debug, Clone)]
 pub struct RagServer {
-    bundle: Arc<Bundle>,
+    bundle: Live,
     rerank_default: bool,
     tool_router: ToolRouter<Self>,
 }
@@ -134,7 +135,7 @@ impl RagServer {
         opts: SearchOptions,
         ct: CancellationToken,
     ) -> Result<CallToolResult, ErrorData> {
-        let b = self.bundle.clone();
+        let b = self.bundle.get();
         let q = query.clone();
         let job = tokio::task::spawn_blocking(move || b.search(&q, &opts));
         let hits = tokio::select! {
@@ -151,6 +152,12 @@ impl RagServer {
 #[tool_router]
 impl RagServer {
     pub fn new(bundle: Arc<Bundle>, rerank_default: bool) -> RagServer {
+        RagServer::live(Live::new(bundle), rerank_default)
+    }
+
+    /// A server over a bundle that can be swapped while it serves (`atlas serve rag`
+    /// of an installed name): each call takes the bundle current when it starts.
+    pub fn live(bundle: Live, rerank_default: bool) -> RagServer {
         RagServer { bundle, rerank_default, tool_router: Self::tool_router() }
     }
 
@@ -203,7 +210,7 @@ impl RagServer {
     )]
     async fn get_chunk(&self, Parameters(a): Parameters<GetChunkArgs>) -> Result<CallToolResult, ErrorData> {
         let n = a.neighbors.unwrap_or(1).min(5);
-        let ctx = match self.bundle.get_chunk(&a.id, n) {
+        let ctx = match self.bundle.get().get_chunk(&a.id, n) {
             Ok(c) => c,
             Err(e) => return Ok(output::error(e.to_string())),
         };
@@ -220,7 +227,7 @@ impl RagServer {
         description = "What this bundle holds: model and dimensions, chunk counts by kind and section, build date, sources and how old they are, and the search modes available. Call it once to learn the sections to filter on."
     )]
     async fn get_bundle_info(&self) -> Result<CallToolResult, ErrorData> {
-        let info = self.bundle.info();
+        let info = self.bundle.get().info();
         let mut text = format!(
             "{} {} built {}; model {} ({} dims); {} chunks ({}); modes: {}\nsections: {}\n",
             info.name,
@@ -271,7 +278,7 @@ impl ServerHandler for RagServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(
-                format!("{}-rag", self.bundle.manifest.name),
+                format!("{}-rag", self.bundle.get().manifest.name),
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(

@@ -1,0 +1,286 @@
+//! The bundle archive, `<name>-<version>.tar.zst`: every file under `<name>/`, sorted,
+//! with fixed metadata (so equal bundles give equal bytes), and its safe extractor.
+//!
+//! The extractor is written on the `tar` crate's entry API (never `unpack`): it accepts
+//! regular files and folders only, refuses any path that is absolute, holds `..` or
+//! would land outside the target, refuses duplicates, and stops at the first limit it
+//! passes (total bytes, bytes per file, entries, compression ratio), so a zstd bomb
+//! stops after a few megabytes, not after filling the disk.
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+use crate::{Error, Result, failpoint, io};
+
+/// Writes the archive of `files` (bundle-relative path → bytes, any order) under
+/// `<name>/` to `out`.
+pub fn write<W: Write>(out: W, name: &str, level: i32, files: &mut dyn Iterator<Item = Result<(String, Vec<u8>)>>) -> Result<W> {
+    let enc = zstd::stream::Encoder::new(out, level).map_err(io("zstd"))?;
+    let mut tar = tar::Builder::new(enc);
+    tar.mode(tar::HeaderMode::Deterministic);
+    let mut all: Vec<(String, Vec<u8>)> = files.collect::<Result<_>>()?;
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    for (path, bytes) in all {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_mtime(0);
+        h.set_cksum();
+        tar.append_data(&mut h, format!("{name}/{path}"), bytes.as_slice()).map_err(io(path))?;
+    }
+    let enc = tar.into_inner().map_err(io("tar"))?;
+    enc.finish().map_err(io("zstd"))
+}
+
+/// Every file of the bundle folder `dir`, relative, for [`write`].
+pub fn folder_files(dir: &Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).map_err(io(&d))? {
+            let e = e.map_err(io(&d))?;
+            let kind = e.file_type().map_err(io(e.path()))?;
+            if kind.is_dir() {
+                stack.push(e.path());
+            } else if kind.is_file() {
+                let rel = e.path().strip_prefix(dir).expect("under dir").to_string_lossy().replace('\\', "/");
+                out.push(rel);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// What the extractor allows. The defaults hold any real bundle with room to spare.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Bytes unpacked in all (file contents and tar headers).
+    pub max_unpacked_bytes: u64,
+    /// Bytes of one file.
+    pub max_file_bytes: u64,
+    /// Entries (files and folders).
+    pub max_entries: u64,
+    /// Unpacked bytes per compressed byte read, checked once past `ratio_floor_bytes`.
+    pub max_ratio: u64,
+    /// Bytes that may unpack before the ratio is checked.
+    pub ratio_floor_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_unpacked_bytes: 32 << 30,
+            max_file_bytes: 8 << 30,
+            max_entries: 250_000,
+            max_ratio: 100,
+            ratio_floor_bytes: 32 << 20,
+        }
+    }
+}
+
+/// What an extraction produced: the archive's one top folder, unpacked under the target.
+#[derive(Debug)]
+pub struct Extracted {
+    /// `target/<top>`: the bundle folder.
+    pub root: PathBuf,
+    pub top: String,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+/// Unpacks the tar.zst `archive` into the empty folder `target`, entry by entry, under
+/// `limits`. Every entry must sit under one top folder (the bundle's name).
+pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extracted> {
+    let file = std::fs::File::open(archive).map_err(io(archive))?;
+    let counting = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let reader = CountingShared { inner: std::io::BufReader::new(file), read: counting.clone() };
+    let decoder = zstd::stream::Decoder::new(reader).map_err(io(archive))?;
+    let mut tar = tar::Archive::new(decoder);
+    let corrupt = |e: std::io::Error| {
+        Error::DataCorruption(format!("{}: the archive is truncated or corrupt ({e})", archive.display()))
+    };
+    let mut seen = BTreeSet::new();
+    let mut top: Option<String> = None;
+    let (mut entries, mut unpacked, mut files) = (0u64, 0u64, 0u64);
+    let check_ratio = |unpacked: u64| -> Result<()> {
+        let packed = counting.get().max(1);
+        if unpacked > limits.ratio_floor_bytes && unpacked / packed > limits.max_ratio {
+            return Err(Error::UnsafeArchive(format!(
+                "it unpacks more than {}× its compressed size (a compression bomb?); stopped after {} bytes",
+                limits.max_ratio, unpacked
+            )));
+        }
+        Ok(())
+    };
+    for entry in tar.entries().map_err(corrupt)? {
+        let mut entry = entry.map_err(corrupt)?;
+        entries += 1;
+        if entries > limits.max_entries {
+            return Err(Error::UnsafeArchive(format!("more than {} entries", limits.max_entries)));
+        }
+        unpacked += 512;
+        let raw = entry.path_bytes().into_owned();
+        let shown = String::from_utf8_lossy(&raw).into_owned();
+        let kind = entry.header().entry_type();
+        let (top_name, rel) = entry_path(&raw).map_err(|why| Error::UnsafeArchive(format!("entry {shown:?} {why}")))?;
+        match &top {
+            None => top = Some(top_name.clone()),
+            Some(t) if *t != top_name => {
+                return Err(Error::UnsafeArchive(format!(
+                    "entry {shown:?} is outside the bundle folder {t:?} (one top folder per archive)"
+                )));
+            }
+            Some(_) => {}
+        }
+        if !seen.insert(rel.clone()) {
+            return Err(Error::UnsafeArchive(format!("entry {shown:?} appears twice")));
+        }
+        let dest = target.join(&top_name).join(&rel);
+        match kind {
+            tar::EntryType::Directory => {
+                std::fs::create_dir_all(&dest).map_err(io(&dest))?;
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous if rel.as_os_str().is_empty() => {
+                return Err(Error::UnsafeArchive(format!("entry {shown:?} is a file where the bundle folder should be")));
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                let size = entry.header().size().map_err(corrupt)?;
+                if size > limits.max_file_bytes {
+                    return Err(Error::UnsafeArchive(format!(
+                        "entry {shown:?} is {size} bytes, more than the {} allowed per file",
+                        limits.max_file_bytes
+                    )));
+                }
+                if unpacked.saturating_add(size) > limits.max_unpacked_bytes {
+                    return Err(Error::UnsafeArchive(format!(
+                        "it unpacks to more than {} bytes",
+                        limits.max_unpacked_bytes
+                    )));
+                }
+                if let Some(parent) = dest.parent() {
+                    std::fs::create_dir_all(parent).map_err(io(parent))?;
+                }
+                // create_new: a name seen twice under another spelling never overwrites.
+                let mut out =
+                    std::fs::OpenOptions::new().write(true).create_new(true).open(&dest).map_err(io(&dest))?;
+                let mut buf = vec![0u8; 256 << 10];
+                let mut written = 0u64;
+                loop {
+                    let n = entry.read(&mut buf).map_err(corrupt)?;
+                    if n == 0 {
+                        break;
+                    }
+                    written += n as u64;
+                    unpacked += n as u64;
+                    check_ratio(unpacked)?;
+                    failpoint::on_write(written)?;
+                    out.write_all(&buf[..n]).map_err(io(&dest))?;
+                    failpoint::extracting(files);
+                }
+                if written != size {
+                    return Err(corrupt(std::io::Error::other(format!("{shown}: {written} of {size} bytes"))));
+                }
+                out.sync_all().map_err(io(&dest))?;
+                files += 1;
+            }
+            other => {
+                return Err(Error::UnsafeArchive(format!(
+                    "entry {shown:?} is a {}; only regular files and folders are accepted",
+                    kind_name(other)
+                )));
+            }
+        }
+        check_ratio(unpacked)?;
+    }
+    // Trailing bytes after the tar's end blocks are read to the end of the zstd frame,
+    // so a truncated frame is still caught.
+    let mut rest = tar.into_inner();
+    std::io::copy(&mut rest, &mut std::io::sink()).map_err(corrupt)?;
+    let top = top.ok_or_else(|| Error::DataCorruption(format!("{}: the archive is empty", archive.display())))?;
+    Ok(Extracted { root: target.join(&top), top, files, bytes: unpacked })
+}
+
+/// Counts the compressed bytes the decoder reads.
+struct CountingShared<R> {
+    inner: R,
+    read: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl<R: Read> Read for CountingShared<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.set(self.read.get() + n as u64);
+        Ok(n)
+    }
+}
+
+impl<R: std::io::BufRead> std::io::BufRead for CountingShared<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, amt: usize) {
+        self.read.set(self.read.get() + amt as u64);
+        self.inner.consume(amt);
+    }
+}
+
+fn kind_name(t: tar::EntryType) -> &'static str {
+    match t {
+        tar::EntryType::Symlink => "symlink",
+        tar::EntryType::Link => "hard link",
+        tar::EntryType::Char => "character device",
+        tar::EntryType::Block => "block device",
+        tar::EntryType::Fifo => "FIFO",
+        _ => "special entry",
+    }
+}
+
+/// Splits an entry's raw path into its top folder and the path under it, refusing
+/// anything that is not plain relative names.
+fn entry_path(raw: &[u8]) -> Result<(String, PathBuf), &'static str> {
+    let s = std::str::from_utf8(raw).map_err(|_| "is not UTF-8")?;
+    if s.contains('\\') || s.contains('\0') {
+        return Err("holds a backslash or NUL");
+    }
+    if s.starts_with('/') {
+        return Err("is an absolute path");
+    }
+    let mut parts = Vec::new();
+    for c in Path::new(s).components() {
+        match c {
+            Component::Normal(p) => parts.push(p.to_str().ok_or("is not UTF-8")?.to_owned()),
+            Component::CurDir => {}
+            Component::ParentDir => return Err("holds a '..' component"),
+            Component::RootDir | Component::Prefix(_) => return Err("is an absolute path"),
+        }
+    }
+    let Some((top, rest)) = parts.split_first() else { return Err("is empty") };
+    crate::check_component("the bundle folder", top).map_err(|_| "has a top folder that is not a bundle name")?;
+    Ok((top.clone(), rest.iter().collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_paths_are_checked() {
+        let check = |raw: &str, expected: Result<(&str, &str), &str>| {
+            let got = entry_path(raw.as_bytes());
+            let got = got.as_ref().map(|(t, r)| (t.as_str(), r.to_str().unwrap())).map_err(|e| *e);
+            assert_eq!(got, expected, "{raw}");
+        };
+        check("b/manifest.json", Ok(("b", "manifest.json")));
+        check("b/./mirror/x.md", Ok(("b", "mirror/x.md")));
+        check("b/", Ok(("b", "")));
+        check("/etc/passwd", Err("is an absolute path"));
+        check("b/../../x", Err("holds a '..' component"));
+        check("../x", Err("holds a '..' component"));
+        check("b\\..\\x", Err("holds a backslash or NUL"));
+        check(".hidden/x", Err("has a top folder that is not a bundle name"));
+        check("", Err("is empty"));
+    }
+}

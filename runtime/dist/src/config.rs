@@ -1,0 +1,128 @@
+//! The user's config file, `$XDG_CONFIG_HOME/atlas/config.toml` (default
+//! `~/.config/atlas/config.toml`). Precedence everywhere: flag > environment
+//! (`ATLAS_HOME`, `ATLAS_BUNDLE`, `ATLAS_EMBED_BACKEND`) > this file > default. An
+//! unknown key is an error naming the file, the line and the key.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::archive::Limits;
+use crate::{Error, Result};
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where models, ONNX Runtime, downloads and installed bundles live.
+    pub home: Option<PathBuf>,
+    /// The bundle `--bundle` defaults to (an installed name or a folder).
+    pub bundle: Option<String>,
+    /// Query embedding: auto | cpu | cuda | coreml.
+    pub embed_backend: Option<String>,
+    /// Where models live (default `<home>/models`).
+    pub model_dir: Option<PathBuf>,
+    /// Public keys (`RW…` or `.pub` paths) trusted for every install.
+    #[serde(default)]
+    pub trusted_keys: Vec<String>,
+    #[serde(default)]
+    pub publish: Publish,
+    #[serde(default)]
+    pub install: Install,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Publish {
+    /// `OWNER/REPO` for `--github`.
+    pub github: Option<String>,
+    /// An object store URL for `--to`.
+    pub to: Option<String>,
+    /// The GitHub API root (GitHub Enterprise).
+    pub api_url: Option<String>,
+    /// The secret key `--sign` defaults to.
+    pub sign: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Install {
+    /// Versions kept per bundle (default 5).
+    pub keep: Option<usize>,
+    #[serde(default)]
+    pub limits: Option<Limits>,
+}
+
+/// The config file's path.
+pub fn path() -> PathBuf {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from).join(".config"));
+    base.join("atlas").join("config.toml")
+}
+
+/// Reads the config file; a missing file is the defaults.
+pub fn load() -> Result<(Config, Option<PathBuf>)> {
+    let p = path();
+    match std::fs::read_to_string(&p) {
+        Ok(text) => Ok((parse(&text, &p)?, Some(p))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((Config::default(), None)),
+        Err(e) => Err(Error::Io { path: p, error: e }),
+    }
+}
+
+pub fn parse(text: &str, path: &Path) -> Result<Config> {
+    let c: Config = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let msg = e.message().replace('\n', " ");
+        let msg = msg.replace("unknown field", "unknown key");
+        Error::Usage(format!("{}:{line}: {msg}", path.display()))
+    })?;
+    if let Some(b) = &c.embed_backend
+        && b.parse::<atlas_runtime::encoder::Backend>().is_err()
+    {
+        return Err(Error::Usage(format!(
+            "{}: embed_backend {b:?}: use auto, cpu, cuda or coreml",
+            path.display()
+        )));
+    }
+    Ok(c)
+}
+
+impl Config {
+    /// `ATLAS_EMBED_BACKEND`, else the file's, else None (the default).
+    pub fn embed_backend(&self) -> Option<String> {
+        std::env::var("ATLAS_EMBED_BACKEND").ok().filter(|v| !v.is_empty()).or_else(|| self.embed_backend.clone())
+    }
+
+    pub fn keep(&self) -> usize {
+        self.install.keep.unwrap_or(5)
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.install.limits.unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_files_parse_or_name_the_line_and_key() {
+        let check = |text: &str, expected: &str| {
+            let got = match parse(text, Path::new("config.toml")) {
+                Ok(c) => format!("{c:?}"),
+                Err(e) => format!("error: {e}"),
+            };
+            assert!(got.contains(expected), "{text:?}: {got}");
+        };
+        check("", "Config { home: None");
+        check("home = \"/h\"\nbundle = \"docs\"\n", "bundle: Some(\"docs\")");
+        check("trusted_keys = [\"RWabc\"]\n[publish]\nto = \"s3://b/p\"\n", "to: Some(\"s3://b/p\")");
+        check("home = \"/h\"\nhomme = 1\n", "error: config.toml:2: unknown key `homme`");
+        check("[publish]\ngithub = \"a/b\"\ntoken = \"x\"\n", "error: config.toml:3: unknown key `token`");
+        check("[install]\nkeep = 3\n[install.limits]\nmax_ratio = 10\n", "max_ratio: 10");
+        check("embed_backend = \"gpu\"\n", "error: config.toml: embed_backend \"gpu\"");
+    }
+}

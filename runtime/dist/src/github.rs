@@ -1,0 +1,187 @@
+//! The GitHub releases API, the subset publishing and installing use: a release by
+//! tag or the latest, create a release, upload, list and delete assets, download an
+//! asset. `api_url` is configurable for GitHub Enterprise (`GITHUB_API_URL`).
+
+use serde::Deserialize;
+
+use crate::{Error, Result};
+
+pub const DEFAULT_API: &str = "https://api.github.com";
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Release {
+    pub id: u64,
+    pub tag_name: String,
+    pub upload_url: String,
+    #[serde(default)]
+    pub html_url: String,
+    #[serde(default)]
+    pub assets: Vec<Asset>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Asset {
+    pub id: u64,
+    pub name: String,
+    pub size: u64,
+    /// The API URL of the asset (download with `Accept: application/octet-stream`).
+    pub url: String,
+}
+
+impl Release {
+    pub fn asset(&self, name: &str) -> Option<&Asset> {
+        self.assets.iter().find(|a| a.name == name)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct GitHub {
+    pub client: reqwest::Client,
+    pub api: String,
+    pub owner: String,
+    pub repo: String,
+    token: Option<String>,
+}
+
+/// The API root: `GITHUB_API_URL`, else api.github.com.
+pub fn api_from_env() -> String {
+    std::env::var("GITHUB_API_URL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| DEFAULT_API.to_owned())
+}
+
+pub fn client() -> Result<reqwest::Client> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .user_agent(concat!("atlas/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(std::time::Duration::from_secs(20))
+        .read_timeout(std::time::Duration::from_secs(60))
+        .build()
+        .map_err(|e| Error::Remote(format!("starting the HTTP client: {e}")))
+}
+
+impl GitHub {
+    pub fn new(api: &str, owner: &str, repo: &str, token: Option<String>) -> Result<GitHub> {
+        Ok(GitHub {
+            client: client()?,
+            api: api.trim_end_matches('/').to_owned(),
+            owner: owner.to_owned(),
+            repo: repo.to_owned(),
+            token: token.filter(|t| !t.is_empty()),
+        })
+    }
+
+    pub fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
+        let mut r = self
+            .client
+            .request(method, url)
+            .header("Accept", "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", "2022-11-28");
+        if let Some(t) = &self.token {
+            r = r.bearer_auth(t);
+        }
+        r
+    }
+
+    fn repo_url(&self, rest: &str) -> String {
+        format!("{}/repos/{}/{}/{rest}", self.api, self.owner, self.repo)
+    }
+
+    async fn send(&self, what: &str, r: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+        let resp = r.send().await.map_err(|e| Error::Remote(format!("GitHub: {what}: {e}")))?;
+        let status = resp.status();
+        if status.is_success() || status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(resp);
+        }
+        let body = resp.text().await.unwrap_or_default();
+        let msg = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| body.chars().take(200).collect());
+        let hint = match status.as_u16() {
+            401 | 403 => "; check GITHUB_TOKEN (it needs contents: write to publish)",
+            _ => "",
+        };
+        Err(Error::Remote(format!("GitHub: {what}: {status} {msg}{hint}")))
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(what: &str, resp: reqwest::Response) -> Result<T> {
+        resp.json().await.map_err(|e| Error::Remote(format!("GitHub: {what}: unreadable answer ({e})")))
+    }
+
+    /// The release of `tag`, or None.
+    pub async fn release_by_tag(&self, tag: &str) -> Result<Option<Release>> {
+        let what = format!("release {tag} of {}/{}", self.owner, self.repo);
+        let url = self.repo_url(&format!("releases/tags/{}", urlencode(tag)));
+        let resp = self.send(&what, self.request(reqwest::Method::GET, &url)).await?;
+        if resp.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        Ok(Some(Self::json(&what, resp).await?))
+    }
+
+    pub async fn latest_release(&self) -> Result<Release> {
+        let what = format!("the latest release of {}/{}", self.owner, self.repo);
+        let resp = self.send(&what, self.request(reqwest::Method::GET, &self.repo_url("releases/latest"))).await?;
+        if resp.status() == reqwest::StatusCode::NOT_FOUND {
+            return Err(Error::Remote(format!("GitHub: {}/{} has no release (or it is private: set GITHUB_TOKEN)", self.owner, self.repo)));
+        }
+        Self::json(&what, resp).await
+    }
+
+    pub async fn create_release(&self, tag: &str, name: &str, body: &str) -> Result<Release> {
+        let what = format!("creating release {tag} of {}/{}", self.owner, self.repo);
+        let payload = serde_json::json!({ "tag_name": tag, "name": name, "body": body });
+        let resp = self.send(&what, self.request(reqwest::Method::POST, &self.repo_url("releases")).json(&payload)).await?;
+        if resp.status() == reqwest::StatusCode::NOT_FOUND {
+            return Err(Error::Remote(format!("GitHub: {what}: 404 (no such repository, or the token cannot see it)")));
+        }
+        Self::json(&what, resp).await
+    }
+
+    pub async fn upload(&self, release: &Release, name: &str, bytes: Vec<u8>) -> Result<Asset> {
+        let base = release.upload_url.split('{').next().unwrap_or(&release.upload_url);
+        let url = format!("{base}?name={}", urlencode(name));
+        let what = format!("uploading {name}");
+        let r = self
+            .request(reqwest::Method::POST, &url)
+            .header("Content-Type", "application/octet-stream")
+            .body(bytes);
+        let resp = self.send(&what, r).await?;
+        Self::json(&what, resp).await
+    }
+
+    pub async fn delete_asset(&self, asset: &Asset) -> Result<()> {
+        let url = self.repo_url(&format!("releases/assets/{}", asset.id));
+        self.send(&format!("deleting {}", asset.name), self.request(reqwest::Method::DELETE, &url)).await?;
+        Ok(())
+    }
+
+    /// An asset's bytes request (GitHub answers with a redirect to its storage).
+    pub fn download(&self, asset: &Asset) -> reqwest::RequestBuilder {
+        let mut r = self.client.get(&asset.url).header("Accept", "application/octet-stream");
+        if let Some(t) = &self.token {
+            r = r.bearer_auth(t);
+        }
+        r
+    }
+
+    /// A small asset (a `.sha256`, a signature) in memory.
+    pub async fn download_small(&self, asset: &Asset, max: u64) -> Result<Vec<u8>> {
+        if asset.size > max {
+            return Err(Error::Remote(format!("GitHub: {} is {} bytes, more than {max}", asset.name, asset.size)));
+        }
+        let what = format!("downloading {}", asset.name);
+        let resp = self.send(&what, self.download(asset)).await?;
+        if !resp.status().is_success() {
+            return Err(Error::Remote(format!("GitHub: {what}: {}", resp.status())));
+        }
+        let b = resp.bytes().await.map_err(|e| Error::Remote(format!("GitHub: {what}: {e}")))?;
+        if b.len() as u64 > max {
+            return Err(Error::Remote(format!("GitHub: {what}: more than {max} bytes")));
+        }
+        Ok(b.to_vec())
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}

@@ -1,0 +1,324 @@
+//! The installed bundles: `ATLAS_HOME/bundles/<name>/<version>/` (each a verified
+//! bundle folder), `<name>/current` (a symlink to one version, switched by an atomic
+//! rename), and `<name>/.installs/<version>.json` (where each came from).
+//!
+//! Staging folders (`bundles/.tmp-<pid>-<n>`) sit beside the target on the same file
+//! system, so a verified bundle moves in with one rename; a later run removes those
+//! whose process is gone.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result, check_component, io};
+
+/// Where one installed version came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Record {
+    pub name: String,
+    pub version: String,
+    /// The source as the user gave it (`atlas update` reads it again).
+    pub source: String,
+    /// The archive's sha256.
+    pub sha256: String,
+    /// The archive's size in bytes.
+    pub size: u64,
+    /// Seconds since the epoch.
+    pub installed: u64,
+    /// The id of the key whose signature was checked, if one was.
+    #[serde(default)]
+    pub signed_by: Option<String>,
+    /// The public key that was trusted (`atlas update` trusts it again).
+    #[serde(default)]
+    pub trust: Option<String>,
+    /// The bundle's build time (manifest `created`).
+    #[serde(default)]
+    pub created: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Home {
+    /// `ATLAS_HOME/bundles`.
+    pub root: PathBuf,
+}
+
+/// One installed bundle, for `atlas bundles`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Installed {
+    pub name: String,
+    pub current: Option<String>,
+    /// Kept versions, oldest install first.
+    pub versions: Vec<Record>,
+    /// Bytes on disk of all kept versions.
+    pub bytes: u64,
+}
+
+pub fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+impl Home {
+    pub fn new(atlas_home: &Path) -> Home {
+        Home { root: atlas_home.join("bundles") }
+    }
+
+    pub fn from_env() -> Home {
+        Home::new(&atlas_runtime::model::atlas_home())
+    }
+
+    pub fn downloads(&self) -> PathBuf {
+        self.root.parent().unwrap_or(&self.root).join("downloads")
+    }
+
+    pub fn dir(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    pub fn current_link(&self, name: &str) -> PathBuf {
+        self.dir(name).join("current")
+    }
+
+    /// The version `current` points at.
+    pub fn current(&self, name: &str) -> Option<String> {
+        let t = std::fs::read_link(self.current_link(name)).ok()?;
+        Some(t.file_name()?.to_str()?.to_owned())
+    }
+
+    /// The folder an installed NAME serves: `bundles/NAME/<current version>`.
+    pub fn resolve(&self, name: &str) -> Option<PathBuf> {
+        check_component("bundle", name).ok()?;
+        let v = self.current(name)?;
+        let dir = self.dir(name).join(v);
+        dir.join("manifest.json").is_file().then_some(dir)
+    }
+
+    fn record_path(&self, name: &str, version: &str) -> PathBuf {
+        self.dir(name).join(".installs").join(format!("{version}.json"))
+    }
+
+    pub fn record(&self, name: &str, version: &str) -> Option<Record> {
+        let text = std::fs::read_to_string(self.record_path(name, version)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Kept versions of `name` that have a folder, oldest install first.
+    pub fn records(&self, name: &str) -> Vec<Record> {
+        let mut out: Vec<Record> = std::fs::read_dir(self.dir(name).join(".installs"))
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter_map(|e| serde_json::from_str::<Record>(&std::fs::read_to_string(e.path()).ok()?).ok())
+            .filter(|r| self.dir(name).join(&r.version).is_dir())
+            .collect();
+        out.sort_by(|a, b| (a.installed, &a.version).cmp(&(b.installed, &b.version)));
+        out
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .filter(|n| check_component("bundle", n).is_ok())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The installed name whose current version came from the archive `sha256`.
+    pub fn name_with_current_sha256(&self, sha256: &str) -> Option<String> {
+        self.names().into_iter().find(|n| {
+            self.current(n).and_then(|v| self.record(n, &v)).is_some_and(|r| r.sha256 == sha256)
+        })
+    }
+
+    pub fn list(&self) -> Vec<Installed> {
+        self.names()
+            .into_iter()
+            .map(|name| {
+                let versions = self.records(&name);
+                let bytes = versions.iter().map(|r| dir_size(&self.dir(&name).join(&r.version))).sum();
+                Installed { current: self.current(&name), versions, bytes, name }
+            })
+            .collect()
+    }
+
+    /// A new staging folder beside the bundles, after removing those left by dead runs.
+    pub fn staging(&self) -> Result<PathBuf> {
+        std::fs::create_dir_all(&self.root).map_err(io(&self.root))?;
+        self.sweep();
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = self.root.join(format!(".tmp-{}-{}-{n}", std::process::id(), now()));
+        std::fs::create_dir(&dir).map_err(io(&dir))?;
+        Ok(dir)
+    }
+
+    /// Removes staging and trash folders whose process is gone, and half-made links.
+    pub fn sweep(&self) {
+        let entries = std::fs::read_dir(&self.root).into_iter().flatten().filter_map(|e| e.ok());
+        for e in entries {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let dead = match name.strip_prefix(".tmp-").or_else(|| name.strip_prefix(".trash-")) {
+                Some(rest) => rest.split('-').next().and_then(|p| p.parse::<u32>().ok()).is_none_or(|pid| !alive(pid)),
+                None => false,
+            };
+            if dead {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        for name in self.names() {
+            for e in std::fs::read_dir(self.dir(&name)).into_iter().flatten().filter_map(|e| e.ok()) {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = n.strip_prefix(".current-").and_then(|r| r.parse::<u32>().ok())
+                    && !alive(pid)
+                {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+
+    /// Holds `bundles/<name>.lock` until dropped: one install, switch or rotation of a
+    /// name at a time (a second waits).
+    pub fn lock(&self, name: &str) -> Result<std::fs::File> {
+        std::fs::create_dir_all(&self.root).map_err(io(&self.root))?;
+        let path = self.root.join(format!(".{name}.lock"));
+        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io(&path))?;
+        f.lock().map_err(io(&path))?;
+        Ok(f)
+    }
+
+    /// Moves the verified bundle folder `staged` in as `<name>/<version>` (unless that
+    /// version is already there and intact), records it, switches `current` to it and
+    /// keeps the `keep` newest versions. Returns the version folder and whether it was
+    /// already installed.
+    pub fn commit(&self, staged: &Path, record: &Record, keep: usize) -> Result<(PathBuf, bool)> {
+        check_component("bundle", &record.name)?;
+        check_component("version", &record.version)?;
+        let _lock = self.lock(&record.name)?;
+        let dir = self.dir(&record.name);
+        std::fs::create_dir_all(dir.join(".installs")).map_err(io(&dir))?;
+        let target = dir.join(&record.version);
+        let mut already = false;
+        if target.exists() {
+            if atlas_runtime::manifest::verify(&target).is_ok() {
+                already = true;
+            } else {
+                // A damaged copy (doctor says so): set it aside, then replace it.
+                let trash = self.root.join(format!(".trash-{}-{}", std::process::id(), now()));
+                std::fs::rename(&target, &trash).map_err(io(&target))?;
+                let _ = std::fs::remove_dir_all(&trash);
+            }
+        }
+        if !already {
+            std::fs::rename(staged, &target).map_err(io(&target))?;
+        }
+        let rec_path = self.record_path(&record.name, &record.version);
+        let mut rec = record.clone();
+        if already && let Some(old) = self.record(&record.name, &record.version) {
+            rec.installed = old.installed.max(rec.installed);
+        }
+        write_atomic(&rec_path, &serde_json::to_vec_pretty(&rec).expect("plain data"))?;
+        self.switch_locked(&record.name, &record.version)?;
+        self.rotate_locked(&record.name, keep);
+        Ok((target, already))
+    }
+
+    /// Points `current` at `version` (which must be installed), atomically.
+    pub fn switch(&self, name: &str, version: &str) -> Result<()> {
+        let _lock = self.lock(name)?;
+        self.switch_locked(name, version)
+    }
+
+    fn switch_locked(&self, name: &str, version: &str) -> Result<()> {
+        let dir = self.dir(name);
+        if !dir.join(version).join("manifest.json").is_file() {
+            return Err(Error::Usage(format!("{name} {version} is not installed")));
+        }
+        let tmp = dir.join(format!(".current-{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        symlink(Path::new(version), &tmp).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, dir.join("current")).map_err(io(dir.join("current")))
+    }
+
+    /// Removes the oldest versions past `keep` (never the current one).
+    fn rotate_locked(&self, name: &str, keep: usize) {
+        let current = self.current(name);
+        let records = self.records(name);
+        let excess = records.len().saturating_sub(keep.max(1));
+        for r in records.iter().filter(|r| Some(&r.version) != current.as_ref()).take(excess) {
+            let trash = self.root.join(format!(".trash-{}-{}-{}", std::process::id(), now(), r.version));
+            if std::fs::rename(self.dir(name).join(&r.version), &trash).is_ok() {
+                let _ = std::fs::remove_dir_all(&trash);
+            }
+            let _ = std::fs::remove_file(self.record_path(name, &r.version));
+        }
+    }
+
+    /// The version to go back to: `version`, or the one installed before the current.
+    pub fn restore_target(&self, name: &str, version: Option<&str>) -> Result<String> {
+        let records = self.records(name);
+        let kept: Vec<&str> = records.iter().map(|r| r.version.as_str()).collect();
+        if records.is_empty() {
+            return Err(Error::Usage(format!("{name} is not installed; `atlas bundles` lists what is")));
+        }
+        let current = self.current(name);
+        match version {
+            Some(v) if kept.contains(&v) => Ok(v.to_owned()),
+            Some(v) => Err(Error::Usage(format!("{name} {v} is not kept; kept versions: {}", kept.join(", ")))),
+            None => {
+                let at = records.iter().position(|r| Some(&r.version) == current.as_ref()).unwrap_or(records.len());
+                match at.checked_sub(1) {
+                    Some(i) => Ok(records[i].version.clone()),
+                    None => Err(Error::Usage(format!(
+                        "no version of {name} older than {} is kept; kept versions: {}",
+                        current.as_deref().unwrap_or("-"),
+                        kept.join(", ")
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}
+
+#[cfg(not(unix))]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::os::windows::fs::symlink_dir(target, link)
+}
+
+/// Writes through a temp file and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+fn alive(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    if cfg!(target_os = "linux") { Path::new(&format!("/proc/{pid}")).exists() } else { true }
+}
+
+pub fn dir_size(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().filter_map(|e| e.ok()) {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+    total
+}

@@ -1,0 +1,390 @@
+//! `atlas install` and `atlas update`: resolve a source to one archive and its sha256
+//! (and signature), download it (resumable), check the hash and the signature, unpack
+//! it safely into a staging folder, verify every manifest hash, then move it in and
+//! switch `current`.
+
+use std::path::{Path, PathBuf};
+
+use minisign::PublicKey;
+use serde::{Deserialize, Serialize};
+
+use crate::archive::Limits;
+use crate::fetch::{self, Opened};
+use crate::github::GitHub;
+use crate::home::{Home, Record};
+use crate::store::Store;
+use crate::target::Source;
+use crate::{Error, Result, sign};
+
+/// `<name>/latest.json` on object storage: what the newest published version is.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Latest {
+    pub name: String,
+    pub version: String,
+    /// The archive's file name under `<name>/<version>/`.
+    pub archive: String,
+    pub sha256: String,
+    pub size: u64,
+    pub created: String,
+    /// The `.minisig` text, when the archive is signed.
+    #[serde(default)]
+    pub signature: Option<String>,
+}
+
+/// What a source resolves to before any download.
+#[derive(Debug)]
+struct Resolved {
+    name: Option<String>,
+    sha256: String,
+    signature: Option<String>,
+    how: How,
+}
+
+#[derive(Debug)]
+enum How {
+    Local(PathBuf),
+    Http(reqwest::Client, url::Url),
+    GitHub(GitHub, crate::github::Asset),
+    Store(Store, object_store::path::Path),
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub trust: Vec<String>,
+    pub keep: usize,
+    pub limits: Limits,
+    /// The sha256 of a local archive or URL without a `.sha256` beside it.
+    pub sha256: Option<String>,
+    /// GitHub's API root.
+    pub github_api: String,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            trust: Vec::new(),
+            keep: 5,
+            limits: Limits::default(),
+            sha256: None,
+            github_api: crate::github::api_from_env(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub name: String,
+    pub version: String,
+    pub path: PathBuf,
+    /// False when the source had nothing new.
+    pub changed: bool,
+    pub signed_by: Option<String>,
+    pub previous: Option<String>,
+}
+
+const SMALL: u64 = 1 << 20;
+
+async fn resolve(source: &Source, opts: &Options) -> Result<Resolved> {
+    match source {
+        Source::File(path) => {
+            let sha256 = match &opts.sha256 {
+                Some(s) => s.to_ascii_lowercase(),
+                None => {
+                    let side = sibling(path, ".sha256");
+                    let text = std::fs::read_to_string(&side).map_err(|_| {
+                        Error::Usage(format!("no {} beside the archive: pass --sha256 HEX", side.display()))
+                    })?;
+                    fetch::parse_sha256_file(&text)?
+                }
+            };
+            let signature = std::fs::read_to_string(sibling(path, ".minisig")).ok();
+            Ok(Resolved { name: None, sha256, signature, how: How::Local(path.clone()) })
+        }
+        Source::Url(url) => {
+            let client = crate::github::client()?;
+            let side = url::Url::parse(&format!("{url}.sha256")).map_err(|e| Error::Usage(e.to_string()))?;
+            let sha256 = match &opts.sha256 {
+                Some(s) => s.to_ascii_lowercase(),
+                None => {
+                    let text = get_small(&client, &side).await?.ok_or_else(|| {
+                        Error::Remote(format!("{side}: not found; pass --sha256 HEX to install without it"))
+                    })?;
+                    fetch::parse_sha256_file(&String::from_utf8_lossy(&text))?
+                }
+            };
+            let sig_url = url::Url::parse(&format!("{url}.minisig")).map_err(|e| Error::Usage(e.to_string()))?;
+            let signature = get_small(&client, &sig_url).await?.map(|b| String::from_utf8_lossy(&b).into_owned());
+            Ok(Resolved { name: None, sha256, signature, how: How::Http(client, url.clone()) })
+        }
+        Source::GitHub { owner, repo, tag } => {
+            let token = std::env::var("GITHUB_TOKEN").ok();
+            let gh = GitHub::new(&opts.github_api, owner, repo, token)?;
+            let release = match tag {
+                Some(t) => gh.release_by_tag(t).await?.ok_or_else(|| {
+                    Error::Remote(format!("GitHub: {owner}/{repo} has no release {t}"))
+                })?,
+                None => gh.latest_release().await?,
+            };
+            let archives: Vec<_> = release.assets.iter().filter(|a| a.name.ends_with(".tar.zst")).collect();
+            let [archive] = archives.as_slice() else {
+                return Err(Error::Remote(format!(
+                    "GitHub: release {} of {owner}/{repo} has {} .tar.zst assets; expected one",
+                    release.tag_name,
+                    archives.len()
+                )));
+            };
+            let sha_asset = release.asset(&format!("{}.sha256", archive.name)).ok_or_else(|| {
+                Error::Remote(format!("GitHub: release {} has no {}.sha256 (a publish did not finish?)", release.tag_name, archive.name))
+            })?;
+            let sha256 = fetch::parse_sha256_file(&String::from_utf8_lossy(&gh.download_small(sha_asset, SMALL).await?))?;
+            let signature = match release.asset(&format!("{}.minisig", archive.name)) {
+                Some(a) => Some(String::from_utf8_lossy(&gh.download_small(a, SMALL).await?).into_owned()),
+                None => None,
+            };
+            let name = archive_name(&archive.name);
+            Ok(Resolved { name, sha256, signature, how: How::GitHub(gh, (*archive).clone()) })
+        }
+        Source::Store(url) => {
+            let store = Store::open(url)?;
+            let (latest, dir) = read_latest(&store).await?;
+            let path = dir.join(latest.version.as_str()).join(latest.archive.as_str());
+            Ok(Resolved {
+                name: Some(latest.name),
+                sha256: latest.sha256,
+                signature: latest.signature,
+                how: How::Store(store, path),
+            })
+        }
+    }
+}
+
+/// `<url>/latest.json`, else the one `<url>/*/latest.json`.
+async fn read_latest(store: &Store) -> Result<(Latest, object_store::path::Path)> {
+    let here = store.path(&["latest.json"]);
+    if let Some(b) = store.get_small(&here, SMALL).await? {
+        return Ok((parse_latest(&store.url, &b)?, store.prefix.clone()));
+    }
+    let mut names = Vec::new();
+    let listing = store
+        .store
+        .list_with_delimiter(Some(&store.prefix))
+        .await
+        .map_err(|e| Error::Remote(format!("{}: {e}", store.url)))?;
+    for dir in listing.common_prefixes {
+        if let Some(b) = store.get_small(&dir.clone().join("latest.json"), SMALL).await? {
+            names.push((parse_latest(&store.url, &b)?, dir));
+        }
+    }
+    match names.len() {
+        1 => Ok(names.remove(0)),
+        0 => Err(Error::Remote(format!("{}: no published bundle here (no latest.json)", store.url))),
+        _ => Err(Error::Usage(format!(
+            "{}: several bundles are published here ({}); add the name to the URL",
+            store.url,
+            names.iter().map(|(l, _)| l.name.as_str()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+fn parse_latest(url: &url::Url, b: &[u8]) -> Result<Latest> {
+    let l: Latest =
+        serde_json::from_slice(b).map_err(|e| Error::DataCorruption(format!("{url}: unreadable latest.json ({e})")))?;
+    crate::check_component("bundle", &l.name)?;
+    crate::check_component("version", &l.version)?;
+    if l.archive.contains('/') || !l.archive.ends_with(".tar.zst") {
+        return Err(Error::DataCorruption(format!("{url}: latest.json names an odd archive {:?}", l.archive)));
+    }
+    Ok(l)
+}
+
+async fn get_small(client: &reqwest::Client, url: &url::Url) -> Result<Option<Vec<u8>>> {
+    let resp = client.get(url.clone()).send().await.map_err(|e| Error::Remote(format!("{url}: {e}")))?;
+    if resp.status() == reqwest::StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    if !resp.status().is_success() {
+        return Err(Error::Remote(format!("{url}: HTTP {}", resp.status())));
+    }
+    let b = resp.bytes().await.map_err(|e| Error::Remote(format!("{url}: {e}")))?;
+    if b.len() as u64 > SMALL {
+        return Err(Error::Remote(format!("{url}: more than {SMALL} bytes")));
+    }
+    Ok(Some(b.to_vec()))
+}
+
+fn sibling(path: &Path, ext: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(ext);
+    PathBuf::from(s)
+}
+
+/// The bundle name in `<name>-<version>.tar.zst`, a hint only (a name may hold `-`;
+/// the manifest says for sure after unpacking).
+fn archive_name(file: &str) -> Option<String> {
+    let stem = file.strip_suffix(".tar.zst")?;
+    let (n, _) = stem.rsplit_once('-')?;
+    (!n.is_empty()).then(|| n.to_owned())
+}
+
+/// Installs (or updates to) what `source` holds now.
+pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Outcome> {
+    let keys: Vec<PublicKey> = opts.trust.iter().map(|k| sign::parse_public_key(k)).collect::<Result<_>>()?;
+    let r = resolve(source, opts).await?;
+    if !keys.is_empty() && r.signature.is_none() {
+        return Err(Error::Signature(format!(
+            "{source} has no signature (.minisig) and a key is trusted; nothing was installed"
+        )));
+    }
+    // Unchanged remote: the installed current version has the same archive hash.
+    let known = r.name.clone().or_else(|| home.name_with_current_sha256(&r.sha256));
+    if let Some(name) = &known
+        && let Some(cur) = home.current(name)
+        && let Some(rec) = home.record(name, &cur)
+        && rec.sha256 == r.sha256
+        && home.resolve(name).is_some()
+    {
+        return Ok(Outcome {
+            name: name.clone(),
+            version: cur,
+            path: home.dir(name).join(&rec.version),
+            changed: false,
+            signed_by: rec.signed_by,
+            previous: None,
+        });
+    }
+    let label = format!("{source}");
+    let archive = match &r.how {
+        How::Local(p) => p.clone(),
+        How::Http(client, url) => {
+            fetch::download(&home.downloads(), &r.sha256, &label, |off| {
+                let (client, url) = (client.clone(), url.clone());
+                Box::pin(async move { fetch::http_open(client.get(url.clone()), off, url.as_str()).await })
+            })
+            .await?
+        }
+        How::GitHub(gh, asset) => {
+            fetch::download(&home.downloads(), &r.sha256, &label, |off| {
+                let req = gh.download(asset);
+                let what = format!("GitHub asset {}", asset.name);
+                Box::pin(async move { fetch::http_open(req, off, &what).await })
+            })
+            .await?
+        }
+        How::Store(store, path) => {
+            fetch::download(&home.downloads(), &r.sha256, &label, |off| {
+                let (store, path) = (store.clone(), path.clone());
+                Box::pin(async move { store_open(&store, &path, off).await })
+            })
+            .await?
+        }
+    };
+    let downloaded = !matches!(r.how, How::Local(_));
+    let got = fetch::sha256_file(&archive)?;
+    if got != r.sha256 {
+        if downloaded {
+            let _ = std::fs::remove_file(&archive);
+        }
+        return Err(Error::DataCorruption(format!(
+            "{source}: the archive's sha256 is {got}, the published one is {}; nothing was installed",
+            r.sha256
+        )));
+    }
+    let mut signed_by = None;
+    let mut trusted = None;
+    let mut signed_version = None;
+    if !keys.is_empty() {
+        let sig = r.signature.as_deref().unwrap_or_default();
+        let mut last = None;
+        for k in &keys {
+            match sign::verify_file(k, sig, &archive) {
+                Ok(comment) => {
+                    signed_by = Some(sign::key_id(k));
+                    trusted = Some(k.to_base64());
+                    signed_version = comment.split_whitespace().find_map(|w| w.strip_prefix("version=").map(str::to_owned));
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        if signed_by.is_none() {
+            if downloaded {
+                let _ = std::fs::remove_file(&archive);
+            }
+            return Err(last.unwrap_or_else(|| Error::Signature("no trusted key".into())));
+        }
+    }
+    let staging = home.staging()?;
+    let result = unpack_and_commit(home, &archive, &staging, source, &r, opts, signed_by.clone(), trusted, signed_version);
+    let _ = std::fs::remove_dir_all(&staging);
+    let outcome = result?;
+    if downloaded {
+        let _ = std::fs::remove_file(&archive);
+    }
+    Ok(outcome)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn unpack_and_commit(
+    home: &Home,
+    archive: &Path,
+    staging: &Path,
+    source: &Source,
+    r: &Resolved,
+    opts: &Options,
+    signed_by: Option<String>,
+    trust: Option<String>,
+    signed_version: Option<String>,
+) -> Result<Outcome> {
+    let x = crate::archive::extract(archive, staging, &opts.limits)?;
+    let m = atlas_runtime::manifest::verify(&x.root).map_err(|e| {
+        Error::DataCorruption(format!("{source}: the unpacked bundle does not match its manifest ({e}); nothing was installed"))
+    })?;
+    crate::check_component("bundle", &m.name)?;
+    crate::check_component("version", &m.version)?;
+    if m.name != x.top {
+        return Err(Error::DataCorruption(format!(
+            "{source}: the archive's folder {:?} is not the manifest's name {:?}",
+            x.top, m.name
+        )));
+    }
+    if let Some(v) = signed_version.filter(|v| *v != m.version) {
+        return Err(Error::Signature(format!(
+            "{source}: the signature is for version {v}, the archive holds {}; nothing was installed",
+            m.version
+        )));
+    }
+    let previous = home.current(&m.name);
+    let record = Record {
+        name: m.name.clone(),
+        version: m.version.clone(),
+        source: source.to_string(),
+        sha256: r.sha256.clone(),
+        size: std::fs::metadata(archive).map(|m| m.len()).unwrap_or(0),
+        installed: crate::home::now(),
+        signed_by: signed_by.clone(),
+        trust,
+        created: m.created.clone(),
+    };
+    let (path, already) = home.commit(&x.root, &record, opts.keep)?;
+    Ok(Outcome {
+        changed: !already || previous.as_deref() != Some(m.version.as_str()),
+        name: m.name,
+        version: m.version,
+        path,
+        signed_by,
+        previous,
+    })
+}
+
+async fn store_open(store: &Store, path: &object_store::path::Path, offset: u64) -> Result<Opened> {
+    use futures_util::StreamExt as _;
+    let opts = object_store::GetOptions {
+        range: (offset > 0).then_some(object_store::GetRange::Offset(offset)),
+        ..Default::default()
+    };
+    let r = store.store.get_opts(path, opts).await.map_err(|e| Error::Remote(format!("{}/{path}: {e}", store.url)))?;
+    let total = Some(r.meta.size);
+    let start = r.range.start;
+    let stream = r.into_stream().map(|b| b.map_err(|e| e.to_string()));
+    Ok(Opened { stream: Box::pin(stream), start, total })
+}

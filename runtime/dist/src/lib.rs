@@ -1,0 +1,97 @@
+//! Distribution: how a bundle travels from the maintainer who built it to the user
+//! who serves it.
+//!
+//! - [`archive`]: the `<name>-<version>.tar.zst` format, written deterministically and
+//!   read back with a safe extractor (regular files and folders only, no path out of
+//!   the target, limits on bytes, entries and compression ratio);
+//! - [`sign`]: minisign key pairs and signatures (compatible with the `minisign` CLI);
+//! - [`target`]: where bundles are published and installed from (GitHub releases,
+//!   object storage, an HTTPS URL, a local file), [`github`] and [`store`] speak to them;
+//! - [`fetch`]: resumable downloads with a progress bar;
+//! - [`home`]: the installed bundles under `ATLAS_HOME/bundles` and the atomic switch of
+//!   `current`; [`install`] and [`publish`] tie it together;
+//! - [`config`]: the user's `config.toml`.
+//!
+//! Architecture invariant: nothing is unpacked before its sha256 (and, with a trusted
+//! key, its signature) is checked, and nothing is served before every manifest hash
+//! of the unpacked folder is: a version folder appears under `ATLAS_HOME/bundles` only
+//! by the rename of a verified staging folder.
+
+pub mod archive;
+pub mod config;
+pub mod failpoint;
+pub mod fetch;
+pub mod github;
+pub mod home;
+pub mod install;
+pub mod publish;
+pub mod setup;
+pub mod sign;
+pub mod store;
+pub mod target;
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while publishing or installing.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
+    /// The archive holds something the extractor refuses (a link, a device, a path
+    /// out of the target, a duplicate) or goes past a limit.
+    #[error("unsafe archive: {0}")]
+    UnsafeArchive(String),
+    /// Bytes that do not match their hash, a truncated archive, a manifest that lies.
+    #[error("{0}")]
+    DataCorruption(String),
+    #[error("signature: {0}")]
+    Signature(String),
+    /// A remote (GitHub, object storage, an HTTP server) said no or could not be reached.
+    #[error("{0}")]
+    Remote(String),
+    /// The user's input is wrong (a source, a name, a version); nothing changed.
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Bundle(#[from] atlas_runtime::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.into();
+    move |error| Error::Io { path, error }
+}
+
+/// Lower-case hex of a sha256 digest.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex(&sha2::Sha256::digest(bytes))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A name or version that becomes one folder name: letters, digits, `.`, `_`, `-`,
+/// `+`, not starting with `.` or `-`, at most 128 bytes.
+pub fn check_component(what: &str, s: &str) -> Result<()> {
+    let ok = !s.is_empty()
+        && s.len() <= 128
+        && !s.starts_with(['.', '-'])
+        && s != "current"
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'+'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "{what} {s:?} cannot be a folder name: use letters, digits, '.', '_', '-', '+' (not first)"
+        )))
+    }
+}
+
+/// One tokio runtime for a command's network work.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io("tokio runtime"))
+}

