@@ -15,6 +15,8 @@ pub struct Request {
     /// Path and query, as sent.
     pub path: String,
     pub headers: Vec<(String, String)>,
+    /// The body, as Content-Length said.
+    pub body: Vec<u8>,
 }
 
 impl Request {
@@ -32,6 +34,8 @@ pub enum Body {
     Stall(Duration),
     /// Close the socket without answering.
     Reset,
+    /// Announce all the bytes (Content-Length), send the first `usize`, then close.
+    Cut(Vec<u8>, usize),
 }
 
 #[derive(Debug, Clone)]
@@ -124,11 +128,20 @@ fn serve(mut conn: TcpStream, handler: &Handler, log: &Log) {
             headers.push((k.trim().to_owned(), v.trim().to_owned()));
         }
     }
-    let req = Request { method, path: path.clone(), headers };
+    let len = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let req = Request { method, path: path.clone(), headers, body };
     let resp = handler(&req);
     log.lock().unwrap().push((path, resp.status, req.header("if-none-match").is_some()));
     let body_len = match &resp.body {
-        Body::Bytes(b) | Body::Drip(b, _) => b.len(),
+        Body::Bytes(b) | Body::Drip(b, _) | Body::Cut(b, _) => b.len(),
         Body::Stall(_) => 1,
         Body::Reset => {
             let _ = conn.shutdown(std::net::Shutdown::Both);
@@ -159,6 +172,12 @@ fn serve(mut conn: TcpStream, handler: &Handler, log: &Log) {
             }
         }
         Body::Stall(d) => std::thread::sleep(d),
+        Body::Cut(b, at) => {
+            let _ = conn.write_all(&b[..at.min(b.len())]);
+            let _ = conn.flush();
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+            return;
+        }
         _ => {}
     }
     let _ = conn.flush();
@@ -172,6 +191,11 @@ fn serve(mut conn: TcpStream, handler: &Handler, log: &Log) {
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        206 => "Partial Content",
+        401 => "Unauthorized",
+        416 => "Range Not Satisfiable",
         301 => "Moved Permanently",
         302 => "Found",
         304 => "Not Modified",

@@ -3,6 +3,7 @@
 //! deterministic data ([`XorShift`]), serve HTTP locally ([`http`]), and write a tiny
 //! cross-encoder.
 
+pub mod dist;
 pub mod http;
 
 use std::path::{Path, PathBuf};

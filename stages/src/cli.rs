@@ -58,6 +58,48 @@ enum Command {
         /// Where outputs go (default: .atlas/build beside the config, or `out:` in it).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Then publish the archive where pipeline.yaml's `publish:` says (implies --archive).
+        #[arg(long)]
+        publish: bool,
+    },
+    /// Publish the archive `run --archive` wrote: to a GitHub release and/or object storage.
+    Publish {
+        /// A GitHub release target: OWNER/REPO (the token comes from GITHUB_TOKEN).
+        #[arg(long, value_name = "OWNER/REPO")]
+        github: Option<String>,
+        /// The release tag (default v<version>).
+        #[arg(long)]
+        tag: Option<String>,
+        /// An object store target: s3://bucket/prefix, gs://…, az://… or file:///path.
+        #[arg(long, value_name = "URL")]
+        to: Option<String>,
+        /// Sign the archive with this minisign secret key.
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
+        /// Overwrite different bytes already published under this version or tag.
+        #[arg(long)]
+        replace: bool,
+        /// The archive (default: <out>/<name>-<version>.tar.zst).
+        #[arg(long)]
+        archive: Option<PathBuf>,
+        /// Where outputs went (default: as for run).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The GitHub API root, for GitHub Enterprise (default GITHUB_API_URL or api.github.com).
+        #[arg(long)]
+        api_url: Option<String>,
+    },
+    /// Make a minisign key pair: <name>.pub and <name>.key (mode 0600).
+    Keygen {
+        /// The folder to write them to.
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+        /// The files' name (default: the pipeline's name, else "atlas").
+        #[arg(long)]
+        name: Option<String>,
+        /// Protect the secret key with a password (asked on the terminal, or ATLAS_KEY_PASSWORD).
+        #[arg(long)]
+        password: bool,
     },
     /// Say, per stage, whether it is fresh, stale (and why) or never run.
     Status,
@@ -89,24 +131,51 @@ fn open_cache(cli: &Cli, cfg: &Loaded, progress: &Progress) -> anyhow::Result<Ca
     Ok(cache)
 }
 
+fn out_dir(flag: Option<&PathBuf>, cfg: &Loaded) -> PathBuf {
+    match (flag, &cfg.config.out) {
+        (Some(o), _) => o.clone(),
+        (None, Some(o)) => cfg.resolve(o),
+        (None, None) => cfg.dir.join(".atlas").join("build"),
+    }
+}
+
 fn run(cli: &Cli) -> anyhow::Result<()> {
-    // Validate everything the user gave before touching the cache.
     let registry = registry();
+    if let Command::Keygen { out, name, password } = &cli.command {
+        // No pipeline.yaml needed; its name is only the default file name.
+        let name = name.clone().unwrap_or_else(|| {
+            runner::load(&cli.config, &registry).map_or_else(|_| "atlas".to_owned(), |c| c.config.name)
+        });
+        return write_stdout(&crate::publish::keygen(out, &name, *password)?);
+    }
+    // Validate everything the user gave before touching the cache.
     let cfg = runner::load(&cli.config, &registry)?;
     let progress = Progress::new();
     match &cli.command {
-        Command::Run { until, force, offline, out, sections, max_pages, archive } => {
+        Command::Keygen { .. } => unreachable!("handled above"),
+        Command::Publish { github, tag, to, sign, replace, archive, out, api_url } => {
+            let flags = crate::publish::Flags {
+                github: github.clone(),
+                tag: tag.clone(),
+                to: to.clone(),
+                sign: sign.clone(),
+                replace: *replace,
+                archive: archive.clone(),
+                api_url: api_url.clone(),
+            };
+            write_stdout(&crate::publish::publish(&cfg, &out_dir(out.as_ref(), &cfg), &flags)?)
+        }
+        Command::Run { until, force, offline, out, sections, max_pages, archive, publish } => {
             if let Some(u) = until {
                 dag::check_stage_name(u, "--until", &registry)?;
             }
             for f in force {
                 dag::check_stage_name(f, "--force", &registry)?;
             }
-            let out_dir = match (out, &cfg.config.out) {
-                (Some(o), _) => o.clone(),
-                (None, Some(o)) => cfg.resolve(o),
-                (None, None) => cfg.dir.join(".atlas").join("build"),
-            };
+            let out_dir = out_dir(out.as_ref(), &cfg);
+            if *publish && until.is_some() {
+                anyhow::bail!(runner::ConfigError("--publish needs the whole pipeline; drop --until".into()));
+            }
             let cache = open_cache(cli, &cfg, &progress)?;
             let opts =
                 RunOptions { until: until.as_deref(), force, offline: *offline, sections, max_pages: *max_pages };
@@ -114,11 +183,15 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             for c in &summary.corruptions {
                 progress.log(&format!("warning: {c}"));
             }
-            let written = dag::materialize(&cache, &out_dir, &registry, &summary.stages, *archive)
+            let written = dag::materialize(&cache, &out_dir, &registry, &summary.stages, *archive || *publish)
                 .with_context(|| format!("writing outputs to {}", out_dir.display()))?;
             eprintln!("{}", dag::summary_table(&summary));
             for p in &written {
                 eprintln!("wrote {}", p.display());
+            }
+            if *publish {
+                drop(cache);
+                return write_stdout(&crate::publish::publish(&cfg, &out_dir, &crate::publish::Flags::default())?);
             }
             Ok(())
         }

@@ -134,7 +134,7 @@ impl Stage for Embed {
     fn external_inputs(&self, p: &EmbedParams, _ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
         let path = model::model_dir(&p.model).join("model.onnx");
         let bytes = std::fs::read(&path).with_context(|| {
-            format!("model {} is not provisioned ({}); run `cargo xtask setup`", p.model, path.display())
+            format!("model {} is not provisioned ({}); run `atlas setup`", p.model, path.display())
         })?;
         Ok(BTreeMap::from([("model".to_owned(), Digest::of(&bytes))]))
     }

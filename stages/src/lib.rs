@@ -21,6 +21,7 @@ pub mod cli;
 pub mod crawl;
 pub mod embed;
 pub mod pack;
+pub mod publish;
 pub mod registry;
 pub mod runner;
 pub mod text;

@@ -1,5 +1,5 @@
 //! The embed stage through the real binary, with real ONNX inference. Needs the
-//! provisioned default model (`cargo xtask setup`): skipped with a printed reason when
+//! provisioned default model (`atlas setup`): skipped with a printed reason when
 //! it is missing, unless ATLAS_REQUIRE_MODELS is set (CI).
 
 use std::collections::HashSet;
@@ -13,9 +13,9 @@ pub fn model_ready() -> bool {
     if !ok {
         assert!(
             std::env::var_os("ATLAS_REQUIRE_MODELS").is_none(),
-            "the model is not provisioned: run `cargo xtask setup`"
+            "the model is not provisioned: run `atlas setup`"
         );
-        eprintln!("skipped: the embedding model is not provisioned (run `cargo xtask setup`)");
+        eprintln!("skipped: the embedding model is not provisioned (run `atlas setup`)");
     }
     ok
 }
@@ -86,5 +86,5 @@ fn a_missing_model_names_the_setup_command() {
     let r = run(pipeline().arg("-c").arg(&cfg).arg("run").env("ATLAS_HOME", home.path()).env_remove("ORT_DYLIB_PATH"));
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     let last = r.stderr.lines().last().unwrap();
-    assert!(last.contains("cargo xtask setup"), "{last}");
+    assert!(last.contains("atlas setup"), "{last}");
 }

@@ -4,6 +4,7 @@ mod bad_input;
 mod bm25;
 mod cache_faults;
 mod crawl;
+mod distribution;
 mod embed;
 mod git;
 mod hostile;

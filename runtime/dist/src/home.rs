@@ -21,6 +21,9 @@ pub struct Record {
     pub source: String,
     /// The archive's sha256.
     pub sha256: String,
+    /// The remote's id for those bytes (a release asset id, an ETag), when it has one.
+    #[serde(default)]
+    pub remote_id: Option<String>,
     /// The archive's size in bytes.
     pub size: u64,
     /// Seconds since the epoch.
@@ -127,11 +130,13 @@ impl Home {
         names
     }
 
-    /// The installed name whose current version came from the archive `sha256`.
-    pub fn name_with_current_sha256(&self, sha256: &str) -> Option<String> {
-        self.names().into_iter().find(|n| {
-            self.current(n).and_then(|v| self.record(n, &v)).is_some_and(|r| r.sha256 == sha256)
-        })
+    /// The record of the current version installed from `source`, if one is (and its
+    /// folder is still there).
+    pub fn current_from_source(&self, source: &str) -> Option<Record> {
+        self.names()
+            .into_iter()
+            .filter_map(|n| self.current(&n).and_then(|v| self.record(&n, &v)))
+            .find(|r| r.source == source && self.resolve(&r.name).is_some())
     }
 
     pub fn list(&self) -> Vec<Installed> {

@@ -34,8 +34,10 @@ pub struct Latest {
 /// What a source resolves to before any download.
 #[derive(Debug)]
 struct Resolved {
-    name: Option<String>,
     sha256: String,
+    /// What identifies the remote bytes without downloading them: a release asset id
+    /// or an ETag.
+    remote_id: Option<String>,
     signature: Option<String>,
     how: How,
 }
@@ -84,7 +86,10 @@ pub struct Outcome {
 
 const SMALL: u64 = 1 << 20;
 
-async fn resolve(source: &Source, opts: &Options) -> Result<Resolved> {
+/// What `source` holds now; None when it is what `known` (the current install from
+/// the same source) already came from, found without downloading the archive.
+async fn resolve(source: &Source, opts: &Options, known: Option<&Record>) -> Result<Option<Resolved>> {
+    let unchanged = |id: &str| known.is_some_and(|r| r.remote_id.as_deref() == Some(id));
     match source {
         Source::File(path) => {
             let sha256 = match &opts.sha256 {
@@ -97,11 +102,26 @@ async fn resolve(source: &Source, opts: &Options) -> Result<Resolved> {
                     fetch::parse_sha256_file(&text)?
                 }
             };
+            if known.is_some_and(|r| r.sha256 == sha256) {
+                return Ok(None);
+            }
             let signature = std::fs::read_to_string(sibling(path, ".minisig")).ok();
-            Ok(Resolved { name: None, sha256, signature, how: How::Local(path.clone()) })
+            Ok(Some(Resolved { sha256, remote_id: None, signature, how: How::Local(path.clone()) }))
         }
         Source::Url(url) => {
             let client = crate::github::client()?;
+            let etag = client
+                .head(url.clone())
+                .send()
+                .await
+                .ok()
+                .filter(|r| r.status().is_success())
+                .and_then(|r| r.headers().get("etag").and_then(|v| v.to_str().ok()).map(|e| format!("etag:{e}")));
+            if let Some(e) = &etag
+                && unchanged(e)
+            {
+                return Ok(None);
+            }
             let side = url::Url::parse(&format!("{url}.sha256")).map_err(|e| Error::Usage(e.to_string()))?;
             let sha256 = match &opts.sha256 {
                 Some(s) => s.to_ascii_lowercase(),
@@ -113,8 +133,11 @@ async fn resolve(source: &Source, opts: &Options) -> Result<Resolved> {
                 }
             };
             let sig_url = url::Url::parse(&format!("{url}.minisig")).map_err(|e| Error::Usage(e.to_string()))?;
+            if known.is_some_and(|r| r.sha256 == sha256) {
+                return Ok(None);
+            }
             let signature = get_small(&client, &sig_url).await?.map(|b| String::from_utf8_lossy(&b).into_owned());
-            Ok(Resolved { name: None, sha256, signature, how: How::Http(client, url.clone()) })
+            Ok(Some(Resolved { sha256, remote_id: etag, signature, how: How::Http(client, url.clone()) }))
         }
         Source::GitHub { owner, repo, tag } => {
             let token = std::env::var("GITHUB_TOKEN").ok();
@@ -133,6 +156,10 @@ async fn resolve(source: &Source, opts: &Options) -> Result<Resolved> {
                     archives.len()
                 )));
             };
+            let remote_id = format!("github-asset:{}", archive.id);
+            if unchanged(&remote_id) {
+                return Ok(None);
+            }
             let sha_asset = release.asset(&format!("{}.sha256", archive.name)).ok_or_else(|| {
                 Error::Remote(format!("GitHub: release {} has no {}.sha256 (a publish did not finish?)", release.tag_name, archive.name))
             })?;
@@ -141,19 +168,24 @@ async fn resolve(source: &Source, opts: &Options) -> Result<Resolved> {
                 Some(a) => Some(String::from_utf8_lossy(&gh.download_small(a, SMALL).await?).into_owned()),
                 None => None,
             };
-            let name = archive_name(&archive.name);
-            Ok(Resolved { name, sha256, signature, how: How::GitHub(gh, (*archive).clone()) })
+            Ok(Some(Resolved {
+                sha256,
+                remote_id: Some(remote_id), signature, how: How::GitHub(gh, (*archive).clone()),
+            }))
         }
         Source::Store(url) => {
             let store = Store::open(url)?;
             let (latest, dir) = read_latest(&store).await?;
+            if known.is_some_and(|r| r.sha256 == latest.sha256) {
+                return Ok(None);
+            }
             let path = dir.join(latest.version.as_str()).join(latest.archive.as_str());
-            Ok(Resolved {
-                name: Some(latest.name),
+            Ok(Some(Resolved {
                 sha256: latest.sha256,
+                remote_id: None,
                 signature: latest.signature,
                 how: How::Store(store, path),
-            })
+            }))
         }
     }
 }
@@ -218,39 +250,26 @@ fn sibling(path: &Path, ext: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// The bundle name in `<name>-<version>.tar.zst`, a hint only (a name may hold `-`;
-/// the manifest says for sure after unpacking).
-fn archive_name(file: &str) -> Option<String> {
-    let stem = file.strip_suffix(".tar.zst")?;
-    let (n, _) = stem.rsplit_once('-')?;
-    (!n.is_empty()).then(|| n.to_owned())
-}
-
 /// Installs (or updates to) what `source` holds now.
 pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Outcome> {
     let keys: Vec<PublicKey> = opts.trust.iter().map(|k| sign::parse_public_key(k)).collect::<Result<_>>()?;
-    let r = resolve(source, opts).await?;
-    if !keys.is_empty() && r.signature.is_none() {
-        return Err(Error::Signature(format!(
-            "{source} has no signature (.minisig) and a key is trusted; nothing was installed"
-        )));
-    }
-    // Unchanged remote: the installed current version has the same archive hash.
-    let known = r.name.clone().or_else(|| home.name_with_current_sha256(&r.sha256));
-    if let Some(name) = &known
-        && let Some(cur) = home.current(name)
-        && let Some(rec) = home.record(name, &cur)
-        && rec.sha256 == r.sha256
-        && home.resolve(name).is_some()
-    {
+    let src = source.to_string();
+    let known = home.current_from_source(&src);
+    let Some(r) = resolve(source, opts, known.as_ref()).await? else {
+        let rec = known.expect("unchanged means installed");
         return Ok(Outcome {
-            name: name.clone(),
-            version: cur,
-            path: home.dir(name).join(&rec.version),
+            path: home.dir(&rec.name).join(&rec.version),
+            name: rec.name,
+            version: rec.version,
             changed: false,
             signed_by: rec.signed_by,
             previous: None,
         });
+    };
+    if !keys.is_empty() && r.signature.is_none() {
+        return Err(Error::Signature(format!(
+            "{source} has no signature (.minisig) and a key is trusted; nothing was installed"
+        )));
     }
     let label = format!("{source}");
     let archive = match &r.how {
@@ -359,6 +378,7 @@ fn unpack_and_commit(
         version: m.version.clone(),
         source: source.to_string(),
         sha256: r.sha256.clone(),
+        remote_id: r.remote_id.clone(),
         size: std::fs::metadata(archive).map(|m| m.len()).unwrap_or(0),
         installed: crate::home::now(),
         signed_by: signed_by.clone(),

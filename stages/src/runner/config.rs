@@ -29,6 +29,34 @@ pub struct PipelineConfig {
     /// `DynStage::parse_params`); here only the names are read.
     #[serde(default)]
     pub stages: BTreeMap<String, IgnoredAny>,
+    /// Where `atlas-pipeline publish` sends the archive, and the key users trust.
+    #[serde(default)]
+    pub publish: PublishConfig,
+}
+
+/// `publish:` in pipeline.yaml; flags override each field.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishConfig {
+    /// `OWNER/REPO` of a GitHub release target.
+    #[serde(default)]
+    pub github: Option<String>,
+    /// The release tag (default `v<version>`).
+    #[serde(default)]
+    pub tag: Option<String>,
+    /// An object store URL (`s3://bucket/prefix`, `gs://…`, `az://…`, `file:///…`).
+    #[serde(default)]
+    pub to: Option<String>,
+    /// The GitHub API root (GitHub Enterprise).
+    #[serde(default)]
+    pub api_url: Option<String>,
+    /// The minisign secret key to sign with, relative to this file.
+    #[serde(default)]
+    pub sign: Option<PathBuf>,
+    /// The public key users pass to `atlas install --trust` (printed with the
+    /// install instructions).
+    #[serde(default)]
+    pub public_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
