@@ -265,3 +265,295 @@ fn slow_republishing_the_same_bytes_is_a_no_op_and_other_bytes_need_replace() {
     assert!(r.stderr.contains("GITHUB_TOKEN"), "{}", r.stderr);
     gh.assert_no_violations();
 }
+
+/// Installs v1 of the fixture into `h` from a local archive; returns the work folder
+/// and the archive.
+fn installed_v1(tmp: &Path, h: &Path) -> (PathBuf, PathBuf) {
+    let work = tmp.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let v1 = build(&work, "1.0.0", "");
+    run(atlas(h).arg("install").arg(&v1)).success();
+    assert_eq!(current(h).as_deref(), Some("1.0.0"));
+    (work, v1)
+}
+
+/// The current version is still 1.0.0, whole, and answers a search.
+#[track_caller]
+fn v1_still_serves(h: &Path) {
+    assert_eq!(current(h).as_deref(), Some("1.0.0"));
+    run(atlas(h).args(["verify", "fixture"])).success();
+    let out = run(atlas(h).args(["search", "--bundle", "fixture", "--mode", "keyword", "backoff"])).success();
+    assert!(out.stdout.contains("backoff") || out.stdout.contains("Backoff"), "{}", out.stdout);
+    no_staging_left(h);
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A tar.zst written entry by entry with raw names (the tar crate's checked setters
+/// would refuse the hostile ones).
+struct Evil(tar::Builder<zstd::stream::Encoder<'static, Vec<u8>>>);
+
+impl Evil {
+    fn new() -> Evil {
+        Evil(tar::Builder::new(zstd::stream::Encoder::new(Vec::new(), 1).unwrap()))
+    }
+    fn raw(mut self, name: &[u8], kind: tar::EntryType, link: &[u8], size: u64, data: impl std::io::Read) -> Evil {
+        let mut h = tar::Header::new_gnu();
+        h.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name);
+        h.as_gnu_mut().unwrap().linkname[..link.len()].copy_from_slice(link);
+        h.set_entry_type(kind);
+        h.set_size(size);
+        h.set_mode(0o644);
+        h.set_cksum();
+        self.0.append(&h, data).unwrap();
+        self
+    }
+    fn file(self, name: &str, data: &[u8]) -> Evil {
+        self.raw(name.as_bytes(), tar::EntryType::Regular, b"", data.len() as u64, data)
+    }
+    /// A GNU long-name entry, then a file under that name.
+    fn long_name(self, name: &str, data: &[u8]) -> Evil {
+        let mut n = name.as_bytes().to_vec();
+        n.push(0);
+        self.raw(b"././@LongLink", tar::EntryType::GNULongName, b"", n.len() as u64, n.as_slice())
+            .raw(b"fixture/short", tar::EntryType::Regular, b"", data.len() as u64, data)
+    }
+    fn finish(self) -> Vec<u8> {
+        self.0.into_inner().unwrap().finish().unwrap()
+    }
+}
+
+/// The real archive with `rel` replaced by `bytes` (the manifest left as it was).
+fn repacked(v1: &[u8], rel: &str, bytes: &[u8]) -> Vec<u8> {
+    let mut src = tar::Archive::new(zstd::stream::Decoder::new(v1).unwrap());
+    let mut out = Evil::new();
+    for e in src.entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().display().to_string();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+        let data = if name == format!("fixture/{rel}") { bytes.to_vec() } else { data };
+        out = out.file(&name, &data);
+    }
+    out.finish()
+}
+
+#[test]
+fn every_adversarial_archive_is_rejected_and_the_current_version_serves() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let h = home(&tmp.path().join("h"));
+    let (_, v1) = installed_v1(tmp.path(), &h);
+    let real = std::fs::read(&v1).unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    let v = victim.display().to_string();
+    let reg = tar::EntryType::Regular;
+    let empty: &[u8] = b"";
+    let mut cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("a ../ entry", Evil::new().file("fixture/../../escaped", b"x").finish(), "'..'"),
+        ("a ../ that normalises outside", Evil::new().file("fixture/a/./../../../escaped", b"x").finish(), "'..'"),
+        ("an absolute path", Evil::new().file(&format!("{v}/abs"), b"x").finish(), "absolute path"),
+        (
+            "a symlink out, then a file through it",
+            Evil::new()
+                .raw(b"fixture/link", tar::EntryType::Symlink, v.as_bytes(), 0, empty)
+                .file("fixture/link/through", b"x")
+                .finish(),
+            "symlink",
+        ),
+        (
+            "a hard link out",
+            Evil::new().raw(b"fixture/hard", tar::EntryType::Link, b"/etc/passwd", 0, empty).finish(),
+            "hard link",
+        ),
+        ("a character device", Evil::new().raw(b"fixture/dev", tar::EntryType::Char, b"", 0, empty).finish(), "device"),
+        ("a block device", Evil::new().raw(b"fixture/blk", tar::EntryType::Block, b"", 0, empty).finish(), "device"),
+        ("a FIFO", Evil::new().raw(b"fixture/fifo", tar::EntryType::Fifo, b"", 0, empty).finish(), "FIFO"),
+        (
+            "a duplicate entry",
+            Evil::new().file("fixture/manifest.json", b"{}").file("fixture/./manifest.json", b"{}").finish(),
+            "appears twice",
+        ),
+        (
+            "a long GNU name with ..",
+            Evil::new().long_name(&format!("fixture/{}{}escaped", "a/".repeat(60), "../".repeat(70)), b"x").finish(),
+            "'..'",
+        ),
+        ("two top folders", Evil::new().file("fixture/a", b"x").file("other/b", b"x").finish(), "one top folder"),
+        ("a file where the bundle folder goes", Evil::new().file("fixture", b"x").finish(), "bundle folder"),
+        (
+            "a 1 GB zstd bomb",
+            Evil::new().raw(b"fixture/zeros", reg, b"", 1 << 30, std::io::Read::take(std::io::repeat(0), 1 << 30)).finish(),
+            "compression bomb",
+        ),
+        ("a manifest that lies about a hash", repacked(&real, "chunks.parquet", b"not the chunks"), "does not match its manifest"),
+        ("a truncated archive", real[..real.len() / 2].to_vec(), "truncated or corrupt"),
+        ("not an archive", b"hello, I am not zstd".to_vec(), "truncated or corrupt"),
+    ];
+    // A million entries.
+    let mut many = Evil::new();
+    for i in 0..1_000_000u32 {
+        many = many.raw(format!("fixture/f{i}").as_bytes(), reg, b"", 0, empty);
+    }
+    cases.push(("a million entries", many.finish(), "unsafe archive"));
+    let n = cases.len();
+    for (what, bytes, needle) in cases {
+        let file = tmp.path().join("evil.tar.zst");
+        std::fs::write(&file, &bytes).unwrap();
+        let t = Instant::now();
+        let r = run(atlas(&h).arg("install").arg(&file).args(["--sha256", &sha256(&bytes)]));
+        fails_with(&r, needle);
+        assert!(t.elapsed() < Duration::from_secs(60), "{what}: took {:?}", t.elapsed());
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0, "{what}: wrote outside");
+        assert!(!tmp.path().join("escaped").exists(), "{what}: wrote outside");
+        v1_still_serves(&h);
+        eprintln!("rejected {what}: {}", r.stderr.trim());
+    }
+    eprintln!("{n} adversarial archives, all rejected");
+}
+
+#[test]
+fn faults_leave_the_current_version_serving() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let h = home(&tmp.path().join("h"));
+    let (work, _v1) = installed_v1(tmp.path(), &h);
+    let v2 = build(&work, "2.0.0", "Version two.");
+    let v2_bytes = std::fs::read(&v2).unwrap();
+    // A wrong sha256.
+    let r = run(atlas(&h).arg("install").arg(&v2).args(["--sha256", &"0".repeat(64)]));
+    fails_with(&r, "nothing was installed");
+    v1_still_serves(&h);
+    // A bad signature, and a missing one, while a key is trusted.
+    let (key, pk) = keygen(&work);
+    let other = tmp.path().join("other");
+    let other_pk = {
+        let out = run(pipeline().current_dir(&work).args(["keygen", "--out"]).arg(&other).args(["--name", "x"])).success();
+        out.stdout.lines().find_map(|l| l.trim().strip_prefix("public_key: ")).unwrap().to_owned()
+    };
+    let store = tmp.path().join("pub");
+    let url = format!("file://{}", store.display());
+    run(pipeline().current_dir(&work).args(["publish", "--to", &url, "--sign", key.to_str().unwrap()])).success();
+    let r = run(atlas(&h).args(["install", &url, "--trust", &other_pk]));
+    fails_with(&r, "is not signed by key");
+    v1_still_serves(&h);
+    let r = run(atlas(&h).arg("install").arg(&v2).args(["--trust", &pk]));
+    fails_with(&r, "has no signature");
+    v1_still_serves(&h);
+    // A full disk while unpacking.
+    let r = run(atlas(&h).arg("install").arg(&v2).env("ATLAS_FAILPOINT", "extract-enospc:100"));
+    fails_with(&r, "No space left on device");
+    v1_still_serves(&h);
+    // A kill -9 while unpacking, then a rerun.
+    let r = run(atlas(&h).arg("install").arg(&v2).env("ATLAS_FAILPOINT", "extract-abort:2"));
+    assert_eq!(r.code, None, "killed by a signal: {r:?}");
+    assert_eq!(current(&h).as_deref(), Some("1.0.0"));
+    run(atlas(&h).args(["verify", "fixture"])).success();
+    run(atlas(&h).arg("install").arg(&v2)).success();
+    assert_eq!(current(&h).as_deref(), Some("2.0.0"));
+    no_staging_left(&h);
+    run(atlas(&h).args(["restore", "fixture"])).success();
+    // A connection cut halfway (the announced length is never sent), then resumed.
+    let ranges = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (seen, bytes) = (ranges.clone(), v2_bytes.clone());
+    let cut = std::sync::atomic::AtomicBool::new(false);
+    let server = atlas_e2e::http::Server::start(move |req| {
+        let path = req.path.as_str();
+        if path == "/fixture-2.0.0.tar.zst.sha256" {
+            return atlas_e2e::http::Response::new(200, format!("{}  fixture-2.0.0.tar.zst\n", sha256(&bytes)));
+        }
+        if path != "/fixture-2.0.0.tar.zst" {
+            return atlas_e2e::http::Response::new(404, "");
+        }
+        if req.method == "GET" {
+            seen.lock().unwrap().push(req.header("range").unwrap_or("").to_owned());
+            if !cut.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return atlas_e2e::http::Response {
+                    status: 200,
+                    headers: vec![("ETag".into(), "\"v2\"".into())],
+                    body: atlas_e2e::http::Body::Cut(bytes.clone(), bytes.len() / 2),
+                };
+            }
+        }
+        atlas_e2e::dist::ranged(req, &bytes).header("ETag", "\"v2\"")
+    });
+    let r = run(atlas(&h).args(["install", &server.url("/fixture-2.0.0.tar.zst")])).success();
+    assert!(r.stderr.contains("resuming at byte"), "{}", r.stderr);
+    let seen = ranges.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen[1].starts_with("bytes=") && seen[1] != "bytes=0-", "resumed with a Range: {seen:?}");
+    assert_eq!(current(&h).as_deref(), Some("2.0.0"));
+    // The same URL again: the ETag says unchanged, nothing is downloaded.
+    let r = run(atlas(&h).args(["install", &server.url("/fixture-2.0.0.tar.zst")])).success();
+    assert!(r.stderr.contains("is up to date"), "{}", r.stderr);
+    assert_eq!(ranges.lock().unwrap().len(), 2);
+    // A restore of a version that is not kept.
+    let r = run(atlas(&h).args(["restore", "fixture", "9.9.9"]));
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(r.stderr.contains("kept versions: 1.0.0, 2.0.0"), "{}", r.stderr);
+    // Concurrent installs of the same name.
+    let v3 = build(&work, "3.0.0", "Version three.");
+    let kids: Vec<_> = [&v2, &v3, &v3]
+        .iter()
+        .map(|a| atlas(&h).arg("install").arg(a).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap())
+        .collect();
+    for k in kids {
+        let out = k.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    for v in ["1.0.0", "2.0.0", "3.0.0"] {
+        run(atlas(&h).arg("verify").arg(h.join("bundles/fixture").join(v))).success();
+    }
+    assert!(matches!(current(&h).as_deref(), Some("2.0.0" | "3.0.0")));
+    no_staging_left(&h);
+    // A corrupted installed bundle: doctor says which and what to do, and exits 1.
+    let cur = h.join("bundles/fixture").join(current(&h).unwrap());
+    let parquet = cur.join("chunks.parquet");
+    let mut b = std::fs::read(&parquet).unwrap();
+    b[100] ^= 0xff;
+    std::fs::write(&parquet, b).unwrap();
+    let r = run(atlas(&h).args(["doctor", "--json"]));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let bundle = v["checks"].as_array().unwrap().iter().find(|c| c["check"] == "bundle fixture").unwrap();
+    assert_eq!(bundle["status"], "fail", "{bundle}");
+    assert!(bundle["detail"].as_str().unwrap().contains("chunks.parquet"), "{bundle}");
+    assert!(bundle["fix"].as_str().unwrap().contains("atlas restore fixture"), "{bundle}");
+    assert_eq!(v["ok"], false);
+}
+
+#[test]
+fn a_config_file_with_an_unknown_key_exits_2_naming_the_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let h = tmp.path();
+    std::fs::create_dir_all(h.join("config/atlas")).unwrap();
+    std::fs::write(h.join("config/atlas/config.toml"), "home = \"/x\"\nkeep = 3\n").unwrap();
+    let r = run(atlas(h).arg("bundles"));
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(r.stderr.contains("config.toml:2: unknown key `keep`"), "{}", r.stderr);
+    std::fs::write(h.join("config/atlas/config.toml"), "bundle = \"fixture\"\n[install]\nkeep = 2\nmax_bytes = 1\n").unwrap();
+    let r = run(atlas(h).arg("bundles"));
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(r.stderr.contains("config.toml:4: unknown key `max_bytes`"), "{}", r.stderr);
+    // doctor reports it instead of stopping on it.
+    let r = run(atlas(h).args(["doctor", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["checks"][0]["check"], "config");
+    assert_eq!(v["checks"][0]["status"], "fail");
+    // Precedence: the file's bundle is the default; ATLAS_BUNDLE beats it; the flag beats both.
+    std::fs::write(h.join("config/atlas/config.toml"), "bundle = \"from-file\"\n").unwrap();
+    let r = run(atlas(h).args(["info"]));
+    assert!(r.stderr.contains("\"from-file\" is neither"), "{}", r.stderr);
+    let r = run(atlas(h).args(["info"]).env("ATLAS_BUNDLE", "from-env"));
+    assert!(r.stderr.contains("\"from-env\" is neither"), "{}", r.stderr);
+    let r = run(atlas(h).args(["info", "from-flag"]).env("ATLAS_BUNDLE", "from-env"));
+    assert!(r.stderr.contains("\"from-flag\" is neither"), "{}", r.stderr);
+}
