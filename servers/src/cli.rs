@@ -167,6 +167,10 @@ enum Command {
         /// Take the wheels from this folder instead of the network.
         #[arg(long)]
         from: Option<PathBuf>,
+        /// Keep the checked wheels in ATLAS_HOME/wheels (copy that folder to a machine
+        /// offline and run `atlas setup --from` there).
+        #[arg(long)]
+        keep_wheels: bool,
     },
     /// Check ONNX Runtime, the models, the installed bundles, the config and the disk.
     Doctor {
@@ -357,7 +361,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bundles { json } => crate::manage::bundles(json),
         Command::Backup { name, out } => crate::manage::backup(&name, &out),
         Command::Restore { name, version } => crate::manage::restore(&name, version.as_deref()),
-        Command::Setup { from } => crate::manage::setup(from.as_ref()),
+        Command::Setup { from, keep_wheels } => {
+            let keep = keep_wheels.then(|| atlas_runtime::model::atlas_home().join("wheels"));
+            crate::manage::setup(from.as_ref(), keep.as_ref())
+        }
         Command::Smoke { name, query } => {
             let (dir, _) = locate(name, &cfg)?;
             let m = atlas_runtime::manifest::read_manifest(&dir)?;

