@@ -36,23 +36,36 @@ impl Moto {
     /// unless `ATLAS_REQUIRE_S3` is set, when that is a failure.
     pub fn start() -> Option<Moto> {
         let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let port_s = port.to_string();
+        // The script pip puts on PATH, else the module (pip's bin folder may not be on PATH).
         let child = Command::new("moto_server")
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-H", "127.0.0.1", "-p", &port_s])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .spawn();
-        let Ok(child) = child else {
+            .spawn()
+            .or_else(|_| {
+                Command::new("python3")
+                    .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port_s])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+            });
+        let missing = || {
             assert!(
                 std::env::var_os("ATLAS_REQUIRE_S3").is_none(),
-                "moto_server is not installed (pip install 'moto[server]') and ATLAS_REQUIRE_S3 is set"
+                "moto's server is not installed (pip install 'moto[server]') and ATLAS_REQUIRE_S3 is set"
             );
-            eprintln!("skipped: moto_server is not installed (pip install 'moto[server]')");
-            return None;
+            eprintln!("skipped: moto's server is not installed (pip install 'moto[server]')");
+            None
         };
-        let m = Moto { child, endpoint: format!("http://127.0.0.1:{port}") };
+        let Ok(child) = child else { return missing() };
+        let mut m = Moto { child, endpoint: format!("http://127.0.0.1:{port}") };
         let t = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(t.elapsed() < Duration::from_secs(30), "moto_server did not start");
+            if m.child.try_wait().ok().flatten().is_some() {
+                return missing();
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "moto's server did not start");
             std::thread::sleep(Duration::from_millis(100));
         }
         Some(m)

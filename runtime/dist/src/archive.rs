@@ -266,6 +266,33 @@ fn entry_path(raw: &[u8]) -> Result<(String, PathBuf), &'static str> {
 mod tests {
     use super::*;
 
+    fn archive(dir: &Path, files: &[(&str, Vec<u8>)]) -> PathBuf {
+        let mut it = files.iter().map(|(p, b)| Ok(((*p).to_owned(), b.clone())));
+        let bytes = write(Vec::new(), "b", 3, &mut it).unwrap();
+        let path = dir.join("b.tar.zst");
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn each_limit_stops_extraction() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = [("a.txt", b"hello".to_vec()), ("sub/b.bin", vec![7u8; 4096]), ("c.txt", b"x".to_vec())];
+        let a = archive(dir.path(), &files);
+        let x = extract(&a, &dir.path().join("ok"), &Limits::default()).unwrap();
+        assert_eq!((x.top.as_str(), x.files), ("b", 3));
+        assert_eq!(std::fs::read(x.root.join("sub/b.bin")).unwrap(), vec![7u8; 4096]);
+        let check = |limits: Limits, needle: &str| {
+            let target = dir.path().join(format!("t{}", needle.len()));
+            let e = extract(&a, &target, &limits).unwrap_err().to_string();
+            assert!(e.contains(needle), "{needle:?} not in {e}");
+        };
+        check(Limits { max_entries: 2, ..Limits::default() }, "more than 2 entries");
+        check(Limits { max_file_bytes: 1000, ..Limits::default() }, "more than the 1000 allowed per file");
+        check(Limits { max_unpacked_bytes: 2000, ..Limits::default() }, "unpacks to more than 2000 bytes");
+        check(Limits { max_ratio: 1, ratio_floor_bytes: 100, ..Limits::default() }, "compression bomb");
+    }
+
     #[test]
     fn entry_paths_are_checked() {
         let check = |raw: &str, expected: Result<(&str, &str), &str>| {
