@@ -71,7 +71,7 @@ pub fn editor_snippet(name: &str) -> String {
     let exe = std::env::current_exe().map_or_else(|_| "atlas".to_owned(), |p| p.display().to_string());
     let v = serde_json::json!({
         "mcpServers": {
-            format!("{name}-rag"): { "command": exe, "args": ["serve", "rag", "--bundle", name] },
+            format!("{name}-rag"): { "command": exe, "args": ["serve", "rag", "--bundle", name, "--warm"] },
             format!("{name}-fs"): { "command": exe, "args": ["serve", "fs", "--bundle", name] },
         }
     });

@@ -1,13 +1,14 @@
 //! `cargo xtask demo`: the product on this project's own docs and source
-//! (examples/self.yaml), shown through its own command line: build the bundle, say
-//! what it holds, verify it, search it, and print the editor config that serves it.
+//! (examples/self.yaml), shown through its own command line: build the bundle and its
+//! archive, say what it holds, verify it, search it, install the archive as a user
+//! would (`atlas install`), smoke-test both servers, run `atlas doctor`, and print the
+//! editor config that serves the installed bundle by name.
 
-use std::path::Path;
 use std::process::Command;
 
 use anyhow::Context as _;
 
-use crate::{Profile, output, project_root, say, status};
+use crate::{Profile, output, say, status};
 
 const CONFIG: &str = "examples/self.yaml";
 const BUNDLE: &str = "examples/.atlas/build/bundle";
@@ -22,7 +23,7 @@ pub fn run() -> anyhow::Result<()> {
         say(&format!("\n$ {}", args.join(" ")));
     };
     let mut run = Command::new(&pipeline);
-    run.args(["--config", CONFIG, "run"]);
+    run.args(["--config", CONFIG, "run", "--archive"]);
     status(run)?;
     shown(&["atlas-pipeline", "--config", CONFIG, "status"]);
     let mut st = Command::new(&pipeline);
@@ -47,26 +48,25 @@ pub fn run() -> anyhow::Result<()> {
     info.args(["info", "--json", BUNDLE]);
     let info: serde_json::Value = serde_json::from_str(&output(info)?).context("reading `atlas info --json`")?;
     let name = info["name"].as_str().context("the bundle has a name")?;
+    let version = info["version"].as_str().context("the bundle has a version")?;
+    // As a user who downloaded the archive: install it, smoke-test it, check the setup.
+    let archive = format!("examples/.atlas/build/{name}-{version}.tar.zst");
+    let mut install = Command::new(&atlas);
+    install.args(["install", &archive, "--json"]);
+    output(install)?;
+    for args in [&["smoke", name][..], &["doctor"][..], &["bundles"][..]] {
+        shown(&[&["atlas"][..], args].concat());
+        let mut cmd = Command::new(&atlas);
+        cmd.args(args);
+        status(cmd)?;
+    }
+    // Last, so the editor config ends the demo: `atlas install` prints it.
     say(&format!(
-        "\nServe it to your editor's agent: add this to claude_desktop_config.json (or Cursor's mcp.json;\n\
-         README.md has the Zed and opencode forms):\n\n{}",
-        serde_json::to_string_pretty(&editor_config(name, &atlas, &project_root().join(BUNDLE)))?
+        "\n$ atlas install {archive}\n(claude_desktop_config.json, Cursor's mcp.json; README.md has the Zed and opencode forms)"
     ));
+    let mut install = Command::new(&atlas);
+    install.args(["install", &archive]);
+    status(install)?;
     eprintln!("xtask: run it again to see every stage cached");
     Ok(())
-}
-
-/// The `mcpServers` entry of both servers for `bundle`.
-fn editor_config(name: &str, atlas: &Path, bundle: &Path) -> serde_json::Value {
-    let entry = |which: &str, extra: &[&str]| {
-        let mut args = vec!["serve".to_owned(), which.to_owned(), "--bundle".to_owned(), bundle.display().to_string()];
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
-        serde_json::json!({ "command": atlas.display().to_string(), "args": args })
-    };
-    serde_json::json!({
-        "mcpServers": {
-            format!("{name}-fs"): entry("fs", &[]),
-            format!("{name}-rag"): entry("rag", &["--warm"]),
-        }
-    })
 }
