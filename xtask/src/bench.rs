@@ -25,6 +25,9 @@ enum Which {
     Search,
     /// The MCP servers: start → initialize, first search, tools/call p50, RSS.
     Mcp,
+    /// Distribution: binary sizes (release and dist profiles); the devtron archive
+    /// published to moto's S3, installed from it and from a local file; verification.
+    Dist,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -33,6 +36,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Which::Pipeline => pipeline(),
         Which::Search => search(),
         Which::Mcp => mcp(),
+        Which::Dist => dist(),
     }
 }
 
@@ -147,6 +151,29 @@ fn devtron_config(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
         format!("name: {name}\nsources:\n  devtron:\n    kind: local\n    path: {}\n", site.display()),
     )?;
     Ok(cfg)
+}
+
+/// The dist binaries' sizes beside the release ones, then publish → install → verify
+/// of the devtron archive with them (`tests/bench/dist.rs`).
+fn dist() -> anyhow::Result<()> {
+    let dist = Profile::Dist;
+    dist.build()?;
+    crate::setup::run(dist)?;
+    let work = project_root().join("target/atlas-devtron-dist");
+    std::fs::create_dir_all(&work)?;
+    let cfg = devtron_config(&work, "devtron")?;
+    let mut run = Command::new(dist.bin("atlas-pipeline"));
+    run.arg("-c").arg(&cfg).args(["run", "--archive"]).env("ATLAS_NO_PROGRESS", "1");
+    status(run)?;
+    let mut bench = example("dist_bench");
+    bench
+        .arg(dist.bin("atlas"))
+        .arg(dist.bin("atlas-pipeline"))
+        .arg(&cfg)
+        .arg(Profile::Release.bin("atlas"))
+        .arg(Profile::Release.bin("atlas-pipeline"));
+    say(&output(bench)?);
+    Ok(())
 }
 
 /// Builds (or reuses) the devtron bundle under target/atlas-devtron: a local source on

@@ -103,6 +103,8 @@ pub fn say(s: &str) {
 pub enum Profile {
     Debug,
     Release,
+    /// What users download (`[profile.dist]`: stripped, thin LTO, one codegen unit).
+    Dist,
 }
 
 impl Profile {
@@ -113,15 +115,25 @@ impl Profile {
     pub fn build(self) -> anyhow::Result<()> {
         let mut cmd = cargo();
         cmd.args(["build", "--locked", "--workspace", "--bins"]);
-        if self == Profile::Release {
-            cmd.arg("--release");
+        match self {
+            Profile::Debug => {}
+            Profile::Release => {
+                cmd.arg("--release");
+            }
+            Profile::Dist => {
+                cmd.args(["--profile", "dist"]);
+            }
         }
         status(cmd)
     }
 
     /// The path of a built binary.
     pub fn bin(self, name: &str) -> PathBuf {
-        let dir = if self == Profile::Release { "release" } else { "debug" };
+        let dir = match self {
+            Profile::Debug => "debug",
+            Profile::Release => "release",
+            Profile::Dist => "dist",
+        };
         project_root().join("target").join(dir).join(name)
     }
 }

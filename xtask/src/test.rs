@@ -93,10 +93,11 @@ fn run_tests(mut cmd: Command) -> anyhow::Result<Totals> {
 
 /// Architecture invariants on the dependency graph, checked with `cargo tree`.
 const FORBIDDEN: &[(&str, &[&str])] = &[
-    ("atlas-runtime", &["atlas-stages", "atlas-cache", "reqwest", "rmcp", "scraper", "clap"]),
+    ("atlas-runtime", &["atlas-stages", "atlas-cache", "atlas-dist", "reqwest", "rmcp", "scraper", "clap"]),
+    ("atlas-dist", &["atlas-stages", "atlas-cache", "rmcp", "clap"]),
     ("atlas-cache", &["atlas-stages", "atlas-runtime", "reqwest", "rmcp"]),
     ("atlas-stages", &["rmcp"]),
-    ("xtask", &["atlas-runtime", "atlas-stages", "atlas-cache", "tantivy", "ort", "parquet"]),
+    ("xtask", &["atlas-runtime", "atlas-dist", "atlas-stages", "atlas-cache", "tantivy", "ort", "parquet"]),
 ];
 
 fn check_invariants() -> anyhow::Result<()> {
