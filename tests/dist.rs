@@ -281,7 +281,12 @@ impl FakeGitHub {
 
     pub fn asset(&self, tag: &str, name: &str) -> Option<Vec<u8>> {
         let s = self.state.lock().unwrap();
-        s.releases.iter().filter(|r| r.tag == tag).flat_map(|r| &r.assets).find(|a| a.name == name).map(|a| a.bytes.clone())
+        s.releases
+            .iter()
+            .filter(|r| r.tag == tag)
+            .flat_map(|r| &r.assets)
+            .find(|a| a.name == name)
+            .map(|a| a.bytes.clone())
     }
 
     pub fn requests(&self) -> Vec<String> {

@@ -200,7 +200,9 @@ fn parse_sha256(s: &str) -> Result<String, String> {
 /// config file's `bundle` when the flag and ATLAS_BUNDLE are absent.
 fn locate(arg: Option<String>, cfg: &Config) -> anyhow::Result<(PathBuf, Origin)> {
     let Some(arg) = arg.or_else(|| cfg.bundle.clone()) else {
-        anyhow::bail!(UsageError("no bundle: pass --bundle NAME|DIR, set ATLAS_BUNDLE, or `bundle` in the config file".into()));
+        anyhow::bail!(UsageError(
+            "no bundle: pass --bundle NAME|DIR, set ATLAS_BUNDLE, or `bundle` in the config file".into()
+        ));
     };
     let home = atlas_dist::home::Home::from_env();
     let as_path = PathBuf::from(&arg);
@@ -294,7 +296,8 @@ fn serve(
         Which::Rag => {
             let (dir, origin) = locate(bundle, cfg)?;
             let opts = open_options(cfg, OpenOptions { warm, ..OpenOptions::default() })?;
-            let b = Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
+            let b =
+                Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
             tracing::info!("rag server for {} {} ({} chunks)", b.manifest.name, b.manifest.version, b.chunk_count());
             let live = Live::new(std::sync::Arc::new(b));
             let server = crate::rag::RagServer::live(live.clone(), rerank);
@@ -335,7 +338,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok((c, p)) => (c, Ok(p)),
             Err(e) => (Config::default(), Err(e.to_string())),
         };
-        atlas_runtime::model::configure(cfg.home.clone(), cfg.model_dir.clone());
+        atlas_runtime::model::configure(cfg.home, cfg.model_dir);
         let checks = crate::doctor::run(found);
         let failed = checks.iter().any(|c| c.status == crate::doctor::Status::Fail);
         let text = if json {

@@ -47,12 +47,22 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
     } else {
         match atlas_runtime::encoder::ort_info(&lib) {
             Ok(info) => {
-                let version = info.build.split(',').find_map(|p| p.trim().strip_prefix("git-branch=")).unwrap_or(&info.build).to_owned();
+                let version = info
+                    .build
+                    .split(',')
+                    .find_map(|p| p.trim().strip_prefix("git-branch="))
+                    .unwrap_or(&info.build)
+                    .to_owned();
                 out.push(check("onnxruntime", Status::Ok, format!("{} ({version})", lib.display()), ""));
                 Some(info)
             }
             Err(e) => {
-                out.push(check("onnxruntime", Status::Fail, format!("{e}"), "run `atlas setup` (or set ORT_DYLIB_PATH)"));
+                out.push(check(
+                    "onnxruntime",
+                    Status::Fail,
+                    format!("{e}"),
+                    "run `atlas setup` (or set ORT_DYLIB_PATH)",
+                ));
                 None
             }
         }
@@ -83,7 +93,12 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
     for b in home.list() {
         let name = format!("bundle {}", b.name);
         let Some(cur) = b.current.clone() else {
-            out.push(check(name, Status::Fail, "no current version", format!("`atlas restore {}` or install it again", b.name)));
+            out.push(check(
+                name,
+                Status::Fail,
+                "no current version",
+                format!("`atlas restore {}` or install it again", b.name),
+            ));
             continue;
         };
         let dir = home.dir(&b.name).join(&cur);
@@ -109,8 +124,12 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
                     built_days.map_or_else(|| m.created.clone(), |d| format!("{d} days ago")),
                 );
                 let (status, fix) = match (signed.is_some(), built_days) {
-                    (_, Some(d)) if d > OLD_DAYS => (Status::Warn, format!("`atlas update {}` for a newer build", b.name)),
-                    (false, _) => (Status::Warn, "install with --trust PUBKEY to check the publisher's signature".to_owned()),
+                    (_, Some(d)) if d > OLD_DAYS => {
+                        (Status::Warn, format!("`atlas update {}` for a newer build", b.name))
+                    }
+                    (false, _) => {
+                        (Status::Warn, "install with --trust PUBKEY to check the publisher's signature".to_owned())
+                    }
                     _ => (Status::Ok, String::new()),
                 };
                 out.push(check(name, status, detail, fix));
@@ -126,7 +145,9 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
             format!("{} free in {}", crate::manage::human_bytes(free), ah.display()),
             "free some space, or set ATLAS_HOME elsewhere",
         ),
-        Some(Ok(free)) => check("disk", Status::Ok, format!("{} free in {}", crate::manage::human_bytes(free), ah.display()), ""),
+        Some(Ok(free)) => {
+            check("disk", Status::Ok, format!("{} free in {}", crate::manage::human_bytes(free), ah.display()), "")
+        }
         Some(Err(e)) => check("disk", Status::Warn, format!("{}: {e}", ah.display()), "check ATLAS_HOME"),
         None => check("disk", Status::Warn, format!("{} does not exist", ah.display()), "run `atlas setup`"),
     });

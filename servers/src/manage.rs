@@ -170,7 +170,8 @@ pub fn backup(name: &str, out: &Path) -> anyhow::Result<()> {
     let home = Home::from_env();
     let rec = current_record(&home, name)?;
     let dir = home.dir(name).join(&rec.version);
-    let m = atlas_runtime::manifest::verify(&dir).with_context(|| format!("{name} {} is damaged; not backed up", rec.version))?;
+    let m = atlas_runtime::manifest::verify(&dir)
+        .with_context(|| format!("{name} {} is damaged; not backed up", rec.version))?;
     let mut files: Vec<String> = m.artifacts.iter().map(|a| a.path.clone()).collect();
     files.push("manifest.json".to_owned());
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;

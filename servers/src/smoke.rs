@@ -86,10 +86,9 @@ fn ms(d: Duration) -> String {
 /// Runs the smoke test against `bundle` (a name or folder); returns the report.
 pub fn run(bundle: &str, query: &str) -> anyhow::Result<String> {
     let mut report = String::new();
-    for (which, tool, args) in [
-        ("fs", "list_publications", json!({})),
-        ("rag", "search_docs", json!({ "query": query, "top_k": 3 })),
-    ] {
+    for (which, tool, args) in
+        [("fs", "list_publications", json!({})), ("rag", "search_docs", json!({ "query": query, "top_k": 3 }))]
+    {
         let t = Instant::now();
         let mut p = Peer::start(which, bundle)?;
         let init = json!({

@@ -56,15 +56,16 @@ pub fn publish(cfg: &Loaded, out_dir: &Path, f: &Flags) -> anyhow::Result<String
     let rel = Release::prepare(&archive, key.as_deref()).map_err(edge)?;
     let public_key = match (&p.public_key, &key) {
         (Some(pk), _) => Some(pk.clone()),
-        (None, Some(k)) => std::fs::read_to_string(k.with_extension("pub"))
-            .ok()
-            .and_then(|t| t.lines().nth(1).map(str::to_owned)),
+        (None, Some(k)) => {
+            std::fs::read_to_string(k.with_extension("pub")).ok().and_then(|t| t.lines().nth(1).map(str::to_owned))
+        }
         (None, None) => None,
     };
     if let (Some(pk), Some(sig)) = (&public_key, &rel.signature) {
         let pk = atlas_dist::sign::parse_public_key(pk).map_err(edge)?;
         atlas_dist::sign::verify_file(&pk, sig, &archive).map_err(|e| {
-            UsageError(format!("publish.public_key does not verify the signature made with {:?}: {e}", key))
+            let key = key.as_deref().map(|k| k.display().to_string()).unwrap_or_default();
+            UsageError(format!("publish.public_key does not verify the signature made with {key}: {e}"))
         })?;
     }
     let mut targets = Vec::new();
@@ -81,11 +82,7 @@ pub fn publish(cfg: &Loaded, out_dir: &Path, f: &Flags) -> anyhow::Result<String
             "nowhere to publish: pass --github OWNER/REPO [--tag TAG] or --to s3://…|gs://…|az://…|file://… (or set publish: in pipeline.yaml)".into()
         ));
     }
-    let api = f
-        .api_url
-        .clone()
-        .or_else(|| p.api_url.clone())
-        .unwrap_or_else(atlas_dist::github::api_from_env);
+    let api = f.api_url.clone().or_else(|| p.api_url.clone()).unwrap_or_else(atlas_dist::github::api_from_env);
     let rt = atlas_dist::runtime().map_err(edge)?;
     let mut text = String::new();
     for t in &targets {
@@ -94,7 +91,10 @@ pub fn publish(cfg: &Loaded, out_dir: &Path, f: &Flags) -> anyhow::Result<String
             .map_err(edge)
             .with_context(|| format!("publishing {} {}", rel.name, rel.version))?;
         let what = if done.uploaded { "published" } else { "already published (same bytes)" };
-        eprintln!("{what}: {} {} ({} bytes, sha256 {}) to {}", rel.name, rel.version, rel.size, rel.sha256, done.location);
+        eprintln!(
+            "{what}: {} {} ({} bytes, sha256 {}) to {}",
+            rel.name, rel.version, rel.size, rel.sha256, done.location
+        );
         let trust = public_key.as_deref().map(|k| format!(" --trust {k}")).unwrap_or_default();
         text.push_str(&format!("atlas install {}{trust}\n", done.install));
     }
@@ -106,11 +106,7 @@ pub fn publish(cfg: &Loaded, out_dir: &Path, f: &Flags) -> anyhow::Result<String
 
 /// `keygen`: a key pair in `dir`; returns what to tell the maintainer.
 pub fn keygen(dir: &Path, name: &str, password: bool) -> anyhow::Result<String> {
-    let password = if password {
-        Some(atlas_dist::sign::password("the new key").map_err(edge)?)
-    } else {
-        None
-    };
+    let password = if password { Some(atlas_dist::sign::password("the new key").map_err(edge)?) } else { None };
     let g = atlas_dist::sign::keygen(dir, name, password).map_err(edge)?;
     eprintln!("wrote {} and {} (mode 0600; keep it secret)", g.public_path.display(), g.secret_path.display());
     Ok(format!(

@@ -59,12 +59,14 @@ fn main() {
     let mut publish = Command::new(pipeline);
     publish.arg("-c").arg(cfg).args(["publish", "--to", "s3://bench/atlas"]).envs(moto.env());
     let t_publish = timed(publish);
-    let real_home = std::env::var_os("ATLAS_HOME").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/atlas")
-    });
+    let real_home = std::env::var_os("ATLAS_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/atlas"));
     let (mut s3, mut local, mut verify) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RUNS {
-        for (from, times) in [("s3://bench/atlas/devtron".to_owned(), &mut s3), (archive.display().to_string(), &mut local)] {
+        for (from, times) in
+            [("s3://bench/atlas/devtron".to_owned(), &mut s3), (archive.display().to_string(), &mut local)]
+        {
             let home = tempfile::tempdir().unwrap();
             for sub in ["models", "onnxruntime"] {
                 std::os::unix::fs::symlink(real_home.join(sub), home.path().join(sub)).unwrap();
@@ -77,8 +79,11 @@ fn main() {
             verify.push(timed(v));
         }
     }
-    println!("publish to moto S3                {:>8.2} s", t_publish);
-    println!("atlas install from moto S3        {:>8.2} s  (median of {RUNS}; download, sha256, unpack, verify, switch)", median(s3));
+    println!("publish to moto S3                {t_publish:>8.2} s");
+    println!(
+        "atlas install from moto S3        {:>8.2} s  (median of {RUNS}; download, sha256, unpack, verify, switch)",
+        median(s3)
+    );
     println!("atlas install from a local file   {:>8.2} s  (median of {RUNS})", median(local));
     println!("atlas verify (every hash)         {:>8.2} s  (median of {})", median(verify), 2 * RUNS);
 }

@@ -318,8 +318,13 @@ impl Evil {
     fn long_name(self, name: &str, data: &[u8]) -> Evil {
         let mut n = name.as_bytes().to_vec();
         n.push(0);
-        self.raw(b"././@LongLink", tar::EntryType::GNULongName, b"", n.len() as u64, n.as_slice())
-            .raw(b"fixture/short", tar::EntryType::Regular, b"", data.len() as u64, data)
+        self.raw(b"././@LongLink", tar::EntryType::GNULongName, b"", n.len() as u64, n.as_slice()).raw(
+            b"fixture/short",
+            tar::EntryType::Regular,
+            b"",
+            data.len() as u64,
+            data,
+        )
     }
     fn finish(self) -> Vec<u8> {
         self.0.into_inner().unwrap().finish().unwrap()
@@ -389,10 +394,16 @@ fn every_adversarial_archive_is_rejected_and_the_current_version_serves() {
         ("a file where the bundle folder goes", Evil::new().file("fixture", b"x").finish(), "bundle folder"),
         (
             "a 1 GB zstd bomb",
-            Evil::new().raw(b"fixture/zeros", reg, b"", 1 << 30, std::io::Read::take(std::io::repeat(0), 1 << 30)).finish(),
+            Evil::new()
+                .raw(b"fixture/zeros", reg, b"", 1 << 30, std::io::Read::take(std::io::repeat(0), 1 << 30))
+                .finish(),
             "compression bomb",
         ),
-        ("a manifest that lies about a hash", repacked(&real, "chunks.parquet", b"not the chunks"), "does not match its manifest"),
+        (
+            "a manifest that lies about a hash",
+            repacked(&real, "chunks.parquet", b"not the chunks"),
+            "does not match its manifest",
+        ),
         ("a truncated archive", real[..real.len() / 2].to_vec(), "truncated or corrupt"),
         ("not an archive", b"hello, I am not zstd".to_vec(), "truncated or corrupt"),
     ];
@@ -436,7 +447,8 @@ fn faults_leave_the_current_version_serving() {
     let (key, pk) = keygen(&work);
     let other = tmp.path().join("other");
     let other_pk = {
-        let out = run(pipeline().current_dir(&work).args(["keygen", "--out"]).arg(&other).args(["--name", "x"])).success();
+        let out =
+            run(pipeline().current_dir(&work).args(["keygen", "--out"]).arg(&other).args(["--name", "x"])).success();
         out.stdout.lines().find_map(|l| l.trim().strip_prefix("public_key: ")).unwrap().to_owned()
     };
     let store = tmp.path().join("pub");
@@ -463,7 +475,7 @@ fn faults_leave_the_current_version_serving() {
     run(atlas(&h).args(["restore", "fixture"])).success();
     // A connection cut halfway (the announced length is never sent), then resumed.
     let ranges = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let (seen, bytes) = (ranges.clone(), v2_bytes.clone());
+    let (seen, bytes) = (ranges.clone(), v2_bytes);
     let cut = std::sync::atomic::AtomicBool::new(false);
     let server = atlas_e2e::http::Server::start(move |req| {
         let path = req.path.as_str();
@@ -503,7 +515,15 @@ fn faults_leave_the_current_version_serving() {
     let v3 = build(&work, "3.0.0", "Version three.");
     let kids: Vec<_> = [&v2, &v3, &v3]
         .iter()
-        .map(|a| atlas(&h).arg("install").arg(a).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap())
+        .map(|a| {
+            atlas(&h)
+                .arg("install")
+                .arg(a)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
         .collect();
     for k in kids {
         let out = k.wait_with_output().unwrap();
@@ -539,7 +559,8 @@ fn a_config_file_with_an_unknown_key_exits_2_naming_the_line() {
     let r = run(atlas(h).arg("bundles"));
     assert_eq!(r.code, Some(2), "{r:?}");
     assert!(r.stderr.contains("config.toml:2: unknown key `keep`"), "{}", r.stderr);
-    std::fs::write(h.join("config/atlas/config.toml"), "bundle = \"fixture\"\n[install]\nkeep = 2\nmax_bytes = 1\n").unwrap();
+    std::fs::write(h.join("config/atlas/config.toml"), "bundle = \"fixture\"\n[install]\nkeep = 2\nmax_bytes = 1\n")
+        .unwrap();
     let r = run(atlas(h).arg("bundles"));
     assert_eq!(r.code, Some(2), "{r:?}");
     assert!(r.stderr.contains("config.toml:4: unknown key `max_bytes`"), "{}", r.stderr);
@@ -564,7 +585,9 @@ fn setup_from_a_folder_of_wheels_works_offline_and_refuses_wrong_bytes() {
     let offline = |h: &Path| {
         let mut c = atlas(h);
         // Any network use would fail: every proxy points at a closed port.
-        c.env("HTTPS_PROXY", "http://127.0.0.1:9").env("HTTP_PROXY", "http://127.0.0.1:9").env("ALL_PROXY", "http://127.0.0.1:9");
+        c.env("HTTPS_PROXY", "http://127.0.0.1:9")
+            .env("HTTP_PROXY", "http://127.0.0.1:9")
+            .env("ALL_PROXY", "http://127.0.0.1:9");
         c
     };
     // A folder without the wheels: one line naming the missing wheel, exit 2.

@@ -11,10 +11,7 @@ pub fn model_ready() -> bool {
     let ok = atlas_runtime::model::model_dir(atlas_runtime::model::DEFAULT_MODEL).join("model.onnx").is_file()
         && atlas_runtime::model::ort_dylib().is_file();
     if !ok {
-        assert!(
-            std::env::var_os("ATLAS_REQUIRE_MODELS").is_none(),
-            "the model is not provisioned: run `atlas setup`"
-        );
+        assert!(std::env::var_os("ATLAS_REQUIRE_MODELS").is_none(), "the model is not provisioned: run `atlas setup`");
         eprintln!("skipped: the embedding model is not provisioned (run `atlas setup`)");
     }
     ok

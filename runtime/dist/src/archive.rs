@@ -15,7 +15,12 @@ use crate::{Error, Result, failpoint, io};
 
 /// Writes the archive of `files` (bundle-relative path → bytes, any order) under
 /// `<name>/` to `out`.
-pub fn write<W: Write>(out: W, name: &str, level: i32, files: &mut dyn Iterator<Item = Result<(String, Vec<u8>)>>) -> Result<W> {
+pub fn write<W: Write>(
+    out: W,
+    name: &str,
+    level: i32,
+    files: &mut dyn Iterator<Item = Result<(String, Vec<u8>)>>,
+) -> Result<W> {
     let enc = zstd::stream::Encoder::new(out, level).map_err(io("zstd"))?;
     let mut tar = tar::Builder::new(enc);
     tar.mode(tar::HeaderMode::Deterministic);
@@ -144,7 +149,9 @@ pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extract
                 std::fs::create_dir_all(&dest).map_err(io(&dest))?;
             }
             tar::EntryType::Regular | tar::EntryType::Continuous if rel.as_os_str().is_empty() => {
-                return Err(Error::UnsafeArchive(format!("entry {shown:?} is a file where the bundle folder should be")));
+                return Err(Error::UnsafeArchive(format!(
+                    "entry {shown:?} is a file where the bundle folder should be"
+                )));
             }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 let size = entry.header().size().map_err(corrupt)?;

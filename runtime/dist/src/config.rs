@@ -81,10 +81,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config> {
     if let Some(b) = &c.embed_backend
         && b.parse::<atlas_runtime::encoder::Backend>().is_err()
     {
-        return Err(Error::Usage(format!(
-            "{}: embed_backend {b:?}: use auto, cpu, cuda or coreml",
-            path.display()
-        )));
+        return Err(Error::Usage(format!("{}: embed_backend {b:?}: use auto, cpu, cuda or coreml", path.display())));
     }
     Ok(c)
 }

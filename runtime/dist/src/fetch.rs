@@ -3,8 +3,8 @@
 //! interrupted download resumes (HTTP Range, or an object store's range read) in the
 //! same run or the next one, and a finished one is checked before it is used.
 
-use std::path::{Path, PathBuf};
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
 use bytes::Bytes;

@@ -122,7 +122,10 @@ impl GitHub {
         let what = format!("the latest release of {}/{}", self.owner, self.repo);
         let resp = self.send(&what, self.request(reqwest::Method::GET, &self.repo_url("releases/latest"))).await?;
         if resp.status() == reqwest::StatusCode::NOT_FOUND {
-            return Err(Error::Remote(format!("GitHub: {}/{} has no release (or it is private: set GITHUB_TOKEN)", self.owner, self.repo)));
+            return Err(Error::Remote(format!(
+                "GitHub: {}/{} has no release (or it is private: set GITHUB_TOKEN)",
+                self.owner, self.repo
+            )));
         }
         Self::json(&what, resp).await
     }
@@ -130,7 +133,8 @@ impl GitHub {
     pub async fn create_release(&self, tag: &str, name: &str, body: &str) -> Result<Release> {
         let what = format!("creating release {tag} of {}/{}", self.owner, self.repo);
         let payload = serde_json::json!({ "tag_name": tag, "name": name, "body": body });
-        let resp = self.send(&what, self.request(reqwest::Method::POST, &self.repo_url("releases")).json(&payload)).await?;
+        let resp =
+            self.send(&what, self.request(reqwest::Method::POST, &self.repo_url("releases")).json(&payload)).await?;
         if resp.status() == reqwest::StatusCode::NOT_FOUND {
             return Err(Error::Remote(format!("GitHub: {what}: 404 (no such repository, or the token cannot see it)")));
         }
@@ -141,10 +145,8 @@ impl GitHub {
         let base = release.upload_url.split('{').next().unwrap_or(&release.upload_url);
         let url = format!("{base}?name={}", urlencode(name));
         let what = format!("uploading {name}");
-        let r = self
-            .request(reqwest::Method::POST, &url)
-            .header("Content-Type", "application/octet-stream")
-            .body(bytes);
+        let r =
+            self.request(reqwest::Method::POST, &url).header("Content-Type", "application/octet-stream").body(bytes);
         let resp = self.send(&what, r).await?;
         Self::json(&what, resp).await
     }

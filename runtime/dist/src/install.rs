@@ -143,9 +143,10 @@ async fn resolve(source: &Source, opts: &Options, known: Option<&Record>) -> Res
             let token = std::env::var("GITHUB_TOKEN").ok();
             let gh = GitHub::new(&opts.github_api, owner, repo, token)?;
             let release = match tag {
-                Some(t) => gh.release_by_tag(t).await?.ok_or_else(|| {
-                    Error::Remote(format!("GitHub: {owner}/{repo} has no release {t}"))
-                })?,
+                Some(t) => gh
+                    .release_by_tag(t)
+                    .await?
+                    .ok_or_else(|| Error::Remote(format!("GitHub: {owner}/{repo} has no release {t}")))?,
                 None => gh.latest_release().await?,
             };
             let archives: Vec<_> = release.assets.iter().filter(|a| a.name.ends_with(".tar.zst")).collect();
@@ -161,16 +162,22 @@ async fn resolve(source: &Source, opts: &Options, known: Option<&Record>) -> Res
                 return Ok(None);
             }
             let sha_asset = release.asset(&format!("{}.sha256", archive.name)).ok_or_else(|| {
-                Error::Remote(format!("GitHub: release {} has no {}.sha256 (a publish did not finish?)", release.tag_name, archive.name))
+                Error::Remote(format!(
+                    "GitHub: release {} has no {}.sha256 (a publish did not finish?)",
+                    release.tag_name, archive.name
+                ))
             })?;
-            let sha256 = fetch::parse_sha256_file(&String::from_utf8_lossy(&gh.download_small(sha_asset, SMALL).await?))?;
+            let sha256 =
+                fetch::parse_sha256_file(&String::from_utf8_lossy(&gh.download_small(sha_asset, SMALL).await?))?;
             let signature = match release.asset(&format!("{}.minisig", archive.name)) {
                 Some(a) => Some(String::from_utf8_lossy(&gh.download_small(a, SMALL).await?).into_owned()),
                 None => None,
             };
             Ok(Some(Resolved {
                 sha256,
-                remote_id: Some(remote_id), signature, how: How::GitHub(gh, (*archive).clone()),
+                remote_id: Some(remote_id),
+                signature,
+                how: How::GitHub(gh, (*archive).clone()),
             }))
         }
         Source::Store(url) => {
@@ -308,24 +315,24 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
             r.sha256
         )));
     }
-    let mut signed_by = None;
-    let mut trusted = None;
-    let mut signed_version = None;
+    let mut signed = Signed::default();
     if !keys.is_empty() {
         let sig = r.signature.as_deref().unwrap_or_default();
         let mut last = None;
         for k in &keys {
             match sign::verify_file(k, sig, &archive) {
                 Ok(comment) => {
-                    signed_by = Some(sign::key_id(k));
-                    trusted = Some(k.to_base64());
-                    signed_version = comment.split_whitespace().find_map(|w| w.strip_prefix("version=").map(str::to_owned));
+                    signed = Signed {
+                        by: Some(sign::key_id(k)),
+                        key: Some(k.to_base64()),
+                        version: comment.split_whitespace().find_map(|w| w.strip_prefix("version=").map(str::to_owned)),
+                    };
                     break;
                 }
                 Err(e) => last = Some(e),
             }
         }
-        if signed_by.is_none() {
+        if signed.by.is_none() {
             if downloaded {
                 let _ = std::fs::remove_file(&archive);
             }
@@ -333,7 +340,7 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
         }
     }
     let staging = home.staging()?;
-    let result = unpack_and_commit(home, &archive, &staging, source, &r, opts, signed_by.clone(), trusted, signed_version);
+    let result = unpack_and_commit(home, &archive, &staging, source, &r, opts, signed);
     let _ = std::fs::remove_dir_all(&staging);
     let outcome = result?;
     if downloaded {
@@ -342,7 +349,17 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
     Ok(outcome)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What the signature check established.
+#[derive(Debug, Default)]
+struct Signed {
+    /// The key id.
+    by: Option<String>,
+    /// The trusted public key (base64), for `atlas update`.
+    key: Option<String>,
+    /// The version the trusted comment names.
+    version: Option<String>,
+}
+
 fn unpack_and_commit(
     home: &Home,
     archive: &Path,
@@ -350,13 +367,13 @@ fn unpack_and_commit(
     source: &Source,
     r: &Resolved,
     opts: &Options,
-    signed_by: Option<String>,
-    trust: Option<String>,
-    signed_version: Option<String>,
+    signed: Signed,
 ) -> Result<Outcome> {
     let x = crate::archive::extract(archive, staging, &opts.limits)?;
     let m = atlas_runtime::manifest::verify(&x.root).map_err(|e| {
-        Error::DataCorruption(format!("{source}: the unpacked bundle does not match its manifest ({e}); nothing was installed"))
+        Error::DataCorruption(format!(
+            "{source}: the unpacked bundle does not match its manifest ({e}); nothing was installed"
+        ))
     })?;
     crate::check_component("bundle", &m.name)?;
     crate::check_component("version", &m.version)?;
@@ -366,7 +383,7 @@ fn unpack_and_commit(
             x.top, m.name
         )));
     }
-    if let Some(v) = signed_version.filter(|v| *v != m.version) {
+    if let Some(v) = signed.version.filter(|v| *v != m.version) {
         return Err(Error::Signature(format!(
             "{source}: the signature is for version {v}, the archive holds {}; nothing was installed",
             m.version
@@ -381,8 +398,8 @@ fn unpack_and_commit(
         remote_id: r.remote_id.clone(),
         size: std::fs::metadata(archive).map(|m| m.len()).unwrap_or(0),
         installed: crate::home::now(),
-        signed_by: signed_by.clone(),
-        trust,
+        signed_by: signed.by.clone(),
+        trust: signed.key,
         created: m.created.clone(),
     };
     let (path, already) = home.commit(&x.root, &record, opts.keep)?;
@@ -391,7 +408,7 @@ fn unpack_and_commit(
         name: m.name,
         version: m.version,
         path,
-        signed_by,
+        signed_by: signed.by,
         previous,
     })
 }

@@ -29,9 +29,8 @@ impl Release {
     /// Reads the archive's manifest from inside it and signs it with `key`, if given.
     pub fn prepare(archive: &Path, key: Option<&Path>) -> Result<Release> {
         let manifest = read_member(archive, "manifest.json", 64 << 20)?;
-        let m: atlas_runtime::manifest::Manifest = serde_json::from_slice(&manifest).map_err(|e| {
-            Error::DataCorruption(format!("{}: unreadable manifest.json ({e})", archive.display()))
-        })?;
+        let m: atlas_runtime::manifest::Manifest = serde_json::from_slice(&manifest)
+            .map_err(|e| Error::DataCorruption(format!("{}: unreadable manifest.json ({e})", archive.display())))?;
         crate::check_component("bundle", &m.name)?;
         crate::check_component("version", &m.version)?;
         let file_name = format!("{}-{}.tar.zst", m.name, m.version);
@@ -118,7 +117,8 @@ async fn to_github(rel: &Release, gh: &GitHub, tag: &str, replace: bool) -> Resu
     let sha_name = format!("{}.sha256", rel.file_name);
     let install = format!("github:{}/{}@{tag}", gh.owner, gh.repo);
     if let Some(existing) = release.asset(&sha_name) {
-        let theirs = crate::fetch::parse_sha256_file(&String::from_utf8_lossy(&gh.download_small(existing, 1 << 20).await?))?;
+        let theirs =
+            crate::fetch::parse_sha256_file(&String::from_utf8_lossy(&gh.download_small(existing, 1 << 20).await?))?;
         if theirs == rel.sha256 && release.asset(&rel.file_name).is_some() {
             return Ok(Published { location: release.html_url.clone(), uploaded: false, install });
         }

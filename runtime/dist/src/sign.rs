@@ -60,8 +60,7 @@ pub fn keygen(dir: &Path, name: &str, password: Option<String>) -> Result<Genera
 fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    let mut f =
-        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(io(path))?;
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(io(path))?;
     f.write_all(bytes).map_err(io(path))
 }
 
@@ -77,7 +76,9 @@ pub fn password(why: &str) -> Result<String> {
         return Ok(p);
     }
     if !std::io::stdin().is_terminal() {
-        return Err(Error::Usage(format!("{why} needs a password and there is no terminal to ask: set {PASSWORD_ENV}")));
+        return Err(Error::Usage(format!(
+            "{why} needs a password and there is no terminal to ask: set {PASSWORD_ENV}"
+        )));
     }
     rpassword::prompt_password(format!("{why}: password: ")).map_err(io("the terminal"))
 }
@@ -90,8 +91,7 @@ pub fn load_secret(path: &Path) -> Result<SecretKey> {
         Ok(sk) => Ok(sk),
         Err(_) => {
             let p = password(&format!("the key {}", path.display()))?;
-            SecretKey::from_box(bx, Some(p))
-                .map_err(|e| Error::Signature(format!("{}: {e}", path.display())))
+            SecretKey::from_box(bx, Some(p)).map_err(|e| Error::Signature(format!("{}: {e}", path.display())))
         }
     }
 }
@@ -114,18 +114,16 @@ pub fn parse_public_key(s: &str) -> Result<PublicKey> {
             .and_then(PublicKeyBox::into_public_key)
             .map_err(|e| Error::Usage(format!("{}: not a minisign public key ({e})", path.display())));
     }
-    PublicKey::from_base64(s).map_err(|e| {
-        Error::Usage(format!("{s:?} is not a minisign public key (RW… base64, or a .pub file) ({e})"))
-    })
+    PublicKey::from_base64(s)
+        .map_err(|e| Error::Usage(format!("{s:?} is not a minisign public key (RW… base64, or a .pub file) ({e})")))
 }
 
 /// Checks `sig` (a `.minisig` text) over `file` with `pk`; returns the trusted comment.
 pub fn verify_file(pk: &PublicKey, sig: &str, file: &Path) -> Result<String> {
     let bx = SignatureBox::from_string(sig).map_err(|e| Error::Signature(format!("unreadable signature ({e})")))?;
     let f = std::fs::File::open(file).map_err(io(file))?;
-    minisign::verify(pk, &bx, std::io::BufReader::new(f), true, false, false).map_err(|e| {
-        Error::Signature(format!("{} is not signed by key {} ({e})", file.display(), key_id(pk)))
-    })?;
+    minisign::verify(pk, &bx, std::io::BufReader::new(f), true, false, false)
+        .map_err(|e| Error::Signature(format!("{} is not signed by key {} ({e})", file.display(), key_id(pk))))?;
     bx.trusted_comment().map_err(sig_err)
 }
 

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use object_store::{ObjectStore, ObjectStoreExt as _};
 use object_store::path::Path as ObjPath;
+use object_store::{ObjectStore, ObjectStoreExt as _};
 
 use crate::{Error, Result};
 
@@ -26,7 +26,10 @@ impl Store {
     pub fn open(url: &url::Url) -> Result<Store> {
         let store: Arc<dyn ObjectStore> = match url.scheme() {
             "s3" => Arc::new(
-                object_store::aws::AmazonS3Builder::from_env().with_url(url.as_str()).build().map_err(|e| remote(url, e))?,
+                object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(url.as_str())
+                    .build()
+                    .map_err(|e| remote(url, e))?,
             ),
             "gs" => Arc::new(
                 object_store::gcp::GoogleCloudStorageBuilder::from_env()
@@ -65,7 +68,10 @@ impl Store {
         match self.store.get(path).await {
             Ok(r) => {
                 if r.meta.size > max {
-                    return Err(Error::Remote(format!("{}/{path} is {} bytes, more than {max}", self.url, r.meta.size)));
+                    return Err(Error::Remote(format!(
+                        "{}/{path} is {} bytes, more than {max}",
+                        self.url, r.meta.size
+                    )));
                 }
                 let b = r.bytes().await.map_err(|e| remote(&self.url, e))?;
                 Ok(Some(b.to_vec()))

@@ -9,7 +9,10 @@ use crate::artifacts::PackManifest;
 /// equal bundles give equal archives.
 pub fn tar_zst(cache: &Cache, m: &PackManifest) -> anyhow::Result<Vec<u8>> {
     let mut files = m.files.iter().map(|(path, obj)| {
-        cache.get_required(*obj).map(|b| (path.clone(), b)).map_err(|e| atlas_dist::Error::DataCorruption(format!("{e:#}")))
+        cache
+            .get_required(*obj)
+            .map(|b| (path.clone(), b))
+            .map_err(|e| atlas_dist::Error::DataCorruption(format!("{e:#}")))
     });
     Ok(atlas_dist::archive::write(Vec::new(), &m.name, 19, &mut files)?)
 }
