@@ -629,3 +629,63 @@ fn setup_from_a_folder_of_wheels_works_offline_and_refuses_wrong_bytes() {
     let r = run(offline(&h).arg("setup").arg("--from").arg(&empty)).success();
     assert_eq!(r.stderr.matches("in place").count(), 3, "{}", r.stderr);
 }
+
+#[test]
+fn run_publish_uses_pipeline_yaml_and_backup_restores_anywhere() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    build(&work, "1.0.0", "");
+    let (_, pk) = keygen(&work);
+    let store = tmp.path().join("pub");
+    // publish: in pipeline.yaml, then `run --publish`: the install line carries the key.
+    let cfg = std::fs::read_to_string(work.join("pipeline.yaml")).unwrap();
+    std::fs::write(
+        work.join("pipeline.yaml"),
+        format!("{cfg}publish:\n  to: file://{}\n  sign: keys/release.key\n  public_key: {pk}\n", store.display()),
+    )
+    .unwrap();
+    let out = run(pipeline().current_dir(&work).args(["run", "--publish"])).success();
+    let line = format!("atlas install file://{}/fixture --trust {pk}", store.display());
+    assert!(out.stdout.contains(&line), "{}", out.stdout);
+    assert!(store.join("fixture/latest.json").is_file());
+    // A public key that does not match the signing key fails before any upload.
+    let other = run(pipeline().current_dir(&work).args(["keygen", "--out", "other", "--name", "o"])).success();
+    let other_pk = other.stdout.lines().find_map(|l| l.trim().strip_prefix("public_key: ")).unwrap().to_owned();
+    std::fs::write(
+        work.join("pipeline.yaml"),
+        format!(
+            "{cfg}publish:\n  to: file://{}/2\n  sign: keys/release.key\n  public_key: {other_pk}\n",
+            store.display()
+        ),
+    )
+    .unwrap();
+    let r = run(pipeline().current_dir(&work).arg("publish"));
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(!store.join("2").exists(), "nothing uploaded");
+    // Backup, then install the backup elsewhere.
+    let h = home(&tmp.path().join("h"));
+    run(atlas(&h).args(["install", &format!("file://{}/fixture", store.display()), "--trust", &pk])).success();
+    let backups = tmp.path().join("backups");
+    let out = run(atlas(&h).args(["backup", "fixture", "--out"]).arg(&backups)).success();
+    let archive = PathBuf::from(out.stdout.trim());
+    assert!(archive.is_file() && backups.join("fixture-1.0.0.tar.zst.sha256").is_file());
+    let h2 = home(&tmp.path().join("h2"));
+    let r = run(atlas(&h2).arg("install").arg(&archive)).success();
+    assert!(r.stderr.contains("installed fixture 1.0.0"), "{}", r.stderr);
+    run(atlas(&h2).args(["verify", "fixture"])).success();
+    // Keep: three versions with --keep 2 leave two, the current among them.
+    for v in ["2.0.0", "3.0.0"] {
+        let a = build(&work, v, &format!("Version {v}."));
+        run(atlas(&h2).arg("install").arg(&a).args(["--keep", "2"])).success();
+    }
+    let listed: serde_json::Value =
+        serde_json::from_str(&run(atlas(&h2).args(["bundles", "--json"])).success().stdout).unwrap();
+    let kept: Vec<&str> =
+        listed[0]["versions"].as_array().unwrap().iter().map(|v| v["version"].as_str().unwrap()).collect();
+    assert_eq!(kept, ["2.0.0", "3.0.0"]);
+    assert!(!h2.join("bundles/fixture/1.0.0").exists());
+}

@@ -240,10 +240,12 @@ fn atlas_search_prints_for_people_and_stable_json_for_scripts() {
     }
     assert_eq!(hit["kind"], "code");
     // Errors: one line, non-zero exit.
+    // A --bundle that names no folder and no installed bundle is the user's input: exit 2.
     let r = run(atlas().args(["x", "--bundle", "/nonexistent"]));
-    assert_eq!(r.code, Some(1));
+    assert_eq!(r.code, Some(2));
     assert!(
-        r.stderr.starts_with("error: opening the bundle /nonexistent") && r.stderr.lines().count() == 1,
+        r.stderr.starts_with("error: \"/nonexistent\" is neither a bundle folder nor an installed bundle")
+            && r.stderr.lines().count() == 1,
         "{}",
         r.stderr
     );

@@ -53,6 +53,10 @@ impl Source {
             let url = url::Url::parse(s).map_err(|e| Error::Usage(format!("{s:?} is not a URL ({e})")))?;
             return match scheme {
                 "http" | "https" => Ok(Source::Url(url)),
+                // file:///x.tar.zst is an archive, not a publish target.
+                "file" if url.to_file_path().is_ok_and(|p| p.is_file()) => {
+                    Ok(Source::File(url.to_file_path().expect("checked")))
+                }
                 sc if STORE_SCHEMES.contains(&sc) => Ok(Source::Store(url)),
                 _ => Err(Error::Usage(format!(
                     "{s:?}: unknown scheme {scheme:?}; use github:OWNER/REPO, s3://, gs://, az://, file://, https:// or a .tar.zst path"
