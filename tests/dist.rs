@@ -128,8 +128,6 @@ pub struct GhState {
     /// `METHOD path` of every request, in order.
     pub requests: Vec<String>,
     next_id: usize,
-    /// Cut asset downloads after this many bytes, this many times.
-    pub cut_downloads: Option<(usize, usize)>,
 }
 
 /// GitHub's releases API for `owner/repo`, on 127.0.0.1. It requires
@@ -165,13 +163,6 @@ impl FakeGitHub {
                 };
                 if req.header("authorization").is_some() {
                     return bad("the token was sent on to the storage host".into());
-                }
-                if let Some((at, n)) = s.cut_downloads
-                    && n > 0
-                    && req.header("range").is_none()
-                {
-                    s.cut_downloads = Some((at, n - 1));
-                    return Response { status: 200, headers: Vec::new(), body: crate::http::Body::Cut(a.bytes, at) };
                 }
                 return ranged(req, &a.bytes);
             }

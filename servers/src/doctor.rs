@@ -116,12 +116,16 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
             )),
             Ok(m) => {
                 let built_days = days_since(&m.created, now);
+                // The oldest fetch of any source (crawled sites and repositories).
+                let source_days =
+                    m.sources.iter().filter_map(|s| s.fetched_at.as_deref().and_then(|f| days_since(f, now))).max();
                 let signed = rec.as_ref().and_then(|r| r.signed_by.clone());
                 let detail = format!(
-                    "{cur}: {} files match the manifest; {}; built {}",
+                    "{cur}: {} files match the manifest; {}; built {}{}",
                     m.artifacts.len(),
-                    signed.as_deref().map_or_else(|| "unsigned".to_owned(), |k| format!("signed by {k}")),
+                    signed.as_deref().map_or_else(|| "signature not checked".to_owned(), |k| format!("signed by {k}")),
                     built_days.map_or_else(|| m.created.clone(), |d| format!("{d} days ago")),
+                    source_days.map(|d| format!(", sources fetched up to {d} days ago")).unwrap_or_default(),
                 );
                 let (status, fix) = match (signed.is_some(), built_days) {
                     (_, Some(d)) if d > OLD_DAYS => {

@@ -51,7 +51,8 @@ pub fn install(source: &str, opts: &Options, json: bool) -> anyhow::Result<()> {
 }
 
 fn report(out: &Outcome, source: &str, took: std::time::Duration) {
-    let signed = out.signed_by.as_deref().map_or_else(|| "unsigned".to_owned(), |k| format!("signed by {k}"));
+    let signed =
+        out.signed_by.as_deref().map_or_else(|| "signature not checked".to_owned(), |k| format!("signed by {k}"));
     if out.changed {
         let from = out.previous.as_deref().map(|p| format!(" (was {p})")).unwrap_or_default();
         eprintln!(

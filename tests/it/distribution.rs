@@ -55,6 +55,14 @@ fn build(work: &Path, version: &str, extra: &str) -> PathBuf {
     work.join(format!(".atlas/build/fixture-{version}.tar.zst"))
 }
 
+/// `tmp/work` with version 1.0.0 of the fixture built in it, and its archive.
+fn work_v1(tmp: &Path) -> (PathBuf, PathBuf) {
+    let work = tmp.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let v1 = build(&work, "1.0.0", "");
+    (work, v1)
+}
+
 fn keygen(work: &Path) -> (PathBuf, String) {
     let out = run(pipeline().current_dir(work).args(["keygen", "--out", "keys", "--name", "release"])).success();
     let pk = out.stdout.lines().find_map(|l| l.trim().strip_prefix("public_key: ")).expect("public key").to_owned();
@@ -111,10 +119,8 @@ fn slow_publish_install_smoke_update_and_restore_the_full_loop() {
     let Some(moto) = Moto::start() else { return };
     moto.bucket("bundles");
     let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
     // 1. build, 2. keygen
-    let v1 = build(&work, "1.0.0", "");
+    let (work, v1) = work_v1(tmp.path());
     let (key, pk) = keygen(&work);
     assert!(pk.starts_with("RW"), "{pk}");
     // 3. publish to S3 and to GitHub
@@ -228,9 +234,7 @@ fn slow_republishing_the_same_bytes_is_a_no_op_and_other_bytes_need_replace() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    build(&work, "1.0.0", "");
+    let (work, _) = work_v1(tmp.path());
     let gh = FakeGitHub::start("acme", "docs", "tok");
     let store = format!("file://{}", tmp.path().join("pub").display());
     let publish = |args: &[&str]| {
@@ -269,9 +273,7 @@ fn slow_republishing_the_same_bytes_is_a_no_op_and_other_bytes_need_replace() {
 /// Installs v1 of the fixture into `h` from a local archive; returns the work folder
 /// and the archive.
 fn installed_v1(tmp: &Path, h: &Path) -> (PathBuf, PathBuf) {
-    let work = tmp.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let v1 = build(&work, "1.0.0", "");
+    let (work, v1) = work_v1(tmp);
     run(atlas(h).arg("install").arg(&v1)).success();
     assert_eq!(current(h).as_deref(), Some("1.0.0"));
     (work, v1)
@@ -636,9 +638,7 @@ fn run_publish_uses_pipeline_yaml_and_backup_restores_anywhere() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let work = tmp.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    build(&work, "1.0.0", "");
+    let (work, _) = work_v1(tmp.path());
     let (_, pk) = keygen(&work);
     let store = tmp.path().join("pub");
     // publish: in pipeline.yaml, then `run --publish`: the install line carries the key.

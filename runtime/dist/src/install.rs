@@ -342,11 +342,12 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
     let staging = home.staging()?;
     let result = unpack_and_commit(home, &archive, &staging, source, &r, opts, signed);
     let _ = std::fs::remove_dir_all(&staging);
-    let outcome = result?;
-    if downloaded {
+    // A finished download goes, unless unpacking failed for a reason a rerun may not
+    // meet (a full disk): then the rerun needs no second download.
+    if downloaded && !matches!(result, Err(Error::Io { .. })) {
         let _ = std::fs::remove_file(&archive);
     }
-    Ok(outcome)
+    result
 }
 
 /// What the signature check established.
