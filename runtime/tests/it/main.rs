@@ -1,5 +1,5 @@
 //! Runtime integration tests. The embedding tests run real ONNX inference on the
-//! provisioned default model (`cargo xtask setup`); without it they are skipped with
+//! provisioned default model (`atlas setup`); without it they are skipped with
 //! a printed reason, unless ATLAS_REQUIRE_MODELS is set (CI sets it), then they fail.
 
 use atlas_runtime::encoder::{Backend, Encoder, EncoderOptions, cosine};
@@ -83,5 +83,5 @@ fn missing_model_names_the_setup_command() {
     let spec = model::spec(model::DEFAULT_MODEL).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let err = Encoder::load(spec, dir.path(), &model::ort_dylib(), &EncoderOptions::default()).unwrap_err();
-    assert!(err.to_string().contains("cargo xtask setup"), "{err}");
+    assert!(err.to_string().contains("atlas setup"), "{err}");
 }
