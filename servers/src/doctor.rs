@@ -47,13 +47,17 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
     } else {
         match atlas_runtime::encoder::ort_info(&lib) {
             Ok(info) => {
-                let version = info
-                    .build
-                    .split(',')
-                    .find_map(|p| p.trim().strip_prefix("git-branch="))
-                    .unwrap_or(&info.build)
-                    .to_owned();
-                out.push(check("onnxruntime", Status::Ok, format!("{} ({version})", lib.display()), ""));
+                // The version is in the library's name (libonnxruntime.so.1.32.0); the build
+                // info names the commit.
+                let name = lib.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                let version = name.split_once(".so.").map_or(name, |(_, v)| v);
+                let commit = info.build.split(',').find_map(|p| p.trim().strip_prefix("git-commit-id=")).unwrap_or("?");
+                out.push(check(
+                    "onnxruntime",
+                    Status::Ok,
+                    format!("{version} (commit {commit}) at {}", lib.display()),
+                    "",
+                ));
                 Some(info)
             }
             Err(e) => {
