@@ -38,26 +38,6 @@ pub fn write<W: Write>(
     enc.finish().map_err(io("zstd"))
 }
 
-/// Every file of the bundle folder `dir`, relative, for [`write`].
-pub fn folder_files(dir: &Path) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).map_err(io(&d))? {
-            let e = e.map_err(io(&d))?;
-            let kind = e.file_type().map_err(io(e.path()))?;
-            if kind.is_dir() {
-                stack.push(e.path());
-            } else if kind.is_file() {
-                let rel = e.path().strip_prefix(dir).expect("under dir").to_string_lossy().replace('\\', "/");
-                out.push(rel);
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 /// What the extractor allows. The defaults hold any real bundle with room to spare.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
