@@ -184,8 +184,19 @@ fn ort_err(what: &str) -> impl FnOnce(ort::Error) -> Error + '_ {
 }
 
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|error| Error::Io { path: path.to_owned(), error })?;
-    Ok(hex(&sha2::Sha256::digest(&bytes)))
+    use std::io::Read as _;
+    let io = |error| Error::Io { path: path.to_owned(), error };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex(&h.finalize()))
 }
 
 fn hex(bytes: &[u8]) -> String {

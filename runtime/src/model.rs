@@ -257,6 +257,20 @@ pub struct Provision {
     pub url: Option<&'static str>,
 }
 
+impl Provision {
+    /// `missing`, `installed`, or `corrupt` (present, not matching its pin).
+    pub fn state(&self) -> &'static str {
+        match (self.path.is_file(), self.sha256) {
+            (false, _) => "missing",
+            (true, None) => "installed",
+            (true, Some(want)) => match crate::encoder::sha256_file(&self.path) {
+                Ok(got) if got == want => "installed",
+                _ => "corrupt",
+            },
+        }
+    }
+}
+
 /// ONNX Runtime, then every file of every registered model and of the reranker.
 pub fn provisions() -> Vec<Provision> {
     let mut out = vec![Provision {

@@ -63,6 +63,17 @@ pub fn join_inside(root: &Path, rel: &str) -> Result<PathBuf, UnsafePath> {
     Ok(root.join(rel))
 }
 
+/// A bundle name or version: it becomes a file name (`<name>-<version>.tar.zst`) and a
+/// folder name (`ATLAS_HOME/bundles/<name>/<version>`), so one plain component of safe
+/// characters: letters, digits, `.`, `-`, `_`, `+`, not starting with `.`, at most 100
+/// bytes.
+pub fn is_safe_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 100
+        && !s.starts_with('.')
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'+'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

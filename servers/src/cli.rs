@@ -352,7 +352,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let (cfg, _) = loaded.map_err(crate::manage::edge)?;
+    let (cfg, _) = loaded.map_err(atlas_dist::edge)?;
     atlas_runtime::model::configure(cfg.home.clone(), cfg.model_dir.clone());
     match cli.command {
         Command::Doctor { .. } => unreachable!("handled above"),
@@ -395,14 +395,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let rows: Vec<(atlas_runtime::model::Provision, &str)> = atlas_runtime::model::provisions()
                 .into_iter()
                 .map(|p| {
-                    let state = match (p.path.is_file(), p.sha256) {
-                        (false, _) => "missing",
-                        (true, None) => "installed",
-                        (true, Some(want)) => match atlas_runtime::encoder::sha256_file(&p.path) {
-                            Ok(got) if got == want => "installed",
-                            _ => "corrupt",
-                        },
-                    };
+                    let state = p.state();
                     (p, state)
                 })
                 .collect();

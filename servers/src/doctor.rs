@@ -5,6 +5,8 @@
 use serde::Serialize;
 
 use atlas_dist::home::Home;
+
+use crate::rag::age_days;
 use atlas_runtime::model;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -29,7 +31,7 @@ fn check(check: impl Into<String>, status: Status, detail: impl Into<String>, fi
 }
 
 /// Days after which a bundle's build counts as old.
-const OLD_DAYS: u64 = 90;
+const OLD_DAYS: i64 = 90;
 /// Free space below which ATLAS_HOME is a warning.
 const LOW_DISK: u64 = 2 << 30;
 
@@ -75,7 +77,7 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
         let name = format!("model {} {}", p.owner, p.file);
         out.push(match (p.path.is_file(), p.sha256) {
             (false, _) => check(name, Status::Fail, format!("missing at {}", p.path.display()), "run `atlas setup`"),
-            (true, Some(want)) => match atlas_dist::fetch::sha256_file(&p.path) {
+            (true, Some(want)) => match atlas_runtime::encoder::sha256_file(&p.path) {
                 Ok(got) if got == want => check(name, Status::Ok, format!("sha256 {}…", &got[..12]), ""),
                 Ok(got) => check(
                     name,
@@ -93,7 +95,6 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
         out.push(check("execution providers", Status::Ok, on.join(", "), ""));
     }
     let home = Home::from_env();
-    let now = atlas_dist::home::now();
     for b in home.list() {
         let name = format!("bundle {}", b.name);
         let Some(cur) = b.current.clone() else {
@@ -119,10 +120,9 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
                 ),
             )),
             Ok(m) => {
-                let built_days = days_since(&m.created, now);
+                let built_days = age_days(&m.created);
                 // The oldest fetch of any source (crawled sites and repositories).
-                let source_days =
-                    m.sources.iter().filter_map(|s| s.fetched_at.as_deref().and_then(|f| days_since(f, now))).max();
+                let source_days = m.sources.iter().filter_map(|s| s.fetched_at.as_deref().and_then(age_days)).max();
                 let signed = rec.as_ref().and_then(|r| r.signed_by.clone());
                 let detail = format!(
                     "{cur}: {} files match the manifest; {}; built {}{}",
@@ -162,21 +162,6 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
     out
 }
 
-/// Whole days since an RFC 3339 UTC time (`2026-11-30T01:02:03Z`).
-fn days_since(rfc3339: &str, now: u64) -> Option<u64> {
-    let d = rfc3339.get(..10)?;
-    let mut it = d.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (it.next()??, it.next()??, it.next()??);
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(i64::try_from(now / 86_400).ok()? - days).ok()
-}
-
 pub fn render(checks: &[Check]) -> String {
     let mut s = String::new();
     for c in checks {
@@ -191,14 +176,4 @@ pub fn render(checks: &[Check]) -> String {
         }
     }
     s
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn days_since_counts_whole_days() {
-        assert_eq!(super::days_since("1970-01-02T00:00:00Z", 86_400 * 3), Some(2));
-        assert_eq!(super::days_since("2026-11-30T12:00:00Z", 1_796_688_000), Some(8));
-        assert_eq!(super::days_since("garbage", 0), None);
-    }
 }

@@ -7,18 +7,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use atlas_dist::config::Config;
+use atlas_dist::edge;
 use atlas_dist::home::{Home, Record};
 use atlas_dist::install::{Options, Outcome};
 use atlas_dist::target::Source;
 use atlas_runtime::exit::{UsageError, print};
-
-/// A distribution error at the edge: a usage error exits 2.
-pub fn edge(e: atlas_dist::Error) -> anyhow::Error {
-    match e {
-        atlas_dist::Error::Usage(m) => UsageError(m).into(),
-        e => e.into(),
-    }
-}
 
 pub fn options(cfg: &Config, trust: &[String], keep: Option<usize>, sha256: Option<String>) -> Options {
     let mut trust = trust.to_vec();
@@ -192,7 +185,7 @@ pub fn backup(name: &str, out: &Path) -> anyhow::Result<()> {
     let f = atlas_dist::archive::write(std::io::BufWriter::new(f), name, 10, &mut iter).map_err(edge)?;
     f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     std::fs::rename(&tmp, &path)?;
-    let sha = atlas_dist::fetch::sha256_file(&path).map_err(edge)?;
+    let sha = atlas_runtime::encoder::sha256_file(&path)?;
     std::fs::write(out.join(format!("{file_name}.sha256")), format!("{sha}  {file_name}\n"))?;
     eprintln!("atlas: backed up {name} {} to {}", rec.version, path.display());
     Ok(print(&format!("{}\n", path.display()))?)

@@ -259,7 +259,7 @@ impl RagServer {
 }
 
 /// Whole days since an RFC 3339 UTC time (`YYYY-MM-DDTHH:MM:SSZ`).
-fn age_days(t: &str) -> Option<i64> {
+pub(crate) fn age_days(t: &str) -> Option<i64> {
     let (y, m, d) =
         (t.get(0..4)?.parse::<i64>().ok()?, t.get(5..7)?.parse::<i64>().ok()?, t.get(8..10)?.parse::<i64>().ok()?);
     // Days from civil (Howard Hinnant).

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use atlas_dist::edge;
 use atlas_dist::publish::Release;
 use atlas_dist::target::{Target, parse_repo};
 use atlas_runtime::exit::UsageError;
@@ -21,13 +22,6 @@ pub struct Flags {
     pub replace: bool,
     pub archive: Option<PathBuf>,
     pub api_url: Option<String>,
-}
-
-fn edge(e: atlas_dist::Error) -> anyhow::Error {
-    match e {
-        atlas_dist::Error::Usage(m) => UsageError(m).into(),
-        e => e.into(),
-    }
 }
 
 /// Publishes the archive `run --archive` wrote in `out_dir` (or `--archive`); returns

@@ -149,23 +149,6 @@ pub async fn http_open(req: reqwest::RequestBuilder, offset: u64, what: &str) ->
     Ok(Opened { stream: Box::pin(stream), start, total })
 }
 
-/// Streams a file's sha256.
-pub fn sha256_file(path: &Path) -> Result<String> {
-    use sha2::Digest as _;
-    use std::io::Read as _;
-    let mut f = std::fs::File::open(path).map_err(io(path))?;
-    let mut h = sha2::Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(io(path))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(crate::hex(&h.finalize()))
-}
-
 /// The hash in a `.sha256` file (`<hex>  <name>` or just `<hex>`).
 pub fn parse_sha256_file(text: &str) -> Result<String> {
     let word = text.split_whitespace().next().unwrap_or_default().to_ascii_lowercase();

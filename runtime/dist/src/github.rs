@@ -48,20 +48,10 @@ pub fn api_from_env() -> String {
     std::env::var("GITHUB_API_URL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| DEFAULT_API.to_owned())
 }
 
-pub fn client() -> Result<reqwest::Client> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .user_agent(concat!("atlas/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(std::time::Duration::from_secs(20))
-        .read_timeout(std::time::Duration::from_secs(60))
-        .build()
-        .map_err(|e| Error::Remote(format!("starting the HTTP client: {e}")))
-}
-
 impl GitHub {
     pub fn new(api: &str, owner: &str, repo: &str, token: Option<String>) -> Result<GitHub> {
         Ok(GitHub {
-            client: client()?,
+            client: crate::http_client()?,
             api: api.trim_end_matches('/').to_owned(),
             owner: owner.to_owned(),
             repo: repo.to_owned(),

@@ -109,7 +109,7 @@ async fn resolve(source: &Source, opts: &Options, known: Option<&Record>) -> Res
             Ok(Some(Resolved { sha256, remote_id: None, signature, how: How::Local(path.clone()) }))
         }
         Source::Url(url) => {
-            let client = crate::github::client()?;
+            let client = crate::http_client()?;
             let etag = client
                 .head(url.clone())
                 .send()
@@ -305,7 +305,7 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
         }
     };
     let downloaded = !matches!(r.how, How::Local(_));
-    let got = fetch::sha256_file(&archive)?;
+    let got = atlas_runtime::encoder::sha256_file(&archive)?;
     if got != r.sha256 {
         if downloaded {
             let _ = std::fs::remove_file(&archive);

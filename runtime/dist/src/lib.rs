@@ -58,29 +58,25 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The error at a binary's edge: a usage error becomes the runtime's `UsageError`, so
+/// `exit::finish` exits 2 for it.
+pub fn edge(e: Error) -> anyhow::Error {
+    match e {
+        Error::Usage(m) => atlas_runtime::exit::UsageError(m).into(),
+        e => e.into(),
+    }
+}
+
 pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
     let path = path.into();
     move |error| Error::Io { path, error }
 }
 
-/// Lower-case hex of a sha256 digest.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    hex(&sha2::Sha256::digest(bytes))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A name or version that becomes one folder name: letters, digits, `.`, `_`, `-`,
-/// `+`, not starting with `.` or `-`, at most 128 bytes.
+/// A name or version that becomes one folder name: the pipeline's own rule
+/// ([`atlas_runtime::safe_path::is_safe_name`]), not starting with `-` (a flag), and not
+/// `current` (the link beside the versions).
 pub fn check_component(what: &str, s: &str) -> Result<()> {
-    let ok = !s.is_empty()
-        && s.len() <= 128
-        && !s.starts_with(['.', '-'])
-        && s != "current"
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'+'));
+    let ok = atlas_runtime::safe_path::is_safe_name(s) && !s.starts_with('-') && s != "current";
     if ok {
         Ok(())
     } else {
@@ -88,6 +84,17 @@ pub fn check_component(what: &str, s: &str) -> Result<()> {
             "{what} {s:?} cannot be a folder name: use letters, digits, '.', '_', '-', '+' (not first)"
         )))
     }
+}
+
+/// The HTTP client every download and API call uses (rustls on ring, timeouts).
+pub fn http_client() -> Result<reqwest::Client> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .user_agent(concat!("atlas/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(std::time::Duration::from_secs(20))
+        .read_timeout(std::time::Duration::from_secs(60))
+        .build()
+        .map_err(|e| Error::Remote(format!("starting the HTTP client: {e}")))
 }
 
 /// One tokio runtime for a command's network work.

