@@ -83,30 +83,31 @@ pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extract
     let counting = std::rc::Rc::new(std::cell::Cell::new(0u64));
     let reader = CountingShared { inner: std::io::BufReader::new(file), read: counting.clone() };
     let decoder = zstd::stream::Decoder::new(reader).map_err(io(archive))?;
-    let mut tar = tar::Archive::new(decoder);
-    let corrupt = |e: std::io::Error| {
-        Error::DataCorruption(format!("{}: the archive is truncated or corrupt ({e})", archive.display()))
+    // Every decompressed byte (headers, long names, PAX records, file data) passes the
+    // guard, so no part of the stream can unpack past the limits, in memory or on disk.
+    let unpacked = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let tripped = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let guard = Guard {
+        inner: decoder,
+        packed: counting,
+        unpacked: unpacked.clone(),
+        tripped: tripped.clone(),
+        limits: *limits,
+    };
+    let mut tar = tar::Archive::new(guard);
+    let corrupt = |e: std::io::Error| match tripped.borrow().clone() {
+        Some(why) => Error::UnsafeArchive(why),
+        None => Error::DataCorruption(format!("{}: the archive is truncated or corrupt ({e})", archive.display())),
     };
     let mut seen = BTreeSet::new();
     let mut top: Option<String> = None;
-    let (mut entries, mut unpacked, mut files) = (0u64, 0u64, 0u64);
-    let check_ratio = |unpacked: u64| -> Result<()> {
-        let packed = counting.get().max(1);
-        if unpacked > limits.ratio_floor_bytes && unpacked / packed > limits.max_ratio {
-            return Err(Error::UnsafeArchive(format!(
-                "it unpacks more than {}× its compressed size (a compression bomb?); stopped after {} bytes",
-                limits.max_ratio, unpacked
-            )));
-        }
-        Ok(())
-    };
+    let (mut entries, mut files) = (0u64, 0u64);
     for entry in tar.entries().map_err(corrupt)? {
         let mut entry = entry.map_err(corrupt)?;
         entries += 1;
         if entries > limits.max_entries {
             return Err(Error::UnsafeArchive(format!("more than {} entries", limits.max_entries)));
         }
-        unpacked += 512;
         let raw = entry.path_bytes().into_owned();
         let shown = String::from_utf8_lossy(&raw).into_owned();
         let kind = entry.header().entry_type();
@@ -141,7 +142,7 @@ pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extract
                         limits.max_file_bytes
                     )));
                 }
-                if unpacked.saturating_add(size) > limits.max_unpacked_bytes {
+                if unpacked.get().saturating_add(size) > limits.max_unpacked_bytes {
                     return Err(Error::UnsafeArchive(format!(
                         "it unpacks to more than {} bytes",
                         limits.max_unpacked_bytes
@@ -161,8 +162,6 @@ pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extract
                         break;
                     }
                     written += n as u64;
-                    unpacked += n as u64;
-                    check_ratio(unpacked)?;
                     failpoint::on_write(written)?;
                     out.write_all(&buf[..n]).map_err(io(&dest))?;
                     failpoint::extracting(files);
@@ -180,14 +179,50 @@ pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extract
                 )));
             }
         }
-        check_ratio(unpacked)?;
     }
     // Trailing bytes after the tar's end blocks are read to the end of the zstd frame,
     // so a truncated frame is still caught.
     let mut rest = tar.into_inner();
     std::io::copy(&mut rest, &mut std::io::sink()).map_err(corrupt)?;
     let top = top.ok_or_else(|| Error::DataCorruption(format!("{}: the archive is empty", archive.display())))?;
-    Ok(Extracted { root: target.join(&top), top, files, bytes: unpacked })
+    Ok(Extracted { root: target.join(&top), top, files, bytes: unpacked.get() })
+}
+
+/// Counts the decompressed bytes and fails the read that passes a limit: the total,
+/// or the ratio to the compressed bytes read (past the floor). The reason is kept for
+/// the error the caller reports.
+struct Guard<R> {
+    inner: R,
+    packed: std::rc::Rc<std::cell::Cell<u64>>,
+    unpacked: std::rc::Rc<std::cell::Cell<u64>>,
+    tripped: std::rc::Rc<std::cell::RefCell<Option<String>>>,
+    limits: Limits,
+}
+
+impl<R: Read> Read for Guard<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let total = self.unpacked.get() + n as u64;
+        self.unpacked.set(total);
+        let l = &self.limits;
+        let why = if total > l.max_unpacked_bytes {
+            Some(format!("it unpacks to more than {} bytes", l.max_unpacked_bytes))
+        } else if total > l.ratio_floor_bytes && total / self.packed.get().max(1) > l.max_ratio {
+            Some(format!(
+                "it unpacks more than {}× its compressed size (a compression bomb?); stopped after {total} bytes",
+                l.max_ratio
+            ))
+        } else {
+            None
+        };
+        match why {
+            Some(why) => {
+                *self.tripped.borrow_mut() = Some(why.clone());
+                Err(std::io::Error::other(why))
+            }
+            None => Ok(n),
+        }
+    }
 }
 
 /// Counts the compressed bytes the decoder reads.
@@ -278,6 +313,24 @@ mod tests {
         check(Limits { max_file_bytes: 1000, ..Limits::default() }, "more than the 1000 allowed per file");
         check(Limits { max_unpacked_bytes: 2000, ..Limits::default() }, "unpacks to more than 2000 bytes");
         check(Limits { max_ratio: 1, ratio_floor_bytes: 100, ..Limits::default() }, "compression bomb");
+    }
+
+    #[test]
+    fn a_huge_gnu_long_name_stops_at_the_limit_not_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tar = tar::Builder::new(zstd::stream::Encoder::new(Vec::new(), 1).unwrap());
+        let size = 64u64 << 20;
+        let mut h = tar::Header::new_gnu();
+        h.as_gnu_mut().unwrap().name[..13].copy_from_slice(b"././@LongLink");
+        h.set_entry_type(tar::EntryType::GNULongName);
+        h.set_size(size);
+        h.set_cksum();
+        tar.append(&h, Read::take(std::io::repeat(b'a'), size)).unwrap();
+        let path = dir.path().join("long.tar.zst");
+        std::fs::write(&path, tar.into_inner().unwrap().finish().unwrap()).unwrap();
+        let limits = Limits { ratio_floor_bytes: 1 << 20, ..Limits::default() };
+        let e = extract(&path, &dir.path().join("t"), &limits).unwrap_err();
+        assert!(matches!(e, Error::UnsafeArchive(_)) && e.to_string().contains("compression bomb"), "{e}");
     }
 
     #[test]

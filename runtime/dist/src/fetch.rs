@@ -149,6 +149,21 @@ pub async fn http_open(req: reqwest::RequestBuilder, offset: u64, what: &str) ->
     Ok(Opened { stream: Box::pin(stream), start, total })
 }
 
+/// A response body of at most `max` bytes, read as it streams: a remote that sends
+/// more is refused before it fills memory.
+pub async fn body_capped(resp: reqwest::Response, max: u64, what: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Error::Remote(format!("{what}: {e}")))?;
+        if (out.len() + chunk.len()) as u64 > max {
+            return Err(Error::Remote(format!("{what}: more than {max} bytes")));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
 /// The hash in a `.sha256` file (`<hex>  <name>` or just `<hex>`).
 pub fn parse_sha256_file(text: &str) -> Result<String> {
     let word = text.split_whitespace().next().unwrap_or_default().to_ascii_lowercase();

@@ -94,7 +94,9 @@ impl GitHub {
     }
 
     async fn json<T: serde::de::DeserializeOwned>(what: &str, resp: reqwest::Response) -> Result<T> {
-        resp.json().await.map_err(|e| Error::Remote(format!("GitHub: {what}: unreadable answer ({e})")))
+        // A release with its assets is a few KiB; the cap keeps a hostile API from filling memory.
+        let body = crate::fetch::body_capped(resp, 16 << 20, &format!("GitHub: {what}")).await?;
+        serde_json::from_slice(&body).map_err(|e| Error::Remote(format!("GitHub: {what}: unreadable answer ({e})")))
     }
 
     /// The release of `tag`, or None.
@@ -166,11 +168,7 @@ impl GitHub {
         if !resp.status().is_success() {
             return Err(Error::Remote(format!("GitHub: {what}: {}", resp.status())));
         }
-        let b = resp.bytes().await.map_err(|e| Error::Remote(format!("GitHub: {what}: {e}")))?;
-        if b.len() as u64 > max {
-            return Err(Error::Remote(format!("GitHub: {what}: more than {max} bytes")));
-        }
-        Ok(b.to_vec())
+        crate::fetch::body_capped(resp, max, &format!("GitHub: {what}")).await
     }
 }
 

@@ -85,6 +85,8 @@ pub struct Outcome {
 }
 
 const SMALL: u64 = 1 << 20;
+/// Bundle names looked at under one object store prefix.
+const MAX_NAMES: usize = 1000;
 
 /// What `source` holds now; None when it is what `known` (the current install from
 /// the same source) already came from, found without downloading the archive.
@@ -209,7 +211,8 @@ async fn read_latest(store: &Store) -> Result<(Latest, object_store::path::Path)
         .list_with_delimiter(Some(&store.prefix))
         .await
         .map_err(|e| Error::Remote(format!("{}: {e}", store.url)))?;
-    for dir in listing.common_prefixes {
+    // Only the first names are read: a listing is the store's to make as long as it likes.
+    for dir in listing.common_prefixes.into_iter().take(MAX_NAMES) {
         if let Some(b) = store.get_small(&dir.clone().join("latest.json"), SMALL).await? {
             names.push((parse_latest(&store.url, &b)?, dir));
         }
@@ -230,6 +233,10 @@ fn parse_latest(url: &url::Url, b: &[u8]) -> Result<Latest> {
         serde_json::from_slice(b).map_err(|e| Error::DataCorruption(format!("{url}: unreadable latest.json ({e})")))?;
     crate::check_component("bundle", &l.name)?;
     crate::check_component("version", &l.version)?;
+    // The hash names the download's file: 64 hex digits, nothing else.
+    if l.sha256.len() != 64 || !l.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Error::DataCorruption(format!("{url}: latest.json's sha256 {:?} is not 64 hex digits", l.sha256)));
+    }
     if l.archive.contains('/') || !l.archive.ends_with(".tar.zst") {
         return Err(Error::DataCorruption(format!("{url}: latest.json names an odd archive {:?}", l.archive)));
     }
@@ -244,11 +251,7 @@ async fn get_small(client: &reqwest::Client, url: &url::Url) -> Result<Option<Ve
     if !resp.status().is_success() {
         return Err(Error::Remote(format!("{url}: HTTP {}", resp.status())));
     }
-    let b = resp.bytes().await.map_err(|e| Error::Remote(format!("{url}: {e}")))?;
-    if b.len() as u64 > SMALL {
-        return Err(Error::Remote(format!("{url}: more than {SMALL} bytes")));
-    }
-    Ok(Some(b.to_vec()))
+    Ok(Some(fetch::body_capped(resp, SMALL, url.as_str()).await?))
 }
 
 fn sibling(path: &Path, ext: &str) -> PathBuf {
