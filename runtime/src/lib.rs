@@ -8,6 +8,7 @@
 pub mod bundle;
 pub mod chunk_table;
 pub mod encoder;
+pub mod eval;
 pub mod exit;
 pub mod hnsw;
 pub mod manifest;
@@ -35,6 +36,9 @@ pub enum Error {
     Model(String),
     #[error("{0}")]
     Query(String),
+    /// A golden file that does not parse (docs/eval.md has the format).
+    #[error("golden set: {0}")]
+    Golden(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -45,4 +49,4 @@ pub(crate) fn corrupt(path: std::path::PathBuf, reason: impl Into<String>) -> Er
 }
 
 pub use bundle::{Bundle, OpenOptions};
-pub use search::{Hit, Mode, SearchOptions};
+pub use search::{Hit, Mode, SearchOptions, Searched};

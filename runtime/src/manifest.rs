@@ -9,6 +9,7 @@
 //!   hnsw/              the HNSW graph over the embeddings (hnsw_rs dump)
 //!   tantivy/           the fielded BM25 index; bm25.json holds its field boosts
 //!   mirror/            the cleaned markdown and source files the fs server serves
+//!   eval/              optional: the golden set and its results at pack time
 //! ```
 
 use std::collections::BTreeMap;
@@ -41,7 +42,34 @@ pub struct Manifest {
     /// BM25 field boosts the build chose; the runtime scores with these.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub bm25_boosts: BTreeMap<String, f32>,
+    /// The evaluation shipped with the bundle (`stages.pack.eval`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval: Option<EvalInfo>,
     pub artifacts: Vec<Artifact>,
+}
+
+/// The manifest's `eval` block: where the shipped golden set and its results are, and
+/// their headline figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalInfo {
+    /// The golden set, verbatim (`eval/golden.jsonl`).
+    pub golden: String,
+    /// The full report at pack time (`eval/results.json`, what `atlas eval --json` writes).
+    pub results: String,
+    pub answerable: usize,
+    pub negatives: usize,
+    /// MRR@10 and Recall@5 per mode.
+    pub summary: BTreeMap<String, EvalSummary>,
+    /// Hybrid's calibrated confidence threshold (answer at or above it), when the set
+    /// has negatives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EvalSummary {
+    pub mrr10: f64,
+    pub recall5: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use tantivy::Term;
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, TermQuery};
 use tantivy::schema::IndexRecordOption;
 
 use crate::bundle::Bundle;
@@ -179,12 +179,33 @@ const RRF_K: f32 = 60.0;
 const SAME_FILE_PENALTY: f32 = 0.85;
 /// Score factor when a query word names one of the chunk's cluster tags.
 const CLUSTER_BOOST: f32 = 1.05;
+/// A string found verbatim in more files than this is not promoted (see
+/// [`Bundle::exact_matches`]).
+pub const EXACT_MAX_FILES: usize = 20;
+/// Phrase matches checked for the verbatim string.
+const EXACT_CANDIDATES: usize = 200;
 /// Weight of a morphological variant against the word the user typed.
 const VARIANT_WEIGHT: f32 = 0.6;
+
+/// Hits with the search's confidence that the corpus answers the query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Searched {
+    pub hits: Vec<Hit>,
+    /// Vector and hybrid (reranked or not): the cosine of the query's nearest chunk
+    /// within the filters, raised to 1 when a quoted string or identifier of the query
+    /// occurs verbatim in a hit; keyword: the top BM25 score. `atlas eval` calibrates
+    /// the threshold below which a question is not in the corpus.
+    pub confidence: f32,
+}
 
 impl Bundle {
     /// Ranked hits for `query`.
     pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<Vec<Hit>> {
+        Ok(self.search_scored(query, opts)?.hits)
+    }
+
+    /// Ranked hits for `query`, with the search's confidence.
+    pub fn search_scored(&self, query: &str, opts: &SearchOptions) -> Result<Searched> {
         let query = query.trim();
         if query.is_empty() {
             return Err(Error::Query("the query is empty; pass some words to search for".into()));
@@ -205,17 +226,28 @@ impl Bundle {
             return Err(Error::Query("min_score must be a finite number".into()));
         }
         if opts.top_k == 0 {
-            return Ok(Vec::new());
+            return Ok(Searched { hits: Vec::new(), confidence: 0.0 });
         }
-        let mut ranked = if opts.rerank {
-            self.rerank_pool(query, opts)?
+        let qvec = if opts.mode == Mode::Keyword && !opts.rerank { Vec::new() } else { self.embed_query(query)? };
+        let (mut ranked, mut confidence) = if opts.rerank {
+            self.rerank_pool(query, &qvec, opts)?
         } else {
             let want = (opts.top_k * 4).max(CANDIDATES);
-            let qvec = if opts.mode == Mode::Keyword { Vec::new() } else { self.embed_query(query)? };
-            let mut r = self.ranked(query, &qvec, opts, want)?;
+            let (mut r, confidence) = self.ranked(query, &qvec, opts, want)?;
             self.cluster_boost(query, &mut r);
-            r
+            (r, confidence)
         };
+        // Exact strings: a chunk holding a quoted string, an identifier or the whole
+        // query verbatim goes first in keyword and hybrid mode (grep never loses).
+        if opts.mode != Mode::Vector && !opts.rerank {
+            let exact = self.exact_matches(query, &opts.filters)?;
+            if !exact.is_empty() {
+                promote(&mut ranked, &exact);
+                if opts.mode == Mode::Hybrid {
+                    confidence = confidence.max(1.0);
+                }
+            }
+        }
         diversify(&self.chunks, &mut ranked);
         let mut hits = Vec::new();
         for (i, score) in ranked {
@@ -227,30 +259,39 @@ impl Bundle {
                 break;
             }
         }
-        Ok(hits)
+        Ok(Searched { hits, confidence })
     }
 
-    /// Chunk indexes with scores, best first, before diversity.
+    /// Chunk indexes with scores, best first, before diversity, and the confidence.
     /// `qvec` is the query's embedding, computed once per search by the caller when
     /// the mode needs it.
-    fn ranked(&self, query: &str, qvec: &[f32], opts: &SearchOptions, want: usize) -> Result<Vec<(usize, f32)>> {
+    fn ranked(&self, query: &str, qvec: &[f32], opts: &SearchOptions, want: usize) -> Result<(Vec<(usize, f32)>, f32)> {
+        let top = |l: &[(usize, f32)]| l.first().map_or(0.0, |x| x.1);
         Ok(match opts.mode {
-            Mode::Vector => self.vector(qvec, opts, want),
-            Mode::Keyword => self.keyword(query, &opts.filters, want)?,
+            Mode::Vector => {
+                let v = self.vector(qvec, opts, want);
+                let c = top(&v);
+                (v, c)
+            }
+            Mode::Keyword => {
+                let k = self.keyword(query, &opts.filters, want)?;
+                let c = top(&k);
+                (k, c)
+            }
             Mode::Hybrid => {
                 let v = self.vector(qvec, opts, want);
                 let k = self.keyword(query, &opts.filters, want)?;
-                fuse(&v, &k, opts.fusion)
+                (fuse(&v, &k, opts.fusion), top(&v))
             }
         })
     }
 
     /// The rerank pool: the top code and docs candidates of hybrid (15 each, within
     /// the filters), scored together by the cross-encoder.
-    fn rerank_pool(&self, query: &str, opts: &SearchOptions) -> Result<Vec<(usize, f32)>> {
+    fn rerank_pool(&self, query: &str, qvec: &[f32], opts: &SearchOptions) -> Result<(Vec<(usize, f32)>, f32)> {
         let reranker = self.reranker()?;
-        let qvec = self.embed_query(query)?;
         let mut pool = Vec::new();
+        let mut confidence = 0f32;
         for kind in ["code", "docs"] {
             if opts.filters.kind.as_deref().is_some_and(|k| k != kind) {
                 continue;
@@ -258,7 +299,8 @@ impl Bundle {
             let mut o = opts.clone();
             o.mode = Mode::Hybrid;
             o.filters.kind = Some(kind.to_owned());
-            let mut r = self.ranked(query, &qvec, &o, CANDIDATES)?;
+            let (mut r, c) = self.ranked(query, qvec, &o, CANDIDATES)?;
+            confidence = confidence.max(c);
             self.cluster_boost(query, &mut r);
             pool.extend(r.into_iter().take(RERANK_POOL_PER_KIND).map(|(i, _)| i));
         }
@@ -267,7 +309,7 @@ impl Bundle {
         let scores = reranker.score(query, &refs)?;
         let mut out: Vec<(usize, f32)> = pool.into_iter().zip(scores).collect();
         sort_desc(&mut out);
-        Ok(out)
+        Ok((out, confidence))
     }
 
     /// Vector candidates: the best window per chunk, exact f16 scan up to the
@@ -333,8 +375,15 @@ impl Bundle {
         if should.is_empty() {
             return Ok(Vec::new());
         }
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> =
-            vec![(Occur::Must, Box::new(BooleanQuery::new(should)) as Box<dyn Query>)];
+        self.run_filtered(Box::new(BooleanQuery::new(should)), filters, want)
+    }
+
+    /// Runs `query` within `filters`: the ones the index holds (kind, section,
+    /// language) as Must clauses, the others (repo, path prefix, symbol kind) on a
+    /// longer candidate list.
+    fn run_filtered(&self, query: Box<dyn Query>, filters: &Filters, want: usize) -> Result<Vec<(usize, f32)>> {
+        let t = &self.text;
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, query)];
         for (field, value) in [(t.kind, &filters.kind), (t.section, &filters.section), (t.language, &filters.language)]
         {
             if let Some(v) = value {
@@ -344,8 +393,6 @@ impl Bundle {
         }
         let query = BooleanQuery::new(clauses);
         let searcher = t.reader.searcher();
-        // Filters the index does not hold (repo, path, symbol kind) are applied after:
-        // fetch more, then keep.
         let post = filters.repo.is_some() || filters.path_prefix.is_some() || filters.symbol_kind.is_some();
         let limit = if post { want * 20 } else { want };
         let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score()).map_err(tantivy_err)?;
@@ -368,6 +415,65 @@ impl Bundle {
             }
         }
         Ok(out)
+    }
+
+    /// Chunks that hold one of the query's exact strings ([`exact_strings`]) verbatim
+    /// (ASCII case aside, whitespace collapsed, at word boundaries), best first: more
+    /// strings matched, then the phrase's BM25. A string inside a longer query counts
+    /// when one file holds it (a name that rare is what the user means); a query that
+    /// is nothing but the string, when up to [`EXACT_MAX_FILES`] files do. Beyond
+    /// that, the string names nothing in particular and is left to the ranking.
+    fn exact_matches(&self, query: &str, filters: &Filters) -> Result<Vec<usize>> {
+        let t = &self.text;
+        let Some(&(field, _, _)) = t.fields.iter().find(|(_, name, _)| *name == "text") else {
+            return Ok(Vec::new());
+        };
+        let mut analyzer = t.index.tokenizer_for_field(field).map_err(tantivy_err)?;
+        let mut found: HashMap<usize, (usize, f32)> = HashMap::new();
+        for literal in exact_strings(query) {
+            let max_files = if is_only_literal(query, &literal) { EXACT_MAX_FILES } else { 1 };
+            // One term per position: the segment itself (not a dotted path, not a part).
+            let mut at: Vec<(usize, String)> = Vec::new();
+            let mut stream = analyzer.token_stream(&literal);
+            while let Some(tok) = stream.next() {
+                if tok.text.contains('.') || tok.text.contains("::") {
+                    continue;
+                }
+                match at.iter_mut().find(|(p, _)| *p == tok.position) {
+                    Some((_, best)) if best.len() >= tok.text.len() => {}
+                    Some((_, best)) => *best = tok.text.clone(),
+                    None => at.push((tok.position, tok.text.clone())),
+                }
+            }
+            let terms: Vec<(usize, Term)> =
+                at.into_iter().map(|(p, w)| (p, Term::from_field_text(field, &w))).collect();
+            let q: Box<dyn Query> = match terms.len() {
+                0 => continue,
+                1 => Box::new(TermQuery::new(terms[0].1.clone(), IndexRecordOption::WithFreqs)),
+                _ => Box::new(PhraseQuery::new_with_offset(terms)),
+            };
+            let needle = normalise(&literal);
+            let mut files: HashSet<&str> = HashSet::new();
+            let mut hits = Vec::new();
+            for (i, score) in self.run_filtered(q, filters, EXACT_CANDIDATES)? {
+                let c = &self.chunks[i];
+                if contains_at_boundaries(&normalise(&c.text), &needle) {
+                    files.insert(c.path.as_str());
+                    hits.push((i, score));
+                }
+            }
+            if files.len() > max_files {
+                continue;
+            }
+            for (i, score) in hits {
+                let e = found.entry(i).or_insert((0, 0.0));
+                e.0 += 1;
+                e.1 = e.1.max(score);
+            }
+        }
+        let mut out: Vec<(usize, (usize, f32))> = found.into_iter().collect();
+        out.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(b.1.1.total_cmp(&a.1.1)).then(a.0.cmp(&b.0)));
+        Ok(out.into_iter().map(|(i, _)| i).collect())
     }
 
     fn cluster_boost(&self, query: &str, ranked: &mut [(usize, f32)]) {
@@ -469,6 +575,148 @@ fn diversify(chunks: &[ChunkRecord], ranked: &mut Vec<(usize, f32)>) {
     }
     sort_desc(&mut out);
     *ranked = out;
+}
+
+/// Puts `exact` first, in its order, above everything else; the rest keep theirs.
+/// Scores stay on the list's scale: a promoted chunk scores just above the best.
+fn promote(ranked: &mut Vec<(usize, f32)>, exact: &[usize]) {
+    let top = ranked.first().map_or(0.0, |x| x.1).max(0.0);
+    let promoted: HashSet<usize> = exact.iter().copied().collect();
+    let n = exact.len() as f32;
+    // 10 % above the best, in their order.
+    let mut out: Vec<(usize, f32)> =
+        exact.iter().enumerate().map(|(k, &i)| (i, top * 1.1 + 1e-3 + (n - k as f32) * 1e-4)).collect();
+    out.extend(ranked.iter().copied().filter(|(i, _)| !promoted.contains(i)));
+    *ranked = out;
+}
+
+/// The strings of a query to find verbatim: quoted strings, identifier-shaped words
+/// (`X-Foo-Bar`, `fooBar()`, `a.b.c`, `a::b`, `--flag`, `snake_case`, `camelCase`,
+/// `path/to`), a query that is a single word, and a query of four words or more as a
+/// whole (a pasted error message). Trailing `()` and sentence punctuation are dropped.
+pub fn exact_strings(query: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let push = |s: &str, out: &mut Vec<String>| {
+        let s = s.trim();
+        if s.chars().filter(|c| c.is_alphanumeric()).count() >= 2 && !out.iter().any(|x| x == s) {
+            out.push(s.to_owned());
+        }
+    };
+    // Quoted: "…", `…`, '…' (a whole quoted span).
+    for quote in ['"', '`'] {
+        let parts: Vec<&str> = query.split(quote).collect();
+        for (k, p) in parts.iter().enumerate() {
+            if k % 2 == 1 && k + 1 < parts.len() {
+                push(clean_literal(p), &mut out);
+            }
+        }
+    }
+    let words: Vec<&str> = query.split_whitespace().map(clean_literal).filter(|w| !w.is_empty()).collect();
+    if words.len() == 1 {
+        push(words[0], &mut out);
+    }
+    for w in &words {
+        if is_identifier(w) {
+            push(w, &mut out);
+        }
+        // `fooBar()`: the call as written, and the name alone (`fooBar(x)`, `obj.fooBar`).
+        if let Some(bare) = w.strip_suffix("()") {
+            push(bare, &mut out);
+        }
+    }
+    if words.len() >= 4 && looks_pasted(query) && !query.contains(['"', '`']) {
+        let whole = clean_literal(query.trim().trim_end_matches(['?', '.', '!']));
+        push(whole, &mut out);
+    }
+    out
+}
+
+/// A query that reads like text copied from somewhere (an error message, a log line,
+/// a sentence of the docs) rather than a question typed in: it starts with a capital
+/// or holds code punctuation, and does not open with a question word. Typed questions
+/// that happen to match a sentence verbatim must not jump the ranking.
+fn looks_pasted(query: &str) -> bool {
+    let q = query.trim();
+    let first = q.split_whitespace().next().unwrap_or("").to_ascii_lowercase();
+    const QUESTION: &[&str] = &[
+        "how", "what", "why", "where", "when", "which", "who", "can", "could", "does", "do", "is", "are", "should",
+        "will", "would", "i",
+    ];
+    let code = q.chars().any(|c| matches!(c, ':' | ';' | '=' | '/' | '{' | '}' | '[' | ']' | '<' | '>'));
+    let capital = q.starts_with(|c: char| c.is_uppercase());
+    (capital || code) && !QUESTION.contains(&first.as_str())
+}
+
+/// Whether the query is `literal` and nothing else (quoted or not, `()` aside).
+fn is_only_literal(query: &str, literal: &str) -> bool {
+    let q = clean_literal(query.trim());
+    q == literal || q.strip_suffix("()") == Some(literal)
+}
+
+/// A word without the quotes, brackets and sentence punctuation around it; a call's
+/// `()` stays.
+fn clean_literal(w: &str) -> &str {
+    let w = w.trim_matches(|c: char| matches!(c, '"' | '`' | '\''));
+    let w = w.trim_end_matches(|c: char| matches!(c, ',' | ';' | ':' | '?' | '!' | '.'));
+    let w = w.trim_start_matches(|c: char| matches!(c, '(' | '[' | '{' | '<'));
+    if w.ends_with("()") {
+        return w;
+    }
+    w.trim_end_matches(|c: char| matches!(c, ')' | ']' | '}' | '>' | ',' | ';' | ':' | '?' | '!' | '.'))
+}
+
+/// Identifier-shaped: a flag, a path (`a.b`, `a::b`, `a/b`), `snake_case`, a humped
+/// `camelCase`, or a hyphenated name with a capital (`X-Foo-Bar`; lowercase
+/// hyphenated English such as `on-device` is prose).
+fn is_identifier(w: &str) -> bool {
+    let chars: Vec<char> = w.chars().collect();
+    if chars.len() < 3 {
+        return false;
+    }
+    let inner = |sep: char| {
+        chars.windows(3).any(|x| x[1] == sep && x[0].is_alphanumeric() && (x[2].is_alphanumeric() || x[2] == '_'))
+    };
+    let flag = w.starts_with('-') && chars.iter().skip_while(|c| **c == '-').next().is_some_and(|c| c.is_alphabetic());
+    let hump = chars.windows(2).any(|x| x[0].is_lowercase() && x[1].is_uppercase());
+    let capital = chars.iter().any(|c| c.is_uppercase());
+    flag || w.contains("::")
+        || inner('.')
+        || inner('/')
+        || (inner('_') || w.starts_with('_'))
+        || hump
+        || (inner('-') && capital)
+}
+
+/// Lowercase (ASCII), markdown escapes dropped, whitespace collapsed.
+fn normalise(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut space = false;
+    for c in s.chars() {
+        if c == '\\' {
+            continue;
+        }
+        if c.is_whitespace() {
+            space = !out.is_empty();
+            continue;
+        }
+        if space {
+            out.push(' ');
+            space = false;
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// `needle` in `hay`, not inside a longer word at either end.
+fn contains_at_boundaries(hay: &str, needle: &str) -> bool {
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let (first, last) = (needle.chars().next(), needle.chars().last());
+    hay.match_indices(needle).any(|(i, _)| {
+        let before = hay[..i].chars().next_back();
+        let after = hay[i + needle.len()..].chars().next();
+        !(word(first) && word(before)) && !(word(last) && word(after))
+    })
 }
 
 /// The query's words with weights: each as typed (1.0), plus morphological variants
@@ -598,6 +846,32 @@ mod tests {
         let words: Vec<String> =
             query_words("getAssets snake_case Foo::bar v2 assets").into_iter().map(|w| w.0).collect();
         assert_eq!(words, ["getAssets", "snake_case", "Foo::bar", "v2", "assets", "asset"]);
+    }
+
+    #[test]
+    fn exact_strings_keep_identifiers_whole() {
+        let check = |q: &str, want: &[&str]| assert_eq!(exact_strings(q), want, "{q}");
+        check("X-InApp-Auth", &["X-InApp-Auth"]);
+        check("what does clearCurrentBeacon() do", &["clearCurrentBeacon()", "clearCurrentBeacon"]);
+        check("set lifecycle.sessionTimeout, please", &["lifecycle.sessionTimeout"]);
+        check("call Self::insert_with_clear_key", &["Self::insert_with_clear_key"]);
+        check("pip --extra-index-url", &["--extra-index-url"]);
+        check("store attributes in the on-device profile", &[]);
+        check("the `node_to_cut_name` argument", &["node_to_cut_name"]);
+        check("\"not properly initialized\" error", &["not properly initialized"]);
+        // A pasted message is taken whole; a typed question is not.
+        check("The server key was not properly initialized.", &["The server key was not properly initialized"]);
+        check("send an experience event to the Edge Network", &[]);
+        check("How do I send an event to the Edge Network?", &[]);
+    }
+
+    #[test]
+    fn literals_match_at_word_boundaries() {
+        assert!(contains_at_boundaries("call foo.bar() now", "foo.bar()"));
+        assert!(!contains_at_boundaries("x-inapp-auth-token", "x-inapp-auth-tok"));
+        assert!(contains_at_boundaries("--extra-index-url https://x", "--extra-index-url"));
+        assert!(!contains_at_boundaries("my_node_to_cut_name", "node_to_cut_name"));
+        assert_eq!(normalise("Not  \\_properly\n  initialized"), "not _properly initialized");
     }
 
     #[test]

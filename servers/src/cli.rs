@@ -186,6 +186,39 @@ enum Command {
         #[arg(long)]
         query: Option<String>,
     },
+    /// Retrieval quality on a golden set (docs/eval.md): MRR@10, nDCG@10, Recall, Hit
+    /// and P@k per mode and per tag, and the confidence threshold that best separates
+    /// unanswerable queries. Without --golden, reruns the set the bundle ships and
+    /// checks it against the figures stored at pack time.
+    Eval {
+        /// The golden set (JSON Lines).
+        #[arg(long)]
+        golden: Option<PathBuf>,
+        /// An installed bundle's name or a bundle folder.
+        #[arg(long, env = "ATLAS_BUNDLE")]
+        bundle: Option<String>,
+        /// The modes to evaluate, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "keyword,vector,hybrid", value_parser = parse_mode)]
+        modes: Vec<Mode>,
+        /// Rerank each mode's results with the cross-encoder.
+        #[arg(long)]
+        rerank: bool,
+        /// The cutoff of Recall@k, Hit@k and P@k.
+        #[arg(short = 'k', default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=50))]
+        k: u16,
+        /// Also write the full report as JSON to this file.
+        #[arg(long, value_name = "OUT")]
+        json: Option<PathBuf>,
+        /// An earlier `--json` report: print the figures side by side with deltas.
+        #[arg(long, value_name = "OLD.json")]
+        compare: Option<PathBuf>,
+        /// Exit non-zero when hybrid's MRR@10 (every mode's, without hybrid) is below this.
+        #[arg(long, value_name = "X")]
+        min_mrr: Option<f64>,
+        /// Per query that misses rank 1: what ranked first, and where the expected files landed.
+        #[arg(long)]
+        explain: bool,
+    },
 }
 
 fn parse_sha256(s: &str) -> Result<String, String> {
@@ -367,6 +400,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Setup { from, keep_wheels } => {
             let keep = keep_wheels.then(|| atlas_runtime::model::atlas_home().join("wheels"));
             crate::manage::setup(from.as_ref(), keep.as_ref())
+        }
+        Command::Eval { golden, bundle, modes, rerank, k, json, compare, min_mrr, explain } => {
+            let (dir, _) = locate(bundle, &cfg)?;
+            let opts = atlas_runtime::eval::EvalOptions { modes, rerank, k: usize::from(k) };
+            let args = crate::eval::Args { golden, opts, json, compare, min_mrr, explain };
+            crate::eval::run(&dir, open_options(&cfg, OpenOptions::default())?, args)
         }
         Command::Smoke { name, query } => {
             let (dir, _) = locate(name, &cfg)?;

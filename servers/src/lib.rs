@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod doctor;
+pub mod eval;
 pub mod fs;
 pub mod live;
 pub mod manage;

@@ -103,7 +103,8 @@ fn backend(p: &EmbedParams) -> anyhow::Result<Backend> {
 
 impl Stage for Embed {
     const NAME: &'static str = "embed";
-    const VERSION: u32 = 1;
+    /// 2: each chunk is embedded with its header ([`passage`]).
+    const VERSION: u32 = 2;
     const DEPS: &'static [&'static str] = &["chunk"];
     type Params = EmbedParams;
 
@@ -163,7 +164,8 @@ impl Stage for Embed {
         };
         let ns = "item-embed";
         // Hits and misses.
-        let keys: Vec<Digest> = records.par_iter().map(|r| key(&r.text)).collect();
+        let passages: Vec<String> = records.par_iter().map(passage).collect();
+        let keys: Vec<Digest> = passages.par_iter().map(|t| key(t)).collect();
         let mut have: Vec<Option<Digest>> = vec![None; records.len()];
         if !ctx.force {
             for (i, k) in keys.iter().enumerate() {
@@ -175,7 +177,7 @@ impl Stage for Embed {
         let t0 = Instant::now();
         let tokenized: Vec<Vec<u32>> = missing
             .par_iter()
-            .map(|&i| embedder.tokenize(&format!("{}{}", spec.passage_prefix, records[i].text)))
+            .map(|&i| embedder.tokenize(&format!("{}{}", spec.passage_prefix, passages[i])))
             .collect::<Result<_, _>>()?;
         let mut jobs: Vec<(usize, usize, &[u32])> = Vec::new(); // (miss index, window index, ids)
         let mut vectors: Vec<Vec<Vec<f32>>> = Vec::with_capacity(tokenized.len());
@@ -280,6 +282,25 @@ impl Stage for Embed {
         out.write("embeddings.npy", &out.cache.get_required(m.embeddings)?, true)?;
         out.write("embeddings.json", &serde_json::to_vec_pretty(&m)?, false)
     }
+}
+
+/// What the embedder reads for a chunk: one line that places it, then its text. Docs:
+/// the page title and heading path (an H2 chunk's text does not hold its page's
+/// title). Code: the file's path in its source and the symbol with its kind (a
+/// function's body rarely says which module or type it belongs to).
+pub fn passage(r: &atlas_runtime::chunk_table::ChunkRecord) -> String {
+    let header = if r.kind == "code" {
+        let path = r.path.split_once('/').map_or(r.path.as_str(), |(_, p)| p);
+        match (&r.symbol, &r.symbol_kind) {
+            (Some(s), Some(k)) => format!("{path}: {k} {s}"),
+            _ => path.to_owned(),
+        }
+    } else {
+        let mut parts = vec![r.title.as_str()];
+        parts.extend(r.heading_path.iter().map(String::as_str).filter(|h| *h != r.title));
+        parts.join(" > ")
+    };
+    format!("{header}\n{}", r.text)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! initialize response, first search_docs (cold: the query model loads) and the next
 //! (warm), tools/call p50 per tool, and the server's RSS.
 //!
-//! `cargo run --release -p atlas-e2e --example mcp_bench -- <atlas binary> <bundle> <golden.json>`
+//! `cargo run --release -p atlas-e2e --example mcp_bench -- <atlas binary> <bundle> <golden.jsonl>`
 //! (`cargo xtask bench mcp` builds the devtron bundle and runs this.)
 
 use std::time::{Duration, Instant};
@@ -29,12 +29,10 @@ fn rss_kb(pid: u32) -> String {
 async fn main() -> Res {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (atlas, bundle, golden) = (&args[0], &args[1], &args[2]);
-    let golden: Value = serde_json::from_slice(&std::fs::read(golden)?)?;
-    let queries: Vec<String> = golden["queries"]
-        .as_array()
-        .ok_or("queries")?
-        .iter()
-        .filter_map(|q| q["q"].as_str().map(str::to_owned))
+    let queries: Vec<String> = atlas_runtime::eval::parse_golden(&std::fs::read_to_string(golden)?)?
+        .into_iter()
+        .filter(|q| !q.is_negative())
+        .map(|q| q.query)
         .collect();
     for which in ["rag", "fs"] {
         let mut cmd = tokio::process::Command::new(atlas);

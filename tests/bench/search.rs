@@ -1,7 +1,7 @@
 #![allow(clippy::print_stdout)] // a report printer
 //! Search latency, readiness and memory on a bundle.
 //!
-//! `search_bench <bundle> <golden.json> [--synthetic N <out dir>]`
+//! `search_bench <bundle> <golden.jsonl> [--synthetic N <out dir>]`
 //!
 //! With `--synthetic N DIR`, writes a bundle of N chunks to DIR made from the given
 //! bundle's chunks (copies with perturbed vectors and a marker word each), with an
@@ -18,20 +18,14 @@ use half::f16;
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
-#[derive(serde::Deserialize)]
-struct Golden {
-    queries: Vec<Q>,
-}
-#[derive(serde::Deserialize)]
-struct Q {
-    q: String,
-}
-
 fn main() -> Res {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (bundle, golden) = (PathBuf::from(&args[0]), &args[1]);
-    let queries: Vec<String> =
-        serde_json::from_slice::<Golden>(&std::fs::read(golden)?)?.queries.into_iter().map(|q| q.q).collect();
+    let queries: Vec<String> = atlas_runtime::eval::parse_golden(&std::fs::read_to_string(golden)?)?
+        .into_iter()
+        .filter(|q| !q.is_negative())
+        .map(|q| q.query)
+        .collect();
     let dir = if args.get(2).map(String::as_str) == Some("--synthetic") {
         let n: usize = args[3].parse()?;
         let out = PathBuf::from(&args[4]);

@@ -6,6 +6,7 @@ mod cache_faults;
 mod crawl;
 mod distribution;
 mod embed;
+mod eval;
 mod git;
 mod hostile;
 mod hostile_servers;

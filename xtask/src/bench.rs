@@ -48,7 +48,7 @@ fn example(name: &str) -> Command {
 }
 
 pub fn golden() -> PathBuf {
-    project_root().join("tests/bench/devtron-golden.json")
+    project_root().join("xtask/eval/docs-devtron.jsonl")
 }
 
 fn python(script: &str) -> Command {

@@ -38,8 +38,8 @@ enum Cmd {
     Demo,
     /// Benchmarks with their baselines side by side (needs ATLAS_CORPORA).
     Bench(bench::Args),
-    /// Retrieval quality per mode on the devtron golden set (needs ATLAS_CORPORA).
-    Eval,
+    /// Retrieval quality per mode on the development sets in xtask/eval/ (needs ATLAS_CORPORA).
+    Eval(eval::Args),
 }
 
 fn main() -> ExitCode {
@@ -53,7 +53,7 @@ fn main() -> ExitCode {
                 Cmd::Ci => ci::run(),
                 Cmd::Demo => demo::run(),
                 Cmd::Bench(args) => bench::run(&args),
-                Cmd::Eval => eval::run(),
+                Cmd::Eval(args) => eval::run(&args),
             },
         );
     match r {

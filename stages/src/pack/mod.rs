@@ -28,12 +28,51 @@ pub struct PackParams {
     pub version: String,
     /// Ship an HNSW index (the runtime uses it above its exact-scan threshold).
     pub hnsw: bool,
+    /// A golden set (JSON Lines, docs/eval.md; relative to pipeline.yaml): evaluated on
+    /// the packed bundle, shipped in it with its results (`eval/`, the manifest's
+    /// `eval` block), and rerun by `atlas eval --bundle B`.
+    pub eval: Option<std::path::PathBuf>,
 }
 
 impl Default for PackParams {
     fn default() -> Self {
-        PackParams { version: "0.1.0".to_owned(), hnsw: true }
+        PackParams { version: "0.1.0".to_owned(), hnsw: true, eval: None }
     }
+}
+
+/// The golden set's path, as the config names it (relative to the config's folder).
+fn golden_path(p: &PackParams, cfg: &Loaded) -> Option<std::path::PathBuf> {
+    p.eval.as_ref().map(|e| cfg.dir.join(e))
+}
+
+/// Writes the bundle's files (and `manifest`) to a scratch folder, opens it and runs
+/// the golden set on it: the report the bundle ships.
+fn evaluate(
+    ctx: &Ctx<'_>,
+    files: &BTreeMap<String, Digest>,
+    manifest: &Manifest,
+    golden: &[u8],
+) -> anyhow::Result<atlas_runtime::eval::Report> {
+    use atlas_runtime::eval;
+    let dir = ctx.cache.root().join("tmp").join(format!("eval-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for (path, d) in files {
+        let to = dir.join(path);
+        std::fs::create_dir_all(to.parent().expect("a file in the bundle"))?;
+        std::fs::write(&to, ctx.cache.get_required(*d)?).with_context(|| format!("writing {}", to.display()))?;
+    }
+    std::fs::write(dir.join("manifest.json"), serde_json::to_vec_pretty(manifest)?)?;
+    let text = std::str::from_utf8(golden).context("the golden set is not UTF-8")?;
+    let queries = eval::parse_golden(text)?;
+    let bar = ctx.progress.stage("pack: eval", 1);
+    let report = atlas_runtime::Bundle::open(&dir, atlas_runtime::OpenOptions::default())
+        .map_err(anyhow::Error::from)
+        .and_then(|b| Ok(eval::evaluate(&b, &queries, &eval::EvalOptions::default())?))
+        .context("evaluating the golden set on the packed bundle");
+    bar.inc();
+    bar.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+    report
 }
 
 /// Builds the HNSW dump over the embeddings: `(file name, object)`.
@@ -57,6 +96,16 @@ fn build_hnsw(ctx: &Ctx<'_>, embeddings: Digest) -> anyhow::Result<Vec<(String, 
     Ok(files)
 }
 
+/// One line per mode: what the shipped eval measured.
+fn eval_note(r: &atlas_runtime::eval::Report) -> String {
+    let modes: Vec<String> = r
+        .modes
+        .iter()
+        .map(|m| format!("{} MRR@10 {:.3} R@5 {:.3}", m.mode, m.metrics.mrr10, m.metrics.recall5))
+        .collect();
+    format!("eval ({} queries, {} negatives): {}", r.answerable, r.negatives, modes.join(", "))
+}
+
 #[derive(Debug)]
 pub struct Pack;
 
@@ -72,7 +121,8 @@ fn config_digest(cfg: &Loaded) -> String {
 
 impl Stage for Pack {
     const NAME: &'static str = "pack";
-    const VERSION: u32 = 2;
+    /// 3: the shipped eval (`stages.pack.eval`).
+    const VERSION: u32 = 3;
     /// It also reads the sources (crawl) and the mirror (clean-gitbook).
     const DEPS: &'static [&'static str] = &["crawl", "clean-gitbook", "chunk", "embed", "bm25"];
     type Params = PackParams;
@@ -91,6 +141,22 @@ impl Stage for Pack {
     }
     fn key_params(p: &PackParams, cfg: &Loaded) -> serde_json::Value {
         serde_json::json!({ "name": cfg.config.name, "pack": canonical(p) })
+    }
+    /// The golden set, by content: a new set re-packs.
+    fn external_inputs(&self, p: &PackParams, ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
+        let Some(path) = golden_path(p, ctx.cfg) else { return Ok(BTreeMap::new()) };
+        let bytes = std::fs::read(&path).map_err(|e| {
+            atlas_runtime::exit::UsageError(format!(
+                "stages.pack.eval: cannot read {}: {e}; fix the path (relative to pipeline.yaml)",
+                path.display()
+            ))
+        })?;
+        let text = std::str::from_utf8(&bytes).map_err(|_| {
+            atlas_runtime::exit::UsageError(format!("stages.pack.eval: {} is not UTF-8", path.display()))
+        })?;
+        atlas_runtime::eval::parse_golden(text)
+            .map_err(|e| atlas_runtime::exit::UsageError(format!("stages.pack.eval: {}: {e}", path.display())))?;
+        Ok(BTreeMap::from([("eval".to_owned(), ctx.cache.put(&bytes)?)]))
     }
     fn run(&self, p: &PackParams, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
         let crawl: CrawlManifest = ctx.input("crawl")?;
@@ -151,7 +217,7 @@ impl Stage for Pack {
             });
         }
         artifacts.sort_by(|a, b| a.path.cmp(&b.path));
-        let manifest = Manifest {
+        let mut manifest = Manifest {
             format_version: FORMAT_VERSION,
             name: ctx.cfg.config.name.clone(),
             version: p.version.clone(),
@@ -167,8 +233,23 @@ impl Stage for Pack {
             chunk_count: chunk.chunk_count,
             embedding_rows: embed.rows,
             bm25_boosts: bm25.boosts,
+            eval: None,
             artifacts,
         };
+        if let Some(&golden) = ctx.inputs.get("eval") {
+            let golden_bytes = ctx.cache.get_required(golden)?;
+            let report = evaluate(ctx, &files, &manifest, &golden_bytes)?;
+            out.notes.push(eval_note(&report));
+            let results = ctx.cache.put(&serde_json::to_vec_pretty(&report)?)?;
+            for (path, d) in [(atlas_runtime::eval::GOLDEN_FILE, golden), (atlas_runtime::eval::RESULTS_FILE, results)]
+            {
+                manifest.artifacts.push(Artifact::of(path, &ctx.cache.get_required(d)?));
+                out.objects.insert(d);
+                files.insert(path.to_owned(), d);
+            }
+            manifest.artifacts.sort_by(|a, b| a.path.cmp(&b.path));
+            manifest.eval = Some(report.info());
+        }
         let m = ctx.cache.put(&serde_json::to_vec_pretty(&manifest)?)?;
         out.objects.insert(m);
         files.insert("manifest.json".into(), m);

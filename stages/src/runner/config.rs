@@ -129,8 +129,14 @@ impl SourceConfig {
     }
 }
 
+/// A local folder's default: its docs and its source code, in the languages the code
+/// chunker knows (config files, data and build output stay out unless included).
 fn default_include() -> Vec<String> {
-    vec!["**/*.md".into(), "**/*.markdown".into()]
+    const EXTENSIONS: &[&str] = &[
+        "md", "markdown", "rs", "py", "pyi", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "go", "java", "c",
+        "h", "cc", "cpp", "cxx", "hpp", "hh",
+    ];
+    EXTENSIONS.iter().map(|e| format!("**/*.{e}")).collect()
 }
 
 /// A loaded config: the parsed file plus where it lives.

@@ -1,0 +1,616 @@
+//! Retrieval evaluation over a golden set: the format (docs/eval.md), the metrics, and
+//! the threshold that best separates answerable queries from unanswerable ones.
+//!
+//! Judged by file: the ranked list is the files of the hits in order of their first
+//! hit; an expected file counts at its first position. An expected entry with
+//! `symbols` or `lines` counts only when a hit of that file (within the searched
+//! depth) has one of the symbols or overlaps the range.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::Bundle;
+use crate::search::{Hit, MAX_QUERY_BYTES, Mode, SearchOptions};
+use crate::{Error, Result};
+
+/// The most queries one golden file may hold.
+pub const MAX_QUERIES: usize = 10_000;
+/// The largest golden file read, in bytes.
+pub const MAX_GOLDEN_BYTES: usize = 16 << 20;
+/// The most expected entries one query may list.
+pub const MAX_EXPECTED: usize = 100;
+/// How deep each query is searched: the metrics cut at k (at most 50), `--explain`
+/// says where an expected file landed down to this rank.
+pub const DEPTH: usize = 50;
+/// The cutoff of MRR and nDCG.
+pub const MRR_AT: usize = 10;
+/// Where a bundle keeps its shipped golden set and results.
+pub const GOLDEN_FILE: &str = "eval/golden.jsonl";
+pub const RESULTS_FILE: &str = "eval/results.json";
+/// Two figures closer than this are the same figure (float noise across CPUs).
+pub const NOISE: f64 = 1e-3;
+
+/// One line of a golden file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoldenQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub query: String,
+    /// Empty: a negative (the corpus does not answer it).
+    #[serde(default)]
+    pub expected: Vec<Expected>,
+    /// Free tags (`kind`, `target`, …); metrics are also given per `key=value`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+}
+
+impl GoldenQuery {
+    pub fn is_negative(&self) -> bool {
+        self.expected.is_empty()
+    }
+}
+
+/// An expected file: a bare path, or an object with a grade, symbols or lines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "ExpectedRepr")]
+pub struct Expected {
+    /// The file, as the bundle names it (`<source>/<path>`) or any tail of that path
+    /// at a `/` (`docs/guide.md` matches `site/docs/guide.md`).
+    pub path: String,
+    /// 1 (helps) to 3 (the answer); nDCG gains are 2^grade − 1.
+    pub grade: u32,
+    /// Any of these symbols (a qualified name or its last segment).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub symbols: Vec<String>,
+    /// A line range the hit must overlap, inclusive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<[u32; 2]>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ExpectedRepr {
+    Path(String),
+    Full {
+        path: String,
+        #[serde(default = "one")]
+        grade: u32,
+        #[serde(default)]
+        symbols: Vec<String>,
+        #[serde(default)]
+        lines: Option<[u32; 2]>,
+    },
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl From<ExpectedRepr> for Expected {
+    fn from(r: ExpectedRepr) -> Expected {
+        match r {
+            ExpectedRepr::Path(path) => Expected { path, grade: 1, symbols: Vec::new(), lines: None },
+            ExpectedRepr::Full { path, grade, symbols, lines } => Expected { path, grade, symbols, lines },
+        }
+    }
+}
+
+impl Expected {
+    fn file_matches(&self, path: &str) -> bool {
+        let want = self.path.trim_start_matches('/');
+        path == want || path.strip_suffix(want).is_some_and(|head| head.ends_with('/'))
+    }
+    /// Whether `hit` (of a matching file) satisfies the symbol and line constraints.
+    fn hit_matches(&self, hit: &Hit) -> bool {
+        let symbol_ok = self.symbols.is_empty()
+            || hit.symbol.as_deref().is_some_and(|s| {
+                self.symbols.iter().any(|w| {
+                    s == w || s.rsplit(['.', ':']).next() == Some(w.as_str()) || s.ends_with(&format!("::{w}"))
+                })
+            });
+        let lines_ok = self.lines.is_none_or(|[a, b]| hit.start_line <= b && hit.end_line >= a);
+        symbol_ok && lines_ok
+    }
+}
+
+/// Parses a golden file (JSON Lines; blank lines and lines starting with `#` are
+/// skipped). Errors name the line.
+pub fn parse_golden(text: &str) -> Result<Vec<GoldenQuery>> {
+    if text.len() > MAX_GOLDEN_BYTES {
+        return Err(golden_err(0, format!("the file is over {} MiB; split it", MAX_GOLDEN_BYTES >> 20)));
+    }
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let n = n + 1;
+        if out.len() == MAX_QUERIES {
+            return Err(golden_err(n, format!("more than {MAX_QUERIES} queries; split the file")));
+        }
+        let q: GoldenQuery = serde_json::from_str(line).map_err(|e| golden_err(n, format!("{e}")))?;
+        let query = q.query.trim();
+        if query.is_empty() || query.len() > MAX_QUERY_BYTES {
+            return Err(golden_err(n, format!("\"query\" must hold 1 to {MAX_QUERY_BYTES} bytes")));
+        }
+        if q.expected.len() > MAX_EXPECTED {
+            return Err(golden_err(n, format!("more than {MAX_EXPECTED} expected files")));
+        }
+        for e in &q.expected {
+            if e.path.trim().is_empty() {
+                return Err(golden_err(n, "an expected path is empty".into()));
+            }
+            if !(1..=3).contains(&e.grade) {
+                return Err(golden_err(n, format!("grade {} of {:?} must be 1, 2 or 3", e.grade, e.path)));
+            }
+            if let Some([a, b]) = e.lines
+                && (a == 0 || a > b)
+            {
+                return Err(golden_err(n, format!("lines [{a}, {b}] of {:?} must be 1-based and ordered", e.path)));
+            }
+        }
+        out.push(q);
+    }
+    if out.is_empty() {
+        return Err(golden_err(0, "no queries; write one JSON object per line".into()));
+    }
+    Ok(out)
+}
+
+fn golden_err(line: usize, msg: String) -> Error {
+    Error::Golden(if line == 0 { msg } else { format!("line {line}: {msg}") })
+}
+
+/// What to evaluate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalOptions {
+    pub modes: Vec<Mode>,
+    pub rerank: bool,
+    /// The cutoff of Recall@k, Hit@k and P@k (1 to [`DEPTH`]).
+    pub k: usize,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        EvalOptions { modes: vec![Mode::Keyword, Mode::Vector, Mode::Hybrid], rerank: false, k: 10 }
+    }
+}
+
+/// Averages over the answerable queries of a set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub queries: usize,
+    pub mrr10: f64,
+    pub ndcg10: f64,
+    pub recall5: f64,
+    pub recall_k: f64,
+    pub hit_k: f64,
+    pub p_k: f64,
+}
+
+impl Metrics {
+    /// `(name, value)` of each figure, for printing and comparing.
+    pub fn figures(&self, k: usize) -> [(String, f64); 6] {
+        [
+            ("MRR@10".into(), self.mrr10),
+            ("nDCG@10".into(), self.ndcg10),
+            ("R@5".into(), self.recall5),
+            (format!("R@{k}"), self.recall_k),
+            (format!("Hit@{k}"), self.hit_k),
+            (format!("P@{k}"), self.p_k),
+        ]
+    }
+}
+
+/// One query in one mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueryOutcome {
+    pub query: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    pub negative: bool,
+    pub rr: f64,
+    pub ndcg10: f64,
+    pub recall5: f64,
+    pub recall_k: f64,
+    pub hit_k: f64,
+    pub p_k: f64,
+    /// The search's confidence ([`crate::search::Searched::confidence`]).
+    pub confidence: f32,
+    /// The first file ranked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top: Option<String>,
+    /// Each expected path with its 1-based rank among files (none: not in the top [`DEPTH`] hits).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected: Vec<(String, Option<usize>)>,
+}
+
+/// Five-number summary of a set of scores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub n: usize,
+    pub min: f32,
+    pub p25: f32,
+    pub p50: f32,
+    pub p75: f32,
+    pub max: f32,
+}
+
+impl Spread {
+    fn of(mut v: Vec<f32>) -> Spread {
+        if v.is_empty() {
+            return Spread::default();
+        }
+        v.sort_by(f32::total_cmp);
+        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        Spread { n: v.len(), min: v[0], p25: at(0.25), p50: at(0.5), p75: at(0.75), max: v[v.len() - 1] }
+    }
+}
+
+/// How well the search's confidence tells answerable queries from unanswerable ones.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Separation {
+    pub answerable: Spread,
+    pub negatives: Spread,
+    /// Answer when the confidence is at least this; refuse below.
+    pub threshold: f32,
+    /// Negatives at or above the threshold.
+    pub false_answers: usize,
+    /// Answerable queries below it.
+    pub false_refusals: usize,
+}
+
+/// The threshold with the fewest errors (ties: the widest gap, then its middle).
+pub fn separate(answerable: &[f32], negatives: &[f32]) -> Separation {
+    let mut all: Vec<f32> = answerable.iter().chain(negatives).copied().collect();
+    all.sort_by(f32::total_cmp);
+    all.dedup();
+    // Candidates: below everything, between each pair of neighbours, above everything.
+    let mut candidates = vec![all.first().map_or(0.0, |v| v - 1e-3)];
+    candidates.extend(all.windows(2).map(|w| (w[0] + w[1]) / 2.0));
+    candidates.push(all.last().map_or(0.0, |v| v + 1e-3));
+    let errors = |t: f32| {
+        let fa = negatives.iter().filter(|&&s| s >= t).count();
+        let fr = answerable.iter().filter(|&&s| s < t).count();
+        (fa, fr)
+    };
+    let gap = |t: f32| all.iter().map(|v| (v - t).abs()).fold(f32::MAX, f32::min);
+    let mut best = candidates[0];
+    for &t in &candidates {
+        let (e, b) = (errors(t), errors(best));
+        if e.0 + e.1 < b.0 + b.1 || (e.0 + e.1 == b.0 + b.1 && gap(t) > gap(best)) {
+            best = t;
+        }
+    }
+    let (false_answers, false_refusals) = errors(best);
+    Separation {
+        answerable: Spread::of(answerable.to_vec()),
+        negatives: Spread::of(negatives.to_vec()),
+        threshold: best,
+        false_answers,
+        false_refusals,
+    }
+}
+
+/// One mode's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModeReport {
+    /// `keyword`, `vector`, `hybrid`, or `hybrid+rerank`.
+    pub mode: String,
+    pub metrics: Metrics,
+    /// Per `key=value` tag.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_tag: BTreeMap<String, Metrics>,
+    /// Present when the set has both answerable queries and negatives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub negatives: Option<Separation>,
+    /// Median search time, informational (never compared).
+    pub p50_ms: f64,
+    pub queries: Vec<QueryOutcome>,
+}
+
+/// An evaluation: what `atlas eval --json` writes and the bundle stores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// `name@version` of the bundle.
+    pub bundle: String,
+    pub k: usize,
+    pub answerable: usize,
+    pub negatives: usize,
+    pub modes: Vec<ModeReport>,
+}
+
+impl Report {
+    pub fn mode(&self, name: &str) -> Option<&ModeReport> {
+        self.modes.iter().find(|m| m.mode == name)
+    }
+    /// The manifest's `eval` block for this report.
+    pub fn info(&self) -> crate::manifest::EvalInfo {
+        use crate::manifest::{EvalInfo, EvalSummary};
+        EvalInfo {
+            golden: GOLDEN_FILE.to_owned(),
+            results: RESULTS_FILE.to_owned(),
+            answerable: self.answerable,
+            negatives: self.negatives,
+            summary: self
+                .modes
+                .iter()
+                .map(|m| (m.mode.clone(), EvalSummary { mrr10: m.metrics.mrr10, recall5: m.metrics.recall5 }))
+                .collect(),
+            threshold: self.mode("hybrid").and_then(|m| m.negatives).map(|s| s.threshold),
+        }
+    }
+    /// The options that produced it (to rerun it).
+    pub fn options(&self) -> EvalOptions {
+        let mut modes = Vec::new();
+        for m in &self.modes {
+            if let Ok(mode) = m.mode.trim_end_matches("+rerank").parse() {
+                modes.push(mode);
+            }
+        }
+        EvalOptions { modes, rerank: self.modes.iter().any(|m| m.mode.ends_with("+rerank")), k: self.k }
+    }
+}
+
+/// Judges one ranked hit list against a query's expected entries.
+pub fn judge(q: &GoldenQuery, hits: &[Hit], k: usize, confidence: f32) -> QueryOutcome {
+    let mut files: Vec<&str> = Vec::new();
+    for h in hits {
+        if !files.contains(&h.path.as_str()) {
+            files.push(&h.path);
+        }
+    }
+    // Each expected entry's 0-based rank among files.
+    let ranks: Vec<Option<usize>> = q
+        .expected
+        .iter()
+        .map(|e| files.iter().position(|f| e.file_matches(f) && hits.iter().any(|h| h.path == *f && e.hit_matches(h))))
+        .collect();
+    let mut gains = vec![0u32; files.len()];
+    for (e, r) in q.expected.iter().zip(&ranks) {
+        if let Some(r) = r {
+            gains[*r] = gains[*r].max(e.grade);
+        }
+    }
+    let n = q.expected.len().max(1) as f64;
+    let within = |c: usize| ranks.iter().filter(|r| r.is_some_and(|r| r < c)).count() as f64;
+    let first = ranks.iter().flatten().min().copied();
+    let dcg = |g: &mut dyn Iterator<Item = u32>| -> f64 {
+        g.take(MRR_AT).enumerate().map(|(i, g)| (2f64.powi(g as i32) - 1.0) / (i as f64 + 2.0).log2()).sum()
+    };
+    let mut ideal: Vec<u32> = q.expected.iter().map(|e| e.grade).collect();
+    ideal.sort_unstable_by(|a, b| b.cmp(a));
+    let idcg = dcg(&mut ideal.into_iter());
+    QueryOutcome {
+        query: q.query.clone(),
+        tags: q.tags.clone(),
+        negative: q.is_negative(),
+        rr: first.filter(|&r| r < MRR_AT).map_or(0.0, |r| 1.0 / (r as f64 + 1.0)),
+        ndcg10: if idcg > 0.0 { dcg(&mut gains.iter().copied()) / idcg } else { 0.0 },
+        recall5: within(5) / n,
+        recall_k: within(k) / n,
+        hit_k: if first.is_some_and(|r| r < k) { 1.0 } else { 0.0 },
+        p_k: gains.iter().take(k).filter(|&&g| g > 0).count() as f64 / k as f64,
+        confidence,
+        top: files.first().map(|f| (*f).to_owned()),
+        expected: q.expected.iter().zip(&ranks).map(|(e, r)| (e.path.clone(), r.map(|r| r + 1))).collect(),
+    }
+}
+
+/// Averages of the answerable outcomes among `outcomes`.
+pub fn average<'a>(outcomes: impl Iterator<Item = &'a QueryOutcome>) -> Metrics {
+    let mut m = Metrics::default();
+    for o in outcomes.filter(|o| !o.negative) {
+        m.queries += 1;
+        m.mrr10 += o.rr;
+        m.ndcg10 += o.ndcg10;
+        m.recall5 += o.recall5;
+        m.recall_k += o.recall_k;
+        m.hit_k += o.hit_k;
+        m.p_k += o.p_k;
+    }
+    if m.queries > 0 {
+        let n = m.queries as f64;
+        for v in [&mut m.mrr10, &mut m.ndcg10, &mut m.recall5, &mut m.recall_k, &mut m.hit_k, &mut m.p_k] {
+            *v /= n;
+        }
+    }
+    m
+}
+
+/// A mode's report from its per-query outcomes.
+pub fn summarise(mode: String, queries: Vec<QueryOutcome>, p50_ms: f64) -> ModeReport {
+    let metrics = average(queries.iter());
+    let mut tags: BTreeMap<String, Vec<&QueryOutcome>> = BTreeMap::new();
+    for o in &queries {
+        for (key, v) in &o.tags {
+            tags.entry(format!("{key}={v}")).or_default().push(o);
+        }
+    }
+    let by_tag = tags.into_iter().map(|(t, os)| (t, average(os.into_iter()))).filter(|(_, m)| m.queries > 0).collect();
+    let conf = |neg: bool| -> Vec<f32> { queries.iter().filter(|o| o.negative == neg).map(|o| o.confidence).collect() };
+    let (pos, neg) = (conf(false), conf(true));
+    let negatives = (!pos.is_empty() && !neg.is_empty()).then(|| separate(&pos, &neg));
+    ModeReport { mode, metrics, by_tag, negatives, p50_ms, queries }
+}
+
+/// Runs every query of `golden` in every mode of `opts` over `bundle`.
+pub fn evaluate(bundle: &Bundle, golden: &[GoldenQuery], opts: &EvalOptions) -> Result<Report> {
+    if !(1..=DEPTH).contains(&opts.k) {
+        return Err(Error::Query(format!("k is {}; use 1 to {DEPTH}", opts.k)));
+    }
+    let mut modes = Vec::new();
+    for &mode in &opts.modes {
+        let search = SearchOptions { mode, top_k: DEPTH, rerank: opts.rerank, ..SearchOptions::default() };
+        let mut outcomes = Vec::with_capacity(golden.len());
+        let mut times = Vec::with_capacity(golden.len());
+        for q in golden {
+            let t0 = Instant::now();
+            let s = bundle.search_scored(&q.query, &search)?;
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+            outcomes.push(judge(q, &s.hits, opts.k, s.confidence));
+        }
+        times.sort_by(f64::total_cmp);
+        let p50 = times.get(times.len() / 2).copied().unwrap_or(0.0);
+        let name = if opts.rerank { format!("{}+rerank", mode_name(mode)) } else { mode_name(mode).to_owned() };
+        modes.push(summarise(name, outcomes, p50));
+    }
+    let negatives = golden.iter().filter(|q| q.is_negative()).count();
+    Ok(Report {
+        bundle: format!("{}@{}", bundle.manifest.name, bundle.manifest.version),
+        k: opts.k,
+        answerable: golden.len() - negatives,
+        negatives,
+        modes,
+    })
+}
+
+pub fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Vector => "vector",
+        Mode::Keyword => "keyword",
+        Mode::Hybrid => "hybrid",
+    }
+}
+
+/// Where a rerun differs from the stored report beyond [`NOISE`]: one line each.
+pub fn drift(stored: &Report, now: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for old in &stored.modes {
+        let Some(new) = now.mode(&old.mode) else {
+            out.push(format!("{}: not rerun", old.mode));
+            continue;
+        };
+        for ((name, a), (_, b)) in old.metrics.figures(stored.k).iter().zip(new.metrics.figures(now.k)) {
+            if (a - b).abs() > NOISE {
+                out.push(format!("{} {name}: stored {a:.3}, now {b:.3}", old.mode));
+            }
+        }
+        for (a, b) in old.queries.iter().zip(&new.queries) {
+            if a.query == b.query && (a.rr - b.rr).abs() > NOISE {
+                out.push(format!("{} {:?}: reciprocal rank stored {:.3}, now {:.3}", old.mode, a.query, a.rr, b.rr));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(path: &str, symbol: Option<&str>, lines: (u32, u32)) -> Hit {
+        Hit {
+            score: 0.0,
+            chunk_id: String::new(),
+            path: path.into(),
+            url: None,
+            title: String::new(),
+            heading_path: Vec::new(),
+            start_line: lines.0,
+            end_line: lines.1,
+            snippet: String::new(),
+            kind: "docs".into(),
+            language: None,
+            section: String::new(),
+            repo: None,
+            commit: None,
+            symbol: symbol.map(Into::into),
+            symbol_kind: None,
+            mentions: Vec::new(),
+            mentioned_in: Vec::new(),
+        }
+    }
+
+    fn golden(line: &str) -> GoldenQuery {
+        parse_golden(line).unwrap().remove(0)
+    }
+
+    /// Worked out by hand: files ranked a, b, a (again), c, d; expected c (grade 2) and
+    /// z (missing), and a second query answered at rank 1.
+    #[test]
+    fn metrics_on_a_tiny_set_match_the_hand_computed_figures() {
+        let hits = [
+            hit("s/a.md", None, (1, 5)),
+            hit("s/b.md", None, (1, 5)),
+            hit("s/a.md", None, (6, 9)),
+            hit("s/docs/c.md", None, (1, 5)),
+            hit("s/d.md", None, (1, 5)),
+        ];
+        let q = golden(r#"{"query": "q1", "expected": [{"path": "docs/c.md", "grade": 2}, "z.md"]}"#);
+        let o = judge(&q, &hits, 3, 0.5);
+        // Files: a, b, c, d → c at rank 3.
+        assert_eq!(o.rr, 1.0 / 3.0);
+        assert_eq!(o.recall5, 0.5); // c of {c, z}
+        assert_eq!(o.recall_k, 0.5); // k = 3: c is at 3
+        assert_eq!(o.hit_k, 1.0);
+        assert_eq!(o.p_k, 1.0 / 3.0);
+        // DCG = (2²−1)/log2(4) = 1.5; IDCG = 3/log2(2) + 1/log2(3) = 3.6309…
+        let idcg = 3.0 + 1.0 / 3f64.log2();
+        assert!((o.ndcg10 - 1.5 / idcg).abs() < 1e-12, "{}", o.ndcg10);
+        assert_eq!(o.expected, [("docs/c.md".to_owned(), Some(3)), ("z.md".to_owned(), None)]);
+        assert_eq!(o.top.as_deref(), Some("s/a.md"));
+
+        let q2 = golden(r#"{"query": "q2", "expected": ["a.md"], "tags": {"kind": "docs"}}"#);
+        let o2 = judge(&q2, &hits, 3, 0.9);
+        assert_eq!((o2.rr, o2.recall5, o2.ndcg10, o2.p_k), (1.0, 1.0, 1.0, 1.0 / 3.0));
+        let neg = golden(r#"{"query": "q3", "expected": []}"#);
+        let o3 = judge(&neg, &hits, 3, 0.2);
+        let r = summarise("hybrid".into(), vec![o, o2, o3], 1.0);
+        // Means over the two answerable queries; the negative does not count.
+        assert_eq!(r.metrics.queries, 2);
+        assert!((r.metrics.mrr10 - (1.0 / 3.0 + 1.0) / 2.0).abs() < 1e-12);
+        assert_eq!(r.metrics.recall5, 0.75);
+        assert_eq!(r.by_tag["kind=docs"].mrr10, 1.0);
+        let s = r.negatives.unwrap();
+        // Confidences 0.5, 0.9 against 0.2: any threshold in (0.2, 0.5] separates;
+        // the middle of the gap is 0.35.
+        assert_eq!((s.false_answers, s.false_refusals), (0, 0));
+        assert!((s.threshold - 0.35).abs() < 1e-6, "{}", s.threshold);
+    }
+
+    #[test]
+    fn symbols_and_lines_narrow_what_counts() {
+        let hits = [hit("r/src/x.rs", Some("Foo::bar"), (10, 20)), hit("r/src/y.rs", Some("baz"), (1, 9))];
+        let check = |expected: &str, rank: Option<usize>| {
+            let q = golden(&format!(r#"{{"query": "q", "expected": [{expected}]}}"#));
+            assert_eq!(judge(&q, &hits, 10, 0.0).expected[0].1, rank, "{expected}");
+        };
+        check(r#"{"path": "src/x.rs", "symbols": ["bar"]}"#, Some(1));
+        check(r#"{"path": "src/x.rs", "symbols": ["Foo::bar"]}"#, Some(1));
+        check(r#"{"path": "src/x.rs", "symbols": ["qux"]}"#, None);
+        check(r#"{"path": "src/x.rs", "lines": [20, 30]}"#, Some(1));
+        check(r#"{"path": "src/x.rs", "lines": [21, 30]}"#, None);
+        check(r#"{"path": "x.rs"}"#, Some(1));
+        check(r#"{"path": "rc/x.rs"}"#, None); // a tail only at a '/'
+        check(r#""src/y.rs""#, Some(2));
+    }
+
+    #[test]
+    fn bad_golden_lines_are_named() {
+        let check = |text: &str, want: &str| {
+            let e = parse_golden(text).unwrap_err().to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
+        };
+        check("{\"query\": \"q\"}\n{\"query\": 3}", "line 2:");
+        check("{\"query\": \"  \"}", "line 1: \"query\" must hold");
+        check("{\"query\": \"q\", \"expected\": [{\"path\": \"a\", \"grade\": 0}]}", "grade 0");
+        check("{\"query\": \"q\", \"expected\": [{\"path\": \"a\", \"lines\": [5, 2]}]}", "ordered");
+        check("{\"query\": \"q\", \"extra\": 1}", "unknown field");
+        check("# only a comment\n", "no queries");
+        assert_eq!(parse_golden("# c\n\n{\"query\": \"q\"}\n").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn separation_counts_its_errors_when_the_ranges_overlap() {
+        let s = separate(&[0.9, 0.6, 0.4], &[0.5, 0.3]);
+        // Best: answer at ≥ 0.55 (one false refusal: 0.4) or ≥ 0.35 (one false answer: 0.5).
+        assert_eq!(s.false_answers + s.false_refusals, 1);
+        assert_eq!(s.answerable.n, 3);
+        assert_eq!(s.negatives.max, 0.5);
+    }
+}
