@@ -104,15 +104,33 @@ impl Expected {
         path == want || path.strip_suffix(want).is_some_and(|head| head.ends_with('/'))
     }
     /// Whether `hit` (of a matching file) satisfies the symbol and line constraints.
-    fn hit_matches(&self, hit: &Hit) -> bool {
+    fn hit_matches(&self, hit: &Judged) -> bool {
         let symbol_ok = self.symbols.is_empty()
-            || hit.symbol.as_deref().is_some_and(|s| {
-                self.symbols.iter().any(|w| {
-                    s == w || s.rsplit(['.', ':']).next() == Some(w.as_str()) || s.ends_with(&format!("::{w}"))
-                })
-            });
-        let lines_ok = self.lines.is_none_or(|[a, b]| hit.start_line <= b && hit.end_line >= a);
+            || hit
+                .symbols
+                .iter()
+                .any(|s| self.symbols.iter().any(|w| s == w || s.rsplit(['.', ':']).next() == Some(w.as_str())));
+        let lines_ok = self.lines.is_none_or(|[a, b]| hit.lines.0 <= b && hit.lines.1 >= a);
         symbol_ok && lines_ok
+    }
+}
+
+/// What judging needs of a hit: its file, the symbols its chunk defines (its own and,
+/// for a chunk that merges small items, theirs), its lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub path: String,
+    pub symbols: Vec<String>,
+    pub lines: (u32, u32),
+}
+
+impl Judged {
+    pub fn of(bundle: &Bundle, hit: &Hit) -> Judged {
+        let mut symbols: Vec<String> = hit.symbol.iter().cloned().collect();
+        if let Some(&i) = bundle.by_id.get(&hit.chunk_id) {
+            symbols.extend(bundle.chunks[i as usize].symbols.iter().cloned());
+        }
+        Judged { path: hit.path.clone(), symbols, lines: (hit.start_line, hit.end_line) }
     }
 }
 
@@ -169,6 +187,7 @@ fn golden_err(line: usize, msg: String) -> Error {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalOptions {
     pub modes: Vec<Mode>,
+    /// Also hybrid reranked by the cross-encoder ([`RERANKED`]).
     pub rerank: bool,
     /// The cutoff of Recall@k, Hit@k and P@k (1 to [`DEPTH`]).
     pub k: usize,
@@ -179,6 +198,9 @@ impl Default for EvalOptions {
         EvalOptions { modes: vec![Mode::Keyword, Mode::Vector, Mode::Hybrid], rerank: false, k: 10 }
     }
 }
+
+/// The name of the reranked hybrid row.
+pub const RERANKED: &str = "hybrid+rerank";
 
 /// Averages over the answerable queries of a set.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -299,7 +321,7 @@ pub fn separate(answerable: &[f32], negatives: &[f32]) -> Separation {
 /// One mode's results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModeReport {
-    /// `keyword`, `vector`, `hybrid`, or `hybrid+rerank`.
+    /// `keyword`, `vector`, `hybrid`, or [`RERANKED`].
     pub mode: String,
     pub metrics: Metrics,
     /// Per `key=value` tag.
@@ -346,18 +368,13 @@ impl Report {
     }
     /// The options that produced it (to rerun it).
     pub fn options(&self) -> EvalOptions {
-        let mut modes = Vec::new();
-        for m in &self.modes {
-            if let Ok(mode) = m.mode.trim_end_matches("+rerank").parse() {
-                modes.push(mode);
-            }
-        }
-        EvalOptions { modes, rerank: self.modes.iter().any(|m| m.mode.ends_with("+rerank")), k: self.k }
+        let modes = self.modes.iter().filter_map(|m| m.mode.parse().ok()).collect();
+        EvalOptions { modes, rerank: self.mode(RERANKED).is_some(), k: self.k }
     }
 }
 
 /// Judges one ranked hit list against a query's expected entries.
-pub fn judge(q: &GoldenQuery, hits: &[Hit], k: usize, confidence: f32) -> QueryOutcome {
+pub fn judge(q: &GoldenQuery, hits: &[Judged], k: usize, confidence: f32) -> QueryOutcome {
     let mut files: Vec<&str> = Vec::new();
     for h in hits {
         if !files.contains(&h.path.as_str()) {
@@ -444,19 +461,22 @@ pub fn evaluate(bundle: &Bundle, golden: &[GoldenQuery], opts: &EvalOptions) -> 
         return Err(Error::Query(format!("k is {}; use 1 to {DEPTH}", opts.k)));
     }
     let mut modes = Vec::new();
-    for &mode in &opts.modes {
-        let search = SearchOptions { mode, top_k: DEPTH, rerank: opts.rerank, ..SearchOptions::default() };
+    // Each mode as asked, then (with `rerank`) hybrid reranked, side by side.
+    let runs = opts.modes.iter().map(|&m| (m, false)).chain(opts.rerank.then_some((Mode::Hybrid, true)));
+    for (mode, rerank) in runs {
+        let search = SearchOptions { mode, top_k: DEPTH, rerank, ..SearchOptions::default() };
         let mut outcomes = Vec::with_capacity(golden.len());
         let mut times = Vec::with_capacity(golden.len());
         for q in golden {
             let t0 = Instant::now();
             let s = bundle.search_scored(&q.query, &search)?;
             times.push(t0.elapsed().as_secs_f64() * 1e3);
-            outcomes.push(judge(q, &s.hits, opts.k, s.confidence));
+            let judged: Vec<Judged> = s.hits.iter().map(|h| Judged::of(bundle, h)).collect();
+            outcomes.push(judge(q, &judged, opts.k, s.confidence));
         }
         times.sort_by(f64::total_cmp);
         let p50 = times.get(times.len() / 2).copied().unwrap_or(0.0);
-        let name = if opts.rerank { format!("{}+rerank", mode_name(mode)) } else { mode_name(mode).to_owned() };
+        let name = if rerank { RERANKED.to_owned() } else { mode_name(mode).to_owned() };
         modes.push(summarise(name, outcomes, p50));
     }
     let negatives = golden.iter().filter(|q| q.is_negative()).count();
@@ -503,27 +523,8 @@ pub fn drift(stored: &Report, now: &Report) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn hit(path: &str, symbol: Option<&str>, lines: (u32, u32)) -> Hit {
-        Hit {
-            score: 0.0,
-            chunk_id: String::new(),
-            path: path.into(),
-            url: None,
-            title: String::new(),
-            heading_path: Vec::new(),
-            start_line: lines.0,
-            end_line: lines.1,
-            snippet: String::new(),
-            kind: "docs".into(),
-            language: None,
-            section: String::new(),
-            repo: None,
-            commit: None,
-            symbol: symbol.map(Into::into),
-            symbol_kind: None,
-            mentions: Vec::new(),
-            mentioned_in: Vec::new(),
-        }
+    fn hit(path: &str, symbol: Option<&str>, lines: (u32, u32)) -> Judged {
+        Judged { path: path.into(), symbols: symbol.iter().map(|s| (*s).to_owned()).collect(), lines }
     }
 
     fn golden(line: &str) -> GoldenQuery {

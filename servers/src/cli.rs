@@ -200,7 +200,7 @@ enum Command {
         /// The modes to evaluate, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "keyword,vector,hybrid", value_parser = parse_mode)]
         modes: Vec<Mode>,
-        /// Rerank each mode's results with the cross-encoder.
+        /// Also evaluate hybrid reranked by the cross-encoder (a `hybrid+rerank` row).
         #[arg(long)]
         rerank: bool,
         /// The cutoff of Recall@k, Hit@k and P@k.

@@ -35,6 +35,8 @@ pub struct EmbedParams {
     pub backend: Backend,
     /// ONNX Runtime threads (0: every core).
     pub threads: usize,
+    /// Embed each chunk with a line that places it ([`passage`]); off: the text alone.
+    pub header: bool,
 }
 
 impl Default for EmbedParams {
@@ -45,6 +47,7 @@ impl Default for EmbedParams {
             window_overlap: 32,
             backend: Backend::Cpu,
             threads: 0,
+            header: true,
         }
     }
 }
@@ -164,7 +167,8 @@ impl Stage for Embed {
         };
         let ns = "item-embed";
         // Hits and misses.
-        let passages: Vec<String> = records.par_iter().map(passage).collect();
+        let passages: Vec<String> =
+            records.par_iter().map(|r| if p.header { passage(r) } else { r.text.clone() }).collect();
         let keys: Vec<Digest> = passages.par_iter().map(|t| key(t)).collect();
         let mut have: Vec<Option<Digest>> = vec![None; records.len()];
         if !ctx.force {

@@ -254,3 +254,21 @@ fn slow_exact_strings_rank_first_in_keyword_and_hybrid_over_the_real_corpora() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn rerank_adds_a_reranked_hybrid_row_beside_the_modes() {
+    use atlas_runtime::eval::{EvalOptions, evaluate, parse_golden};
+    let Some(dir) = crate::search::fixture_bundle() else { return };
+    let models = tempfile::tempdir().unwrap();
+    // The tiny cross-encoder rewards passages that hold "brew" (the install page).
+    atlas_e2e::write_tiny_cross_encoder(models.path(), "brew");
+    let b = Bundle::open(dir, OpenOptions { reranker_dir: Some(models.path().to_owned()), ..OpenOptions::default() })
+        .unwrap();
+    let golden = parse_golden(r#"{"query": "list the apps endpoint", "expected": ["guides/install.md"]}"#).unwrap();
+    let r = evaluate(&b, &golden, &EvalOptions { modes: vec![Mode::Hybrid], rerank: true, k: 10 }).unwrap();
+    let names: Vec<&str> = r.modes.iter().map(|m| m.mode.as_str()).collect();
+    assert_eq!(names, ["hybrid", "hybrid+rerank"]);
+    assert!(r.modes[0].metrics.mrr10 < 1.0, "{:?}", r.modes[0].metrics);
+    assert_eq!(r.modes[1].metrics.mrr10, 1.0);
+    assert_eq!(r.options(), EvalOptions { modes: vec![Mode::Hybrid], rerank: true, k: 10 });
+}
