@@ -1,8 +1,8 @@
 //! `cargo xtask demo`: the product on this project's own docs and source
 //! (examples/self.yaml), shown through its own command line: build the bundle and its
-//! archive, say what it holds, verify it, search it, install the archive as a user
-//! would (`atlas install`), smoke-test both servers, run `atlas doctor`, and print the
-//! editor config that serves the installed bundle by name.
+//! archive, say what it holds, verify it, rerun the eval it ships, search it, install
+//! the archive as a user would (`atlas install`), smoke-test both servers, run `atlas
+//! doctor`, and print the editor config that serves the installed bundle by name.
 
 use std::process::Command;
 
@@ -29,7 +29,9 @@ pub fn run() -> anyhow::Result<()> {
     let mut st = Command::new(&pipeline);
     st.args(["--config", CONFIG, "status"]);
     status(st)?;
-    for args in [&["info", BUNDLE][..], &["verify", BUNDLE][..]] {
+    // `eval` reruns the golden set the bundle ships (examples/self-golden.jsonl) and
+    // checks it against the figures stored at pack time.
+    for args in [&["info", BUNDLE][..], &["verify", BUNDLE][..], &["eval", "--bundle", BUNDLE][..]] {
         shown(&[&["atlas"][..], args].concat());
         let mut cmd = Command::new(&atlas);
         cmd.args(args);
