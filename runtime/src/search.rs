@@ -656,13 +656,13 @@ fn is_only_literal(query: &str, literal: &str) -> bool {
 /// A word without the quotes, brackets and sentence punctuation around it; a call's
 /// `()` stays.
 fn clean_literal(w: &str) -> &str {
-    let w = w.trim_matches(|c: char| matches!(c, '"' | '`' | '\''));
-    let w = w.trim_end_matches(|c: char| matches!(c, ',' | ';' | ':' | '?' | '!' | '.'));
-    let w = w.trim_start_matches(|c: char| matches!(c, '(' | '[' | '{' | '<'));
+    let w = w.trim_matches(['"', '`', '\'']);
+    let w = w.trim_end_matches([',', ';', ':', '?', '!', '.']);
+    let w = w.trim_start_matches(['(', '[', '{', '<']);
     if w.ends_with("()") {
         return w;
     }
-    w.trim_end_matches(|c: char| matches!(c, ')' | ']' | '}' | '>' | ',' | ';' | ':' | '?' | '!' | '.'))
+    w.trim_end_matches([')', ']', '}', '>', ',', ';', ':', '?', '!', '.'])
 }
 
 /// Identifier-shaped: a flag, a path (`a.b`, `a::b`, `a/b`), `snake_case`, a humped
@@ -676,7 +676,7 @@ fn is_identifier(w: &str) -> bool {
     let inner = |sep: char| {
         chars.windows(3).any(|x| x[1] == sep && x[0].is_alphanumeric() && (x[2].is_alphanumeric() || x[2] == '_'))
     };
-    let flag = w.starts_with('-') && chars.iter().skip_while(|c| **c == '-').next().is_some_and(|c| c.is_alphabetic());
+    let flag = w.starts_with('-') && chars.iter().find(|c| **c != '-').is_some_and(|c| c.is_alphabetic());
     let hump = chars.windows(2).any(|x| x[0].is_lowercase() && x[1].is_uppercase());
     let capital = chars.iter().any(|c| c.is_uppercase());
     flag || w.contains("::")
@@ -715,7 +715,9 @@ fn contains_at_boundaries(hay: &str, needle: &str) -> bool {
     hay.match_indices(needle).any(|(i, _)| {
         let before = hay[..i].chars().next_back();
         let after = hay[i + needle.len()..].chars().next();
-        !(word(first) && word(before)) && !(word(last) && word(after))
+        let cut_before = word(first) && word(before);
+        let cut_after = word(last) && word(after);
+        !cut_before && !cut_after
     })
 }
 

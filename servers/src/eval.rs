@@ -184,7 +184,7 @@ pub fn compare(old: &Report, new: &Report) -> String {
             .iter()
             .filter_map(|q| {
                 let before = o.queries.iter().find(|x| x.query == q.query)?;
-                ((before.rr - q.rr).abs() > eval::NOISE).then(|| (q.query.as_str(), before.rr, q.rr))
+                ((before.rr - q.rr).abs() > eval::NOISE).then_some((q.query.as_str(), before.rr, q.rr))
             })
             .collect();
         for (query, a, b) in changed {

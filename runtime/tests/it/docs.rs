@@ -75,6 +75,14 @@ fn docs_list_every_field_of_the_manifest() {
         chunk_count: 0,
         embedding_rows: 0,
         bm25_boosts: [("text".to_owned(), 1.0)].into(),
+        eval: Some(atlas_runtime::manifest::EvalInfo {
+            golden: String::new(),
+            results: String::new(),
+            answerable: 0,
+            negatives: 0,
+            summary: Default::default(),
+            threshold: None,
+        }),
         artifacts: Vec::new(),
     };
     let value = serde_json::to_value(&m).unwrap();
