@@ -330,8 +330,10 @@ pub struct ModeReport {
     /// Present when the set has both answerable queries and negatives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub negatives: Option<Separation>,
-    /// Median search time, informational (never compared).
-    pub p50_ms: f64,
+    /// Median search time, informational (never compared; not stored in a bundle, whose
+    /// files stay byte-identical for equal inputs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
     pub queries: Vec<QueryOutcome>,
 }
 
@@ -440,7 +442,7 @@ pub fn average<'a>(outcomes: impl Iterator<Item = &'a QueryOutcome>) -> Metrics 
 }
 
 /// A mode's report from its per-query outcomes.
-pub fn summarise(mode: String, queries: Vec<QueryOutcome>, p50_ms: f64) -> ModeReport {
+pub fn summarise(mode: String, queries: Vec<QueryOutcome>, p50_ms: Option<f64>) -> ModeReport {
     let metrics = average(queries.iter());
     let mut tags: BTreeMap<String, Vec<&QueryOutcome>> = BTreeMap::new();
     for o in &queries {
@@ -475,7 +477,7 @@ pub fn evaluate(bundle: &Bundle, golden: &[GoldenQuery], opts: &EvalOptions) -> 
             outcomes.push(judge(q, &judged, opts.k, s.confidence));
         }
         times.sort_by(f64::total_cmp);
-        let p50 = times.get(times.len() / 2).copied().unwrap_or(0.0);
+        let p50 = times.get(times.len() / 2).copied();
         let name = if rerank { RERANKED.to_owned() } else { mode_name(mode).to_owned() };
         modes.push(summarise(name, outcomes, p50));
     }
@@ -561,7 +563,7 @@ mod tests {
         assert_eq!((o2.rr, o2.recall5, o2.ndcg10, o2.p_k), (1.0, 1.0, 1.0, 1.0 / 3.0));
         let neg = golden(r#"{"query": "q3", "expected": []}"#);
         let o3 = judge(&neg, &hits, 3, 0.2);
-        let r = summarise("hybrid".into(), vec![o, o2, o3], 1.0);
+        let r = summarise("hybrid".into(), vec![o, o2, o3], None);
         // Means over the two answerable queries; the negative does not count.
         assert_eq!(r.metrics.queries, 2);
         assert!((r.metrics.mrr10 - (1.0 / 3.0 + 1.0) / 2.0).abs() < 1e-12);

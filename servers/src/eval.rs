@@ -103,7 +103,7 @@ pub fn render(r: &Report, explain: bool) -> String {
         for (_, v) in m.metrics.figures(r.k) {
             let _ = write!(s, " {v:>8.3}");
         }
-        let _ = writeln!(s, " {:>7.1}", m.p50_ms);
+        let _ = writeln!(s, " {:>7}", m.p50_ms.map_or("-".to_owned(), |t| format!("{t:.1}")));
     }
     let tags: Vec<&String> = r.modes.first().map(|m| m.by_tag.keys().collect()).unwrap_or_default();
     if !tags.is_empty() {
