@@ -478,7 +478,7 @@ pub fn evaluate(bundle: &Bundle, golden: &[GoldenQuery], opts: &EvalOptions) -> 
         }
         times.sort_by(f64::total_cmp);
         let p50 = times.get(times.len() / 2).copied();
-        let name = if rerank { RERANKED.to_owned() } else { mode_name(mode).to_owned() };
+        let name = if rerank { RERANKED.to_owned() } else { mode.as_str().to_owned() };
         modes.push(summarise(name, outcomes, p50));
     }
     let negatives = golden.iter().filter(|q| q.is_negative()).count();
@@ -489,14 +489,6 @@ pub fn evaluate(bundle: &Bundle, golden: &[GoldenQuery], opts: &EvalOptions) -> 
         negatives,
         modes,
     })
-}
-
-pub fn mode_name(m: Mode) -> &'static str {
-    match m {
-        Mode::Vector => "vector",
-        Mode::Keyword => "keyword",
-        Mode::Hybrid => "hybrid",
-    }
 }
 
 /// Where a rerun differs from the stored report beyond [`NOISE`]: one line each.

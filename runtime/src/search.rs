@@ -27,6 +27,17 @@ pub enum Mode {
     Hybrid,
 }
 
+impl Mode {
+    /// The name `FromStr` reads back.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Vector => "vector",
+            Mode::Keyword => "keyword",
+            Mode::Hybrid => "hybrid",
+        }
+    }
+}
+
 impl std::str::FromStr for Mode {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Mode, String> {
@@ -430,35 +441,18 @@ impl Bundle {
         };
         let mut analyzer = t.index.tokenizer_for_field(field).map_err(tantivy_err)?;
         let mut found: HashMap<usize, (usize, f32)> = HashMap::new();
+        // Each candidate chunk's text, normalised once for all the strings.
+        let mut normalised: HashMap<usize, String> = HashMap::new();
         for literal in exact_strings(query) {
             let max_files = if is_only_literal(query, &literal) { EXACT_MAX_FILES } else { 1 };
-            // One term per position: the segment itself (not a dotted path, not a part).
-            let mut at: Vec<(usize, String)> = Vec::new();
-            let mut stream = analyzer.token_stream(&literal);
-            while let Some(tok) = stream.next() {
-                if tok.text.contains('.') || tok.text.contains("::") {
-                    continue;
-                }
-                match at.iter_mut().find(|(p, _)| *p == tok.position) {
-                    Some((_, best)) if best.len() >= tok.text.len() => {}
-                    Some((_, best)) => *best = tok.text.clone(),
-                    None => at.push((tok.position, tok.text.clone())),
-                }
-            }
-            let terms: Vec<(usize, Term)> =
-                at.into_iter().map(|(p, w)| (p, Term::from_field_text(field, &w))).collect();
-            let q: Box<dyn Query> = match terms.len() {
-                0 => continue,
-                1 => Box::new(TermQuery::new(terms[0].1.clone(), IndexRecordOption::WithFreqs)),
-                _ => Box::new(PhraseQuery::new_with_offset(terms)),
-            };
+            let Some(q) = phrase(&mut analyzer, field, &literal) else { continue };
             let needle = normalise(&literal);
             let mut files: HashSet<&str> = HashSet::new();
             let mut hits = Vec::new();
             for (i, score) in self.run_filtered(q, filters, EXACT_CANDIDATES)? {
-                let c = &self.chunks[i];
-                if contains_at_boundaries(&normalise(&c.text), &needle) {
-                    files.insert(c.path.as_str());
+                let text = normalised.entry(i).or_insert_with(|| normalise(&self.chunks[i].text));
+                if contains_at_boundaries(text, &needle) {
+                    files.insert(self.chunks[i].path.as_str());
                     hits.push((i, score));
                 }
             }
@@ -575,6 +569,33 @@ fn diversify(chunks: &[ChunkRecord], ranked: &mut Vec<(usize, f32)>) {
     }
     sort_desc(&mut out);
     *ranked = out;
+}
+
+/// `literal` as a query on `field`: a phrase of one term per position (the segment
+/// itself, not a dotted path or a part), or a term query for a single position.
+fn phrase(
+    analyzer: &mut tantivy::tokenizer::TextAnalyzer,
+    field: tantivy::schema::Field,
+    literal: &str,
+) -> Option<Box<dyn Query>> {
+    let mut at: Vec<(usize, String)> = Vec::new();
+    let mut stream = analyzer.token_stream(literal);
+    while let Some(tok) = stream.next() {
+        if tok.text.contains('.') || tok.text.contains("::") {
+            continue;
+        }
+        match at.iter_mut().find(|(p, _)| *p == tok.position) {
+            Some((_, best)) if best.len() >= tok.text.len() => {}
+            Some((_, best)) => *best = tok.text.clone(),
+            None => at.push((tok.position, tok.text.clone())),
+        }
+    }
+    let mut terms: Vec<(usize, Term)> = at.into_iter().map(|(p, w)| (p, Term::from_field_text(field, &w))).collect();
+    match terms.len() {
+        0 => None,
+        1 => Some(Box::new(TermQuery::new(terms.remove(0).1, IndexRecordOption::WithFreqs))),
+        _ => Some(Box::new(PhraseQuery::new_with_offset(terms))),
+    }
 }
 
 /// Puts `exact` first, in its order, above everything else; the rest keep theirs.

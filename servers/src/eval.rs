@@ -30,9 +30,15 @@ pub fn run(dir: &Path, open: OpenOptions, args: Args) -> anyhow::Result<()> {
                     dir.display()
                 ))
             })?;
-            let stored: Report = serde_json::from_slice(&read(&dir.join(&info.results))?)
-                .with_context(|| format!("reading the stored results {}", info.results))?;
-            (dir.join(&info.golden), stored.options(), Some(stored))
+            // The manifest names the files: untrusted, so joined only inside the bundle.
+            let inside = |rel: &str| {
+                atlas_runtime::safe_path::join_inside(dir, rel)
+                    .with_context(|| format!("the manifest's eval block names {rel:?}; the bundle is damaged"))
+            };
+            let stored: Report = serde_json::from_slice(&read(&inside(&info.results)?)?).with_context(|| {
+                format!("reading the stored results {}; run `atlas verify` on the bundle", info.results)
+            })?;
+            (inside(&info.golden)?, stored.options(), Some(stored))
         }
     };
     let text = String::from_utf8(read(&golden_path)?)
@@ -67,7 +73,20 @@ pub fn run(dir: &Path, open: OpenOptions, args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The largest golden set or report read (a report holds every query of every mode).
+const MAX_READ: u64 = 64 << 20;
+
+/// The file's bytes, refusing one over [`MAX_READ`] unread.
 fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let len = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?.len();
+    if len > MAX_READ {
+        return Err(UsageError(format!(
+            "{} is {len} bytes, over the {} MiB a golden set or report may hold; split it",
+            path.display(),
+            MAX_READ >> 20
+        ))
+        .into());
+    }
     std::fs::read(path).with_context(|| format!("reading {}", path.display()))
 }
 

@@ -35,7 +35,7 @@ pub struct EmbedParams {
     pub backend: Backend,
     /// ONNX Runtime threads (0: every core).
     pub threads: usize,
-    /// Embed each chunk with a line that places it ([`passage`]); off: the text alone.
+    /// Embed each chunk with a line that places it ([`with_header`]); off: the text alone.
     pub header: bool,
 }
 
@@ -106,7 +106,7 @@ fn backend(p: &EmbedParams) -> anyhow::Result<Backend> {
 
 impl Stage for Embed {
     const NAME: &'static str = "embed";
-    /// 2: each chunk is embedded with its header ([`passage`]).
+    /// 2: each chunk is embedded with its header ([`with_header`]).
     const VERSION: u32 = 2;
     const DEPS: &'static [&'static str] = &["chunk"];
     type Params = EmbedParams;
@@ -168,7 +168,7 @@ impl Stage for Embed {
         let ns = "item-embed";
         // Hits and misses.
         let passages: Vec<String> =
-            records.par_iter().map(|r| if p.header { passage(r) } else { r.text.clone() }).collect();
+            records.par_iter().map(|r| if p.header { with_header(r) } else { r.text.clone() }).collect();
         let keys: Vec<Digest> = passages.par_iter().map(|t| key(t)).collect();
         let mut have: Vec<Option<Digest>> = vec![None; records.len()];
         if !ctx.force {
@@ -292,7 +292,7 @@ impl Stage for Embed {
 /// the page title and heading path (an H2 chunk's text does not hold its page's
 /// title). Code: the file's path in its source and the symbol with its kind (a
 /// function's body rarely says which module or type it belongs to).
-pub fn passage(r: &atlas_runtime::chunk_table::ChunkRecord) -> String {
+pub fn with_header(r: &atlas_runtime::chunk_table::ChunkRecord) -> String {
     let header = if r.kind == "code" {
         let path = r.path.split_once('/').map_or(r.path.as_str(), |(_, p)| p);
         match (&r.symbol, &r.symbol_kind) {

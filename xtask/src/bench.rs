@@ -142,15 +142,31 @@ fn default_model_dir(profile: Profile) -> anyhow::Result<PathBuf> {
     Ok(Path::new(onnx).parent().context("a model folder")?.to_owned())
 }
 
-/// A pipeline.yaml in `dir` with the devtron site as a local source.
-fn devtron_config(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+/// A pipeline.yaml in `dir` for the bundle `name`: `corpus` as its one local source,
+/// `source`, with the default config (as a new user would write it).
+pub fn local_config(dir: &Path, name: &str, source: &str, corpus: &Path) -> anyhow::Result<PathBuf> {
     let cfg = dir.join("pipeline.yaml");
-    let site = corpora()?.join("devtron-docs/site");
     std::fs::write(
         &cfg,
-        format!("name: {name}\nsources:\n  devtron:\n    kind: local\n    path: {}\n", site.display()),
+        format!("name: {name}\nsources:\n  {source}:\n    kind: local\n    path: {}\n", corpus.display()),
     )?;
     Ok(cfg)
+}
+
+/// Builds (or reuses, through its cache) the bundle [`local_config`] describes in
+/// `work`, with the release binaries; returns the bundle folder.
+pub fn local_bundle(work: &Path, name: &str, source: &str, corpus: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(work)?;
+    let cfg = local_config(work, name, source, corpus)?;
+    let mut run = Command::new(Profile::Release.bin("atlas-pipeline"));
+    run.arg("-c").arg(&cfg).arg("run").env("ATLAS_NO_PROGRESS", "1");
+    status(run)?;
+    Ok(work.join(".atlas/build/bundle"))
+}
+
+/// A pipeline.yaml in `dir` with the devtron site as a local source.
+fn devtron_config(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    local_config(dir, name, "devtron", &corpora()?.join("devtron-docs/site"))
 }
 
 /// The dist binaries' sizes beside the release ones, then publish → install → verify
@@ -182,13 +198,8 @@ pub fn devtron_bundle() -> anyhow::Result<PathBuf> {
     let release = Profile::Release;
     release.build()?;
     crate::setup::run(release)?;
-    let work = project_root().join("target/atlas-devtron");
-    std::fs::create_dir_all(&work)?;
-    let cfg = devtron_config(&work, "devtron")?;
-    let mut run = Command::new(release.bin("atlas-pipeline"));
-    run.arg("-c").arg(&cfg).arg("run").env("ATLAS_NO_PROGRESS", "1");
-    status(run)?;
-    Ok(work.join(".atlas/build/bundle"))
+    let site = corpora()?.join("devtron-docs/site");
+    local_bundle(&project_root().join("target/atlas-devtron"), "devtron", "devtron", &site)
 }
 
 /// Search latency on devtron and on a synthetic 50k-chunk bundle; readiness with a

@@ -4,7 +4,6 @@
 //! set's report goes to `target/eval/<set>.json`, and the previous run's report, when
 //! there is one, is printed beside it.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use crate::{Profile, corpora, project_root, status};
@@ -35,7 +34,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         if !args.sets.is_empty() && !args.sets.iter().any(|s| s == set) {
             continue;
         }
-        let bundle = build(name, &corpora.join(corpus))?;
+        let work = project_root().join("target/eval").join(name);
+        let bundle = crate::bench::local_bundle(&work, name, &name.replace('-', "_"), &corpora.join(corpus))?;
         let out = project_root().join(format!("target/eval/{set}.json"));
         let prev = out.with_extension("prev.json");
         if out.is_file() {
@@ -53,20 +53,4 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         status(ev)?;
     }
     Ok(())
-}
-
-/// Builds (or reuses, through the cache) the bundle of one corpus.
-fn build(name: &str, corpus: &std::path::Path) -> anyhow::Result<PathBuf> {
-    let work = project_root().join("target/eval").join(name);
-    std::fs::create_dir_all(&work)?;
-    let cfg = work.join("pipeline.yaml");
-    let source = name.replace('-', "_");
-    std::fs::write(
-        &cfg,
-        format!("name: {name}\nsources:\n  {source}:\n    kind: local\n    path: {}\n", corpus.display()),
-    )?;
-    let mut run = Command::new(Profile::Release.bin("atlas-pipeline"));
-    run.arg("-c").arg(&cfg).arg("run").env("ATLAS_NO_PROGRESS", "1");
-    status(run)?;
-    Ok(work.join(".atlas/build/bundle"))
 }

@@ -57,7 +57,8 @@ fn evaluate(
     let dir = ctx.cache.root().join("tmp").join(format!("eval-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     for (path, d) in files {
-        let to = dir.join(path);
+        let to = atlas_runtime::safe_path::join_inside(&dir, path)
+            .with_context(|| format!("writing {path} into {}", dir.display()))?;
         std::fs::create_dir_all(to.parent().expect("a file in the bundle"))?;
         std::fs::write(&to, ctx.cache.get_required(*d)?).with_context(|| format!("writing {}", to.display()))?;
     }
