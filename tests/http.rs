@@ -36,6 +36,8 @@ pub enum Body {
     Reset,
     /// Announce all the bytes (Content-Length), send the first `usize`, then close.
     Cut(Vec<u8>, usize),
+    /// Send each piece, pausing before each (a stream of server-sent events).
+    Pieces(Vec<Vec<u8>>, Duration),
 }
 
 #[derive(Debug, Clone)]
@@ -142,6 +144,7 @@ fn serve(mut conn: TcpStream, handler: &Handler, log: &Log) {
     log.lock().unwrap().push((path, resp.status, req.header("if-none-match").is_some()));
     let body_len = match &resp.body {
         Body::Bytes(b) | Body::Drip(b, _) | Body::Cut(b, _) => b.len(),
+        Body::Pieces(p, _) => p.iter().map(Vec::len).sum(),
         Body::Stall(_) => 1,
         Body::Reset => {
             let _ = conn.shutdown(std::net::Shutdown::Both);
@@ -169,6 +172,14 @@ fn serve(mut conn: TcpStream, handler: &Handler, log: &Log) {
                     return;
                 }
                 std::thread::sleep(every);
+            }
+        }
+        Body::Pieces(pieces, pause) => {
+            for p in pieces {
+                std::thread::sleep(pause);
+                if conn.write_all(&p).and_then(|()| conn.flush()).is_err() {
+                    return;
+                }
             }
         }
         Body::Stall(d) => std::thread::sleep(d),
@@ -246,4 +257,51 @@ pub fn serve_site(corpora: &std::path::Path, site: &str, base: &str, prefix: &'s
     let server = Server::start(handler);
     port.store(usize::from(server.addr.port()), Ordering::SeqCst);
     server
+}
+
+/// An OpenAI-compatible streamed chat completion: one SSE event per piece, then
+/// `[DONE]`.
+pub fn chat_stream(pieces: &[&str], pause: Duration) -> Response {
+    let mut events: Vec<Vec<u8>> = pieces
+        .iter()
+        .map(|p| {
+            let chunk = serde_json::json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": p}}]});
+            format!("data: {chunk}\n\n").into_bytes()
+        })
+        .collect();
+    events.push(b"data: [DONE]\n\n".to_vec());
+    Response { status: 200, headers: vec![("Content-Type".into(), "text/event-stream".into())], body: Body::Pieces(events, pause) }
+}
+
+/// A plain HTTP/1.1 GET (Connection: close) with the Host header given:
+/// `(status, headers, body)`.
+pub fn get(addr: SocketAddr, path: &str, host: &str) -> (u16, Vec<(String, String)>, String) {
+    let mut conn = TcpStream::connect(addr).expect("connect");
+    conn.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+    write!(conn, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nAccept: */*\r\n\r\n").expect("send");
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let chunked = headers.iter().any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+    (status, headers, if chunked { dechunk(body) } else { body.to_owned() })
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].strip_prefix("\r\n").unwrap_or(&rest[n..]);
+    }
+    out
 }

@@ -114,6 +114,10 @@ pub fn write_fixture_site(root: &Path) {
     }
 }
 
+/// A page whose text and headings carry script payloads: each one, if it ran,
+/// would set `document.body.dataset.pwned`.
+pub const HOSTILE_PAGE: &str = "# Payload <img src=x onerror=\"document.body.dataset.pwned=1\">\n\nThe payload page documents the escaping rules.\n\n<script>document.body.dataset.pwned=1</script>\n\n## Handler <svg onload=\"document.body.dataset.pwned=1\">\n\nAn <img src=x onerror=\"document.body.dataset.pwned=1\"> inline image, and a [link](javascript:document.body.dataset.pwned=1).\n";
+
 /// A config with one local source.
 pub fn write_config(dir: &Path, source_path: &Path, extra: &str) -> PathBuf {
     let cfg = dir.join("pipeline.yaml");
@@ -147,9 +151,19 @@ pub fn write_fixture_code(root: &Path) {
 /// Builds a full bundle from the fixture site (source `site`) and fixture code
 /// (source `code`) under `work`; returns the bundle folder.
 pub fn build_fixture_bundle(work: &Path) -> PathBuf {
+    build_fixture_bundle_with(work, &[])
+}
+
+/// [`build_fixture_bundle`] with more pages in the site (`(path, text)`).
+pub fn build_fixture_bundle_with(work: &Path, pages: &[(&str, &str)]) -> PathBuf {
     let site = work.join("site");
     let code = work.join("code");
     write_fixture_site(&site);
+    for (rel, text) in pages {
+        let p = site.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write page");
+    }
     write_fixture_code(&code);
     let cfg = work.join("pipeline.yaml");
     std::fs::write(

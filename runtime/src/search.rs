@@ -169,11 +169,48 @@ pub struct Hit {
 }
 
 impl Hit {
-    /// `url` or `path`, with `#Lstart-Lend`.
+    /// Where a reader goes to check the hit. A crawled page: its URL with the heading
+    /// anchor the site gives the chunk's section ([`Hit::anchor`]), since no web page
+    /// understands a line fragment. A file (or a repository file on a forge, which
+    /// does): its path or URL with `#Lstart-Lend`. The line range is always in
+    /// `start_line`/`end_line` too.
     pub fn citation(&self) -> String {
-        let base = self.url.clone().unwrap_or_else(|| self.path.clone());
-        format!("{base}#L{}-L{}", self.start_line, self.end_line)
+        match (&self.url, self.kind.as_str()) {
+            (Some(url), "docs") => match self.anchor() {
+                Some(a) => format!("{url}#{a}"),
+                None => url.clone(),
+            },
+            (url, _) => {
+                let base = url.as_deref().unwrap_or(&self.path);
+                format!("{base}#L{}-L{}", self.start_line, self.end_line)
+            }
+        }
     }
+
+    /// The heading anchor of the chunk's section on its page: the slug of its last
+    /// heading below the page title (none for the page's opening).
+    pub fn anchor(&self) -> Option<String> {
+        match self.heading_path.as_slice() {
+            [_, .., last] => Some(slug(last)).filter(|s| !s.is_empty()),
+            _ => None,
+        }
+    }
+}
+
+/// A heading's anchor as GitBook and GitHub write it: lower case, letters, digits,
+/// `-` and `_` kept, each space a `-`, everything else dropped.
+pub fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            '-' | '_' => Some(c),
+            c if c.is_alphanumeric() => Some(c),
+            _ => None,
+        })
+        .flat_map(char::to_lowercase)
+        .collect()
 }
 
 /// A chunk's later windows count this much against its first: the first window holds
@@ -895,6 +932,47 @@ mod tests {
         assert!(contains_at_boundaries("--extra-index-url https://x", "--extra-index-url"));
         assert!(!contains_at_boundaries("my_node_to_cut_name", "node_to_cut_name"));
         assert_eq!(normalise("Not  \\_properly\n  initialized"), "not _properly initialized");
+    }
+
+    #[test]
+    fn headings_slug_as_the_sites_do() {
+        let check = |h: &str, want: &str| assert_eq!(slug(h), want, "{h}");
+        check("Getting started", "getting-started");
+        check("GET /apps", "get-apps");
+        check("With Helm (v3+)", "with-helm-v3");
+        check("snake_case & kebab-case", "snake_case--kebab-case");
+        check("Über Größe", "über-größe");
+        check("  Trim  me ", "trim--me");
+    }
+
+    #[test]
+    fn web_pages_are_cited_by_anchor_files_by_lines() {
+        let hit = |kind: &str, url: Option<&str>, heading: &[&str]| Hit {
+            score: 0.0,
+            chunk_id: String::new(),
+            path: "site/guides/install.md".into(),
+            url: url.map(str::to_owned),
+            title: "Install".into(),
+            heading_path: heading.iter().map(|h| (*h).to_owned()).collect(),
+            start_line: 3,
+            end_line: 9,
+            snippet: String::new(),
+            kind: kind.into(),
+            language: None,
+            section: String::new(),
+            repo: None,
+            commit: None,
+            symbol: None,
+            symbol_kind: None,
+            mentions: Vec::new(),
+            mentioned_in: Vec::new(),
+        };
+        let page = Some("https://docs.x.test/guides/install");
+        assert_eq!(hit("docs", page, &["Install", "With Helm"]).citation(), "https://docs.x.test/guides/install#with-helm");
+        assert_eq!(hit("docs", page, &["Install"]).citation(), "https://docs.x.test/guides/install");
+        assert_eq!(hit("docs", None, &["Install", "With Helm"]).citation(), "site/guides/install.md#L3-L9");
+        let blob = Some("https://github.com/o/r/blob/abc/net/retry.rs");
+        assert_eq!(hit("code", blob, &[]).citation(), "https://github.com/o/r/blob/abc/net/retry.rs#L3-L9");
     }
 
     #[test]

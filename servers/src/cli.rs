@@ -31,6 +31,9 @@ enum Which {
     Fs,
     /// Ranked search: search_docs, search_code, get_chunk, get_bundle_info.
     Rag,
+    /// A web page for people: search, the cited source, Ask (needs --http, default
+    /// 127.0.0.1:8080), with the rag server's MCP endpoint beside it at /mcp.
+    Web,
 }
 
 #[derive(Debug, Subcommand)]
@@ -64,6 +67,44 @@ enum Command {
         /// loopback origins are always accepted, requests without an Origin header too.
         #[arg(long = "allow-origin", value_name = "ORIGIN")]
         allow_origins: Vec<String>,
+        /// HTTP: also accept this Host header (e.g. atlas.internal:8080); loopback
+        /// hosts are always accepted.
+        #[arg(long = "allow-host", value_name = "HOST")]
+        allow_hosts: Vec<String>,
+        /// web only: the Ask tab's OpenAI-compatible endpoint (as `atlas ask --llm`).
+        #[arg(long, value_name = "URL")]
+        llm: Option<String>,
+        /// web only: the model the endpoint should run.
+        #[arg(long, value_name = "M")]
+        model: Option<String>,
+    },
+    /// Answer a question from the bundle's docs and code, with numbered citations
+    /// checked against the sources given: through an OpenAI-compatible LLM when one is
+    /// configured, else extractive. Refuses when nothing retrieved is relevant enough.
+    Ask {
+        question: String,
+        /// An installed bundle's name or a bundle folder.
+        #[arg(long, env = "ATLAS_BUNDLE")]
+        bundle: Option<String>,
+        /// An OpenAI-compatible endpoint (e.g. http://127.0.0.1:11434/v1); the config
+        /// file's `[ask] llm` by default; the key comes from ATLAS_LLM_API_KEY.
+        #[arg(long, value_name = "URL")]
+        llm: Option<String>,
+        /// The model the endpoint should run.
+        #[arg(long, value_name = "M")]
+        model: Option<String>,
+        /// Seconds to wait for the LLM's first byte and between chunks (default 60).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        timeout: Option<u64>,
+        /// Refuse below this confidence (default: the bundle's calibrated threshold).
+        #[arg(long, value_parser = parse_min_score)]
+        threshold: Option<f32>,
+        /// Tokens of sources given to the LLM (default 3000).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(200..=200_000))]
+        budget: Option<u64>,
+        /// Print the answer, its sources and timings as JSON at the end instead of streaming text.
+        #[arg(long)]
+        json: bool,
     },
     /// What a bundle holds: name, version, model, chunks by kind and section, sources.
     Info {
@@ -311,10 +352,12 @@ fn serve(
     warm: bool,
     http: Option<std::net::SocketAddr>,
     http_opts: crate::transport::HttpOptions,
+    ask: crate::ask::AskOptions,
 ) -> anyhow::Result<()> {
     init_logging();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     match which {
+        Which::Web => serve_web(cfg, rt, bundle, rerank, http, http_opts, ask),
         Which::Fs => {
             let fs = match mirror {
                 Some(m) => crate::fs::Fs::plain(&m)?,
@@ -341,6 +384,32 @@ fn serve(
             run_server(rt, server, http, http_opts)
         }
     }
+}
+
+/// `atlas serve web`: the page and the rag server's `/mcp` on one port, following
+/// an installed bundle's `current` as `serve rag` does.
+fn serve_web(
+    cfg: &Config,
+    rt: tokio::runtime::Runtime,
+    bundle: Option<String>,
+    rerank: bool,
+    http: Option<std::net::SocketAddr>,
+    opts: crate::transport::HttpOptions,
+    ask: crate::ask::AskOptions,
+) -> anyhow::Result<()> {
+    let (dir, origin) = locate(bundle, cfg)?;
+    let o = open_options(cfg, OpenOptions { warm: true, ..OpenOptions::default() })?;
+    let b = Bundle::open(&dir, o.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
+    let live = Live::new(std::sync::Arc::new(b));
+    {
+        let _guard = rt.enter();
+        crate::live::watch(live.clone(), origin, o);
+    }
+    let addr = http.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 8080)));
+    let web = crate::web::Web { live, ask, allow_hosts: std::sync::Arc::new(opts.allow_hosts.clone()) };
+    let r = rt.block_on(crate::web::serve(web, rerank, addr, opts));
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    r
 }
 
 /// Serves `server` over HTTP (a fresh clone per session) or stdio until the client
@@ -414,13 +483,43 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let report = crate::smoke::run(&bundle, query.as_deref().unwrap_or(&m.name))?;
             Ok(print(&report)?)
         }
-        Command::Serve { which, bundle, mirror, rerank, warm, http, max_sessions, session_idle_s, allow_origins } => {
+        Command::Serve {
+            which,
+            bundle,
+            mirror,
+            rerank,
+            warm,
+            http,
+            max_sessions,
+            session_idle_s,
+            allow_origins,
+            allow_hosts,
+            llm,
+            model,
+        } => {
             let opts = crate::transport::HttpOptions {
                 max_sessions: usize::from(max_sessions),
                 idle: std::time::Duration::from_secs(u64::from(session_idle_s)),
                 allow_origins,
+                allow_hosts,
             };
-            serve(&cfg, which, bundle, mirror, rerank, warm, http, opts)
+            let ask = crate::ask::AskOptions {
+                llm: crate::ask::llm_from(&cfg.ask, llm, model, None)?,
+                threshold: cfg.ask.threshold,
+                budget_tokens: cfg.ask.budget_tokens.unwrap_or(crate::ask::DEFAULT_BUDGET_TOKENS),
+            };
+            serve(&cfg, which, bundle, mirror, rerank, warm, http, opts, ask)
+        }
+        Command::Ask { question, bundle, llm, model, timeout, threshold, budget, json } => {
+            let (dir, _) = locate(bundle, &cfg)?;
+            let b = Bundle::open(&dir, open_options(&cfg, OpenOptions::default())?)
+                .with_context(|| format!("opening the bundle {}", dir.display()))?;
+            let opts = crate::ask::AskOptions {
+                budget_tokens: budget.map_or(cfg.ask.budget_tokens.unwrap_or(crate::ask::DEFAULT_BUDGET_TOKENS), |b| b as usize),
+                threshold: threshold.or(cfg.ask.threshold),
+                llm: crate::ask::llm_from(&cfg.ask, llm, model, timeout)?,
+            };
+            crate::ask::run_cli(std::sync::Arc::new(b), &question, &opts, json)
         }
         Command::Info { bundle, json } => {
             let (bundle, _) = locate(bundle, &cfg)?;
@@ -498,8 +597,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let hits = b.search(&query, &opts)?;
             let text = if json {
-                let doc = serde_json::json!({ "query": query, "mode": mode, "hits": hits });
-                format!("{}\n", serde_json::to_string_pretty(&doc)?)
+                format!("{}\n", serde_json::to_string_pretty(&crate::output::search_json(&query, mode, &hits))?)
             } else {
                 render(&hits)
             };

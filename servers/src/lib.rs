@@ -1,22 +1,26 @@
-//! The `atlas` binary: `atlas search` over a bundle, and the Atlas MCP servers, `fs`
-//! (the verbatim mirror) and `rag` (ranked search), over stdio or streamable HTTP.
+//! The `atlas` binary: `atlas search` and `atlas ask` over a bundle, the Atlas MCP
+//! servers, `fs` (the verbatim mirror) and `rag` (ranked search), over stdio or
+//! streamable HTTP, and the web page (`atlas serve web`).
 //!
 //! Architecture invariant: this is the only crate that knows MCP, and the servers
 //! write only protocol to stdout; logs go to stderr (tracing). `print!` to stdout is
 //! denied here.
 #![deny(clippy::print_stdout)]
 
+pub mod ask;
 pub mod cli;
 pub mod doctor;
 pub mod eval;
 pub mod fs;
 pub mod live;
+pub mod llm;
 pub mod manage;
 pub mod output;
 pub mod rag;
 pub mod smoke;
 mod test_hooks;
 pub mod transport;
+pub mod web;
 
 /// The tools docs/servers.md lists in the table under `heading`, sorted.
 #[cfg(test)]

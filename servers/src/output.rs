@@ -15,6 +15,23 @@ pub fn ok(text: String, structured: serde_json::Value) -> CallToolResult {
     r
 }
 
+/// Hits as JSON, each with its `citation` beside the fields it is made of: what the
+/// rag tools, `atlas search --json` and the web's `/api/search` return.
+pub fn hits_json(hits: &[atlas_runtime::Hit]) -> Vec<serde_json::Value> {
+    hits.iter()
+        .map(|h| {
+            let mut j = serde_json::to_value(h).unwrap_or_default();
+            j["citation"] = h.citation().into();
+            j
+        })
+        .collect()
+}
+
+/// What `atlas search --json` prints and `/api/search` returns.
+pub fn search_json(query: &str, mode: atlas_runtime::Mode, hits: &[atlas_runtime::Hit]) -> serde_json::Value {
+    serde_json::json!({ "query": query, "mode": mode, "hits": hits_json(hits) })
+}
+
 /// A tool error the agent sees (and can act on).
 pub fn error(msg: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(msg.into())])

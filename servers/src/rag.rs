@@ -116,18 +116,6 @@ fn render_hits(query: &str, hits: &[Hit]) -> String {
     text
 }
 
-fn hits_json(hits: &[Hit]) -> serde_json::Value {
-    let v: Vec<serde_json::Value> = hits
-        .iter()
-        .map(|h| {
-            let mut j = serde_json::to_value(h).unwrap_or_default();
-            j["citation"] = h.citation().into();
-            j
-        })
-        .collect();
-    serde_json::json!({ "hits": v })
-}
-
 impl RagServer {
     async fn run_search(
         &self,
@@ -143,7 +131,7 @@ impl RagServer {
             () = ct.cancelled() => return Ok(output::error("search cancelled")),
         };
         match hits {
-            Ok(hits) => Ok(output::ok(render_hits(&query, &hits), hits_json(&hits))),
+            Ok(hits) => Ok(output::ok(render_hits(&query, &hits), serde_json::json!({ "hits": output::hits_json(&hits) }))),
             Err(e) => Ok(output::error(e.to_string())),
         }
     }
@@ -162,7 +150,7 @@ impl RagServer {
     }
 
     #[tool(
-        description = "Ranked search over the documentation pages of this bundle. Use it first for how-to and concept questions; each hit has a citation (URL or file + line range), a snippet and a chunk_id for get_chunk. Modes: hybrid (default), vector (meaning), keyword (exact words and names)."
+        description = "Ranked search over the documentation pages of this bundle. Use it first for how-to and concept questions; each hit has a citation (the page URL with its heading anchor, or file + line range), a snippet and a chunk_id for get_chunk. Modes: hybrid (default), vector (meaning), keyword (exact words and names)."
     )]
     async fn search_docs(
         &self,

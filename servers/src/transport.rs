@@ -196,29 +196,53 @@ pub struct HttpOptions {
     pub idle: std::time::Duration,
     /// Browser origins allowed besides loopback ones (`https://app.example.com:443`).
     pub allow_origins: Vec<String>,
+    /// Host headers allowed besides loopback ones (`atlas.internal`, `atlas.internal:8080`).
+    pub allow_hosts: Vec<String>,
 }
 
 impl Default for HttpOptions {
     fn default() -> Self {
-        HttpOptions { max_sessions: 64, idle: std::time::Duration::from_secs(120), allow_origins: Vec::new() }
+        HttpOptions {
+            max_sessions: 64,
+            idle: std::time::Duration::from_secs(120),
+            allow_origins: Vec::new(),
+            allow_hosts: Vec::new(),
+        }
     }
 }
 
-/// Serves a fresh server per session over streamable HTTP at `http://ADDR/mcp` until
-/// Ctrl-C. Only loopback Host headers are accepted (DNS-rebinding protection); a
-/// request with an `Origin` header must come from a loopback origin or one of
+/// The Host headers always accepted: loopback names, any port.
+pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// Whether a request's `Host` header (`name`, `name:port`, `[v6]:port`) is loopback
+/// or one of `allowed` (a name, any port; or `name:port`).
+pub fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let Ok(auth) = host.parse::<axum::http::uri::Authority>() else { return false };
+    let name = auth.host().trim_matches(['[', ']']).to_ascii_lowercase();
+    LOOPBACK_HOSTS.contains(&name.as_str())
+        || allowed.iter().any(|a| match a.parse::<axum::http::uri::Authority>() {
+            Ok(want) => {
+                want.host().trim_matches(['[', ']']).eq_ignore_ascii_case(&name)
+                    && want.port_u16().is_none_or(|p| Some(p) == auth.port_u16())
+            }
+            Err(_) => false,
+        })
+}
+
+/// A fresh server per session over streamable HTTP, to mount at `/mcp`. Only
+/// loopback Host headers (and `allow_hosts`) are accepted (DNS-rebinding protection);
+/// a request with an `Origin` header must come from a loopback origin or one of
 /// `allow_origins`; sessions are capped and expire when idle.
-pub async fn serve_http<S>(
+pub fn mcp_router<S>(
     factory: impl Fn() -> S + Send + Sync + 'static,
-    addr: SocketAddr,
-    opts: HttpOptions,
-) -> anyhow::Result<()>
+    opts: &HttpOptions,
+    ct: &tokio_util::sync::CancellationToken,
+) -> axum::Router
 where
     S: ServerHandler + Send + 'static,
 {
     use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
     use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-    let ct = tokio_util::sync::CancellationToken::new();
     let mut manager = LocalSessionManager::default();
     let mut config = SessionConfig::default();
     config.keep_alive = Some(opts.idle);
@@ -230,11 +254,14 @@ where
             .map(str::to_owned)
             .to_vec();
     origins.extend(opts.allow_origins.iter().cloned());
+    let mut hosts: Vec<String> = LOOPBACK_HOSTS.map(str::to_owned).to_vec();
+    hosts.extend(opts.allow_hosts.iter().cloned());
     let service: StreamableHttpService<S, LocalSessionManager> = StreamableHttpService::new(
         move || Ok(factory()),
         sessions.clone(),
         StreamableHttpServerConfig::default()
             .with_cancellation_token(ct.child_token())
+            .with_allowed_hosts(hosts)
             .with_allowed_origins(origins)
             .with_max_request_body_bytes(MAX_LINE_BYTES),
     );
@@ -243,13 +270,24 @@ where
         let sessions = sessions.clone();
         async move { guard_http(req, next, &sessions, max).await }
     });
-    let router = axum::Router::new().nest_service("/mcp", service).layer(guard);
+    axum::Router::new().nest_service("/mcp", service).layer(guard)
+}
+
+/// Serves `router` on `addr` until Ctrl-C (then cancels `ct`); `what` names it in
+/// the line printed to stderr.
+pub async fn serve_router(
+    router: axum::Router,
+    addr: SocketAddr,
+    what: &str,
+    path: &str,
+    ct: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("binding {addr}: {e}; pick a free port, e.g. --http 127.0.0.1:8765"))?;
     let local = listener.local_addr()?;
-    tracing::info!("listening on http://{local}/mcp");
-    eprintln!("atlas: serving MCP on http://{local}/mcp");
+    tracing::info!("listening on http://{local}{path}");
+    eprintln!("atlas: serving {what} on http://{local}{path}");
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             let _ = tokio::signal::ctrl_c().await;
@@ -257,6 +295,21 @@ where
         })
         .await?;
     Ok(())
+}
+
+/// Serves a fresh server per session over streamable HTTP at `http://ADDR/mcp` until
+/// Ctrl-C (see [`mcp_router`]).
+pub async fn serve_http<S>(
+    factory: impl Fn() -> S + Send + Sync + 'static,
+    addr: SocketAddr,
+    opts: HttpOptions,
+) -> anyhow::Result<()>
+where
+    S: ServerHandler + Send + 'static,
+{
+    let ct = tokio_util::sync::CancellationToken::new();
+    let router = mcp_router(factory, &opts, &ct);
+    serve_router(router, addr, "MCP", "/mcp", ct).await
 }
 
 /// Before rmcp sees a POST: a new session past the cap gets 503, and a request whose
@@ -365,6 +418,23 @@ mod tests {
                 assert_eq!(seen, data.len());
             });
         }
+    }
+
+    #[test]
+    fn hosts_are_loopback_or_allowed() {
+        let allowed = ["atlas.internal".to_owned(), "wiki.test:8080".to_owned()];
+        let check = |host: &str, want: bool| assert_eq!(host_allowed(host, &allowed), want, "{host}");
+        check("127.0.0.1:8080", true);
+        check("localhost", true);
+        check("[::1]:9", true);
+        check("LOCALHOST:1", true);
+        check("evil.test", false);
+        check("127.0.0.1.evil.test", false);
+        check("atlas.internal:1234", true);
+        check("wiki.test:8080", true);
+        check("wiki.test:8081", false);
+        check("", false);
+        check("a b", false);
     }
 
     #[test]

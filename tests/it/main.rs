@@ -1,5 +1,6 @@
 //! End-to-end tests: the real `atlas-pipeline` binary on real files.
 
+mod ask;
 mod bad_input;
 mod bm25;
 mod cache_faults;
@@ -14,3 +15,4 @@ mod incremental;
 mod mcp;
 mod pack;
 mod search;
+mod web;

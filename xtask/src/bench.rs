@@ -1,4 +1,4 @@
-//! `cargo xtask bench [pipeline|search|mcp]`: figures and their baselines side by side
+//! `cargo xtask bench [pipeline|search|mcp|dist|web]`: figures and their baselines side by side
 //! in one run, on the real corpora (ATLAS_CORPORA). The benchmark programs live under
 //! one roof, `tests/bench/` (examples of the atlas-e2e crate), with the Python
 //! baselines in `tests/bench/python/`.
@@ -25,6 +25,9 @@ enum Which {
     Search,
     /// The MCP servers: start → initialize, first search, tools/call p50, RSS.
     Mcp,
+    /// The web page and `ask`: server time of `/` and `/api/search`, page weight, and
+    /// ask's time to first token (LLM test server; extractive).
+    Web,
     /// Distribution: binary sizes (release and dist profiles); the devtron archive
     /// published to moto's S3, installed from it and from a local file; verification.
     Dist,
@@ -37,6 +40,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Which::Search => search(),
         Which::Mcp => mcp(),
         Which::Dist => dist(),
+        Which::Web => web(),
     }
 }
 
@@ -268,6 +272,14 @@ fn search() -> anyhow::Result<()> {
 fn mcp() -> anyhow::Result<()> {
     let bundle = devtron_bundle()?;
     let mut bench = example("mcp_bench");
+    bench.arg(Profile::Release.bin("atlas")).arg(&bundle).arg(golden());
+    status(bench)
+}
+
+/// Web figures on the devtron bundle (`tests/bench/web.rs`).
+fn web() -> anyhow::Result<()> {
+    let bundle = devtron_bundle()?;
+    let mut bench = example("web_bench");
     bench.arg(Profile::Release.bin("atlas")).arg(&bundle).arg(golden());
     status(bench)
 }

@@ -28,6 +28,28 @@ pub struct Config {
     pub publish: Publish,
     #[serde(default)]
     pub install: Install,
+    #[serde(default)]
+    pub ask: Ask,
+}
+
+/// `atlas ask` and the web page's Ask tab.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Ask {
+    /// An OpenAI-compatible endpoint (`http://127.0.0.1:11434/v1`, `https://api.openai.com/v1`);
+    /// none gives the extractive answer.
+    pub llm: Option<String>,
+    /// The model name the endpoint expects.
+    pub model: Option<String>,
+    /// The environment variable holding the API key (default `ATLAS_LLM_API_KEY`).
+    pub api_key_env: Option<String>,
+    /// Seconds to wait for the endpoint's first byte and between streamed chunks.
+    pub timeout_s: Option<u64>,
+    /// Confidence below which a question is refused without calling the LLM
+    /// (default: the bundle's calibrated threshold, else Atlas's).
+    pub threshold: Option<f32>,
+    /// Tokens of numbered sources given to the LLM.
+    pub budget_tokens: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -118,6 +140,8 @@ mod tests {
         check("home = \"/h\"\nbundle = \"docs\"\n", "bundle: Some(\"docs\")");
         check("trusted_keys = [\"RWabc\"]\n[publish]\nto = \"s3://b/p\"\n", "to: Some(\"s3://b/p\")");
         check("home = \"/h\"\nhomme = 1\n", "error: config.toml:2: unknown key `homme`");
+        check("[ask]\nllm = \"http://127.0.0.1:11434/v1\"\nmodel = \"qwen\"\n", "llm: Some(\"http://127.0.0.1:11434/v1\")");
+        check("[ask]\nurl = \"x\"\n", "error: config.toml:2: unknown key `url`");
         check("[publish]\ngithub = \"a/b\"\ntoken = \"x\"\n", "error: config.toml:3: unknown key `token`");
         check("[install]\nkeep = 3\n[install.limits]\nmax_ratio = 10\n", "max_ratio: 10");
         check("embed_backend = \"gpu\"\n", "error: config.toml: embed_backend \"gpu\"");

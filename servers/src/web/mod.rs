@@ -1,0 +1,359 @@
+//! `atlas serve web`: a page for people over the same bundle the rag server serves.
+//!
+//! Server-rendered HTML first (every page works with JavaScript off), one small
+//! script on top (results as you type, `/` to focus, the Ask tab's stream), one
+//! stylesheet; all three are served by the binary, no CDN. Routes:
+//!
+//! | route | what |
+//! |---|---|
+//! | `/?q=…&mode=…&kind=…&section=…&language=…&repo=…` | the search page (`&partial=1`: the results block alone) |
+//! | `/source?id=CHUNK` | the chunk's file, rendered, the cited lines marked |
+//! | `/ask?q=…` | the Ask tab, answered server-side |
+//! | `/api/search?q=…` | what `atlas search --json` prints |
+//! | `/api/ask?q=…` | what `atlas ask --json` prints |
+//! | `/api/ask/stream?q=…` | the answer as server-sent events: `sources`, `text`…, `notice`, `done` |
+//! | `/mcp` | the rag server over streamable HTTP |
+//!
+//! Every response carries a strict Content-Security-Policy (scripts and styles from
+//! this origin only, no inline script, no framing); a request whose Host is not
+//! loopback (or `--allow-host`) gets 403.
+
+mod highlight;
+pub mod render;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use atlas_runtime::search::Filters;
+use atlas_runtime::{Bundle, Hit, Mode, SearchOptions};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::ask::{self, AskOptions, Event};
+use crate::live::Live;
+use render::{Facets, SearchQuery};
+
+/// The policy every response carries.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                       connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+/// Hits on the search page.
+const PAGE_HITS: usize = 10;
+/// The pool facets are counted in.
+const FACET_POOL: usize = 50;
+/// Larger mirror files are not shown.
+const MAX_SOURCE_BYTES: u64 = 8 << 20;
+/// The longest query string read.
+const MAX_QUERY_STRING: usize = 8 * 1024;
+
+const APP_JS: &str = include_str!("app.js");
+const APP_CSS: &str = include_str!("app.css");
+
+#[derive(Clone, Debug)]
+pub struct Web {
+    pub live: Live,
+    pub ask: AskOptions,
+    pub allow_hosts: Arc<Vec<String>>,
+}
+
+/// The web routes (the caller adds `/mcp`).
+pub fn router(web: Web) -> axum::Router {
+    use axum::routing::get;
+    let hosts = web.allow_hosts.clone();
+    axum::Router::new()
+        .route("/", get(search_page))
+        .route("/source", get(source_page))
+        .route("/ask", get(ask_page))
+        .route("/api/search", get(api_search))
+        .route("/api/ask", get(api_ask))
+        .route("/api/ask/stream", get(api_ask_stream))
+        .route("/assets/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
+        .route("/assets/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
+        .fallback(|| async { (StatusCode::NOT_FOUND, html_response(String::from("<p>Not found.</p>"))) })
+        .with_state(web)
+        .layer(axum::middleware::from_fn(move |req: Request, next: Next| {
+            let hosts = hosts.clone();
+            async move { guard(req, next, &hosts).await }
+        }))
+}
+
+/// Host check, then the security headers on whatever comes back.
+async fn guard(req: Request, next: Next, hosts: &[String]) -> Response {
+    let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    if !crate::transport::host_allowed(host, hosts) {
+        tracing::warn!("refused a request for Host {host:?}");
+        return (
+            StatusCode::FORBIDDEN,
+            format!("Host {host:?} is not served here; only loopback hosts are, unless --allow-host names it\n"),
+        )
+            .into_response();
+    }
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    resp
+}
+
+fn asset(kind: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, kind), (header::CACHE_CONTROL, "no-cache")], body).into_response()
+}
+
+fn html_response(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+fn json_response(status: StatusCode, v: &serde_json::Value) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], format!("{v:#}\n")).into_response()
+}
+
+/// The query string's parameters (the first of each name; bounded).
+fn params(req: &Request) -> Result<Vec<(String, String)>, String> {
+    let qs = req.uri().query().unwrap_or("");
+    if qs.len() > MAX_QUERY_STRING {
+        return Err(format!("the query string is over {MAX_QUERY_STRING} bytes; shorten it"));
+    }
+    Ok(url::form_urlencoded::parse(qs.as_bytes()).into_owned().collect())
+}
+
+fn get<'a>(p: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    p.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str()).filter(|v| !v.trim().is_empty())
+}
+
+fn search_query(p: &[(String, String)]) -> Result<SearchQuery, String> {
+    let mode = get(p, "mode").map_or(Ok(Mode::Hybrid), str::parse)?;
+    let kind = get(p, "kind").map(str::to_owned);
+    if let Some(k) = &kind
+        && k != "docs"
+        && k != "code"
+    {
+        return Err(format!("unknown kind {k:?}; use docs or code"));
+    }
+    Ok(SearchQuery {
+        q: get(p, "q").unwrap_or("").trim().to_owned(),
+        mode,
+        kind,
+        section: get(p, "section").map(str::to_owned),
+        language: get(p, "language").map(str::to_owned),
+        repo: get(p, "repo").map(str::to_owned),
+    })
+}
+
+fn options(s: &SearchQuery, top_k: usize, facets: bool) -> SearchOptions {
+    SearchOptions {
+        mode: s.mode,
+        top_k,
+        filters: Filters {
+            kind: s.kind.clone(),
+            section: s.section.clone().filter(|_| facets),
+            language: s.language.clone().filter(|_| facets),
+            repo: s.repo.clone().filter(|_| facets),
+            ..Filters::default()
+        },
+        ..SearchOptions::default()
+    }
+}
+
+/// The page's hits and the facet counts of the pool they come from. One search
+/// when no facet is chosen (the page shows the pool's head); two when one is.
+fn run_search(b: &Bundle, s: &SearchQuery) -> atlas_runtime::Result<(Vec<Hit>, Facets)> {
+    let pool = b.search(&s.q, &options(s, FACET_POOL, false))?;
+    let facets = Facets::of(&pool);
+    let hits = if s.section.is_none() && s.language.is_none() && s.repo.is_none() {
+        pool.into_iter().take(PAGE_HITS).collect()
+    } else {
+        b.search(&s.q, &options(s, PAGE_HITS, true))?
+    };
+    Ok((hits, facets))
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| format!("internal error: {e}"))
+}
+
+async fn search_page(State(web): State<Web>, req: Request) -> Response {
+    let p = match params(&req) {
+        Ok(p) => p,
+        Err(e) => return (StatusCode::BAD_REQUEST, html_response(render::page("Error", "", "Search", "", &esc_p(&e)))).into_response(),
+    };
+    let partial = get(&p, "partial").is_some();
+    let b = web.live.get();
+    let (s, found) = match search_query(&p) {
+        Ok(s) if s.q.is_empty() => (s, Ok((Vec::new(), Facets::default()))),
+        Ok(s) => {
+            let (bb, ss) = (b.clone(), s.clone());
+            let r = blocking(move || run_search(&bb, &ss).map_err(|e| e.to_string())).await.and_then(|r| r);
+            (s, r)
+        }
+        Err(e) => (SearchQuery { q: get(&p, "q").unwrap_or("").to_owned(), ..SearchQuery::default() }, Err(e)),
+    };
+    let status = if found.is_ok() { StatusCode::OK } else { StatusCode::BAD_REQUEST };
+    let results = match &found {
+        Ok((hits, facets)) => render::results(&s, hits, facets, None),
+        Err(e) => render::results(&s, &[], &Facets::default(), Some(e)),
+    };
+    if partial {
+        return (status, html_response(results)).into_response();
+    }
+    let title = if s.q.is_empty() { "Search".to_owned() } else { s.q.clone() };
+    let body = format!("{}{results}", render::search_form(&s));
+    (status, html_response(render::page(&title, &b.manifest.name, "Search", &s.q, &body))).into_response()
+}
+
+fn esc_p(e: &str) -> String {
+    format!(r#"<p class="error" role="alert">{}</p>"#, render::esc(e))
+}
+
+async fn source_page(State(web): State<Web>, req: Request) -> Response {
+    let b = web.live.get();
+    let name = b.manifest.name.clone();
+    let fail = |status: StatusCode, e: String| {
+        (status, html_response(render::page("Source", &name, "", "", &esc_p(&e)))).into_response()
+    };
+    let p = match params(&req) {
+        Ok(p) => p,
+        Err(e) => return fail(StatusCode::BAD_REQUEST, e),
+    };
+    let Some(id) = get(&p, "id").map(str::to_owned) else {
+        return fail(StatusCode::BAD_REQUEST, "which chunk? /source?id=CHUNK_ID (a search hit links here)".into());
+    };
+    let bb = b.clone();
+    let r = blocking(move || source_body(&bb, &id)).await.and_then(|r| r);
+    match r {
+        Ok((title, html)) => html_response(render::page(&title, &name, "", "", &html)),
+        Err(e) => fail(StatusCode::NOT_FOUND, e),
+    }
+}
+
+/// The source view of chunk `id`: its file from the mirror (checked against the
+/// manifest), rendered, and its neighbours.
+fn source_body(b: &Bundle, id: &str) -> Result<(String, String), String> {
+    let ctx = b.get_chunk(id, 1).map_err(|e| e.to_string())?;
+    let hit = &ctx.chunk.hit;
+    let rel = format!("mirror/{}", hit.path);
+    let size = b.manifest.artifact(&rel).map(|a| a.size).ok_or_else(|| format!("{} is not in the mirror", hit.path))?;
+    if size > MAX_SOURCE_BYTES {
+        return Err(format!("{} is {size} bytes, over the {MAX_SOURCE_BYTES}-byte view limit", hit.path));
+    }
+    let bytes = atlas_runtime::manifest::read_checked(&b.dir, &b.manifest, &rel).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&bytes);
+    let lines = (hit.start_line, hit.end_line);
+    let body = if hit.kind == "code" {
+        highlight::code(&text, hit.language.as_deref(), lines)
+    } else {
+        format!("<div class=\"md\">{}</div>", render::markdown(&text, lines))
+    };
+    let view = render::SourceView {
+        hit,
+        body,
+        prev: ctx.before.last().map(|v| &v.hit),
+        next: ctx.after.first().map(|v| &v.hit),
+    };
+    Ok((hit.title.clone(), render::source_page(&view)))
+}
+
+fn question(req: &Request) -> Result<String, String> {
+    let p = params(req)?;
+    Ok(get(&p, "q").unwrap_or("").trim().to_owned())
+}
+
+async fn ask_page(State(web): State<Web>, req: Request) -> Response {
+    let b = web.live.get();
+    let q = match question(&req) {
+        Ok(q) => q,
+        Err(e) => return (StatusCode::BAD_REQUEST, html_response(esc_p(&e))).into_response(),
+    };
+    let (answer, error) = if q.is_empty() {
+        (None, None)
+    } else {
+        match ask::ask(b.clone(), &q, &web.ask, &mut |_| {}).await {
+            Ok(a) => (Some(a), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        }
+    };
+    let body = render::ask_page(&q, answer.as_ref(), error.as_deref());
+    let title = if q.is_empty() { "Ask".to_owned() } else { q.clone() };
+    html_response(render::page(&title, &b.manifest.name, "Ask", &q, &body))
+}
+
+async fn api_search(State(web): State<Web>, req: Request) -> Response {
+    let bad = |e: String| json_response(StatusCode::BAD_REQUEST, &serde_json::json!({ "error": e }));
+    let p = match params(&req) {
+        Ok(p) => p,
+        Err(e) => return bad(e),
+    };
+    let s = match search_query(&p) {
+        Ok(s) => s,
+        Err(e) => return bad(e),
+    };
+    let k = match get(&p, "k").map(str::parse::<usize>) {
+        None => 5,
+        Some(Ok(k)) if (1..=atlas_runtime::search::MAX_TOP_K).contains(&k) => k,
+        Some(_) => return bad(format!("k must be a whole number from 1 to {}", atlas_runtime::search::MAX_TOP_K)),
+    };
+    let b = web.live.get();
+    let (q, opts) = (s.q.clone(), options(&s, k, true));
+    match blocking(move || b.search(&q, &opts).map_err(|e| e.to_string())).await.and_then(|r| r) {
+        Ok(hits) => json_response(StatusCode::OK, &crate::output::search_json(&s.q, s.mode, &hits)),
+        Err(e) => bad(e),
+    }
+}
+
+async fn api_ask(State(web): State<Web>, req: Request) -> Response {
+    let bad = |e: String| json_response(StatusCode::BAD_REQUEST, &serde_json::json!({ "error": e }));
+    let q = match question(&req) {
+        Ok(q) => q,
+        Err(e) => return bad(e),
+    };
+    match ask::ask(web.live.get(), &q, &web.ask, &mut |_| {}).await {
+        Ok(a) => json_response(StatusCode::OK, &serde_json::to_value(&a).unwrap_or_default()),
+        Err(e) => bad(format!("{e:#}")),
+    }
+}
+
+/// The answer as server-sent events while it forms.
+async fn api_ask_stream(State(web): State<Web>, req: Request) -> Response {
+    use axum::response::sse::{Event as Sse, KeepAlive};
+    let q = match question(&req) {
+        Ok(q) => q,
+        Err(e) => return json_response(StatusCode::BAD_REQUEST, &serde_json::json!({ "error": e })),
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Sse>();
+    tokio::spawn(async move {
+        let send = tx.clone();
+        let mut on = move |ev: Event<'_>| {
+            let e = match ev {
+                Event::Sources(s) => Sse::default().event("sources").data(render::sources_html(s)),
+                Event::Text(t) => Sse::default().event("text").data(serde_json::Value::from(t).to_string()),
+                Event::Notice(n) => Sse::default().event("notice").data(n.replace('\n', " ")),
+            };
+            let _ = send.send(e);
+        };
+        let last = match ask::ask(web.live.get(), &q, &web.ask, &mut on).await {
+            Ok(a) => Sse::default().event("done").data(render::answer_html(&a)),
+            Err(e) => Sse::default().event("failed").data(format!("{e:#}").replace('\n', " ")),
+        };
+        let _ = tx.send(last);
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    axum::response::sse::Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// Serves the web page (and the rag server at `/mcp`) on `addr` until Ctrl-C.
+pub async fn serve(
+    web: Web,
+    rerank: bool,
+    addr: std::net::SocketAddr,
+    opts: crate::transport::HttpOptions,
+) -> anyhow::Result<()> {
+    let ct = tokio_util::sync::CancellationToken::new();
+    let live = web.live.clone();
+    let mcp = crate::transport::mcp_router(move || crate::rag::RagServer::live(live.clone(), rerank), &opts, &ct);
+    let app = router(web).merge(mcp);
+    crate::transport::serve_router(app, addr, "the web page", "/", ct).await
+}
