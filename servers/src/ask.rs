@@ -516,7 +516,7 @@ pub fn sentences(text: &str) -> Vec<String> {
 fn push_sentence(out: &mut Vec<String>, s: &str) {
     let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
     let letters = s.chars().filter(|c| c.is_alphabetic()).count();
-    if (20..=400).contains(&s.len()) && letters * 2 > s.len() && s.split(' ').count() >= 4 {
+    if (12..=400).contains(&s.len()) && letters * 2 > s.len() && s.split(' ').count() >= 3 {
         out.push(s);
     }
 }
@@ -539,44 +539,55 @@ fn strip_markdown(s: &str) -> String {
     out.replace("**", "").replace("__", "")
 }
 
-/// The sentences of the sources that best match `question`: a lexical pass keeps the
-/// likeliest 24, then the bundle's embedder (when it loads) scores them by meaning,
-/// with word overlap and source rank as tie-breakers. A code source offers its
-/// symbol, as a sentence naming where it is.
+/// The sentences of the sources that best match `question`. Each candidate is read
+/// with its place (title and headings), so "Install › With Helm: `helm repo add …`"
+/// answers "how do I install with Helm". A lexical pass keeps the likeliest 24, then
+/// the bundle's embedder (when it loads) scores them by meaning, with word overlap
+/// and source rank as tie-breakers. Docs offer their prose sentences and the first
+/// command of each code block; code offers its symbol and its doc comments.
 pub fn extract(bundle: &Bundle, question: &str, sources: &[Source]) -> Vec<Picked> {
     let q = words(question);
-    let mut cands: Vec<Picked> = Vec::new();
+    let mut cands: Vec<(Picked, String)> = Vec::new();
     for s in sources {
-        let mut own = if s.hit.kind == "code" {
-            let what = s.hit.symbol.as_deref().unwrap_or(&s.hit.title);
-            let kind = s.hit.symbol_kind.as_deref().unwrap_or("code");
-            let doc = sentences(&doc_comment(&s.text));
-            let mut v = vec![format!("`{what}` ({kind}) in {}, lines {}–{}.", s.hit.path, s.hit.start_line, s.hit.end_line)];
-            v.extend(doc);
+        let mut own: Vec<String> = if s.hit.kind == "code" {
+            let mut v: Vec<String> = s
+                .hit
+                .symbol
+                .iter()
+                .map(|sym| {
+                    let kind = s.hit.symbol_kind.as_deref().unwrap_or("symbol");
+                    format!("`{sym}` ({kind}) in {}, lines {}–{}.", s.hit.path, s.hit.start_line, s.hit.end_line)
+                })
+                .collect();
+            v.extend(sentences(&doc_comment(&s.text)));
             v
         } else {
-            sentences(&s.text)
+            let mut v = sentences(&s.text);
+            v.extend(commands(&s.text));
+            v
         };
         own.dedup();
+        let place = place(&s.hit);
         for sentence in own {
-            let score = overlap(&q, &sentence) + 0.05 / s.n as f32;
-            cands.push(Picked { n: s.n, sentence, score });
+            let context = format!("{place}: {sentence}");
+            let score = overlap(&q, &context) + 0.1 / s.n as f32;
+            cands.push((Picked { n: s.n, sentence, score }, context));
         }
     }
-    cands.sort_by(|a, b| b.score.total_cmp(&a.score));
+    cands.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
     cands.truncate(24);
     if let Ok(enc) = bundle.embedder() {
         let mut texts: Vec<&str> = vec![question];
-        texts.extend(cands.iter().map(|c| c.sentence.as_str()));
+        texts.extend(cands.iter().map(|c| c.1.as_str()));
         if let Ok(v) = enc.embed_texts(&texts) {
-            for (c, e) in cands.iter_mut().zip(&v[1..]) {
+            for ((c, _), e) in cands.iter_mut().zip(&v[1..]) {
                 c.score = atlas_runtime::encoder::cosine(&v[0], e) + 0.25 * c.score;
             }
-            cands.sort_by(|a, b| b.score.total_cmp(&a.score));
+            cands.sort_by(|a, b| b.0.score.total_cmp(&a.0.score));
         }
     }
     let mut picked: Vec<Picked> = Vec::new();
-    for c in cands {
+    for (c, _) in cands {
         if picked.len() == EXTRACT_SENTENCES {
             break;
         }
@@ -585,6 +596,26 @@ pub fn extract(bundle: &Bundle, question: &str, sources: &[Source]) -> Vec<Picke
         }
     }
     picked
+}
+
+/// The first command of each fenced code block of a markdown chunk, in backticks.
+fn commands(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_fence = false;
+    let mut taken = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("```") || line.starts_with("~~~") {
+            in_fence = !in_fence;
+            taken = false;
+            continue;
+        }
+        let comment = line.starts_with('#') || line.starts_with("//") || line.starts_with("--");
+        if in_fence && !taken && !line.is_empty() && !comment && line.len() <= 160 {
+            out.push(format!("`{}`", line.trim_start_matches("$ ")));
+            taken = true;
+        }
+    }
+    out
 }
 
 /// The comment and docstring lines of a code chunk, as prose.
@@ -696,6 +727,8 @@ mod tests {
             sentences(text),
             ["You need a cluster first.", "Then run the installer.", "Use brew on macOS to install it."]
         );
+        assert_eq!(commands(text), ["`helm install x. Not prose.`"]);
+        assert_eq!(commands("```bash\n# add the repo\n$ helm repo add x\nhelm update\n```\n"), ["`helm repo add x`"]);
     }
 
     #[test]

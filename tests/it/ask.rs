@@ -87,6 +87,7 @@ fn a_good_answer_streams_with_checked_citations_and_the_prompt_holds_the_sources
     }
     assert!(user.contains("<<<SOURCE") && user.ends_with(&format!("Question: {Q}\n")), "{user}");
     assert!(body["messages"][0]["content"].as_str().unwrap().contains("only the numbered sources"));
+    drop(reqs);
 
     // Without --json the answer streams to stdout, then the sources.
     let r = run(std::process::Command::new(bin("atlas"))
@@ -108,7 +109,7 @@ fn a_citation_to_a_source_not_given_is_removed_and_reported() {
     assert_eq!(v["removed_citations"], serde_json::json!([42]));
     assert_eq!(v["cited"], serde_json::json!([1]));
     let answer = v["answer"].as_str().unwrap();
-    assert!(answer.starts_with("Use Helm [1] or brew.") && !answer.contains("[42]."), "{answer}");
+    assert!(answer.starts_with("Use Helm [1] or brew.\n"), "{answer}");
     assert!(answer.contains("Removed citations to sources that were not given: [42]"), "{answer}");
 }
 
@@ -133,8 +134,10 @@ fn every_llm_failure_is_one_line_then_the_extractive_answer_never_a_hang() {
     }
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let refused = format!("http://{closed}/v1");
+    // Accepts connections (the kernel's backlog) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}/v1", silent.local_addr().unwrap());
     let cases: Vec<(&str, Box<dyn Fn() -> Response + Send + Sync>, &str)> = vec![
-        ("a timeout", Box::new(|| Response { status: 200, headers: vec![], body: Body::Stall(Duration::from_secs(8)) }), "no reply within 1 s"),
         ("HTTP 500", Box::new(|| Response::new(500, "model crashed")), "HTTP 500"),
         ("HTTP 401", Box::new(|| Response::new(401, "{\"error\":\"bad key\"}")), "HTTP 401"),
         (
@@ -155,22 +158,15 @@ fn every_llm_failure_is_one_line_then_the_extractive_answer_never_a_hang() {
         ),
         (
             "a stream that stalls",
-            Box::new(|| {
-                let mut r = chat_stream(&["Start"], Duration::ZERO);
-                if let Body::Pieces(p, _) = &mut r.body {
-                    p.truncate(1);
-                }
-                r.body = match r.body {
-                    Body::Pieces(p, _) => Body::Pieces(vec![p[0].clone(), b"data: [DONE]\n\n".to_vec()], Duration::from_secs(4)),
-                    b => b,
-                };
-                r
-            }),
-            "no reply within 1 s",
+            Box::new(|| Response { status: 200, headers: vec![], body: Body::Stall(Duration::from_secs(8)) }),
+            "stalled for 1 s",
         ),
     ];
     let mut servers = Vec::new();
-    let mut urls = vec![("connection refused", refused, "could not connect".to_owned())];
+    let mut urls = vec![
+        ("connection refused", refused, "could not connect".to_owned()),
+        ("a timeout", silent_url, "no reply within 1 s".to_owned()),
+    ];
     for (name, respond, want) in cases {
         let (s, _) = llm(respond);
         urls.push((name, s.url("/v1"), want.to_owned()));
@@ -185,11 +181,7 @@ fn every_llm_failure_is_one_line_then_the_extractive_answer_never_a_hang() {
         let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains("failed")).collect();
         assert_eq!(lines.len(), 1, "{name}: one line: {}", r.stderr);
         assert!(lines[0].contains("extractive answer instead"), "{name}: {}", lines[0]);
-        if name == "a stream that stalls" {
-            assert!(err.contains("stalled for 1 s"), "{name}: {err}");
-        } else {
-            assert!(err.contains(&want), "{name}: {err:?} lacks {want:?}");
-        }
+        assert!(err.contains(&want), "{name}: {err:?} lacks {want:?}");
         assert!(!v["cited"].as_array().unwrap().is_empty(), "{name}: {v:#}");
     }
 }

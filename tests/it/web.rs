@@ -102,7 +102,8 @@ fn pages_are_escaped_locked_down_and_match_the_cli() {
     assert!(page.contains(r#"<option value="keyword" selected>"#), "{page}");
     // The hostile page's payloads show as text.
     let (_, _, page) = web.get("/?q=payload+escaping+rules&mode=keyword");
-    assert!(page.contains("Payload &lt;img") && !page.contains("<img") && !page.contains("<svg"), "{page}");
+    assert!(page.contains("&lt;script&gt;document.body.dataset.pwned=1&lt;/script&gt;"), "{page}");
+    assert!(page.contains("&lt;svg onload=") && !page.contains("<svg") && !page.contains("<script>document"), "{page}");
 
     // The APIs return what the CLI prints.
     let (_, _, api) = web.get("/api/search?q=helm+repo&mode=keyword");
@@ -237,9 +238,12 @@ fn slow_the_page_works_in_a_real_browser() {
     tab.press_key("/").unwrap();
     assert_eq!(eval("document.activeElement.id"), "q", "`/` focuses the query box");
     tab.type_str("helm repo").unwrap();
-    wait_for("document.querySelectorAll('#results .hit').length > 0 && document.body.dataset.renderMs !== undefined", "results as you type");
-    let render_ms = eval("Number(document.body.dataset.renderMs)");
-    eprintln!("keystroke to results in the browser: {render_ms} ms (150 ms of it is the debounce)");
+    wait_for("document.body.dataset.renderedQuery === 'helm repo'", "results as you type");
+    eprintln!(
+        "keystroke to results in the browser: {} ms (of which the 150 ms debounce; request to rendered results {} ms)",
+        eval("document.body.dataset.renderMs"),
+        eval("document.body.dataset.fetchMs")
+    );
     assert!(eval("location.search").as_str().unwrap().contains("q=helm+repo"), "the URL carries the query");
     assert!(eval("document.querySelector('#results .hit h2').textContent").as_str().unwrap().contains("Install"));
     shot("search.png");
@@ -270,12 +274,12 @@ fn slow_the_page_works_in_a_real_browser() {
     tab.type_str("How do I install with Helm?").unwrap();
     tab.press_key("Enter").unwrap();
     wait_for("document.body.dataset.firstTokenMs !== undefined", "the first streamed text");
-    let streamed = eval("document.querySelector('#answer').textContent");
     wait_for("document.body.dataset.answered === '1'", "the whole answer");
+    let pieces = eval("Number(document.body.dataset.textEvents)");
+    assert!(pieces.as_f64().unwrap() >= 2.0, "the answer came in one piece: {pieces}");
     let answer = eval("document.querySelector('#answer .text').textContent");
     assert!(answer.as_str().unwrap().starts_with("Add the chart repository with helm repo add [1], then install it."), "{answer}");
     assert!(answer.as_str().unwrap().contains("Removed citations to sources that were not given: [9]"), "{answer}");
-    assert!(streamed.as_str().unwrap().len() < answer.as_str().unwrap().len() + 200, "{streamed}");
     eprintln!("ask in the browser: first text after {} ms", eval("document.body.dataset.firstTokenMs"));
     assert_eq!(eval("document.querySelector('a.ref').getAttribute('href')"), "#src-1");
     shot("answer.png");
@@ -286,7 +290,7 @@ fn slow_the_page_works_in_a_real_browser() {
     wait_for("document.querySelector('.cited') !== null", "the cited source from the answer");
 
     // 6. Payloads in a corpus page do not run, on the results page or in the source view.
-    tab.navigate_to(&web.url("/?q=payload+escaping+rules")).unwrap().wait_until_navigated().unwrap();
+    tab.navigate_to(&web.url("/?q=payload+escaping+rules&mode=keyword")).unwrap().wait_until_navigated().unwrap();
     tab.wait_for_element("#results .hit").unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(eval("document.body.dataset.pwned === undefined"), Value::Bool(true), "a payload ran on the results page");
@@ -295,18 +299,19 @@ fn slow_the_page_works_in_a_real_browser() {
     wait_for("document.querySelector('.md') !== null", "the payload page's source view");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(eval("document.body.dataset.pwned === undefined"), Value::Bool(true), "a payload ran in the source view");
-    assert!(eval("document.body.innerText").as_str().unwrap().contains("<script>document.body.dataset.pwned=1</script>"));
+    let text = eval("document.body.innerText");
+    assert!(text.as_str().unwrap().contains("<script>document.body.dataset.pwned=1</script>"), "{text}");
 
     // 5. With JavaScript off, the form still searches (server-rendered).
     let plain = browser.new_tab().unwrap();
     plain.call_method(Emulation::SetScriptExecutionDisabled { value: true }).unwrap();
     plain.navigate_to(&web.url("/")).unwrap().wait_until_navigated().unwrap();
-    plain.wait_for_element("#q").unwrap().click().unwrap();
+    // No script can run here, so no element helper that calls into the page: the box
+    // has `autofocus`, the keys go to it, and the DOM is read over the protocol.
+    plain.wait_for_element("#q").unwrap();
     plain.type_str("kubectl").unwrap();
     plain.press_key("Enter").unwrap();
-    plain.wait_until_navigated().unwrap();
-    plain.wait_for_element("#results .hit").unwrap();
-    let html = plain.get_content().unwrap();
-    assert!(plain.get_url().contains("q=kubectl") && html.contains("<mark>"), "{}", plain.get_url());
+    plain.wait_for_element("#results .hit mark").unwrap();
+    assert!(plain.get_url().contains("q=kubectl"), "{}", plain.get_url());
     eprintln!("screenshots in {}", screenshots().display());
 }

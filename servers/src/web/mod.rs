@@ -106,8 +106,10 @@ fn html_response(body: String) -> Response {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
 }
 
-fn json_response(status: StatusCode, v: &serde_json::Value) -> Response {
-    (status, [(header::CONTENT_TYPE, "application/json")], format!("{v:#}\n")).into_response()
+/// JSON as the CLI prints it (pretty, one trailing newline).
+fn json_response(status: StatusCode, v: &impl serde::Serialize) -> Response {
+    let body = serde_json::to_string_pretty(v).map_or_else(|e| format!("{{\"error\": \"{e}\"}}"), |s| s + "\n");
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// The query string's parameters (the first of each name; bounded).
@@ -309,7 +311,7 @@ async fn api_ask(State(web): State<Web>, req: Request) -> Response {
         Err(e) => return bad(e),
     };
     match ask::ask(web.live.get(), &q, &web.ask, &mut |_| {}).await {
-        Ok(a) => json_response(StatusCode::OK, &serde_json::to_value(&a).unwrap_or_default()),
+        Ok(a) => json_response(StatusCode::OK, &a),
         Err(e) => bad(format!("{e:#}")),
     }
 }
