@@ -270,7 +270,11 @@ pub fn chat_stream(pieces: &[&str], pause: Duration) -> Response {
         })
         .collect();
     events.push(b"data: [DONE]\n\n".to_vec());
-    Response { status: 200, headers: vec![("Content-Type".into(), "text/event-stream".into())], body: Body::Pieces(events, pause) }
+    Response {
+        status: 200,
+        headers: vec![("Content-Type".into(), "text/event-stream".into())],
+        body: Body::Pieces(events, pause),
+    }
 }
 
 /// A plain HTTP/1.1 GET (Connection: close) with the Host header given:

@@ -968,7 +968,10 @@ mod tests {
             mentioned_in: Vec::new(),
         };
         let page = Some("https://docs.x.test/guides/install");
-        assert_eq!(hit("docs", page, &["Install", "With Helm"]).citation(), "https://docs.x.test/guides/install#with-helm");
+        assert_eq!(
+            hit("docs", page, &["Install", "With Helm"]).citation(),
+            "https://docs.x.test/guides/install#with-helm"
+        );
         assert_eq!(hit("docs", page, &["Install"]).citation(), "https://docs.x.test/guides/install");
         assert_eq!(hit("docs", None, &["Install", "With Helm"]).citation(), "site/guides/install.md#L3-L9");
         let blob = Some("https://github.com/o/r/blob/abc/net/retry.rs");

@@ -125,10 +125,8 @@ pub async fn ask(
             question.len()
         )));
     }
-    let threshold = opts
-        .threshold
-        .or_else(|| bundle.manifest.eval.as_ref().and_then(|e| e.threshold))
-        .unwrap_or(DEFAULT_THRESHOLD);
+    let threshold =
+        opts.threshold.or_else(|| bundle.manifest.eval.as_ref().and_then(|e| e.threshold)).unwrap_or(DEFAULT_THRESHOLD);
     let (b, q, budget) = (bundle.clone(), question.clone(), opts.budget_tokens);
     let (confidence, sources) = tokio::task::spawn_blocking(move || retrieve(&b, &q, budget)).await??;
     let retrieve_ms = ms(started);

@@ -515,7 +515,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let b = Bundle::open(&dir, open_options(&cfg, OpenOptions::default())?)
                 .with_context(|| format!("opening the bundle {}", dir.display()))?;
             let opts = crate::ask::AskOptions {
-                budget_tokens: budget.map_or(cfg.ask.budget_tokens.unwrap_or(crate::ask::DEFAULT_BUDGET_TOKENS), |b| b as usize),
+                budget_tokens: budget
+                    .map_or(cfg.ask.budget_tokens.unwrap_or(crate::ask::DEFAULT_BUDGET_TOKENS), |b| b as usize),
                 threshold: threshold.or(cfg.ask.threshold),
                 llm: crate::ask::llm_from(&cfg.ask, llm, model, timeout)?,
             };

@@ -131,7 +131,9 @@ impl RagServer {
             () = ct.cancelled() => return Ok(output::error("search cancelled")),
         };
         match hits {
-            Ok(hits) => Ok(output::ok(render_hits(&query, &hits), serde_json::json!({ "hits": output::hits_json(&hits) }))),
+            Ok(hits) => {
+                Ok(output::ok(render_hits(&query, &hits), serde_json::json!({ "hits": output::hits_json(&hits) })))
+            }
             Err(e) => Ok(output::error(e.to_string())),
         }
     }

@@ -90,11 +90,13 @@ fn a_good_answer_streams_with_checked_citations_and_the_prompt_holds_the_sources
     drop(reqs);
 
     // Without --json the answer streams to stdout, then the sources.
-    let r = run(std::process::Command::new(bin("atlas"))
-        .args(["ask", Q, "--llm", &url, "--bundle"])
-        .arg(fixture()));
+    let r = run(std::process::Command::new(bin("atlas")).args(["ask", Q, "--llm", &url, "--bundle"]).arg(fixture()));
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(r.stdout.starts_with("Add the chart repository with `helm repo add` [1].\n\nSources:\n[1] "), "{}", r.stdout);
+    assert!(
+        r.stdout.starts_with("Add the chart repository with `helm repo add` [1].\n\nSources:\n[1] "),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]

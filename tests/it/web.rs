@@ -195,14 +195,18 @@ fn slow_the_page_works_in_a_real_browser() {
     let Some(chrome) = chromium() else { return };
     // The LLM the Ask tab streams from: three chunks, one citing a source not given.
     let llm = Server::start(|_| {
-        chat_stream(&["Add the chart repository with `helm repo add` [1]", ", then install it [", "9]."], Duration::from_millis(150))
+        chat_stream(
+            &["Add the chart repository with `helm repo add` [1]", ", then install it [", "9]."],
+            Duration::from_millis(150),
+        )
     });
     let web = Web::start(&["--llm", &llm.url("/v1"), "--model", "tiny"]);
     let profile = tempfile::tempdir().unwrap();
-    let args: Vec<&std::ffi::OsStr> = ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-component-update"]
-        .iter()
-        .map(std::ffi::OsStr::new)
-        .collect();
+    let args: Vec<&std::ffi::OsStr> =
+        ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-component-update"]
+            .iter()
+            .map(std::ffi::OsStr::new)
+            .collect();
     let browser = Browser::new(
         LaunchOptions::default_builder()
             .path(Some(chrome))
@@ -222,7 +226,11 @@ fn slow_the_page_works_in_a_real_browser() {
     let wait_for = |js: &str, what: &str| {
         let deadline = Instant::now() + Duration::from_secs(30);
         while eval(js) != Value::Bool(true) {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}; page: {}", tab.get_content().unwrap_or_default());
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; page: {}",
+                tab.get_content().unwrap_or_default()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     };
@@ -251,9 +259,12 @@ fn slow_the_page_works_in_a_real_browser() {
     // 2. Switch the mode and the kind.
     eval("const m = document.querySelector('#mode'); m.value = 'keyword'; m.dispatchEvent(new Event('change')); true");
     wait_for("location.search.includes('mode=keyword')", "the mode in the URL");
-    eval("document.querySelector('#q').value = 'retry after header'; document.body.dataset.searches = ''; const k = document.querySelector('#kind'); k.value = 'code'; k.dispatchEvent(new Event('change')); true");
+    eval(
+        "document.querySelector('#q').value = 'retry after header'; document.body.dataset.searches = ''; const k = document.querySelector('#kind'); k.value = 'code'; k.dispatchEvent(new Event('change')); true",
+    );
     wait_for("location.search.includes('kind=code') && document.body.dataset.searches !== ''", "kind=code results");
-    let kinds = eval("[...document.querySelectorAll('#results .hit .badge:first-child')].map(b => b.textContent).join(',')");
+    let kinds =
+        eval("[...document.querySelectorAll('#results .hit .badge:first-child')].map(b => b.textContent).join(',')");
     assert!(!kinds.as_str().unwrap().is_empty() && kinds.as_str().unwrap().split(',').all(|k| k == "code"), "{kinds}");
 
     // 3. Open a citation's source view: the cited range is marked and in view.
@@ -278,7 +289,10 @@ fn slow_the_page_works_in_a_real_browser() {
     let pieces = eval("Number(document.body.dataset.textEvents)");
     assert!(pieces.as_f64().unwrap() >= 2.0, "the answer came in one piece: {pieces}");
     let answer = eval("document.querySelector('#answer .text').textContent");
-    assert!(answer.as_str().unwrap().starts_with("Add the chart repository with helm repo add [1], then install it."), "{answer}");
+    assert!(
+        answer.as_str().unwrap().starts_with("Add the chart repository with helm repo add [1], then install it."),
+        "{answer}"
+    );
     assert!(answer.as_str().unwrap().contains("Removed citations to sources that were not given: [9]"), "{answer}");
     eprintln!("ask in the browser: first text after {} ms", eval("document.body.dataset.firstTokenMs"));
     assert_eq!(eval("document.querySelector('a.ref').getAttribute('href')"), "#src-1");
@@ -293,12 +307,20 @@ fn slow_the_page_works_in_a_real_browser() {
     tab.navigate_to(&web.url("/?q=payload+escaping+rules&mode=keyword")).unwrap().wait_until_navigated().unwrap();
     tab.wait_for_element("#results .hit").unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(eval("document.body.dataset.pwned === undefined"), Value::Bool(true), "a payload ran on the results page");
+    assert_eq!(
+        eval("document.body.dataset.pwned === undefined"),
+        Value::Bool(true),
+        "a payload ran on the results page"
+    );
     tab.wait_for_element("#results .hit a[href^='/source']").unwrap().click().unwrap();
     tab.wait_until_navigated().unwrap();
     wait_for("document.querySelector('.md') !== null", "the payload page's source view");
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(eval("document.body.dataset.pwned === undefined"), Value::Bool(true), "a payload ran in the source view");
+    assert_eq!(
+        eval("document.body.dataset.pwned === undefined"),
+        Value::Bool(true),
+        "a payload ran in the source view"
+    );
     let text = eval("document.body.innerText");
     assert!(text.as_str().unwrap().contains("<script>document.body.dataset.pwned=1</script>"), "{text}");
 

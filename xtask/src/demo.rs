@@ -1,6 +1,7 @@
 //! `cargo xtask demo`: the product on this project's own docs and source
 //! (examples/self.yaml), shown through its own command line: build the bundle and its
-//! archive, say what it holds, verify it, rerun the eval it ships, search it, install
+//! archive, say what it holds, verify it, rerun the eval it ships, search it, ask it a
+//! question, serve the web page and fetch a search from it, install
 //! the archive as a user would (`atlas install`), smoke-test both servers, run `atlas
 //! doctor`, and print the editor config that serves the installed bundle by name.
 
@@ -46,6 +47,14 @@ pub fn run() -> anyhow::Result<()> {
         search.arg("search").arg(query).args(["--bundle", BUNDLE]).args(args);
         status(search)?;
     }
+    // An answer with checked citations: extractive here (no LLM configured); `--llm URL`
+    // takes any OpenAI-compatible endpoint.
+    let question = "how does the cache stay consistent after a crash?";
+    say(&format!("\n$ atlas ask {question:?} --bundle {BUNDLE}"));
+    let mut ask = Command::new(&atlas);
+    ask.args(["ask", question, "--bundle", BUNDLE]);
+    status(ask)?;
+    web(&atlas)?;
     let mut info = Command::new(&atlas);
     info.args(["info", "--json", BUNDLE]);
     let info: serde_json::Value = serde_json::from_str(&output(info)?).context("reading `atlas info --json`")?;
@@ -70,5 +79,44 @@ pub fn run() -> anyhow::Result<()> {
     install.args(["install", &archive]);
     status(install)?;
     eprintln!("xtask: run it again to see every stage cached");
+    Ok(())
+}
+
+/// Starts the web page on a free port, fetches a search from it, and stops it.
+fn web(atlas: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::{Read as _, Write as _};
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let addr = format!("127.0.0.1:{port}");
+    say(&format!("\n$ atlas serve web --bundle {BUNDLE} --http {addr}"));
+    let mut child = Command::new(atlas)
+        .args(["serve", "web", "--bundle", BUNDLE, "--http", &addr])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("starting atlas serve web")?;
+    let fetched = (|| -> anyhow::Result<String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut conn = loop {
+            match std::net::TcpStream::connect(&addr) {
+                Ok(c) => break c,
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(50))
+                }
+                Err(e) => anyhow::bail!("the web page did not start: {e}"),
+            }
+        };
+        write!(conn, "GET /?q=KeyBuilder HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+        let mut page = String::new();
+        conn.read_to_string(&mut page)?;
+        Ok(page)
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    let page = fetched?;
+    anyhow::ensure!(page.starts_with("HTTP/1.1 200") && page.contains("class=\"hit\""), "the web page gave no hits");
+    say(&format!(
+        "GET http://{addr}/?q=KeyBuilder: {} hits, {} bytes of HTML (search, source view and Ask in a browser; /mcp beside them)",
+        page.matches("class=\"hit\"").count(),
+        page.len()
+    ));
     Ok(())
 }

@@ -140,7 +140,10 @@ mod tests {
         check("home = \"/h\"\nbundle = \"docs\"\n", "bundle: Some(\"docs\")");
         check("trusted_keys = [\"RWabc\"]\n[publish]\nto = \"s3://b/p\"\n", "to: Some(\"s3://b/p\")");
         check("home = \"/h\"\nhomme = 1\n", "error: config.toml:2: unknown key `homme`");
-        check("[ask]\nllm = \"http://127.0.0.1:11434/v1\"\nmodel = \"qwen\"\n", "llm: Some(\"http://127.0.0.1:11434/v1\")");
+        check(
+            "[ask]\nllm = \"http://127.0.0.1:11434/v1\"\nmodel = \"qwen\"\n",
+            "llm: Some(\"http://127.0.0.1:11434/v1\")",
+        );
         check("[ask]\nurl = \"x\"\n", "error: config.toml:2: unknown key `url`");
         check("[publish]\ngithub = \"a/b\"\ntoken = \"x\"\n", "error: config.toml:3: unknown key `token`");
         check("[install]\nkeep = 3\n[install.limits]\nmax_ratio = 10\n", "max_ratio: 10");

@@ -44,7 +44,8 @@ fn config(language: &str) -> Option<&'static HighlightConfiguration> {
     static CONFIGS: OnceLock<HashMap<&'static str, HighlightConfiguration>> = OnceLock::new();
     CONFIGS
         .get_or_init(|| {
-            let ts_query = format!("{}\n{}", tree_sitter_typescript::HIGHLIGHTS_QUERY, tree_sitter_javascript::HIGHLIGHT_QUERY);
+            let ts_query =
+                format!("{}\n{}", tree_sitter_typescript::HIGHLIGHTS_QUERY, tree_sitter_javascript::HIGHLIGHT_QUERY);
             let langs: [(&str, tree_sitter::Language, &str); 6] = [
                 ("python", tree_sitter_python::LANGUAGE.into(), tree_sitter_python::HIGHLIGHTS_QUERY),
                 ("rust", tree_sitter_rust::LANGUAGE.into(), tree_sitter_rust::HIGHLIGHTS_QUERY),

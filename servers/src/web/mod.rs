@@ -179,7 +179,10 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 async fn search_page(State(web): State<Web>, req: Request) -> Response {
     let p = match params(&req) {
         Ok(p) => p,
-        Err(e) => return (StatusCode::BAD_REQUEST, html_response(render::page("Error", "", "Search", "", &esc_p(&e)))).into_response(),
+        Err(e) => {
+            return (StatusCode::BAD_REQUEST, html_response(render::page("Error", "", "Search", "", &esc_p(&e))))
+                .into_response();
+        }
     };
     let partial = get(&p, "partial").is_some();
     let b = web.live.get();
@@ -340,9 +343,8 @@ async fn api_ask_stream(State(web): State<Web>, req: Request) -> Response {
         };
         let _ = tx.send(last);
     });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
-    });
+    let stream =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx)) });
     axum::response::sse::Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
 }
 

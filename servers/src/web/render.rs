@@ -58,7 +58,8 @@ impl SearchQuery {
     /// The page URL of this search with one parameter changed (`None` drops it).
     pub fn url_with(&self, key: &str, value: Option<&str>) -> String {
         let mut pairs: Vec<(&str, String)> = vec![("q", self.q.clone()), ("mode", self.mode.as_str().to_owned())];
-        for (k, v) in [("kind", &self.kind), ("section", &self.section), ("language", &self.language), ("repo", &self.repo)]
+        for (k, v) in
+            [("kind", &self.kind), ("section", &self.section), ("language", &self.language), ("repo", &self.repo)]
         {
             if let Some(v) = v {
                 pairs.push((k, v.clone()));
@@ -247,7 +248,11 @@ pub fn results(s: &SearchQuery, hits: &[Hit], facets: &Facets, error: Option<&st
     }
     h.push_str(&facet_block(s, facets));
     if hits.is_empty() {
-        let _ = write!(h, r#"<p class="empty">No hits for “{}”. Try other words, or keyword mode for exact names.</p>"#, esc(&s.q));
+        let _ = write!(
+            h,
+            r#"<p class="empty">No hits for “{}”. Try other words, or keyword mode for exact names.</p>"#,
+            esc(&s.q)
+        );
     }
     h.push_str(r#"<ol class="hits">"#);
     for hit in hits {
@@ -393,7 +398,12 @@ pub fn source_page(v: &SourceView<'_>) -> String {
         h.end_line
     );
     if let Some(url) = &h.url {
-        let _ = write!(out, r#"<a href="{}" rel="noopener noreferrer">Original: {}</a> "#, safe_href(&h.citation()), esc(url));
+        let _ = write!(
+            out,
+            r#"<a href="{}" rel="noopener noreferrer">Original: {}</a> "#,
+            safe_href(&h.citation()),
+            esc(url)
+        );
     }
     if let Some(p) = v.prev {
         let _ = write!(out, r#"<a rel="prev" href="{}">← {}</a> "#, source_href(p), esc(&place(p)));
@@ -434,7 +444,11 @@ pub fn answer_html(a: &Answer) -> String {
     };
     let mut h = format!(r#"<div class="answer {kind}" data-kind="{kind}">"#);
     if let Some(e) = &a.llm_error {
-        let _ = write!(h, r#"<p class="notice" role="status">The LLM failed ({}); this is the extractive answer.</p>"#, esc(e));
+        let _ = write!(
+            h,
+            r#"<p class="notice" role="status">The LLM failed ({}); this is the extractive answer.</p>"#,
+            esc(e)
+        );
     }
     h.push_str(r#"<div class="text">"#);
     h.push_str(&answer_text(&a.answer, a.sources.len()));
