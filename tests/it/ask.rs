@@ -51,6 +51,9 @@ fn ask(question: &str, extra: &[&str]) -> (Run, Value, Duration) {
 
 const Q: &str = "How do I install with Helm?";
 
+/// How a fake LLM answers.
+type Responder = Box<dyn Fn() -> Response + Send + Sync>;
+
 #[test]
 fn a_good_answer_streams_with_checked_citations_and_the_prompt_holds_the_sources() {
     if !model_ready() {
@@ -139,7 +142,7 @@ fn every_llm_failure_is_one_line_then_the_extractive_answer_never_a_hang() {
     // Accepts connections (the kernel's backlog) and never answers.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let silent_url = format!("http://{}/v1", silent.local_addr().unwrap());
-    let cases: Vec<(&str, Box<dyn Fn() -> Response + Send + Sync>, &str)> = vec![
+    let cases: Vec<(&str, Responder, &str)> = vec![
         ("HTTP 500", Box::new(|| Response::new(500, "model crashed")), "HTTP 500"),
         ("HTTP 401", Box::new(|| Response::new(401, "{\"error\":\"bad key\"}")), "HTTP 401"),
         (

@@ -99,7 +99,7 @@ fn web(atlas: &std::path::Path) -> anyhow::Result<()> {
             match std::net::TcpStream::connect(&addr) {
                 Ok(c) => break c,
                 Err(_) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(50))
+                    std::thread::sleep(std::time::Duration::from_millis(50));
                 }
                 Err(e) => anyhow::bail!("the web page did not start: {e}"),
             }

@@ -280,12 +280,11 @@ pub fn results(s: &SearchQuery, hits: &[Hit], facets: &Facets, error: Option<&st
 
 fn facet_block(s: &SearchQuery, f: &Facets) -> String {
     let mut h = format!(r#"<aside class="facets" aria-label="Filters"><p>In the top {} hits:</p>"#, f.pool);
-    let groups: [(&str, &str, &BTreeMap<String, usize>, &Option<String>); 3] = [
+    for (key, label, counts, chosen) in [
         ("section", "Section", &f.section, &s.section),
         ("language", "Language", &f.language, &s.language),
         ("repo", "Repository", &f.repo, &s.repo),
-    ];
-    for (key, label, counts, chosen) in groups {
+    ] {
         if counts.is_empty() && chosen.is_none() {
             continue;
         }
@@ -351,9 +350,9 @@ pub fn markdown(text: &str, lines: (u32, u32)) -> String {
             } else {
                 ""
             };
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                "<div class=\"blk{}\" data-lines=\"{a}-{b}\"{id}><a class=\"ln\" id=\"L{a}\" href=\"#L{a}\" aria-hidden=\"true\"></a>{html}</div>\n",
+                "<div class=\"blk{}\" data-lines=\"{a}-{b}\"{id}><a class=\"ln\" id=\"L{a}\" href=\"#L{a}\" aria-hidden=\"true\"></a>{html}</div>",
                 if cited { " cited" } else { "" }
             );
         }
