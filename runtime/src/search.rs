@@ -187,6 +187,12 @@ impl Hit {
         }
     }
 
+    /// Where the chunk is, for people: its heading path (`Install › With Helm`), or
+    /// the title when it has none.
+    pub fn place(&self) -> String {
+        if self.heading_path.is_empty() { self.title.clone() } else { self.heading_path.join(" › ") }
+    }
+
     /// The heading anchor of the chunk's section on its page: the slug of its last
     /// heading below the page title (none for the page's opening).
     pub fn anchor(&self) -> Option<String> {

@@ -264,18 +264,6 @@ pub fn assemble(hits: Vec<(Hit, String)>, budget: usize) -> Vec<Source> {
     out
 }
 
-/// Where a source is, for people: title and heading path.
-pub fn place(hit: &Hit) -> String {
-    if hit.heading_path.is_empty() {
-        match &hit.symbol {
-            Some(s) => format!("{} {s}", hit.path),
-            None => hit.title.clone(),
-        }
-    } else {
-        hit.heading_path.join(" › ")
-    }
-}
-
 /// The chat messages: the rules, then the numbered sources (each fenced as
 /// third-party data) and the question.
 pub fn prompt(bundle: &str, question: &str, sources: &[Source]) -> Vec<Message> {
@@ -288,7 +276,7 @@ pub fn prompt(bundle: &str, question: &str, sources: &[Source]) -> Vec<Message> 
     );
     let mut user = String::from("Sources:\n\n");
     for s in sources {
-        user.push_str(&format!("[{}] {} — {}\n", s.n, place(&s.hit), s.citation));
+        user.push_str(&format!("[{}] {} — {}\n", s.n, s.hit.place(), s.citation));
         user.push_str(&crate::output::fence(&format!("source [{}]", s.n), &s.text));
         user.push('\n');
     }
@@ -305,7 +293,7 @@ fn refusal(bundle: &str, confidence: f32, threshold: f32, sources: &[Source]) ->
     if !sources.is_empty() {
         s.push_str(" The nearest passages:\n");
         for src in sources.iter().take(3) {
-            s.push_str(&format!("- {} [{}]\n", place(&src.hit), src.n));
+            s.push_str(&format!("- {} [{}]\n", src.hit.place(), src.n));
         }
     } else {
         s.push('\n');
@@ -565,7 +553,7 @@ pub fn extract(bundle: &Bundle, question: &str, sources: &[Source]) -> Vec<Picke
             v
         };
         own.dedup();
-        let place = place(&s.hit);
+        let place = s.hit.place();
         for sentence in own {
             let context = format!("{place}: {sentence}");
             let score = overlap(&q, &context) + 0.1 / s.n as f32;
@@ -665,7 +653,7 @@ pub fn run_cli(bundle: Arc<Bundle>, question: &str, opts: &AskOptions, json: boo
     if !answer.sources.is_empty() {
         tail.push_str("Sources:\n");
         for s in &answer.sources {
-            tail.push_str(&format!("[{}] {} — {}\n", s.n, place(&s.hit), s.citation));
+            tail.push_str(&format!("[{}] {} — {}\n", s.n, s.hit.place(), s.citation));
         }
     }
     print(&tail)?;

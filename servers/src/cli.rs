@@ -634,7 +634,7 @@ pub fn render(hits: &[Hit]) -> String {
     }
     let mut s = String::new();
     for (i, h) in hits.iter().enumerate() {
-        let place = if h.heading_path.is_empty() { h.title.clone() } else { h.heading_path.join(" › ") };
+        let place = h.place();
         let what = match (&h.symbol, &h.language) {
             (Some(sym), Some(lang)) => format!("{} {sym} ({lang})", h.symbol_kind.as_deref().unwrap_or("symbol")),
             _ => h.kind.clone(),

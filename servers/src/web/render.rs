@@ -200,11 +200,6 @@ pub fn mark(text: &str, q: &str) -> String {
     out
 }
 
-/// Where a hit is, for people.
-fn place(h: &Hit) -> String {
-    if h.heading_path.is_empty() { h.title.clone() } else { h.heading_path.join(" › ") }
-}
-
 /// A link to the source view of a chunk, scrolled to its first line.
 pub fn source_href(h: &Hit) -> String {
     format!("/source?id={}#L{}", enc(&h.chunk_id), h.start_line)
@@ -266,7 +261,7 @@ pub fn results(s: &SearchQuery, hits: &[Hit], facets: &Facets, error: Option<&st
             h,
             r#"<li class="hit"><h2><a href="{}">{}</a></h2><div class="meta">{} <span class="lines">lines {}–{}</span></div>{snippet}<div class="where">{} · <a href="{}">source view</a></div></li>"#,
             source_href(hit),
-            esc(&place(hit)),
+            esc(&hit.place()),
             badges(hit),
             hit.start_line,
             hit.end_line,
@@ -390,7 +385,7 @@ pub fn source_page(v: &SourceView<'_>) -> String {
     let h = v.hit;
     let mut out = format!(
         r#"<article class="source"><h1>{}</h1><div class="meta">{} <code>{}</code> <span class="lines">lines {}–{} cited</span></div><nav class="around" aria-label="Around this chunk">"#,
-        esc(&place(h)),
+        esc(&h.place()),
         badges(h),
         esc(&h.path),
         h.start_line,
@@ -405,10 +400,10 @@ pub fn source_page(v: &SourceView<'_>) -> String {
         );
     }
     if let Some(p) = v.prev {
-        let _ = write!(out, r#"<a rel="prev" href="{}">← {}</a> "#, source_href(p), esc(&place(p)));
+        let _ = write!(out, r#"<a rel="prev" href="{}">← {}</a> "#, source_href(p), esc(&p.place()));
     }
     if let Some(n) = v.next {
-        let _ = write!(out, r#"<a rel="next" href="{}">{} →</a>"#, source_href(n), esc(&place(n)));
+        let _ = write!(out, r#"<a rel="next" href="{}">{} →</a>"#, source_href(n), esc(&n.place()));
     }
     let _ = write!(out, "</nav>\n{}</article>\n", v.body);
     out
@@ -517,7 +512,7 @@ pub fn sources_html(sources: &[Source]) -> String {
             s.n,
             s.n,
             source_href(&s.hit),
-            esc(&place(&s.hit)),
+            esc(&s.hit.place()),
             citation(&s.hit)
         );
     }
