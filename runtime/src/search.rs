@@ -141,7 +141,7 @@ pub struct Link {
     pub heading: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
     pub score: f32,
     pub chunk_id: String,
@@ -954,24 +954,14 @@ mod tests {
     #[test]
     fn web_pages_are_cited_by_anchor_files_by_lines() {
         let hit = |kind: &str, url: Option<&str>, heading: &[&str]| Hit {
-            score: 0.0,
-            chunk_id: String::new(),
             path: "site/guides/install.md".into(),
             url: url.map(str::to_owned),
             title: "Install".into(),
             heading_path: heading.iter().map(|h| (*h).to_owned()).collect(),
             start_line: 3,
             end_line: 9,
-            snippet: String::new(),
             kind: kind.into(),
-            language: None,
-            section: String::new(),
-            repo: None,
-            commit: None,
-            symbol: None,
-            symbol_kind: None,
-            mentions: Vec::new(),
-            mentioned_in: Vec::new(),
+            ..Hit::default()
         };
         let page = Some("https://docs.x.test/guides/install");
         assert_eq!(

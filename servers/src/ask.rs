@@ -720,24 +720,13 @@ mod tests {
     #[test]
     fn the_budget_cuts_sources() {
         let hit = |t: &str| Hit {
-            score: 0.0,
             chunk_id: t.into(),
             path: format!("{t}.md"),
-            url: None,
             title: t.into(),
-            heading_path: Vec::new(),
             start_line: 1,
             end_line: 2,
-            snippet: String::new(),
             kind: "docs".into(),
-            language: None,
-            section: String::new(),
-            repo: None,
-            commit: None,
-            symbol: None,
-            symbol_kind: None,
-            mentions: Vec::new(),
-            mentioned_in: Vec::new(),
+            ..Hit::default()
         };
         let long = "word ".repeat(400);
         let got = assemble(vec![(hit("a"), long.clone()), (hit("b"), long.clone()), (hit("c"), long)], 700);
