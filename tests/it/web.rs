@@ -337,3 +337,31 @@ fn slow_the_page_works_in_a_real_browser() {
     assert!(plain.get_url().contains("q=kubectl"), "{}", plain.get_url());
     eprintln!("screenshots in {}", screenshots().display());
 }
+
+#[test]
+fn a_page_that_leaves_stops_its_answer() {
+    use std::io::{Read as _, Write as _};
+    if !model_ready() {
+        return;
+    }
+    let pieces: Vec<String> = (0..30).map(|i| format!("word{i} ")).collect();
+    let llm = Server::start(move |_| {
+        chat_stream(&pieces.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_millis(300))
+    });
+    let web = Web::start(&["--llm", &llm.url("/v1")]);
+    let mut conn = std::net::TcpStream::connect(web.addr).unwrap();
+    write!(conn, "GET /api/ask/stream?q=How+do+I+install+with+Helm%3F HTTP/1.1\r\nHost: {}\r\n\r\n", web.addr).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("event: text") {
+        let n = conn.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream ended early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(conn);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !web.log().contains("went away; stopped") {
+        assert!(Instant::now() < deadline, "the answer went on after the page left: {}", web.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -337,7 +337,15 @@ async fn api_ask_stream(State(web): State<Web>, req: Request) -> Response {
             };
             let _ = send.send(e);
         };
-        let last = match ask::ask(web.live.get(), &q, &web.ask, &mut on).await {
+        // A browser that goes away stops the answer (and the LLM's work on it).
+        let answered = tokio::select! {
+            r = ask::ask(web.live.get(), &q, &web.ask, &mut on) => r,
+            () = tx.closed() => {
+                tracing::info!("the page asking {q:?} went away; stopped");
+                return;
+            }
+        };
+        let last = match answered {
             Ok(a) => Sse::default().event("done").data(render::answer_html(&a)),
             Err(e) => Sse::default().event("failed").data(format!("{e:#}").replace('\n', " ")),
         };
