@@ -31,7 +31,7 @@ enum Which {
     Fs,
     /// Ranked search: search_docs, search_code, get_chunk, get_bundle_info.
     Rag,
-    /// A web page for people: search, the cited source, Ask (needs --http, default
+    /// A web page for people: search, the cited source, Ask, on --http (default
     /// 127.0.0.1:8080), with the rag server's MCP endpoint beside it at /mcp.
     Web,
 }
@@ -503,10 +503,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 allow_origins,
                 allow_hosts,
             };
-            let ask = crate::ask::AskOptions {
-                llm: crate::ask::llm_from(&cfg.ask, llm, model, None)?,
-                threshold: cfg.ask.threshold,
-                budget_tokens: cfg.ask.budget_tokens.unwrap_or(crate::ask::DEFAULT_BUDGET_TOKENS),
+            let ask = match which {
+                Which::Web => crate::ask::AskOptions {
+                    llm: crate::ask::llm_from(&cfg.ask, llm, model, None)?,
+                    threshold: cfg.ask.threshold,
+                    budget_tokens: cfg.ask.budget_tokens.unwrap_or(crate::ask::DEFAULT_BUDGET_TOKENS),
+                },
+                Which::Fs | Which::Rag => crate::ask::AskOptions::default(),
             };
             serve(&cfg, which, bundle, mirror, rerank, warm, http, opts, ask)
         }
