@@ -126,6 +126,7 @@ fn a_question_the_corpus_cannot_answer_is_refused_without_calling_the_llm() {
     let (server, seen) = llm(|| chat_stream(&["should not be asked"], Duration::ZERO));
     let (r, v, _) = ask("What oven temperature bakes a chocolate sponge cake?", &["--llm", &server.url("/v1")]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
+    eprintln!("refused: confidence {} below the threshold {}", v["confidence"], v["threshold"]);
     assert_eq!(v["kind"], "refused", "{v:#}");
     assert!(v["confidence"].as_f64().unwrap() < v["threshold"].as_f64().unwrap(), "{v:#}");
     assert!(v["answer"].as_str().unwrap().contains("nearest passages"), "{v:#}");
