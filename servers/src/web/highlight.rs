@@ -77,11 +77,8 @@ fn lines(source: &str, language: Option<&str>) -> Vec<String> {
     let mut hl = Highlighter::new();
     let Ok(events) = hl.highlight(cfg, source.as_bytes(), None, |_| None) else { return plain() };
     let mut r = HtmlRenderer::new();
-    let class = |h: tree_sitter_highlight::Highlight, out: &mut Vec<u8>| {
-        out.extend_from_slice(b"class=\"hl-");
-        out.extend_from_slice(NAMES[h.0].replace('.', "-").as_bytes());
-        out.push(b'"');
-    };
+    let classes: Vec<String> = NAMES.iter().map(|n| format!("class=\"hl-{}\"", n.replace('.', "-"))).collect();
+    let class = |h: tree_sitter_highlight::Highlight, out: &mut Vec<u8>| out.extend_from_slice(classes[h.0].as_bytes());
     if r.render(events, source.as_bytes(), &class).is_err() {
         return plain();
     }

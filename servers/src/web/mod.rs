@@ -172,8 +172,9 @@ fn run_search(b: &Bundle, s: &SearchQuery) -> atlas_runtime::Result<(Vec<Hit>, F
     Ok((hits, facets))
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| format!("internal error: {e}"))
+/// Runs a fallible job off the async workers.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| format!("internal error: {e}"))?
 }
 
 async fn search_page(State(web): State<Web>, req: Request) -> Response {
@@ -190,7 +191,7 @@ async fn search_page(State(web): State<Web>, req: Request) -> Response {
         Ok(s) if s.q.is_empty() => (s, Ok((Vec::new(), Facets::default()))),
         Ok(s) => {
             let (bb, ss) = (b.clone(), s.clone());
-            let r = blocking(move || run_search(&bb, &ss).map_err(|e| e.to_string())).await.and_then(|r| r);
+            let r = blocking(move || run_search(&bb, &ss).map_err(|e| e.to_string())).await;
             (s, r)
         }
         Err(e) => (SearchQuery { q: get(&p, "q").unwrap_or("").to_owned(), ..SearchQuery::default() }, Err(e)),
@@ -226,7 +227,7 @@ async fn source_page(State(web): State<Web>, req: Request) -> Response {
         return fail(StatusCode::BAD_REQUEST, "which chunk? /source?id=CHUNK_ID (a search hit links here)".into());
     };
     let bb = b.clone();
-    let r = blocking(move || source_body(&bb, &id)).await.and_then(|r| r);
+    let r = blocking(move || source_body(&bb, &id)).await;
     match r {
         Ok((title, html)) => html_response(render::page(&title, &name, "", "", &html)),
         Err(e) => fail(StatusCode::NOT_FOUND, e),
@@ -301,7 +302,7 @@ async fn api_search(State(web): State<Web>, req: Request) -> Response {
     };
     let b = web.live.get();
     let (q, opts) = (s.q.clone(), options(&s, k, true));
-    match blocking(move || b.search(&q, &opts).map_err(|e| e.to_string())).await.and_then(|r| r) {
+    match blocking(move || b.search(&q, &opts).map_err(|e| e.to_string())).await {
         Ok(hits) => json_response(StatusCode::OK, &crate::output::search_json(&s.q, s.mode, &hits)),
         Err(e) => bad(e),
     }

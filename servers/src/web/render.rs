@@ -311,7 +311,8 @@ fn facet_block(s: &SearchQuery, f: &Facets) -> String {
 /// links; top-level blocks are wrapped with their line range, the ones that touch
 /// `lines` marked.
 pub fn markdown(text: &str, lines: (u32, u32)) -> String {
-    let line_of = |byte: usize| text[..byte.min(text.len())].matches('\n').count() as u32 + 1;
+    let newlines: Vec<usize> = text.match_indices('\n').map(|(i, _)| i).collect();
+    let line_of = |byte: usize| newlines.partition_point(|&n| n < byte) as u32 + 1;
     let mut out = String::new();
     let mut block: Vec<Event> = Vec::new();
     let mut depth = 0usize;
