@@ -515,7 +515,14 @@ fn strip_markdown(s: &str) -> String {
         let (before, after) = rest.split_at(i);
         match after.find(')') {
             Some(j) => {
-                out.push_str(&before.replacen('[', "", 1).replace("![", ""));
+                // The link text opens at the last `[` (an image's at its `![`).
+                match before.rfind('[') {
+                    Some(k) => {
+                        out.push_str(before[..k].strip_suffix('!').unwrap_or(&before[..k]));
+                        out.push_str(&before[k + 1..]);
+                    }
+                    None => out.push_str(before),
+                }
                 rest = &after[j + 1..];
             }
             None => break,
@@ -714,6 +721,7 @@ mod tests {
             ["You need a cluster first.", "Then run the installer.", "Use brew on macOS to install it."]
         );
         assert_eq!(commands(text), ["`helm install x. Not prose.`"]);
+        assert_eq!(strip_markdown("See [a] and [the docs](x), ![a chart](c.png)."), "See [a] and the docs, a chart.");
         assert_eq!(commands("```bash\n# add the repo\n$ helm repo add x\nhelm update\n```\n"), ["`helm repo add x`"]);
     }
 
