@@ -5,7 +5,8 @@
 //! regular files and folders only, refuses any path that is absolute, holds `..` or
 //! would land outside the target, refuses duplicates, and stops at the first limit it
 //! passes (total bytes, bytes per file, entries, compression ratio), so a zstd bomb
-//! stops after a few megabytes, not after filling the disk.
+//! stops after a few megabytes, not after filling the disk. It checks the whole archive
+//! before it writes the first file.
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -78,7 +79,18 @@ pub struct Extracted {
 
 /// Unpacks the tar.zst `archive` into the empty folder `target`, entry by entry, under
 /// `limits`. Every entry must sit under one top folder (the bundle's name).
+///
+/// Two passes: the first reads the whole stream and checks every entry (names, kinds,
+/// duplicates, counts, sizes, ratio) writing nothing, so a hostile archive costs a read,
+/// never a quarter of a million files on disk; the second writes.
 pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extracted> {
+    walk(archive, limits, None)?;
+    walk(archive, limits, Some(target))
+}
+
+/// One pass over the archive: checks every entry, and writes it under `target` when
+/// there is one.
+fn walk(archive: &Path, limits: &Limits, target: Option<&Path>) -> Result<Extracted> {
     let file = std::fs::File::open(archive).map_err(io(archive))?;
     let counting = std::rc::Rc::new(std::cell::Cell::new(0u64));
     let reader = CountingShared { inner: std::io::BufReader::new(file), read: counting.clone() };
@@ -102,6 +114,7 @@ pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extract
     let mut seen = BTreeSet::new();
     let mut top: Option<String> = None;
     let (mut entries, mut files) = (0u64, 0u64);
+    let mut buf = vec![0u8; 256 << 10];
     for entry in tar.entries().map_err(corrupt)? {
         let mut entry = entry.map_err(corrupt)?;
         entries += 1;
@@ -124,10 +137,12 @@ pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extract
         if !seen.insert(rel.clone()) {
             return Err(Error::UnsafeArchive(format!("entry {shown:?} appears twice")));
         }
-        let dest = target.join(&top_name).join(&rel);
+        let dest = target.map(|t| t.join(&top_name).join(&rel));
         match kind {
             tar::EntryType::Directory => {
-                std::fs::create_dir_all(&dest).map_err(io(&dest))?;
+                if let Some(dest) = &dest {
+                    std::fs::create_dir_all(dest).map_err(io(dest))?;
+                }
             }
             tar::EntryType::Regular | tar::EntryType::Continuous if rel.as_os_str().is_empty() => {
                 return Err(Error::UnsafeArchive(format!(
@@ -148,13 +163,22 @@ pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extract
                         limits.max_unpacked_bytes
                     )));
                 }
-                if let Some(parent) = dest.parent() {
-                    std::fs::create_dir_all(parent).map_err(io(parent))?;
-                }
-                // create_new: a name seen twice under another spelling never overwrites.
-                let mut out =
-                    std::fs::OpenOptions::new().write(true).create_new(true).open(&dest).map_err(io(&dest))?;
-                let mut buf = vec![0u8; 256 << 10];
+                let mut out = match &dest {
+                    Some(dest) => {
+                        if let Some(parent) = dest.parent() {
+                            std::fs::create_dir_all(parent).map_err(io(parent))?;
+                        }
+                        // create_new: a name seen twice under another spelling never overwrites.
+                        Some(
+                            std::fs::OpenOptions::new()
+                                .write(true)
+                                .create_new(true)
+                                .open(dest)
+                                .map_err(io(dest))?,
+                        )
+                    }
+                    None => None,
+                };
                 let mut written = 0u64;
                 loop {
                     let n = entry.read(&mut buf).map_err(corrupt)?;
@@ -162,14 +186,18 @@ pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extract
                         break;
                     }
                     written += n as u64;
-                    failpoint::on_write(written)?;
-                    out.write_all(&buf[..n]).map_err(io(&dest))?;
-                    failpoint::extracting(files);
+                    if let (Some(out), Some(dest)) = (&mut out, &dest) {
+                        failpoint::on_write(written)?;
+                        out.write_all(&buf[..n]).map_err(io(dest))?;
+                        failpoint::extracting(files);
+                    }
                 }
                 if written != size {
                     return Err(corrupt(std::io::Error::other(format!("{shown}: {written} of {size} bytes"))));
                 }
-                out.sync_all().map_err(io(&dest))?;
+                if let (Some(out), Some(dest)) = (out, &dest) {
+                    out.sync_all().map_err(io(dest))?;
+                }
                 files += 1;
             }
             other => {
@@ -185,7 +213,8 @@ pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extract
     let mut rest = tar.into_inner();
     std::io::copy(&mut rest, &mut std::io::sink()).map_err(corrupt)?;
     let top = top.ok_or_else(|| Error::DataCorruption(format!("{}: the archive is empty", archive.display())))?;
-    Ok(Extracted { root: target.join(&top), top, files, bytes: unpacked.get() })
+    let root = target.unwrap_or(Path::new("")).join(&top);
+    Ok(Extracted { root, top, files, bytes: unpacked.get() })
 }
 
 /// Counts the decompressed bytes and fails the read that passes a limit: the total,
@@ -308,6 +337,7 @@ mod tests {
             let target = dir.path().join(format!("t{}", needle.len()));
             let e = extract(&a, &target, &limits).unwrap_err().to_string();
             assert!(e.contains(needle), "{needle:?} not in {e}");
+            assert!(!target.exists(), "{needle}: a refused archive wrote nothing");
         };
         check(Limits { max_entries: 2, ..Limits::default() }, "more than 2 entries");
         check(Limits { max_file_bytes: 1000, ..Limits::default() }, "more than the 1000 allowed per file");
