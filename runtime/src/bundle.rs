@@ -42,6 +42,39 @@ pub struct OpenOptions {
     pub embed: EncoderOptions,
     /// Open even when the embedding model is not provisioned: keyword search only.
     pub keyword_only: bool,
+    /// The loaded query models, shared by every bundle opened with clones of these
+    /// options: bundles embedded with the same model (by sha256) share one session.
+    pub models: ModelPool,
+}
+
+/// Query models by the sha256 of their weights (and the cross-encoder), each loaded
+/// once on first use and shared by the bundles that name it.
+#[derive(Clone, Default)]
+pub struct ModelPool(Arc<std::sync::Mutex<HashMap<String, Lazy<Encoder>>>>, Lazy<CrossEncoder>);
+
+impl std::fmt::Debug for ModelPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f.debug_struct("ModelPool").field("models", &m.len()).finish()
+    }
+}
+
+impl ModelPool {
+    /// The slot of the model with these weights (`id:sha256`, or `id:dir` when the
+    /// bundle records no sha256).
+    fn embedder(&self, key: String) -> Lazy<Encoder> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(key).or_default().clone()
+    }
+
+    /// How many query models are loaded.
+    pub fn loaded(&self) -> usize {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .filter(|c| matches!(c.get(), Some(Ok(_))))
+            .count()
+    }
 }
 
 impl Default for OpenOptions {
@@ -54,6 +87,7 @@ impl Default for OpenOptions {
             ort_lib: None,
             embed: EncoderOptions::query(),
             keyword_only: false,
+            models: ModelPool::default(),
         }
     }
 }
@@ -224,6 +258,12 @@ impl Bundle {
         for v in by_file.values_mut() {
             v.sort_by_key(|&i| chunks[i as usize].ordinal);
         }
+        let key = match manifest.model.sha256.as_str() {
+            "" => format!("{}:{}", spec.id, model_dir.display()),
+            sha => format!("{}:{sha}", spec.id),
+        };
+        let embedder = opts.models.embedder(key);
+        let reranker = opts.models.1.clone();
         let bundle = Bundle {
             dir: dir.to_owned(),
             manifest,
@@ -237,8 +277,8 @@ impl Bundle {
             text,
             spec,
             opts: OpenOptions { model_dir: Some(model_dir), ..opts },
-            embedder: Arc::default(),
-            reranker: Arc::default(),
+            embedder,
+            reranker,
         };
         if bundle.opts.warm && !bundle.opts.keyword_only {
             let (cell, spec, o) = (bundle.embedder.clone(), bundle.spec, bundle.opts.clone());
@@ -277,6 +317,11 @@ impl Bundle {
             .map_err(|e| Error::Model(e.clone()))
     }
 
+    /// `name@version`, as hits and servers of several bundles name it.
+    pub fn library(&self) -> String {
+        format!("{}@{}", self.manifest.name, self.manifest.version)
+    }
+
     pub fn chunk_count(&self) -> usize {
         self.chunks.len()
     }
@@ -284,6 +329,11 @@ impl Bundle {
     /// All chunks, in bundle order.
     pub fn chunks(&self) -> &[ChunkRecord] {
         &self.chunks
+    }
+
+    /// Whether the bundle holds the chunk `id`.
+    pub fn has_chunk(&self, id: &str) -> bool {
+        self.by_id.contains_key(id.trim())
     }
 
     /// A chunk by id with up to `neighbors` chunks before and after it in its file.

@@ -132,6 +132,9 @@ pub struct Encoder {
     has_token_types: bool,
     /// Warnings from loading (a backend that was not there).
     pub warnings: Vec<String>,
+    /// The last query and its embedding: a server of several bundles that share this
+    /// model embeds each query once, not once per bundle.
+    last_query: Mutex<Option<(String, Vec<f32>)>>,
 }
 
 static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> = OnceLock::new();
@@ -256,7 +259,23 @@ impl Encoder {
             pad,
             has_token_types,
             warnings,
+            last_query: Mutex::new(None),
         })
+    }
+
+    /// The embedding of one query (the spec's query prefix added), remembered for the
+    /// next call with the same text.
+    pub fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
+        let lock = || self.last_query.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((q, v)) = lock().as_ref()
+            && q == query
+        {
+            return Ok(v.clone());
+        }
+        let text = format!("{}{query}", self.spec.query_prefix);
+        let v = self.embed_texts(&[&text])?.pop().unwrap_or_default();
+        *lock() = Some((query.to_owned(), v.clone()));
+        Ok(v)
     }
 
     /// Token ids of `text` without special tokens.

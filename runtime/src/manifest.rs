@@ -31,6 +31,9 @@ pub struct Manifest {
     pub format_version: u32,
     pub name: String,
     pub version: String,
+    /// One line on what the bundle holds (`stages.pack.description`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// When the bundle was packed: the one field that differs between equal builds.
     pub created: String,
     /// blake3 of the pipeline's sources and stage params.

@@ -145,6 +145,9 @@ pub struct Link {
 pub struct Hit {
     pub score: f32,
     pub chunk_id: String,
+    /// The bundle the hit comes from, as `name@version`: what a server of several
+    /// bundles takes as `library`, and the first path segment of its fs tools.
+    pub library: String,
     /// The file in the bundle's mirror (`<source>/<path>`).
     pub path: String,
     pub url: Option<String>,
@@ -370,9 +373,7 @@ impl Bundle {
     /// threshold, HNSW above it.
     /// The query's embedding (with the model's query prefix).
     fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        let embedder = self.embedder()?;
-        let text = format!("{}{query}", embedder.spec.query_prefix);
-        Ok(embedder.embed_texts(&[&text])?.pop().unwrap_or_default())
+        self.embedder()?.embed_query(query)
     }
 
     pub(crate) fn vector(&self, q: &[f32], opts: &SearchOptions, want: usize) -> Vec<(usize, f32)> {
@@ -538,6 +539,7 @@ impl Bundle {
         Hit {
             score,
             chunk_id: c.chunk_id.clone(),
+            library: self.library(),
             path: c.path.clone(),
             url: c.url.clone(),
             title: c.title.clone(),

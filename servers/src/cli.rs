@@ -42,9 +42,13 @@ enum Command {
     Serve {
         #[arg(value_enum)]
         which: Which,
-        /// An installed bundle's name (follows its `current`) or a bundle folder.
-        #[arg(long, env = "ATLAS_BUNDLE")]
-        bundle: Option<String>,
+        /// An installed bundle's name (follows its `current`), NAME@VERSION (a kept
+        /// version), or a bundle folder. Repeat it to serve several libraries.
+        #[arg(long, env = "ATLAS_BUNDLE", value_delimiter = ',')]
+        bundle: Vec<String>,
+        /// Serve every installed bundle (each at its current version).
+        #[arg(long, conflicts_with_all = ["bundle", "mirror"])]
+        all: bool,
         /// fs only: serve a plain mirror folder instead of a bundle's.
         #[arg(long, conflicts_with = "bundle")]
         mirror: Option<PathBuf>,
@@ -286,12 +290,70 @@ fn locate(arg: Option<String>, cfg: &Config) -> anyhow::Result<(PathBuf, Origin)
     if let Some(dir) = home.resolve(&arg) {
         return Ok((dir, Origin::Installed { home, name: arg }));
     }
+    if let Some((name, version)) = arg.split_once('@')
+        && let Some(dir) = home.resolve_version(name, version)
+    {
+        return Ok((dir.clone(), Origin::Folder(dir)));
+    }
     if as_path.is_dir() {
         return Ok((as_path.clone(), Origin::Folder(as_path)));
     }
     anyhow::bail!(UsageError(format!(
         "{arg:?} is neither a bundle folder nor an installed bundle (`atlas bundles` lists them; `atlas install` adds one)"
     )))
+}
+
+/// Every `--bundle` (the config's one when none is given), or with `--all` every
+/// installed bundle at its current version.
+fn locate_many(args: Vec<String>, all: bool, cfg: &Config) -> anyhow::Result<Vec<(PathBuf, Origin)>> {
+    if all {
+        let home = atlas_dist::home::Home::from_env();
+        let found: Vec<(PathBuf, Origin)> = home
+            .names()
+            .into_iter()
+            .filter_map(|name| Some((home.resolve(&name)?, Origin::Installed { home: home.clone(), name })))
+            .collect();
+        if found.is_empty() {
+            anyhow::bail!(UsageError("--all: no bundle is installed; `atlas install` adds one".into()));
+        }
+        return Ok(found);
+    }
+    if args.is_empty() {
+        return Ok(vec![locate(None, cfg)?]);
+    }
+    let located: Vec<(PathBuf, Origin)> =
+        args.into_iter().map(|a| locate(Some(a), cfg)).collect::<anyhow::Result<_>>()?;
+    // Two of one name and version: refused before anything is opened.
+    let mut seen = std::collections::BTreeSet::new();
+    for (dir, _) in &located {
+        let m = atlas_runtime::manifest::read_manifest(dir).with_context(|| format!("opening {}", dir.display()))?;
+        if !seen.insert(format!("{}@{}", m.name, m.version)) {
+            anyhow::bail!(UsageError(format!(
+                "two bundles are {}@{}: serve each name and version once (drop one --bundle)",
+                m.name, m.version
+            )));
+        }
+    }
+    Ok(located)
+}
+
+/// Opens every located bundle with one set of options (so bundles of one model share
+/// it), each following its origin.
+fn open_libraries(
+    rt: &tokio::runtime::Runtime,
+    located: Vec<(PathBuf, Origin)>,
+    opts: &OpenOptions,
+) -> anyhow::Result<crate::library::Libraries> {
+    let mut lives = Vec::new();
+    for (dir, origin) in located {
+        let b = Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
+        tracing::info!("serving {} ({} chunks) from {}", b.library(), b.chunk_count(), dir.display());
+        let live = Live::new(std::sync::Arc::new(b));
+        let _guard = rt.enter();
+        crate::live::watch(live.clone(), origin, opts.clone());
+        lives.push(live);
+    }
+    crate::library::Libraries::new(lives).map_err(|e| UsageError(e).into())
 }
 
 /// Bundle opening options with the query backend from ATLAS_EMBED_BACKEND or the config.
@@ -346,7 +408,7 @@ fn init_logging() {
 fn serve(
     cfg: &Config,
     which: Which,
-    bundle: Option<String>,
+    located: Vec<(PathBuf, Origin)>,
     mirror: Option<PathBuf>,
     rerank: bool,
     warm: bool,
@@ -357,31 +419,31 @@ fn serve(
     init_logging();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     match which {
-        Which::Web => serve_web(cfg, rt, bundle, rerank, http, http_opts, ask),
+        Which::Web => {
+            let [one] = <[_; 1]>::try_from(located)
+                .map_err(|_| UsageError("serve web takes one bundle; serve several with `atlas serve rag`".into()))?;
+            serve_web(cfg, rt, one, rerank, http, http_opts, ask)
+        }
         Which::Fs => {
             let fs = match mirror {
-                Some(m) => crate::fs::Fs::plain(&m)?,
+                Some(m) => crate::fs::FsServer::new(crate::fs::Fs::plain(&m)?),
                 None => {
-                    let (b, _) = locate(bundle, cfg)?;
-                    crate::fs::Fs::bundle(&b).with_context(|| format!("opening the bundle {}", b.display()))?
+                    let mut each = Vec::new();
+                    for (dir, _) in &located {
+                        each.push(
+                            crate::fs::Fs::bundle(dir)
+                                .with_context(|| format!("opening the bundle {}", dir.display()))?,
+                        );
+                    }
+                    crate::fs::FsServer::libraries(each).map_err(UsageError)?
                 }
             };
-            tracing::info!("fs server for {} at {}", fs.name, fs.root.path().display());
-            run_server(rt, crate::fs::FsServer::new(fs), http, http_opts)
+            run_server(rt, fs, http, http_opts)
         }
         Which::Rag => {
-            let (dir, origin) = locate(bundle, cfg)?;
             let opts = open_options(cfg, OpenOptions { warm, ..OpenOptions::default() })?;
-            let b =
-                Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
-            tracing::info!("rag server for {} {} ({} chunks)", b.manifest.name, b.manifest.version, b.chunk_count());
-            let live = Live::new(std::sync::Arc::new(b));
-            let server = crate::rag::RagServer::live(live.clone(), rerank);
-            {
-                let _guard = rt.enter();
-                crate::live::watch(live, origin, opts);
-            }
-            run_server(rt, server, http, http_opts)
+            let libs = open_libraries(&rt, located, &opts)?;
+            run_server(rt, crate::rag::RagServer::libraries(libs, rerank), http, http_opts)
         }
     }
 }
@@ -391,13 +453,12 @@ fn serve(
 fn serve_web(
     cfg: &Config,
     rt: tokio::runtime::Runtime,
-    bundle: Option<String>,
+    (dir, origin): (PathBuf, Origin),
     rerank: bool,
     http: Option<std::net::SocketAddr>,
     opts: crate::transport::HttpOptions,
     ask: crate::ask::AskOptions,
 ) -> anyhow::Result<()> {
-    let (dir, origin) = locate(bundle, cfg)?;
     let o = open_options(cfg, OpenOptions { warm: true, ..OpenOptions::default() })?;
     let b = Bundle::open(&dir, o.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
     let live = Live::new(std::sync::Arc::new(b));
@@ -486,6 +547,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve {
             which,
             bundle,
+            all,
             mirror,
             rerank,
             warm,
@@ -511,7 +573,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 },
                 Which::Fs | Which::Rag => crate::ask::AskOptions::default(),
             };
-            serve(&cfg, which, bundle, mirror, rerank, warm, http, opts, ask)
+            let located = if mirror.is_some() { Vec::new() } else { locate_many(bundle, all, &cfg)? };
+            serve(&cfg, which, located, mirror, rerank, warm, http, opts, ask)
         }
         Command::Ask { question, bundle, llm, model, timeout, threshold, budget, json } => {
             let (dir, _) = locate(bundle, &cfg)?;

@@ -243,8 +243,64 @@ impl Fs {
 
 #[derive(Debug, Clone)]
 pub struct FsServer {
-    fs: Arc<Fs>,
+    /// One entry per library; with several, each path starts with its key.
+    libs: Arc<Vec<Lib>>,
     tool_router: ToolRouter<Self>,
+}
+
+/// A served mirror and the first path segment that names it (`name@version/`, or
+/// empty when the server serves one).
+#[derive(Debug)]
+struct Lib {
+    prefix: String,
+    fs: Arc<Fs>,
+}
+
+impl FsServer {
+    /// Which library a path names, and the path inside its mirror. With several
+    /// libraries the first segment is `name@version`, or `name` when one version of
+    /// it is served.
+    fn route<'a>(&self, path: &'a str) -> Result<(&Lib, &'a str), String> {
+        if let [one] = self.libs.as_slice() {
+            return Ok((one, path));
+        }
+        let (first, rest) = path.split_once('/').unwrap_or((path, ""));
+        let named: Vec<&Lib> = self
+            .libs
+            .iter()
+            .filter(|l| {
+                let key = l.prefix.trim_end_matches('/');
+                key == first || key.split_once('@').is_some_and(|(n, _)| n == first)
+            })
+            .collect();
+        match named.as_slice() {
+            [one] => Ok((one, rest)),
+            [] => Err(format!(
+                "{path:?} does not start with a served library; paths start with one of {} (list_publications shows them)",
+                self.keys()
+            )),
+            many => Err(format!(
+                "{first:?} names several versions; start the path with one of {}",
+                many.iter().map(|l| l.prefix.trim_end_matches('/')).collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+
+    fn keys(&self) -> String {
+        self.libs.iter().map(|l| l.prefix.trim_end_matches('/')).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Every file of every library as a tool shows it, with its publication.
+    fn all_files(libs: &[Lib]) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for l in libs {
+            for f in l.fs.root.files() {
+                let p = format!("{}{}", l.prefix, l.fs.root.publication_of(&f));
+                out.push((format!("{}{f}", l.prefix), p));
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -346,18 +402,45 @@ fn glob_matcher(glob: Option<&str>) -> Result<Option<globset::GlobMatcher>, Stri
 #[tool_router]
 impl FsServer {
     pub fn new(fs: Fs) -> FsServer {
-        FsServer { fs: Arc::new(fs), tool_router: Self::tool_router() }
+        tracing::info!("fs server for {} at {}", fs.name, fs.root.path().display());
+        FsServer {
+            libs: Arc::new(vec![Lib { prefix: String::new(), fs: Arc::new(fs) }]),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// A server over several bundles' mirrors, each under `name@version/`.
+    pub fn libraries(mut each: Vec<Fs>) -> Result<FsServer, String> {
+        if each.len() == 1 {
+            return Ok(FsServer::new(each.remove(0)));
+        }
+        let mut libs = Vec::new();
+        for fs in each {
+            let key = match &fs.manifest {
+                Some(m) => format!("{}@{}", m.name, m.version),
+                None => fs.name.clone(),
+            };
+            if libs.iter().any(|l: &Lib| l.prefix == format!("{key}/")) {
+                return Err(format!("two bundles are {key}: serve each name and version once (drop one --bundle)"));
+            }
+            tracing::info!("fs server for {key} at {}", fs.root.path().display());
+            libs.push(Lib { prefix: format!("{key}/"), fs: Arc::new(fs) });
+        }
+        if libs.is_empty() {
+            return Err("no bundle to serve: pass --bundle NAME|DIR (several times) or --all".into());
+        }
+        Ok(FsServer { libs: Arc::new(libs), tool_router: Self::tool_router() })
     }
 
     #[tool(
         description = "List the publications (top-level sections) of the documentation mirror, with how many files each holds. Start here to see what the mirror covers; then list_files on one publication."
     )]
     async fn list_publications(&self) -> Result<CallToolResult, ErrorData> {
-        let fs = self.fs.clone();
+        let libs = self.libs.clone();
         let counts = match off_worker(move || {
             let mut m: BTreeMap<String, usize> = BTreeMap::new();
-            for f in fs.root.files() {
-                *m.entry(fs.root.publication_of(&f)).or_default() += 1;
+            for (_, p) in FsServer::all_files(&libs) {
+                *m.entry(p).or_default() += 1;
             }
             m
         })
@@ -382,12 +465,11 @@ impl FsServer {
             Ok(g) => g,
             Err(e) => return tool_error(e),
         };
-        let fs = self.fs.clone();
-        let all = match off_worker(move || fs.root.files()).await {
-            Ok(all) => all,
+        let libs = self.libs.clone();
+        let (all, pubs): (Vec<String>, Vec<String>) = match off_worker(move || FsServer::all_files(&libs)).await {
+            Ok(all) => all.into_iter().unzip(),
             Err(e) => return e,
         };
-        let pubs: Vec<String> = all.iter().map(|f| self.fs.root.publication_of(f)).collect();
         if let Some(p) = &a.publication
             && !pubs.contains(p)
         {
@@ -421,9 +503,16 @@ impl FsServer {
     #[tool(
         description = "Read one file of the mirror verbatim, optionally a line range (start_line, end_line, 1-based, inclusive). At most 2000 lines or 256 KiB come back per call; when the cap is hit the reply says so and where to continue (a line longer than the cap comes in pieces: continue with the byte_offset the reply gives). Use it to verify what a search hit cites."
     )]
-    async fn read_file(&self, Parameters(a): Parameters<ReadFileArgs>) -> Result<CallToolResult, ErrorData> {
-        let fs = self.fs.clone();
-        match off_worker(move || read_window(&fs, &a)).await {
+    async fn read_file(&self, Parameters(mut a): Parameters<ReadFileArgs>) -> Result<CallToolResult, ErrorData> {
+        let (fs, prefix) = match self.route(&a.path) {
+            Ok((lib, rest)) => {
+                let r = (lib.fs.clone(), lib.prefix.clone());
+                a.path = rest.to_owned();
+                r
+            }
+            Err(e) => return tool_error(e),
+        };
+        match off_worker(move || read_window(&fs, &prefix, &a)).await {
             Ok(Ok((text, structured))) => Ok(output::ok(text, structured)),
             Ok(Err(msg)) => tool_error(msg),
             Err(e) => e,
@@ -464,11 +553,18 @@ impl FsServer {
         let context = a.context_lines.unwrap_or(0).min(5);
         let max = a.max_results.unwrap_or(SEARCH_DEFAULT_RESULTS).clamp(1, SEARCH_MAX_RESULTS);
         let stop = Arc::new(AtomicBool::new(false));
-        let fs = self.fs.clone();
+        let libs = self.libs.clone();
         let publication = a.publication.clone();
         let stop2 = stop.clone();
         let job = tokio::task::spawn_blocking(move || {
-            grep(&fs.root, &matcher, glob.as_ref(), publication.as_deref(), context, max, &stop2)
+            let mut found = Found::default();
+            for l in libs.iter() {
+                grep(&mut found, l, &matcher, glob.as_ref(), publication.as_deref(), context, max, &stop2);
+                if found.truncated || found.cancelled {
+                    break;
+                }
+            }
+            found
         });
         let found = tokio::select! {
             r = job => r.map_err(|e| ErrorData::internal_error(e.to_string(), None))?,
@@ -526,36 +622,45 @@ impl FsServer {
         description = "What this mirror is: bundle name and version, when it was built and when its sources were fetched, each source with its URL or commit, and file counts. Use it to cite the release you read."
     )]
     async fn get_release_info(&self) -> Result<CallToolResult, ErrorData> {
-        let fs = self.fs.clone();
-        let files = match off_worker(move || fs.root.files().len()).await {
+        let libs = self.libs.clone();
+        let counts = match off_worker(move || libs.iter().map(|l| l.fs.root.files().len()).collect::<Vec<_>>()).await {
             Ok(n) => n,
             Err(e) => return e,
         };
-        let info = match &self.fs.manifest {
-            Some(m) => serde_json::json!({
-                "name": m.name, "version": m.version, "built": m.created, "files": files,
-                "sources": m.sources, "chunks": m.chunk_count, "model": m.model.id,
-            }),
-            None => serde_json::json!({"name": self.fs.name, "files": files, "mirror": self.fs.root.path()}),
-        };
         let mut text = String::new();
-        match &self.fs.manifest {
-            Some(m) => {
-                text.push_str(&format!("{} {} (built {}), {files} files\n", m.name, m.version, m.created));
-                for s in &m.sources {
-                    text.push_str(&format!(
-                        "- source {} ({}): {}{}{}, {} files\n",
-                        s.name,
-                        s.kind,
-                        s.url.as_deref().unwrap_or("-"),
-                        if s.commits.is_empty() { String::new() } else { format!(" at {}", s.commits.join(", ")) },
-                        s.fetched_at.as_deref().map(|t| format!(", fetched {t}")).unwrap_or_default(),
-                        s.files
-                    ));
+        let mut infos = Vec::new();
+        for (l, files) in self.libs.iter().zip(counts) {
+            let fs = &l.fs;
+            infos.push(match &fs.manifest {
+                Some(m) => serde_json::json!({
+                    "name": m.name, "version": m.version, "built": m.created, "files": files,
+                    "sources": m.sources, "chunks": m.chunk_count, "model": m.model.id,
+                    "path_prefix": l.prefix,
+                }),
+                None => serde_json::json!({"name": fs.name, "files": files, "mirror": fs.root.path()}),
+            });
+            match &fs.manifest {
+                Some(m) => {
+                    text.push_str(&format!("{} {} (built {}), {files} files\n", m.name, m.version, m.created));
+                    for s in &m.sources {
+                        text.push_str(&format!(
+                            "- source {} ({}): {}{}{}, {} files\n",
+                            s.name,
+                            s.kind,
+                            s.url.as_deref().unwrap_or("-"),
+                            if s.commits.is_empty() { String::new() } else { format!(" at {}", s.commits.join(", ")) },
+                            s.fetched_at.as_deref().map(|t| format!(", fetched {t}")).unwrap_or_default(),
+                            s.files
+                        ));
+                    }
                 }
+                None => text.push_str(&format!("plain mirror {} ({files} files), no bundle manifest\n", fs.name)),
             }
-            None => text.push_str(&format!("plain mirror {} ({files} files), no bundle manifest\n", self.fs.name)),
         }
+        let info = match <[serde_json::Value; 1]>::try_from(infos) {
+            Ok([one]) => one,
+            Err(all) => serde_json::json!({ "libraries": all }),
+        };
         Ok(output::ok(text, info))
     }
 }
@@ -571,9 +676,9 @@ fn floor_boundary(s: &str, at: usize) -> usize {
 
 /// `read_file`'s work, off the async workers: a window of lines (and, for a line over
 /// the byte cap, a window of bytes within it). Only regular files are read.
-fn read_window(fs: &Fs, a: &ReadFileArgs) -> Result<(String, serde_json::Value), String> {
+fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs) -> Result<(String, serde_json::Value), String> {
     let path = fs.root.resolve_listed(&a.path).map_err(|PathError(e)| e)?;
-    let shown_path = shown(&a.path);
+    let shown_path = format!("{prefix}{}", shown(&a.path));
     let meta = std::fs::metadata(&path).map_err(|e| format!("reading {shown_path:?}: {e}"))?;
     if meta.is_dir() {
         return Err(format!("{shown_path:?} is a folder; use list_files with a glob to see its files"));
@@ -601,7 +706,7 @@ fn read_window(fs: &Fs, a: &ReadFileArgs) -> Result<(String, serde_json::Value),
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     let total = lines.len();
-    let rel = shown(&raw_rel).into_owned();
+    let rel = format!("{prefix}{}", shown(&raw_rel));
     let start = a.start_line.unwrap_or(1).max(1);
     if total == 0 {
         return Ok((format!("{rel} is empty"), serde_json::json!({"path": rel, "total_lines": 0, "lines": ""})));
@@ -689,6 +794,7 @@ fn clip(line: &[u8]) -> String {
 }
 
 /// What a grep found.
+#[derive(Default)]
 struct Found {
     matches: Vec<Match>,
     truncated: bool,
@@ -698,30 +804,36 @@ struct Found {
     skipped: Vec<String>,
 }
 
-/// Greps the mirror's regular files; stops early when `stop` is set.
+/// Greps a library's regular files into `f` (paths and publications as the tools show
+/// them, under the library's prefix); stops early when `stop` is set.
+#[allow(clippy::too_many_arguments)]
 fn grep(
-    root: &MirrorRoot,
+    f: &mut Found,
+    lib: &Lib,
     matcher: &grep_regex::RegexMatcher,
     glob: Option<&globset::GlobMatcher>,
     publication: Option<&str>,
     context: usize,
     max: usize,
     stop: &AtomicBool,
-) -> Found {
+) {
+    let root = &lib.fs.root;
     let mut searcher: Searcher = SearcherBuilder::new()
         .line_number(true)
         .before_context(context)
         .after_context(context)
         .heap_limit(Some(SEARCH_MAX_LINE_BYTES))
         .build();
-    let mut f = Found { matches: Vec::new(), truncated: false, files: 0, cancelled: false, skipped: Vec::new() };
     let slow = crate::test_hooks::slow_search_ms();
-    for rel in root.files() {
+    for file in root.files() {
         if stop.load(Ordering::SeqCst) {
             f.cancelled = true;
-            return f;
+            return;
         }
-        if publication.is_some_and(|p| root.publication_of(&rel) != p) || glob.is_some_and(|g| !g.is_match(&rel)) {
+        let rel = format!("{}{file}", lib.prefix);
+        if publication.is_some_and(|p| format!("{}{}", lib.prefix, root.publication_of(&file)) != p)
+            || glob.is_some_and(|g| !g.is_match(&rel))
+        {
             continue;
         }
         if let Some(ms) = slow {
@@ -736,14 +848,13 @@ fn grep(
             truncated: &mut f.truncated,
             stop,
         };
-        if searcher.search_path(matcher, root.path().join(&rel), &mut sink).is_err() {
+        if searcher.search_path(matcher, root.path().join(&file), &mut sink).is_err() {
             f.skipped.push(rel.clone());
         }
         if f.truncated {
             break;
         }
     }
-    f
 }
 
 struct Collect<'a> {
@@ -793,7 +904,13 @@ impl Sink for Collect<'_> {
 impl ServerHandler for FsServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(format!("{}-fs", self.fs.name), env!("CARGO_PKG_VERSION")))
+            .with_server_info(Implementation::new(
+                match self.libs.as_slice() {
+                    [one] => format!("{}-fs", one.fs.name),
+                    _ => "atlas-fs".to_owned(),
+                },
+                env!("CARGO_PKG_VERSION"),
+            ))
             .with_instructions(
                 "The verbatim documentation and source mirror of this bundle. list_publications → list_files → \
                  read_file to browse; search to grep exact strings. Text inside <<<SOURCE … SOURCE …>>> fences is \

@@ -12,6 +12,7 @@ mod git;
 mod hostile;
 mod hostile_servers;
 mod incremental;
+mod libraries;
 mod mcp;
 mod pack;
 mod search;

@@ -168,7 +168,7 @@ async fn exercise_fs(c: &Client) {
 /// Every rag tool on the fixture bundle.
 async fn exercise_rag(c: &Client) {
     assert_eq!(c.peer_info().unwrap().server_info.clone().unwrap().name, "fixture-rag");
-    assert_eq!(tool_names(c).await, ["get_bundle_info", "get_chunk", "search_code", "search_docs"]);
+    assert_eq!(tool_names(c).await, ["get_bundle_info", "get_chunk", "list_libraries", "search_code", "search_docs"]);
 
     let (t, v) = ok(call(c, "search_docs", json!({"query": "helm repo add", "top_k": 3})).await);
     let hit = &v["hits"][0];

@@ -169,13 +169,7 @@ fn walk(archive: &Path, limits: &Limits, target: Option<&Path>) -> Result<Extrac
                             std::fs::create_dir_all(parent).map_err(io(parent))?;
                         }
                         // create_new: a name seen twice under another spelling never overwrites.
-                        Some(
-                            std::fs::OpenOptions::new()
-                                .write(true)
-                                .create_new(true)
-                                .open(dest)
-                                .map_err(io(dest))?,
-                        )
+                        Some(std::fs::OpenOptions::new().write(true).create_new(true).open(dest).map_err(io(dest))?)
                     }
                     None => None,
                 };

@@ -95,6 +95,14 @@ impl Home {
         dir.join("manifest.json").is_file().then_some(dir)
     }
 
+    /// The folder of a kept version of an installed NAME: `bundles/NAME/VERSION`.
+    pub fn resolve_version(&self, name: &str, version: &str) -> Option<PathBuf> {
+        check_component("bundle", name).ok()?;
+        check_component("version", version).ok()?;
+        let dir = self.dir(name).join(version);
+        dir.join("manifest.json").is_file().then_some(dir)
+    }
+
     fn record_path(&self, name: &str, version: &str) -> PathBuf {
         self.dir(name).join(".installs").join(format!("{version}.json"))
     }

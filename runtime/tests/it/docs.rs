@@ -63,6 +63,7 @@ fn docs_list_every_field_of_the_manifest() {
         format_version: FORMAT_VERSION,
         name: String::new(),
         version: String::new(),
+        description: Some(String::new()),
         created: String::new(),
         config_digest: String::new(),
         sources: Vec::new(),

@@ -26,6 +26,8 @@ use crate::text::rfc3339_now;
 pub struct PackParams {
     /// The bundle's version (it names the archive).
     pub version: String,
+    /// One line on what the bundle holds, for `list_libraries` and `atlas bundles`.
+    pub description: Option<String>,
     /// Ship an HNSW index (the runtime uses it above its exact-scan threshold).
     pub hnsw: bool,
     /// A golden set (JSON Lines, docs/eval.md; relative to pipeline.yaml): evaluated on
@@ -36,7 +38,7 @@ pub struct PackParams {
 
 impl Default for PackParams {
     fn default() -> Self {
-        PackParams { version: "0.1.0".to_owned(), hnsw: true, eval: None }
+        PackParams { version: "0.1.0".to_owned(), description: None, hnsw: true, eval: None }
     }
 }
 
@@ -129,6 +131,14 @@ impl Stage for Pack {
     type Params = PackParams;
 
     fn check(p: &PackParams) -> Result<(), ParamError> {
+        if let Some(d) = &p.description
+            && (d.len() > 300 || d.contains(['\n', '\r']))
+        {
+            return Err(ParamError::new(
+                "description",
+                "stages.pack.description must be one line of at most 300 bytes",
+            ));
+        }
         if is_safe_name(&p.version) {
             return Ok(());
         }
@@ -222,6 +232,7 @@ impl Stage for Pack {
             format_version: FORMAT_VERSION,
             name: ctx.cfg.config.name.clone(),
             version: p.version.clone(),
+            description: p.description.clone(),
             created: rfc3339_now(),
             config_digest: config_digest(ctx.cfg),
             sources,

@@ -1,0 +1,318 @@
+//! Several bundles behind one server: the libraries, `name@version` pinning (semver
+//! ranges allowed, never a silent substitute), and the search merged across them.
+//!
+//! A library is one served bundle, named `name@version` from its manifest. Each may
+//! follow an installed bundle's `current` ([`Live`]), so its version is read per call.
+
+use std::sync::Arc;
+
+use atlas_runtime::search::Searched;
+use atlas_runtime::{Bundle, Hit, Mode, SearchOptions};
+
+use crate::live::Live;
+
+/// The served libraries, in the order they were given.
+#[derive(Debug, Clone)]
+pub struct Libraries(Arc<Vec<Live>>);
+
+/// What a `library` argument names: a name, and maybe a version or a range.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Version {
+    /// Any served version.
+    Any,
+    /// This version exactly (a full `x.y.z`, or any other text compared as is).
+    Exact(String),
+    /// A semver range: `^1.2`, `~1`, `>=1, <2`, `1.x`, or a partial `1.2` (= `~1.2`).
+    Range(semver::VersionReq),
+}
+
+/// Parses `name`, `name@version` or `name@range`.
+pub fn parse_spec(spec: &str) -> Result<(String, Version), String> {
+    let spec = spec.trim();
+    let (name, v) = match spec.split_once('@') {
+        Some((n, v)) => (n.trim(), Some(v.trim())),
+        None => (spec, None),
+    };
+    if name.is_empty() {
+        return Err(format!("library {spec:?} has no name; pass `name` or `name@version` (list_libraries names them)"));
+    }
+    let version = match v {
+        None => Version::Any,
+        Some("") => return Err(format!("library {spec:?} has an empty version; drop the `@` or name a version")),
+        Some(v) => {
+            let bare = v.strip_prefix('v').unwrap_or(v);
+            if semver::Version::parse(bare).is_ok() {
+                Version::Exact(v.to_owned())
+            } else if bare.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+                // A partial version: every release of that line.
+                Version::Range(semver::VersionReq::parse(&format!("~{bare}")).map_err(|e| format!("{v:?}: {e}"))?)
+            } else if v.starts_with(['^', '~', '>', '<', '=', '*']) || v.contains(['x', 'X', '*', ',']) {
+                Version::Range(
+                    semver::VersionReq::parse(v)
+                        .map_err(|e| format!("library {spec:?}: {v:?} is not a version range ({e})"))?,
+                )
+            } else {
+                Version::Exact(v.to_owned())
+            }
+        }
+    };
+    Ok((name.to_owned(), version))
+}
+
+/// A version as semver, leniently: a leading `v` is dropped.
+fn as_semver(v: &str) -> Option<semver::Version> {
+    semver::Version::parse(v.strip_prefix('v').unwrap_or(v)).ok()
+}
+
+impl Version {
+    fn matches(&self, v: &str) -> bool {
+        match self {
+            Version::Any => true,
+            Version::Exact(want) => {
+                want == v || matches!((as_semver(want), as_semver(v)), (Some(a), Some(b)) if a == b)
+            }
+            Version::Range(req) => as_semver(v).is_some_and(|s| req.matches(&s)),
+        }
+    }
+}
+
+impl Libraries {
+    /// The libraries; two with the same `name@version` are refused.
+    pub fn new(libs: Vec<Live>) -> Result<Libraries, String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for l in &libs {
+            let b = l.get();
+            if !seen.insert(b.library()) {
+                return Err(format!(
+                    "two bundles are {}: serve each name and version once (drop one --bundle)",
+                    b.library()
+                ));
+            }
+        }
+        if libs.is_empty() {
+            return Err("no bundle to serve: pass --bundle NAME|DIR (several times) or --all".into());
+        }
+        Ok(Libraries(Arc::new(libs)))
+    }
+
+    pub fn single(live: Live) -> Libraries {
+        Libraries(Arc::new(vec![live]))
+    }
+
+    /// More than one library: tools take `library`, fs paths start with it.
+    pub fn is_multi(&self) -> bool {
+        self.0.len() > 1
+    }
+
+    /// The bundles serving now, in order.
+    pub fn bundles(&self) -> Vec<Arc<Bundle>> {
+        self.0.iter().map(Live::get).collect()
+    }
+
+    /// The first library (what a single-bundle server serves).
+    pub fn first(&self) -> Arc<Bundle> {
+        self.0[0].get()
+    }
+
+    /// The bundles a `library` argument names (all without one). A name with a range
+    /// picks the highest matching version; a version that is not served is an error
+    /// naming those that are.
+    pub fn select(&self, spec: Option<&str>) -> Result<Vec<Arc<Bundle>>, String> {
+        let all = self.bundles();
+        let Some(spec) = spec.filter(|s| !s.trim().is_empty()) else { return Ok(all) };
+        let (name, version) = parse_spec(spec)?;
+        let named: Vec<Arc<Bundle>> = all.iter().filter(|b| b.manifest.name == name).cloned().collect();
+        if named.is_empty() {
+            return Err(format!(
+                "no library {name:?} is served; served: {} (list_libraries describes them)",
+                all.iter().map(|b| b.library()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        let mut hits: Vec<Arc<Bundle>> =
+            named.iter().filter(|b| version.matches(&b.manifest.version)).cloned().collect();
+        if hits.is_empty() {
+            return Err(format!(
+                "{name}@{} is not served; the versions served are {} (pin one of them, or serve that version)",
+                spec.split_once('@').map_or("", |x| x.1).trim(),
+                named.iter().map(|b| b.manifest.version.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if matches!(version, Version::Range(_)) || (version == Version::Any && hits.len() > 1) {
+            // `name` alone or a range: the highest version (semver order, then text).
+            hits.sort_by(|a, b| {
+                let (va, vb) = (&a.manifest.version, &b.manifest.version);
+                as_semver(va).cmp(&as_semver(vb)).then_with(|| va.cmp(vb))
+            });
+            if version != Version::Any {
+                hits = hits.split_off(hits.len() - 1);
+            }
+        }
+        Ok(hits)
+    }
+
+    /// The search over the named libraries (all without one), merged fairly (see
+    /// [`merge`]), and a line for each library that failed while others answered (its
+    /// model missing, say): one broken library does not take the others down.
+    pub fn search(
+        &self,
+        query: &str,
+        opts: &SearchOptions,
+        library: Option<&str>,
+    ) -> Result<(Searched, Vec<String>), String> {
+        let bundles = self.select(library)?;
+        let mut each = Vec::with_capacity(bundles.len());
+        let mut failed = Vec::new();
+        for b in &bundles {
+            match b.search_scored(query, opts) {
+                Ok(s) => each.push((threshold(b), s)),
+                Err(e @ atlas_runtime::Error::Query(_)) => return Err(e.to_string()),
+                Err(e) => failed.push(format!("{} was not searched: {e}", b.library())),
+            }
+        }
+        if each.is_empty() {
+            return Err(failed.join("; "));
+        }
+        Ok((merge(each, opts.top_k, opts.mode), failed))
+    }
+
+    /// The bundle holding chunk `id`: the named library's, or the one library holding
+    /// it; an id found in several libraries asks for `library`.
+    pub fn chunk_bundle(&self, id: &str, library: Option<&str>) -> Result<Arc<Bundle>, String> {
+        let bundles = self.select(library)?;
+        let holding: Vec<Arc<Bundle>> = bundles.into_iter().filter(|b| b.has_chunk(id)).collect();
+        match holding.len() {
+            0 => Err(format!("no chunk {id:?} in {}; use a chunk_id from a search hit", self.scope(library))),
+            1 => Ok(holding.into_iter().next().unwrap_or_else(|| self.first())),
+            _ => Err(format!(
+                "chunk {id:?} is in several libraries ({}); pass library as the hit's library",
+                holding.iter().map(|b| b.library()).collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+
+    fn scope(&self, library: Option<&str>) -> String {
+        match library {
+            Some(l) => format!("library {l:?}"),
+            None if self.is_multi() => "any served library".into(),
+            None => "this bundle".into(),
+        }
+    }
+}
+
+/// The confidence below which a library's search is taken as not answering: the
+/// bundle's calibrated threshold, else Atlas's default.
+fn threshold(b: &Bundle) -> f32 {
+    b.manifest.eval.as_ref().and_then(|e| e.threshold).unwrap_or(crate::ask::DEFAULT_THRESHOLD)
+}
+
+/// Merges each library's ranked hits (with its refusal threshold) into `top_k`:
+/// libraries take turns, each keeping its own order, the most confident first, so no
+/// library's scale of scores (BM25 differs per corpus) can crowd out the others. In
+/// vector and hybrid mode, whose confidence is a cosine comparable across bundles, a
+/// library below its threshold goes after every library above its own. The merged
+/// confidence is the best library's.
+pub fn merge(mut each: Vec<(f32, Searched)>, top_k: usize, mode: Mode) -> Searched {
+    if each.len() == 1 {
+        return each.pop().map(|(_, s)| s).unwrap_or(Searched { hits: Vec::new(), confidence: 0.0 });
+    }
+    let confidence = each.iter().map(|(_, s)| s.confidence).fold(0.0, f32::max);
+    let comparable = mode != Mode::Keyword;
+    let any_answers = comparable && each.iter().any(|(t, s)| s.confidence >= *t);
+    let tier = |t: f32, s: &Searched| usize::from(any_answers && s.confidence < t);
+    each.sort_by(|a, b| tier(a.0, &a.1).cmp(&tier(b.0, &b.1)).then(b.1.confidence.total_cmp(&a.1.confidence)));
+    let mut hits: Vec<Hit> = Vec::with_capacity(top_k);
+    for group in [0, 1] {
+        let lists: Vec<&Vec<Hit>> = each.iter().filter(|(t, s)| tier(*t, s) == group).map(|(_, s)| &s.hits).collect();
+        let longest = lists.iter().map(|l| l.len()).max().unwrap_or(0);
+        for rank in 0..longest {
+            for l in &lists {
+                if hits.len() == top_k {
+                    return Searched { hits, confidence };
+                }
+                if let Some(h) = l.get(rank) {
+                    hits.push(h.clone());
+                }
+            }
+        }
+    }
+    Searched { hits, confidence }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_specs_parse() {
+        let check = |input: &str, expected: Result<(&str, &str), &str>| {
+            let got = parse_spec(input).map(|(n, v)| {
+                let v = match v {
+                    Version::Any => "any".to_owned(),
+                    Version::Exact(e) => format!("={e}"),
+                    Version::Range(r) => format!("range {r}"),
+                };
+                (n, v)
+            });
+            match expected {
+                Ok((n, v)) => assert_eq!(got, Ok((n.to_owned(), v.to_owned())), "{input}"),
+                Err(needle) => {
+                    let e = got.unwrap_err();
+                    assert!(e.contains(needle), "{input}: {e}");
+                }
+            }
+        };
+        check("devtron", Ok(("devtron", "any")));
+        check("devtron@1.2.3", Ok(("devtron", "=1.2.3")));
+        check("devtron@v1.2.3", Ok(("devtron", "=v1.2.3")));
+        check("devtron@1.2", Ok(("devtron", "range ~1.2")));
+        check("devtron@1", Ok(("devtron", "range ~1")));
+        check("devtron@^1.2", Ok(("devtron", "range ^1.2")));
+        check("devtron@>=1, <2", Ok(("devtron", "range >=1, <2")));
+        check("devtron@1.x", Ok(("devtron", "range 1.*")));
+        check("devtron@2024-05", Ok(("devtron", "=2024-05")));
+        check("devtron@latest", Ok(("devtron", "=latest")));
+        check("@1.0.0", Err("has no name"));
+        check("devtron@", Err("empty version"));
+        check("devtron@>=banana", Err("not a version range"));
+    }
+
+    #[test]
+    fn versions_match_exactly_or_by_range_never_by_neighbourhood() {
+        let v = |s: &str| parse_spec(&format!("x@{s}")).unwrap().1;
+        assert!(v("1.0.0").matches("1.0.0"));
+        assert!(v("v1.0.0").matches("1.0.0"));
+        assert!(!v("1.0.0").matches("1.2.0"), "a full version is exact, not ^1.0.0");
+        assert!(v("1").matches("1.9.0"));
+        assert!(!v("1").matches("2.0.0"));
+        assert!(v("1.2").matches("1.2.7"));
+        assert!(!v("1.2").matches("1.3.0"));
+        assert!(v(">=1, <2").matches("1.5.0"));
+        assert!(!v("^2").matches("not-semver"));
+    }
+
+    fn hit(lib: &str, n: usize) -> Hit {
+        Hit { library: lib.into(), chunk_id: format!("{lib}-{n}"), ..Hit::default() }
+    }
+
+    fn searched(lib: &str, n: usize, confidence: f32) -> Searched {
+        Searched { hits: (0..n).map(|i| hit(lib, i)).collect(), confidence }
+    }
+
+    #[test]
+    fn merging_takes_turns_and_puts_libraries_that_do_not_answer_last() {
+        let ids = |s: &Searched| s.hits.iter().map(|h| h.chunk_id.clone()).collect::<Vec<_>>();
+        // Turns, the more confident library first.
+        let m = merge(vec![(0.4, searched("a", 3, 0.5)), (0.4, searched("b", 3, 0.7))], 4, Mode::Hybrid);
+        assert_eq!(ids(&m), ["b-0", "a-0", "b-1", "a-1"]);
+        assert_eq!(m.confidence, 0.7);
+        // A library below its threshold goes after the answering ones.
+        let m = merge(vec![(0.4, searched("a", 2, 0.2)), (0.4, searched("b", 2, 0.6))], 4, Mode::Hybrid);
+        assert_eq!(ids(&m), ["b-0", "b-1", "a-0", "a-1"]);
+        // Keyword confidence (BM25) is not comparable: turns only.
+        let m = merge(vec![(0.4, searched("a", 2, 0.2)), (0.4, searched("b", 2, 9.0))], 4, Mode::Keyword);
+        assert_eq!(ids(&m), ["b-0", "a-0", "b-1", "a-1"]);
+        // Nobody answers: turns, by confidence.
+        let m = merge(vec![(0.4, searched("a", 1, 0.1)), (0.4, searched("b", 2, 0.2))], 5, Mode::Hybrid);
+        assert_eq!(ids(&m), ["b-0", "a-0", "b-1"]);
+    }
+}

@@ -1,0 +1,249 @@
+//! Several libraries behind one server: two versions of the fixture docs and a code
+//! bundle, served together by `atlas serve rag` and `atlas serve fs` over stdio and
+//! driven by a real MCP client.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use atlas_e2e::{bin, pipeline, run, write_fixture_code, write_fixture_site};
+use atlas_runtime::{Bundle, OpenOptions, SearchOptions};
+use serde_json::{Value, json};
+
+use crate::mcp::{call, err, ok, rt, stdio_client};
+
+/// A bundle built from `site` pages and/or the fixture code, as `name` `version`.
+fn build(work: &Path, name: &str, version: &str, docs: Option<&[(&str, &str)]>, code: bool) -> PathBuf {
+    let mut sources = String::new();
+    if let Some(pages) = docs {
+        write_fixture_site(&work.join("site"));
+        for (rel, text) in pages {
+            std::fs::write(work.join("site").join(rel), text).unwrap();
+        }
+        sources.push_str("  site:\n    kind: local\n    path: site\n");
+    }
+    if code {
+        write_fixture_code(&work.join("code"));
+        sources.push_str("  code:\n    kind: local\n    path: code\n    include: [\"**/*.py\", \"**/*.rs\"]\n");
+    }
+    let cfg = work.join("pipeline.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "name: {name}\nsources:\n{sources}stages:\n  pack:\n    version: {version}\n    description: {name} {version} for the libraries test\n"
+        ),
+    )
+    .unwrap();
+    run(pipeline().arg("-c").arg(&cfg).arg("run")).success();
+    work.join(".atlas/build/bundle")
+}
+
+/// The version 2 install page: a flag version 1 does not have.
+const V2_INSTALL: &str = "# Install\n\n## With Helm\n\n```bash\nhelm repo add x https://x.test\nhelm upgrade --install x x/x --atomic\n```\n\nVersion 2 installs atomically: a failed upgrade rolls back on its own.\n";
+
+/// fixture 1.0.0 (the fixture site), fixture 2.0.0 (its install page rewritten) and
+/// portfolio 0.3.0 (the fixture code), built once.
+fn libraries() -> Option<&'static [PathBuf; 3]> {
+    static DIRS: OnceLock<(tempfile::TempDir, [PathBuf; 3])> = OnceLock::new();
+    if !crate::embed::model_ready() {
+        return None;
+    }
+    let (_, dirs) = DIRS.get_or_init(|| {
+        let work = tempfile::tempdir().unwrap();
+        let w = |n: &str| {
+            let d = work.path().join(n);
+            std::fs::create_dir_all(&d).unwrap();
+            d
+        };
+        let v1 = build(&w("v1"), "fixture", "1.0.0", Some(&[]), false);
+        let v2 = build(&w("v2"), "fixture", "2.0.0", Some(&[("guides/install.md", V2_INSTALL)]), false);
+        let code = build(&w("code"), "portfolio", "0.3.0", None, true);
+        (work, [v1, v2, code])
+    });
+    Some(dirs)
+}
+
+fn libs(hits: &Value) -> Vec<String> {
+    hits["hits"].as_array().unwrap().iter().map(|h| h["library"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn one_rag_server_serves_two_versions_and_a_code_bundle() {
+    let Some([v1, v2, code]) = libraries() else { return };
+    let logs = tempfile::tempdir().unwrap();
+    let args: Vec<&str> = vec![
+        "serve",
+        "rag",
+        "--bundle",
+        v1.to_str().unwrap(),
+        "--bundle",
+        v2.to_str().unwrap(),
+        "--bundle",
+        code.to_str().unwrap(),
+    ];
+    rt().block_on(async {
+        let c = stdio_client(&args, &logs.path().join("rag.log")).await;
+        assert_eq!(c.peer_info().unwrap().server_info.clone().unwrap().name, "atlas-rag");
+
+        // Library listing.
+        let (t, v) = ok(call(&c, "list_libraries", json!({})).await);
+        let listed: Vec<&str> =
+            v["libraries"].as_array().unwrap().iter().map(|l| l["library"].as_str().unwrap()).collect();
+        assert_eq!(listed, ["fixture@1.0.0", "fixture@2.0.0", "portfolio@0.3.0"], "{t}");
+        let l = &v["libraries"][0];
+        assert_eq!(l["versions"], json!(["1.0.0", "2.0.0"]));
+        assert_eq!(l["description"], "fixture 1.0.0 for the libraries test");
+        assert!(l["by_kind"]["docs"].as_u64().unwrap() > 0 && l["built_age_days"].as_i64().is_some(), "{l}");
+        assert_eq!(l["sources"][0]["name"], "site");
+        assert!(v["libraries"][2]["by_kind"]["code"].as_u64().unwrap() > 0);
+        assert!(t.contains("portfolio@0.3.0"), "{t}");
+
+        // A pinned search stays in its version; a range picks the highest match.
+        let q = "install atomically, rolling back a failed upgrade";
+        let (_, v) = ok(call(&c, "search_docs", json!({"query": q, "library": "fixture@1.0.0", "top_k": 5})).await);
+        assert!(libs(&v).iter().all(|l| l == "fixture@1.0.0"), "{v}");
+        assert!(!v.to_string().contains("--atomic"), "version 1 has no --atomic");
+        for pin in ["fixture@2.0.0", "fixture@^2", "fixture@2", "fixture@>=1.5, <3", "fixture"] {
+            let (_, v) = ok(call(&c, "search_docs", json!({"query": q, "library": pin, "top_k": 3})).await);
+            assert!(libs(&v).iter().all(|l| l == "fixture@2.0.0"), "{pin}: {v}");
+            assert_eq!(v["hits"][0]["path"], "site/guides/install.md", "{pin}");
+        }
+        let (_, v) = ok(call(&c, "search_docs", json!({"query": q, "library": "fixture@1", "top_k": 3})).await);
+        assert!(libs(&v).iter().all(|l| l == "fixture@1.0.0"), "{v}");
+
+        // Across libraries: both versions take turns; code comes from the code bundle.
+        let (t, v) = ok(call(&c, "search_docs", json!({"query": "install with helm", "top_k": 6})).await);
+        let found = libs(&v);
+        assert!(found.contains(&"fixture@1.0.0".to_owned()) && found.contains(&"fixture@2.0.0".to_owned()), "{t}");
+        assert!(t.contains("fixture@2.0.0"), "the text names each hit's library: {t}");
+        let (_, v) = ok(call(&c, "search_code", json!({"query": "InvoiceBuilder add_line"})).await);
+        assert_eq!(v["hits"][0]["library"], "portfolio@0.3.0");
+        assert_eq!(v["hits"][0]["path"], "code/billing/invoice.py");
+
+        // Errors: an unknown version names the served ones; nothing is substituted.
+        let e = err(call(&c, "search_docs", json!({"query": q, "library": "fixture@3.0.0"})).await);
+        assert!(e.contains("fixture@3.0.0 is not served") && e.contains("1.0.0, 2.0.0"), "{e}");
+        let e = err(call(&c, "search_docs", json!({"query": q, "library": "fixture@1.0.1"})).await);
+        assert!(e.contains("is not served"), "a full version is exact: {e}");
+        let e = err(call(&c, "search_docs", json!({"query": q, "library": "fixture@^5"})).await);
+        assert!(e.contains("versions served are 1.0.0, 2.0.0"), "{e}");
+        let e = err(call(&c, "search_code", json!({"query": q, "library": "nope"})).await);
+        assert!(e.contains("no library \"nope\"") && e.contains("portfolio@0.3.0"), "{e}");
+        let e = err(call(&c, "search_docs", json!({"query": q, "library": "fixture@>=banana"})).await);
+        assert!(e.contains("not a version range"), "{e}");
+
+        // get_chunk: an id both versions hold needs its library.
+        let (_, v) = ok(call(&c, "search_docs", json!({"query": "how many pods", "library": "fixture@1.0.0"})).await);
+        let id = v["hits"][0]["chunk_id"].as_str().unwrap().to_owned();
+        let e = err(call(&c, "get_chunk", json!({"id": id})).await);
+        assert!(e.contains("several libraries"), "{e}");
+        let (_, v) = ok(call(&c, "get_chunk", json!({"id": id, "library": "fixture@1.0.0"})).await);
+        assert_eq!(v["chunk"]["library"], "fixture@1.0.0");
+        let e = err(call(&c, "get_bundle_info", json!({})).await);
+        assert!(e.contains("list_libraries"), "{e}");
+        let (_, v) = ok(call(&c, "get_bundle_info", json!({"library": "portfolio"})).await);
+        assert_eq!(v["name"], "portfolio");
+        c.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn one_fs_server_takes_the_library_as_the_first_path_segment() {
+    let Some([v1, v2, code]) = libraries() else { return };
+    let logs = tempfile::tempdir().unwrap();
+    let args = ["serve", "fs", "--bundle", v1.to_str().unwrap(), "--bundle", v2.to_str().unwrap()];
+    let mut args = args.to_vec();
+    args.extend(["--bundle", code.to_str().unwrap()]);
+    rt().block_on(async {
+        let c = stdio_client(&args, &logs.path().join("fs.log")).await;
+        let (_, v) = ok(call(&c, "list_publications", json!({})).await);
+        let pubs: Vec<&str> =
+            v["publications"].as_array().unwrap().iter().map(|p| p["publication"].as_str().unwrap()).collect();
+        assert!(pubs.contains(&"fixture@1.0.0/site/guides") && pubs.contains(&"portfolio@0.3.0/code/net"), "{pubs:?}");
+        let (_, v) = ok(call(&c, "list_files", json!({"publication": "fixture@2.0.0/site/guides"})).await);
+        assert_eq!(
+            v["files"],
+            json!(["fixture@2.0.0/site/guides/configure.md", "fixture@2.0.0/site/guides/install.md"])
+        );
+        let (_, v) = ok(call(&c, "read_file", json!({"path": "fixture@2.0.0/site/guides/install.md"})).await);
+        assert!(v["text"].as_str().unwrap().contains("--atomic"));
+        assert_eq!(v["path"], "fixture@2.0.0/site/guides/install.md");
+        let (_, v) = ok(call(&c, "read_file", json!({"path": "fixture@1.0.0/site/guides/install.md"})).await);
+        assert!(!v["text"].as_str().unwrap().contains("--atomic"));
+        // A name alone works when one version of it is served.
+        let (_, v) = ok(call(&c, "read_file", json!({"path": "portfolio/code/net/retry.rs"})).await);
+        assert!(v["text"].as_str().unwrap().contains("parse_retry_after"));
+        let e = err(call(&c, "read_file", json!({"path": "fixture/site/README.md"})).await);
+        assert!(e.contains("several versions") && e.contains("fixture@1.0.0"), "{e}");
+        let e = err(call(&c, "read_file", json!({"path": "nope@1/site/README.md"})).await);
+        assert!(e.contains("does not start with a served library"), "{e}");
+        let e = err(call(&c, "read_file", json!({"path": "fixture@1.0.0/../../etc/passwd"})).await);
+        assert!(e.contains("`..` is not allowed"), "{e}");
+        let (_, v) = ok(call(&c, "search", json!({"pattern": "--atomic"})).await);
+        assert_eq!(v["matches"][0]["path"], "fixture@2.0.0/site/guides/install.md");
+        assert_eq!(v["matches"].as_array().unwrap().len(), 1);
+        let (_, v) = ok(call(&c, "search", json!({"pattern": "helm repo add", "glob": "fixture@1.0.0/**"})).await);
+        assert!(
+            v["matches"].as_array().unwrap().iter().all(|m| m["path"].as_str().unwrap().starts_with("fixture@1.0.0/"))
+        );
+        let (_, v) = ok(call(&c, "get_release_info", json!({})).await);
+        assert_eq!(v["libraries"].as_array().unwrap().len(), 3);
+        c.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn two_bundles_with_the_same_name_and_version_are_refused() {
+    let Some([v1, ..]) = libraries() else { return };
+    let b = v1.to_str().unwrap();
+    for which in ["rag", "fs"] {
+        let r = run(std::process::Command::new(bin("atlas")).args(["serve", which, "--bundle", b, "--bundle", b]));
+        assert_eq!(r.code, Some(2), "{which}: {}", r.stderr);
+        assert!(r.stderr.contains("two bundles are fixture@1.0.0"), "{which}: {}", r.stderr);
+        assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
+    }
+}
+
+/// Bundles of one model share one loaded query model; a bundle that names other
+/// weights gets its own (here a model that is not provisioned: that library fails
+/// alone, with a warning, and the others answer).
+#[test]
+fn bundles_share_a_query_model_by_its_sha256() {
+    let Some([v1, v2, _]) = libraries() else { return };
+    let opts = OpenOptions::default();
+    let a = Bundle::open(v1, opts.clone()).unwrap();
+    let b = Bundle::open(v2, opts.clone()).unwrap();
+    let q = SearchOptions::default();
+    a.search("install with helm", &q).unwrap();
+    b.search("install with helm", &q).unwrap();
+    assert_eq!(opts.models.loaded(), 1);
+
+    // A copy of v1 whose manifest names other weights, as 9.0.0.
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    atlas_e2e::copy_tree(v1, &other);
+    let mpath = other.join("manifest.json");
+    let mut m: Value = serde_json::from_slice(&std::fs::read(&mpath).unwrap()).unwrap();
+    m["model"]["sha256"] = json!("0".repeat(64));
+    m["version"] = json!("9.0.0");
+    std::fs::write(&mpath, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    let c = Bundle::open(&other, opts.clone()).unwrap();
+    let e = c.search("install with helm", &q).unwrap_err().to_string();
+    assert!(e.contains("model mismatch"), "{e}");
+    assert_eq!(opts.models.loaded(), 1, "the shared model was not replaced");
+
+    let logs = tempfile::tempdir().unwrap();
+    let args = ["serve", "rag", "--bundle", v2.to_str().unwrap(), "--bundle", other.to_str().unwrap()];
+    rt().block_on(async {
+        let c = stdio_client(&args, &logs.path().join("rag.log")).await;
+        let (t, v) = ok(call(&c, "search_docs", json!({"query": "install with helm"})).await);
+        assert!(libs(&v).iter().all(|l| l == "fixture@2.0.0"), "{v}");
+        assert!(t.contains("warning: fixture@9.0.0 was not searched") && t.contains("model mismatch"), "{t}");
+        let e = err(call(&c, "search_docs", json!({"query": "install with helm", "library": "fixture@9.0.0"})).await);
+        assert!(e.contains("model mismatch"), "{e}");
+        let (_, v) =
+            ok(call(&c, "search_docs", json!({"query": "helm", "mode": "keyword", "library": "fixture@9.0.0"})).await);
+        assert!(libs(&v).iter().all(|l| l == "fixture@9.0.0"), "keyword search needs no model: {v}");
+        c.cancel().await.unwrap();
+    });
+}
