@@ -450,7 +450,7 @@ fn slow_the_mcp_inspector_cli_lists_and_calls_tools_on_both_servers() {
     ]);
     assert_eq!(r["structuredContent"]["matches"][0]["path"], "site/guides/install.md", "{r}");
     let tools = inspector(&["serve", "rag", "--bundle", b, "--method", "tools/list"]);
-    assert_eq!(tools["tools"].as_array().unwrap().len(), 4);
+    assert_eq!(tools["tools"].as_array().unwrap().len(), 5);
     let r = inspector(&[
         "serve",
         "rag",
