@@ -21,7 +21,7 @@ use sha2::Digest as _;
 use crate::{Error, Result, corrupt};
 
 /// A manifest larger than this is refused unread (one of 100k files is ~30 MB).
-const MAX_MANIFEST_BYTES: u64 = 256 * 1024 * 1024;
+pub const MAX_MANIFEST_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Bumped when the layout or a format changes incompatibly.
 pub const FORMAT_VERSION: u32 = 1;

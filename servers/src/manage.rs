@@ -63,6 +63,15 @@ fn report(out: &Outcome, source: &str, took: std::time::Duration) {
     } else {
         eprintln!("atlas: {} {} is up to date ({source}, {signed})", out.name, out.version);
     }
+    if let Some(t) = &out.transfer {
+        eprintln!(
+            "atlas: delta update: fetched {} changed files ({}), reused {} unchanged; the full archive is {}",
+            t.fetched_files,
+            human_bytes(t.fetched_bytes),
+            t.reused_files,
+            human_bytes(t.archive_bytes)
+        );
+    }
 }
 
 /// The MCP servers block for an installed bundle, as editors take it.

@@ -204,6 +204,7 @@ fn slow_publish_install_smoke_update_and_restore_the_full_loop() {
     };
     let out = update(&h1).success();
     assert!(out.stderr.contains("installed fixture 2.0.0 (was 1.0.0)"), "{}", out.stderr);
+    assert!(out.stderr.contains("delta update: fetched"), "S3 gives a delta, signed: {}", out.stderr);
     rt.block_on(wait_version(&client, "2.0.0"));
     let out = update(&h2).success();
     assert!(out.stderr.contains("installed fixture 2.0.0"), "{}", out.stderr);
@@ -686,4 +687,56 @@ fn run_publish_uses_pipeline_yaml_and_backup_restores_anywhere() {
         listed[0]["versions"].as_array().unwrap().iter().map(|v| v["version"].as_str().unwrap()).collect();
     assert_eq!(kept, ["2.0.0", "3.0.0"]);
     assert!(!h2.join("bundles/fixture/1.0.0").exists());
+}
+
+/// `atlas update` from object storage fetches only the files whose hashes changed,
+/// hard-links the rest from the installed version, and refuses a changed file whose
+/// bytes do not match the new manifest (the old version keeps serving).
+#[test]
+fn delta_update_fetches_only_what_changed_and_refuses_a_corrupt_file() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let h = home(&tmp.path().join("h"));
+    let (work, _) = work_v1(tmp.path());
+    let store = tmp.path().join("pub");
+    let url = format!("file://{}", store.display());
+    let publish = || run(pipeline().current_dir(&work).args(["publish", "--to", &url])).success();
+    publish();
+    run(atlas(&h).args(["install", &format!("{url}/fixture")])).success();
+    assert_eq!(current(&h).as_deref(), Some("1.0.0"));
+    let v2 = build(&work, "2.0.0", "Version two adds streaming retries.");
+    publish();
+    let manifest = |dir: &Path| -> atlas_runtime::manifest::Manifest {
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
+    };
+    let (m1, m2) = (manifest(&h.join("bundles/fixture/1.0.0")), manifest(&work.join(".atlas/build/bundle")));
+    let changed: Vec<&atlas_runtime::manifest::Artifact> =
+        m2.artifacts.iter().filter(|a| !m1.artifacts.iter().any(|b| b.blake3 == a.blake3)).collect();
+    assert!(!changed.is_empty() && changed.len() < m2.artifacts.len(), "{} changed", changed.len());
+    // A changed file's object with other bytes: refused, nothing installed.
+    let news = changed.iter().find(|a| a.path.ends_with("news.md")).expect("the new page");
+    let obj = store.join("fixture/files").join(format!("{}.zst", news.blake3));
+    let good = std::fs::read(&obj).unwrap();
+    std::fs::write(&obj, zstd::encode_all(&b"# News\n\nTampered.\n"[..], 3).unwrap()).unwrap();
+    let r = run(atlas(&h).arg("update"));
+    fails_with(&r, "does not match the manifest");
+    v1_still_serves(&h);
+    // The real bytes: the update fetches the changed files only.
+    std::fs::write(&obj, good).unwrap();
+    let r = run(atlas(&h).arg("update")).success();
+    assert!(r.stderr.contains("installed fixture 2.0.0 (was 1.0.0)"), "{}", r.stderr);
+    let line = r.stderr.lines().find(|l| l.contains("delta update: fetched")).unwrap_or_else(|| panic!("{}", r.stderr));
+    assert!(line.contains(&format!("fetched {} changed files", changed.len())), "{line}");
+    assert!(line.contains(&format!("reused {} unchanged", m2.artifacts.len() - changed.len())), "{line}");
+    eprintln!("{line} (archive {} bytes)", std::fs::metadata(&v2).unwrap().len());
+    run(atlas(&h).args(["verify", "fixture"])).success();
+    // Unchanged files are the same inode in both versions.
+    use std::os::unix::fs::MetadataExt as _;
+    let same = m2.artifacts.iter().find(|a| m1.artifacts.iter().any(|b| b.path == a.path && b.blake3 == a.blake3));
+    let rel = &same.expect("an unchanged file").path;
+    let ino = |v: &str| std::fs::metadata(h.join("bundles/fixture").join(v).join(rel)).unwrap().ino();
+    assert_eq!(ino("1.0.0"), ino("2.0.0"), "{rel} is hard-linked");
+    no_staging_left(&h);
 }

@@ -29,6 +29,16 @@ pub struct Latest {
     /// The `.minisig` text, when the archive is signed.
     #[serde(default)]
     pub signature: Option<String>,
+    /// Every file of the bundle is published beside the archive, under
+    /// `<name>/files/<blake3>.zst`: `atlas update` can fetch only what changed.
+    #[serde(default)]
+    pub files: bool,
+    /// sha256 of `<name>/<version>/manifest.json` (for a delta update).
+    #[serde(default)]
+    pub manifest_sha256: Option<String>,
+    /// The `.minisig` text of the manifest, when the release is signed.
+    #[serde(default)]
+    pub manifest_signature: Option<String>,
 }
 
 /// What a source resolves to before any download.
@@ -47,7 +57,8 @@ enum How {
     Local(PathBuf),
     Http(reqwest::Client, url::Url),
     GitHub(GitHub, crate::github::Asset),
-    Store(Store, object_store::path::Path),
+    /// The archive's path, and the bundle's folder with its `latest.json` (for a delta).
+    Store(Store, object_store::path::Path, object_store::path::Path, Box<Latest>),
 }
 
 #[derive(Debug, Clone)]
@@ -82,6 +93,8 @@ pub struct Outcome {
     pub changed: bool,
     pub signed_by: Option<String>,
     pub previous: Option<String>,
+    /// What a delta update moved (None for a full download or a local archive).
+    pub transfer: Option<crate::delta::Transfer>,
 }
 
 const SMALL: u64 = 1 << 20;
@@ -188,12 +201,12 @@ async fn resolve(source: &Source, opts: &Options, known: Option<&Record>) -> Res
             if known.is_some_and(|r| r.sha256 == latest.sha256) {
                 return Ok(None);
             }
-            let path = dir.join(latest.version.as_str()).join(latest.archive.as_str());
+            let path = dir.clone().join(latest.version.as_str()).join(latest.archive.as_str());
             Ok(Some(Resolved {
-                sha256: latest.sha256,
+                sha256: latest.sha256.clone(),
                 remote_id: None,
-                signature: latest.signature,
-                how: How::Store(store, path),
+                signature: latest.signature.clone(),
+                how: How::Store(store, path, dir, Box::new(latest)),
             }))
         }
     }
@@ -274,8 +287,17 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
             changed: false,
             signed_by: rec.signed_by,
             previous: None,
+            transfer: None,
         });
     };
+    // An update from object storage: only the files that changed, when published so.
+    if let (How::Store(store, _, dir, latest), Some(base)) = (&r.how, &known)
+        && base.name == latest.name
+        && let Some((out, transfer)) =
+            crate::delta::update(home, store, dir, latest, base, &keys, &source.to_string(), opts.keep).await?
+    {
+        return Ok(Outcome { transfer: Some(transfer), ..out });
+    }
     if !keys.is_empty() && r.signature.is_none() {
         return Err(Error::Signature(format!(
             "{source} has no signature (.minisig) and a key is trusted; nothing was installed"
@@ -299,7 +321,7 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
             })
             .await?
         }
-        How::Store(store, path) => {
+        How::Store(store, path, ..) => {
             fetch::download(&home.downloads(), &r.sha256, &label, |off| {
                 let (store, path) = (store.clone(), path.clone());
                 Box::pin(async move { store_open(&store, &path, off).await })
@@ -414,6 +436,7 @@ fn unpack_and_commit(
         path,
         signed_by: signed.by,
         previous,
+        transfer: None,
     })
 }
 

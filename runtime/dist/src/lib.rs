@@ -19,6 +19,7 @@
 
 pub mod archive;
 pub mod config;
+pub mod delta;
 pub mod failpoint;
 pub mod fetch;
 pub mod github;

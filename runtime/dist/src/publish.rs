@@ -25,6 +25,8 @@ pub struct Release {
     pub size: u64,
     pub manifest: Vec<u8>,
     pub signature: Option<String>,
+    /// The manifest's signature (a delta update checks it instead of the archive's).
+    pub manifest_signature: Option<String>,
 }
 
 impl Release {
@@ -38,13 +40,14 @@ impl Release {
         let file_name = format!("{}-{}.tar.zst", m.name, m.version);
         let sha256 = sha256_file(archive)?;
         let size = std::fs::metadata(archive).map_err(io(archive))?.len();
-        let signature = match key {
+        let (signature, manifest_signature) = match key {
             Some(k) => {
                 let bytes = std::fs::read(archive).map_err(io(archive))?;
                 let comment = format!("atlas-bundle name={} version={} sha256={sha256}", m.name, m.version);
-                Some(crate::sign::sign(&bytes, k, &comment)?)
+                let mcomment = format!("atlas-manifest name={} version={}", m.name, m.version);
+                (Some(crate::sign::sign(&bytes, k, &comment)?), Some(crate::sign::sign(&manifest, k, &mcomment)?))
             }
-            None => None,
+            None => (None, None),
         };
         Ok(Release {
             archive: archive.to_owned(),
@@ -56,6 +59,7 @@ impl Release {
             size,
             manifest,
             signature,
+            manifest_signature,
         })
     }
 
@@ -162,6 +166,9 @@ async fn to_store(rel: &Release, store: &Store, replace: bool) -> Result<Publish
         size: rel.size,
         created: rel.created.clone(),
         signature: rel.signature.clone(),
+        files: true,
+        manifest_sha256: Some(sha256_bytes(&rel.manifest)),
+        manifest_signature: rel.manifest_signature.clone(),
     };
     let latest_path = store.path(&[dir[0], "latest.json"]);
     if let Some(theirs) = store.get_small(&at(&sha_name), 1 << 20).await? {
@@ -171,6 +178,7 @@ async fn to_store(rel: &Release, store: &Store, replace: bool) -> Result<Publish
             let current: Option<Latest> =
                 store.get_small(&latest_path, 1 << 20).await?.and_then(|b| serde_json::from_slice(&b).ok());
             if current.is_none() {
+                publish_files(rel, store).await?;
                 store.put(&latest_path, serde_json::to_vec_pretty(&latest).expect("plain data")).await?;
             }
             return Ok(Published { location: store.url.to_string(), uploaded: false, install });
@@ -188,9 +196,23 @@ async fn to_store(rel: &Release, store: &Store, replace: bool) -> Result<Publish
         store.put(&at(&format!("{}.minisig", rel.file_name)), sig.clone().into_bytes()).await?;
     }
     store.put(&at(&sha_name), rel.sha_line().into_bytes()).await?;
+    publish_files(rel, store).await?;
     // Last: a reader never sees latest point at a partial upload.
     store.put(&latest_path, serde_json::to_vec_pretty(&latest).expect("plain data")).await?;
     Ok(Published { location: store.url.to_string(), uploaded: true, install })
+}
+
+/// The bundle's files, one object per content, for delta updates.
+async fn publish_files(rel: &Release, store: &Store) -> Result<()> {
+    let m: atlas_runtime::manifest::Manifest = serde_json::from_slice(&rel.manifest)
+        .map_err(|e| Error::DataCorruption(format!("{}: unreadable manifest.json ({e})", rel.archive.display())))?;
+    crate::delta::publish_files(store, &rel.name, &rel.archive, &m).await?;
+    Ok(())
+}
+
+pub(crate) fn sha256_bytes(b: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn release_notes(rel: &Release) -> String {

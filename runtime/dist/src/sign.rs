@@ -118,6 +118,14 @@ pub fn parse_public_key(s: &str) -> Result<PublicKey> {
         .map_err(|e| Error::Usage(format!("{s:?} is not a minisign public key (RW… base64, or a .pub file) ({e})")))
 }
 
+/// Checks `sig` (a `.minisig` text) over `data` with `pk`; returns the trusted comment.
+pub fn verify_bytes(pk: &PublicKey, sig: &str, data: &[u8]) -> Result<String> {
+    let bx = SignatureBox::from_string(sig).map_err(|e| Error::Signature(format!("unreadable signature ({e})")))?;
+    minisign::verify(pk, &bx, std::io::Cursor::new(data), true, false, false)
+        .map_err(|e| Error::Signature(format!("the data is not signed by key {} ({e})", key_id(pk))))?;
+    bx.trusted_comment().map_err(sig_err)
+}
+
 /// Checks `sig` (a `.minisig` text) over `file` with `pk`; returns the trusted comment.
 pub fn verify_file(pk: &PublicKey, sig: &str, file: &Path) -> Result<String> {
     let bx = SignatureBox::from_string(sig).map_err(|e| Error::Signature(format!("unreadable signature ({e})")))?;
