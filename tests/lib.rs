@@ -168,7 +168,7 @@ pub fn build_fixture_bundle_with(work: &Path, pages: &[(&str, &str)]) -> PathBuf
     let cfg = work.join("pipeline.yaml");
     std::fs::write(
         &cfg,
-        "name: fixture\nsources:\n  site:\n    kind: local\n    path: site\n  code:\n    kind: local\n    path: code\n    include: [\"**/*.py\", \"**/*.rs\"]\n",
+        "name: fixture\nsources:\n  site:\n    kind: local\n    path: site\n  code:\n    kind: local\n    path: code\n    include: [\"**/*.py\", \"**/*.rs\"]\nstages:\n  pack:\n    hnsw: true\n",
     )
     .expect("write config");
     run(pipeline().arg("-c").arg(&cfg).arg("run")).success();

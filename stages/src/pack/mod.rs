@@ -29,7 +29,9 @@ pub struct PackParams {
     /// One line on what the bundle holds, for `list_libraries` and `atlas bundles`.
     pub description: Option<String>,
     /// Ship an HNSW index (the runtime uses it above its exact-scan threshold).
-    pub hnsw: bool,
+    /// `true`/`false`; unset (auto): only when the runtime would load it, above its
+    /// exact-scan threshold (`atlas_runtime::bundle::EXACT_MAX_ROWS` rows of 384 dims).
+    pub hnsw: Option<bool>,
     /// A golden set (JSON Lines, docs/eval.md; relative to pipeline.yaml): evaluated on
     /// the packed bundle, shipped in it with its results (`eval/`, the manifest's
     /// `eval` block), and rerun by `atlas eval --bundle B`.
@@ -38,7 +40,7 @@ pub struct PackParams {
 
 impl Default for PackParams {
     fn default() -> Self {
-        PackParams { version: "0.1.0".to_owned(), description: None, hnsw: true, eval: None }
+        PackParams { version: "0.1.0".to_owned(), description: None, hnsw: None, eval: None }
     }
 }
 
@@ -190,7 +192,9 @@ impl Stage for Pack {
         let emb_json = ctx.cache.put(&serde_json::to_vec_pretty(&embed)?)?;
         add("embeddings.json".into(), emb_json, &mut out)?;
         // An empty bundle (no chunks) is valid; it just has no graph to build.
-        if p.hnsw && embed.rows > 0 {
+        let scan_rows = embed.rows * embed.dims.max(384) / 384;
+        let hnsw = p.hnsw.unwrap_or(scan_rows > atlas_runtime::bundle::EXACT_MAX_ROWS);
+        if hnsw && embed.rows > 0 {
             for (name, d) in build_hnsw(ctx, embed.embeddings)? {
                 add(format!("hnsw/{name}"), d, &mut out)?;
             }
