@@ -65,10 +65,12 @@ fn report(out: &Outcome, source: &str, took: std::time::Duration) {
     }
     if let Some(t) = &out.transfer {
         eprintln!(
-            "atlas: delta update: fetched {} changed files ({}), reused {} unchanged; the full archive is {}",
+            "atlas: delta update: fetched {} changed files, {} bytes ({}), reused {} unchanged; the full archive is {} bytes ({})",
             t.fetched_files,
+            t.fetched_bytes,
             human_bytes(t.fetched_bytes),
             t.reused_files,
+            t.archive_bytes,
             human_bytes(t.archive_bytes)
         );
     }

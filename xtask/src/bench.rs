@@ -187,6 +187,7 @@ fn dist() -> anyhow::Result<()> {
     status(run)?;
     let mut bench = example("dist_bench");
     bench
+        .env("ATLAS_DELTA_SITE", corpora()?.join("devtron-docs/site"))
         .arg(dist.bin("atlas"))
         .arg(dist.bin("atlas-pipeline"))
         .arg(&cfg)

@@ -223,7 +223,8 @@ pub async fn update(
     let Some(bytes) = store.get_small(&mpath, atlas_runtime::manifest::MAX_MANIFEST_BYTES).await? else {
         return Ok(None);
     };
-    let mut transfer = Transfer { fetched_bytes: bytes.len() as u64, archive_bytes: latest.size, ..Transfer::default() };
+    let mut transfer =
+        Transfer { fetched_bytes: bytes.len() as u64, archive_bytes: latest.size, ..Transfer::default() };
     let got = crate::publish::sha256_bytes(&bytes);
     if got != manifest_sha {
         return Err(Error::DataCorruption(format!(
@@ -410,7 +411,9 @@ fn check_signature(
             Ok(comment) if comment.split_whitespace().any(|w| w == format!("version={}", latest.version)) => {
                 return Ok(Some((sign::key_id(k), k.to_base64())));
             }
-            Ok(comment) => last = Some(Error::Signature(format!("{source}: the manifest's signature is for {comment:?}"))),
+            Ok(comment) => {
+                last = Some(Error::Signature(format!("{source}: the manifest's signature is for {comment:?}")))
+            }
             Err(e) => last = Some(e),
         }
     }
@@ -430,7 +433,13 @@ struct Written {
 impl Written {
     fn create(to: &Path, cap: u64) -> Result<Written> {
         let f = std::fs::File::create(to).map_err(io(to))?;
-        Ok(Written { file: Some((f, to.to_owned())), memory: Vec::new(), hasher: blake3::Hasher::new(), written: 0, cap })
+        Ok(Written {
+            file: Some((f, to.to_owned())),
+            memory: Vec::new(),
+            hasher: blake3::Hasher::new(),
+            written: 0,
+            cap,
+        })
     }
 
     fn memory(cap: u64) -> Written {
