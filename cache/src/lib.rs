@@ -15,6 +15,13 @@
 //! crash leaves either the old state or the new one. Every read re-hashes the bytes:
 //! a truncated, zero-byte or bit-flipped object is reported, evicted and treated as a
 //! miss, never served.
+//!
+//! A [`Remote`] may sit behind the local store (a team's shared cache on object
+//! storage): a local miss reads through it (objects and memo entries, each object
+//! checked against its blake3 before it is stored or used), and every write is queued
+//! to it behind the local one. The remote is an accelerator, never a dependency: the
+//! first failure or timeout turns it off for the run with one warning, and a corrupt
+//! remote object is reported and recomputed.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -170,6 +177,26 @@ pub struct GcReport {
 #[derive(Debug, Default)]
 pub struct Stats {
     pub objects_written: AtomicU64,
+    /// Objects and memo entries read from the remote.
+    pub remote_hits: AtomicU64,
+    /// Objects and memo entries queued to the remote.
+    pub remote_puts: AtomicU64,
+}
+
+/// A shared cache behind the local one, named by paths relative to its root:
+/// `objects/<hex>` and `refs/<namespace>/<hex>`. Implementations bound every call in
+/// time; an `Err` is a reason in one line.
+pub trait Remote: Send + Sync + fmt::Debug {
+    /// The bytes at `name`; `Ok(None)` when it is not there.
+    fn get(&self, name: &str) -> std::result::Result<Option<Vec<u8>>, String>;
+    /// Several reads at once (in parallel where the remote allows), in order.
+    fn get_many(&self, names: &[String]) -> Vec<std::result::Result<Option<Vec<u8>>, String>> {
+        names.iter().map(|n| self.get(n)).collect()
+    }
+    /// Queues a write; failures come back from [`Remote::flush`].
+    fn put(&self, name: &str, bytes: Vec<u8>);
+    /// Waits for the queued writes; returns the first failure, if any.
+    fn flush(&self) -> std::result::Result<(), String>;
 }
 
 /// An open, locked cache directory. Dropping it releases the lock.
@@ -181,6 +208,10 @@ pub struct Cache {
     /// Corruption events, kept so the caller can report them.
     corruptions: Mutex<Vec<String>>,
     pub stats: Stats,
+    remote: Option<Box<dyn Remote>>,
+    /// Set at the remote's first failure: the rest of the run is local.
+    remote_down: std::sync::atomic::AtomicBool,
+    warnings: Mutex<Vec<String>>,
 }
 
 /// How long `Cache::open` waits for a lock held by another process.
@@ -248,7 +279,104 @@ impl Cache {
             tmp_counter: AtomicU64::new(0),
             corruptions: Mutex::new(Vec::new()),
             stats: Stats::default(),
+            remote: None,
+            remote_down: std::sync::atomic::AtomicBool::new(false),
+            warnings: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Puts `remote` behind the local store (read-through, write-behind).
+    pub fn with_remote(mut self, remote: Box<dyn Remote>) -> Cache {
+        self.remote = Some(remote);
+        self
+    }
+
+    /// The remote, while it works.
+    fn remote(&self) -> Option<&dyn Remote> {
+        self.remote.as_deref().filter(|_| !self.remote_down.load(Ordering::Relaxed))
+    }
+
+    /// Turns the remote off for the rest of the run, with one warning.
+    fn remote_failed(&self, why: &str) {
+        if !self.remote_down.swap(true, Ordering::Relaxed) {
+            self.warnings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!("the remote cache failed ({why}); building locally from here on"));
+        }
+    }
+
+    /// Warnings since the last call (a remote that failed, its queued writes lost).
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Waits for the writes queued to the remote (end of a run).
+    pub fn flush_remote(&self) {
+        if let Some(r) = self.remote()
+            && let Err(why) = r.flush()
+        {
+            self.remote_failed(&why);
+        }
+    }
+
+    /// A remote object's bytes, stored locally when they hash to `d`. A corrupt one
+    /// is reported and treated as a miss.
+    fn accept_remote(&self, d: Digest, bytes: Vec<u8>) -> Result<bool> {
+        let actual = Digest::of(&bytes);
+        if actual != d {
+            let msg = format!(
+                "corrupt remote cache object objects/{d}: its blake3 is {actual}; it was not used and will be recomputed"
+            );
+            self.corruptions.lock().unwrap_or_else(|e| e.into_inner()).push(msg);
+            return Ok(false);
+        }
+        self.write_atomic(&self.object_path(d), &bytes)?;
+        self.stats.remote_hits.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Reads a missing object through the remote; true when it is now local and intact.
+    fn fetch_remote(&self, d: Digest) -> Result<bool> {
+        let Some(r) = self.remote() else { return Ok(false) };
+        match r.get(&format!("objects/{d}")) {
+            Ok(Some(bytes)) => self.accept_remote(d, bytes),
+            Ok(None) => Ok(false),
+            Err(why) => {
+                self.remote_failed(&why);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Fetches, in parallel where the remote allows, every object of `ds` that is not
+    /// local (a stage hit about to be verified object by object).
+    pub fn prefetch(&self, ds: &[Digest]) -> Result<()> {
+        let Some(r) = self.remote() else { return Ok(()) };
+        let missing: Vec<Digest> = ds.iter().copied().filter(|d| !self.object_path(*d).exists()).collect();
+        for batch in missing.chunks(256) {
+            let names: Vec<String> = batch.iter().map(|d| format!("objects/{d}")).collect();
+            for (d, got) in batch.iter().zip(r.get_many(&names)) {
+                match got {
+                    Ok(Some(bytes)) => {
+                        self.accept_remote(*d, bytes)?;
+                    }
+                    Ok(None) => {}
+                    Err(why) => {
+                        self.remote_failed(&why);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn queue_remote(&self, name: String, bytes: Vec<u8>) {
+        if let Some(r) = self.remote() {
+            r.put(&name, bytes);
+            self.stats.remote_puts.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -272,11 +400,12 @@ impl Cache {
     pub fn put(&self, bytes: &[u8]) -> Result<Digest> {
         let d = Digest::of(bytes);
         let path = self.object_path(d);
-        if self.verify(d)? {
+        if self.verify_local(d)? {
             return Ok(d);
         }
         self.write_atomic(&path, bytes)?;
         self.stats.objects_written.fetch_add(1, Ordering::Relaxed);
+        self.queue_remote(format!("objects/{d}"), bytes.to_vec());
         Ok(d)
     }
 
@@ -291,7 +420,12 @@ impl Cache {
         let path = self.object_path(d);
         let bytes = match fs::read(&path) {
             Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if !self.fetch_remote(d)? {
+                    return Ok(None);
+                }
+                fs::read(&path).map_err(io_err(&path))?
+            }
             Err(e) => return Err(io_err(&path)(e)),
         };
         let actual = Digest::of(&bytes);
@@ -319,8 +453,14 @@ impl Cache {
             .map_err(|e| Error::BadRecord { path: self.object_path(d), reason: e.to_string() })
     }
 
-    /// True when the object exists and hashes to its name. Corrupt objects are evicted.
+    /// True when the object exists (locally, or fetched from the remote) and hashes to
+    /// its name. Corrupt objects are evicted.
     pub fn verify(&self, d: Digest) -> Result<bool> {
+        // Fetched objects were checked as they arrived.
+        Ok(self.verify_local(d)? || self.fetch_remote(d)?)
+    }
+
+    fn verify_local(&self, d: Digest) -> Result<bool> {
         let path = self.object_path(d);
         let mut f = match File::open(&path) {
             Ok(f) => f,
@@ -366,7 +506,8 @@ impl Cache {
         let path = self.ref_path(namespace, key);
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::InvalidData) => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return self.remote_ref(namespace, key),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => return Ok(None),
             Err(e) => return Err(io_err(&path)(e)),
         };
         let Ok(target) = Digest::parse(text.trim()) else {
@@ -377,9 +518,33 @@ impl Cache {
         Ok(if self.verify(target)? { Some(target) } else { None })
     }
 
+    /// A memo entry from the remote, kept locally once its object is here and intact.
+    fn remote_ref(&self, namespace: &str, key: Digest) -> Result<Option<Digest>> {
+        let Some(r) = self.remote() else { return Ok(None) };
+        let text = match r.get(&format!("refs/{}", Cache::ref_name(namespace, key))) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Ok(None),
+            Err(why) => {
+                self.remote_failed(&why);
+                return Ok(None);
+            }
+        };
+        let Some(target) = std::str::from_utf8(&text).ok().and_then(|t| Digest::parse(t.trim()).ok()) else {
+            return Ok(None);
+        };
+        if !self.verify(target)? {
+            return Ok(None);
+        }
+        self.write_atomic(&self.ref_path(namespace, key), target.to_hex().as_bytes())?;
+        self.stats.remote_hits.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(target))
+    }
+
     /// Records a memo entry. Call only after the target object is stored.
     pub fn set_ref(&self, namespace: &str, key: Digest, target: Digest) -> Result<()> {
-        self.write_atomic(&self.ref_path(namespace, key), target.to_hex().as_bytes())
+        self.write_atomic(&self.ref_path(namespace, key), target.to_hex().as_bytes())?;
+        self.queue_remote(format!("refs/{}", Cache::ref_name(namespace, key)), target.to_hex().into_bytes());
+        Ok(())
     }
 
     pub fn ref_name(namespace: &str, key: Digest) -> String {

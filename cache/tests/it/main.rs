@@ -166,3 +166,63 @@ fn key_builder_is_injective_over_part_boundaries() {
     let b = KeyBuilder::new("d").str("x", "a").str("y", "bc").finish();
     assert_ne!(a, b);
 }
+
+/// An in-memory remote: a shared map, with switches to fail or to corrupt.
+#[derive(Debug, Default, Clone)]
+struct MemRemote {
+    map: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, Vec<u8>>>>,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    gets: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl atlas_cache::Remote for MemRemote {
+    fn get(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+        self.gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if self.down.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err("connection refused".into());
+        }
+        Ok(self.map.lock().unwrap().get(name).cloned())
+    }
+    fn put(&self, name: &str, bytes: Vec<u8>) {
+        self.map.lock().unwrap().insert(name.to_owned(), bytes);
+    }
+    fn flush(&self) -> Result<(), String> {
+        if self.down.load(std::sync::atomic::Ordering::Relaxed) { Err("connection refused".into()) } else { Ok(()) }
+    }
+}
+
+#[test]
+fn a_remote_is_read_through_written_behind_checked_and_dropped_when_it_fails() {
+    let remote = MemRemote::default();
+    let key = KeyBuilder::new("t").str("k", "v").finish();
+    // Machine A writes through to the remote.
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ca = open(a.path()).with_remote(Box::new(remote.clone()));
+    let d = ca.put(b"shared").unwrap();
+    ca.set_ref("memo", key, d).unwrap();
+    ca.flush_remote();
+    assert_eq!(remote.map.lock().unwrap().len(), 2);
+    // Machine B, empty, reads the memo entry and its object through it.
+    let cb = open(b.path()).with_remote(Box::new(remote.clone()));
+    assert_eq!(cb.get_ref("memo", key).unwrap(), Some(d));
+    assert_eq!(cb.get(d).unwrap().as_deref(), Some(&b"shared"[..]));
+    assert!(b.path().join("objects").join(&d.to_hex()[..2]).join(&d.to_hex()[2..]).is_file(), "kept locally");
+    // A corrupt remote object is reported, not used.
+    let bad = Digest::of(b"other");
+    remote.map.lock().unwrap().insert(format!("objects/{bad}"), b"tampered".to_vec());
+    assert_eq!(cb.get(bad).unwrap(), None);
+    let c = cb.take_corruptions();
+    assert!(c.len() == 1 && c[0].contains("corrupt remote cache object"), "{c:?}");
+    // A remote that fails is asked once, then left alone, with one warning.
+    remote.down.store(true, std::sync::atomic::Ordering::Relaxed);
+    let before = remote.gets.load(std::sync::atomic::Ordering::Relaxed);
+    for s in ["x", "y", "z"] {
+        assert_eq!(cb.get(Digest::of(s.as_bytes())).unwrap(), None);
+    }
+    assert_eq!(remote.gets.load(std::sync::atomic::Ordering::Relaxed), before + 1);
+    let w = cb.take_warnings();
+    assert!(w.len() == 1 && w[0].contains("building locally"), "{w:?}");
+    // Local work goes on.
+    let d2 = cb.put(b"local only").unwrap();
+    assert_eq!(cb.get(d2).unwrap().as_deref(), Some(&b"local only"[..]));
+}
