@@ -61,10 +61,14 @@ impl Run {
     }
 }
 
-/// `atlas-pipeline` with a clean environment (no inherited cache dir or failpoint).
+/// `atlas-pipeline` with a clean environment (no inherited cache dir, remote cache or
+/// failpoint).
 pub fn pipeline() -> Command {
     let mut c = Command::new(bin("atlas-pipeline"));
-    c.env_remove("ATLAS_CACHE_DIR").env_remove("ATLAS_FAILPOINT").env("ATLAS_NO_PROGRESS", "1");
+    c.env_remove("ATLAS_CACHE_DIR")
+        .env_remove("ATLAS_FAILPOINT")
+        .env_remove("ATLAS_CACHE_REMOTE")
+        .env("ATLAS_NO_PROGRESS", "1");
     c
 }
 

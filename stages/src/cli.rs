@@ -128,7 +128,26 @@ fn open_cache(cli: &Cli, cfg: &Loaded, progress: &Progress) -> anyhow::Result<Ca
         progress.log(&format!("waiting up to {}s for the cache lock held by {holder}", cli.lock_wait));
     })?;
     failpoint::lock_taken();
-    Ok(cache)
+    Ok(match remote_cache(cfg)? {
+        Some((url, timeout)) => {
+            progress.log(&format!("remote cache {url} (read through, written behind)"));
+            cache.with_remote(Box::new(runner::remote::StoreRemote::open(&url, timeout)?))
+        }
+        None => cache,
+    })
+}
+
+/// The remote build cache: `ATLAS_CACHE_REMOTE` (`off` for none) > pipeline.yaml's
+/// `cache.remote` > the config file's `[cache] remote`; and its per-request timeout.
+fn remote_cache(cfg: &Loaded) -> anyhow::Result<Option<(String, Duration)>> {
+    let user = atlas_dist::config::load().map_err(atlas_dist::edge)?.0.cache;
+    let url = match std::env::var("ATLAS_CACHE_REMOTE").ok().filter(|v| !v.is_empty()) {
+        Some(v) if v == "off" => None,
+        Some(v) => Some(v),
+        None => cfg.config.cache.remote.clone().or(user.remote),
+    };
+    let secs = cfg.config.cache.timeout_s.or(user.timeout_s).unwrap_or(10).max(1);
+    Ok(url.map(|u| (u, Duration::from_secs(secs))))
 }
 
 fn out_dir(flag: Option<&PathBuf>, cfg: &Loaded) -> PathBuf {
@@ -180,7 +199,8 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             let opts =
                 RunOptions { until: until.as_deref(), force, offline: *offline, sections, max_pages: *max_pages };
             let summary = dag::run(&cache, &cfg, &registry, &opts, &progress)?;
-            for c in &summary.corruptions {
+            cache.flush_remote();
+            for c in summary.corruptions.iter().chain(&cache.take_warnings()) {
                 progress.log(&format!("warning: {c}"));
             }
             let written = dag::materialize(&cache, &out_dir, &registry, &summary.stages, *archive || *publish)

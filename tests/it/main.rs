@@ -15,5 +15,6 @@ mod incremental;
 mod libraries;
 mod mcp;
 mod pack;
+mod remote_cache;
 mod search;
 mod web;

@@ -30,6 +30,18 @@ pub struct Config {
     pub install: Install,
     #[serde(default)]
     pub ask: Ask,
+    #[serde(default)]
+    pub cache: CacheRemote,
+}
+
+/// `[cache]`: the shared build cache `atlas-pipeline` uses when pipeline.yaml names none.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheRemote {
+    /// `s3://bucket/prefix`, `gs://…`, `az://…` or `file:///…`.
+    pub remote: Option<String>,
+    /// Seconds each remote request may take (default 10).
+    pub timeout_s: Option<u64>,
 }
 
 /// `atlas ask` and the web page's Ask tab.
@@ -148,5 +160,6 @@ mod tests {
         check("[publish]\ngithub = \"a/b\"\ntoken = \"x\"\n", "error: config.toml:3: unknown key `token`");
         check("[install]\nkeep = 3\n[install.limits]\nmax_ratio = 10\n", "max_ratio: 10");
         check("embed_backend = \"gpu\"\n", "error: config.toml: embed_backend \"gpu\"");
+        check("[cache]\nremote = \"s3://b/c\"\ntimeout_s = 3\n", "remote: Some(\"s3://b/c\")");
     }
 }

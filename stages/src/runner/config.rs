@@ -32,6 +32,21 @@ pub struct PipelineConfig {
     /// Where `atlas-pipeline publish` sends the archive, and the key users trust.
     #[serde(default)]
     pub publish: PublishConfig,
+    /// The shared build cache.
+    #[serde(default)]
+    pub cache: CacheConfig,
+}
+
+/// `cache:` in pipeline.yaml: a remote build cache shared by machines (docs/pipeline.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    /// `s3://bucket/prefix`, `gs://…`, `az://…` or `file:///…`.
+    #[serde(default)]
+    pub remote: Option<String>,
+    /// Seconds each remote request may take before the run goes on locally (default 10).
+    #[serde(default)]
+    pub timeout_s: Option<u64>,
 }
 
 /// `publish:` in pipeline.yaml; flags override each field.

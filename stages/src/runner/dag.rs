@@ -234,6 +234,8 @@ pub fn run(
 fn cached_record(cache: &Cache, key: Digest) -> anyhow::Result<Option<StageRecord>> {
     let Some(rec_digest) = cache.get_ref("stage", key)? else { return Ok(None) };
     let Some(rec) = cache.get_json::<StageRecord>(rec_digest)? else { return Ok(None) };
+    // From a remote cache, the objects come in parallel before they are checked.
+    cache.prefetch(&rec.objects.iter().copied().collect::<Vec<_>>())?;
     for d in &rec.objects {
         if !cache.verify(*d)? {
             return Ok(None); // a lost or corrupt artifact: recompute the stage

@@ -13,6 +13,7 @@ pub mod dag;
 pub mod failpoint;
 pub mod outputs;
 pub mod progress;
+pub mod remote;
 pub mod stage;
 
 pub use atlas_runtime::safe_path::is_safe_name;

@@ -1,0 +1,132 @@
+//! The shared build cache on object storage (`cache.remote: s3://bucket/prefix`, also
+//! `gs://`, `az://`, `file://`): an [`atlas_cache::Remote`] over object_store.
+//!
+//! One worker thread owns a tokio runtime and the store; callers (the runner's threads,
+//! rayon's) send it requests over a channel, so no caller needs a runtime of its own.
+//! Reads run concurrently and each is bounded by the timeout; writes are queued
+//! (write-behind), run 16 at a time, and `flush` waits for them, bounded too.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use atlas_dist::store::Store;
+
+/// Concurrent requests to the store.
+const PARALLEL: usize = 16;
+
+enum Req {
+    Get(String, mpsc::Sender<Result<Option<Vec<u8>>, String>>),
+    Put(String, Vec<u8>),
+    Flush(mpsc::Sender<Result<(), String>>),
+}
+
+/// The remote cache: a channel to its worker.
+pub struct StoreRemote {
+    tx: std::sync::Mutex<mpsc::Sender<Req>>,
+    url: String,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for StoreRemote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreRemote").field("url", &self.url).field("timeout", &self.timeout).finish()
+    }
+}
+
+impl StoreRemote {
+    /// Opens the store at `url` (no request is made yet) and starts its worker.
+    pub fn open(url: &str, timeout: Duration) -> anyhow::Result<StoreRemote> {
+        let parsed = url::Url::parse(url).map_err(|e| {
+            crate::runner::ConfigError(format!("cache.remote {url:?} is not a URL ({e}); use s3://bucket/prefix"))
+        })?;
+        let store = Store::open(&parsed).map_err(|e| crate::runner::ConfigError(format!("cache.remote: {e}")))?;
+        let (tx, rx) = mpsc::channel::<Req>();
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        std::thread::Builder::new().name("remote-cache".into()).spawn(move || worker(rt, store, rx, timeout))?;
+        Ok(StoreRemote { tx: std::sync::Mutex::new(tx), url: url.to_owned(), timeout })
+    }
+
+    fn send(&self, r: Req) -> Result<(), String> {
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).send(r).map_err(|_| "the remote cache worker stopped".into())
+    }
+}
+
+fn worker(rt: tokio::runtime::Runtime, store: Store, rx: mpsc::Receiver<Req>, timeout: Duration) {
+    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(PARALLEL));
+    let mut puts = tokio::task::JoinSet::new();
+    let first_error: std::sync::Arc<std::sync::Mutex<Option<String>>> = Default::default();
+    let url = store.url.to_string();
+    while let Ok(req) = rx.recv() {
+        match req {
+            Req::Get(name, reply) => {
+                let (store, limit, url) = (store.clone(), limit.clone(), url.clone());
+                rt.spawn(async move {
+                    let _permit = limit.acquire_owned().await;
+                    let path = store.path(&name.split('/').collect::<Vec<_>>());
+                    let r = match tokio::time::timeout(timeout, store.get_small(&path, 4 << 30)).await {
+                        Ok(Ok(b)) => Ok(b),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(_) => Err(format!("{url}: no answer within {}s", timeout.as_secs_f32())),
+                    };
+                    let _ = reply.send(r);
+                });
+            }
+            Req::Put(name, bytes) => {
+                let (store, limit, err, url) = (store.clone(), limit.clone(), first_error.clone(), url.clone());
+                puts.spawn_on(
+                    async move {
+                        let _permit = limit.acquire_owned().await;
+                        let path = store.path(&name.split('/').collect::<Vec<_>>());
+                        let r = match tokio::time::timeout(timeout, store.put(&path, bytes)).await {
+                            Ok(Ok(())) => return,
+                            Ok(Err(e)) => e.to_string(),
+                            Err(_) => format!("{url}: no answer within {}s", timeout.as_secs_f32()),
+                        };
+                        err.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(r);
+                    },
+                    rt.handle(),
+                );
+            }
+            Req::Flush(reply) => {
+                rt.block_on(async { while puts.join_next().await.is_some() {} });
+                let e = first_error.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let _ = reply.send(e.map_or(Ok(()), Err));
+            }
+        }
+    }
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+impl atlas_cache::Remote for StoreRemote {
+    fn get(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+        self.get_many(&[name.to_owned()]).pop().unwrap_or(Ok(None))
+    }
+
+    fn get_many(&self, names: &[String]) -> Vec<Result<Option<Vec<u8>>, String>> {
+        let replies: Vec<_> = names
+            .iter()
+            .map(|n| {
+                let (tx, rx) = mpsc::channel();
+                self.send(Req::Get(n.clone(), tx)).map(|()| rx)
+            })
+            .collect();
+        // The worker bounds each read; this bounds a worker that is itself stuck.
+        let wait = self.timeout + Duration::from_secs(5);
+        replies
+            .into_iter()
+            .map(|r| r.and_then(|rx| rx.recv_timeout(wait).unwrap_or_else(|_| Err("the remote cache did not answer".into()))))
+            .collect()
+    }
+
+    fn put(&self, name: &str, bytes: Vec<u8>) {
+        let _ = self.send(Req::Put(name.to_owned(), bytes));
+    }
+
+    fn flush(&self) -> Result<(), String> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Req::Flush(tx))?;
+        // Every write is bounded by the timeout; a long queue gets a minute more.
+        rx.recv_timeout(self.timeout + Duration::from_secs(60))
+            .unwrap_or_else(|_| Err("the remote cache's queued writes did not finish".into()))
+    }
+}

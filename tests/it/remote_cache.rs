@@ -1,0 +1,117 @@
+//! The shared build cache on object storage (`cache.remote`): a second machine with an
+//! empty local cache builds from the remote one; a remote that is down, slow or
+//! serving a corrupt object costs a warning, never the run.
+
+use std::path::{Path, PathBuf};
+
+use atlas_e2e::dist::Moto;
+use atlas_e2e::{copy_tree, pipeline, run, write_fixture_code, write_fixture_site};
+
+/// A machine: its own folder with the fixture sources and pipeline.yaml (naming
+/// `remote` when given), and its own local cache.
+fn machine(root: &Path, remote: Option<&str>) -> PathBuf {
+    std::fs::create_dir_all(root).unwrap();
+    write_fixture_site(&root.join("site"));
+    write_fixture_code(&root.join("code"));
+    let cache = remote.map(|r| format!("cache:\n  remote: {r}\n  timeout_s: 2\n")).unwrap_or_default();
+    std::fs::write(
+        root.join("pipeline.yaml"),
+        format!(
+            "name: fixture\nsources:\n  site:\n    kind: local\n    path: site\n  code:\n    kind: local\n    path: code\n    include: [\"**/*.py\", \"**/*.rs\"]\n{cache}"
+        ),
+    )
+    .unwrap();
+    root.to_owned()
+}
+
+fn build(dir: &Path, env: &[(&str, String)]) -> atlas_e2e::Run {
+    let mut c = pipeline();
+    c.current_dir(dir).arg("run").env("XDG_CONFIG_HOME", dir.join("config"));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    run(&mut c)
+}
+
+/// The bundle's artifacts: the same bytes on both machines.
+fn artifacts(dir: &Path) -> serde_json::Value {
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join(".atlas/build/bundle/manifest.json")).unwrap()).unwrap();
+    m["artifacts"].clone()
+}
+
+#[test]
+fn a_second_machine_builds_from_the_shared_cache_on_s3() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let Some(moto) = Moto::start() else { return };
+    moto.bucket("cache");
+    let tmp = tempfile::tempdir().unwrap();
+    let a = machine(&tmp.path().join("a"), Some("s3://cache/atlas"));
+    let r = build(&a, &moto.env()).success();
+    assert_eq!(r.stage("embed").0, "ran");
+    assert!(r.stderr.contains("remote cache s3://cache/atlas"), "{}", r.stderr);
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    // Machine B: an empty local cache, the same sources in another folder.
+    let b = machine(&tmp.path().join("b"), Some("s3://cache/atlas"));
+    let r = build(&b, &moto.env()).success();
+    for stage in ["clean-gitbook", "chunk", "embed", "bm25", "pack"] {
+        assert_eq!(r.stage(stage).0, "cached", "{stage}: {}", r.stderr);
+    }
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    assert_eq!(artifacts(&a), artifacts(&b), "the same bundle");
+    // Without the remote, machine C embeds again.
+    let c = machine(&tmp.path().join("c"), None);
+    assert_eq!(build(&c, &moto.env()).success().stage("embed").0, "ran");
+}
+
+#[test]
+fn a_remote_cache_that_is_down_slow_or_corrupt_costs_a_warning_not_the_run() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Down: nothing listens on the endpoint.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let down = [
+        ("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}")),
+        ("AWS_ALLOW_HTTP", "true".into()),
+        ("AWS_ACCESS_KEY_ID", "x".into()),
+        ("AWS_SECRET_ACCESS_KEY", "x".into()),
+        ("AWS_REGION", "us-east-1".into()),
+    ];
+    let d = machine(&tmp.path().join("down"), Some("s3://cache/atlas"));
+    let r = build(&d, &down).success();
+    let warnings: Vec<&str> = r.stderr.lines().filter(|l| l.contains("warning: the remote cache failed")).collect();
+    assert_eq!(warnings.len(), 1, "{}", r.stderr);
+    assert_eq!(r.stage("embed").0, "ran");
+    // Slow: a server that takes the connection and never answers (timeout_s: 2).
+    let hang = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let slow_port = hang.local_addr().unwrap().port();
+    let _held = std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for s in hang.incoming().flatten() {
+            open.push(s);
+        }
+    });
+    let mut slow = down.clone();
+    slow[0].1 = format!("http://127.0.0.1:{slow_port}");
+    let s = machine(&tmp.path().join("slow"), Some("s3://cache/atlas"));
+    let r = build(&s, &slow).success();
+    assert!(r.stderr.contains("warning: the remote cache failed") && r.stderr.contains("no answer within 2s"), "{}", r.stderr);
+    // Corrupt: a shared folder where one object's bytes were swapped.
+    let shared = tmp.path().join("shared");
+    let url = format!("file://{}", shared.display());
+    let a = machine(&tmp.path().join("a"), Some(&url));
+    build(&a, &[]).success();
+    // Every object's bytes swapped: whichever the second machine reads is caught.
+    for e in std::fs::read_dir(shared.join("objects")).unwrap() {
+        std::fs::write(e.unwrap().path(), b"not what the name says").unwrap();
+    }
+    let b = machine(&tmp.path().join("b"), Some(&url));
+    copy_tree(&tmp.path().join("a/site"), &b.join("site"));
+    let r = build(&b, &[]).success();
+    assert!(r.stderr.contains("corrupt remote cache object"), "{}", r.stderr);
+    assert_eq!(artifacts(&a), artifacts(&b), "the corrupt object was recomputed, not served");
+}
