@@ -1,4 +1,4 @@
-//! `cargo xtask bench [pipeline|search|mcp|dist|web]`: figures and their baselines side by side
+//! `cargo xtask bench [pipeline|search|mcp|dist|web|cache]`: figures and their baselines side by side
 //! in one run, on the real corpora (ATLAS_CORPORA). The benchmark programs live under
 //! one roof, `tests/bench/` (examples of the atlas-e2e crate), with the Python
 //! baselines in `tests/bench/python/`.
@@ -29,8 +29,12 @@ enum Which {
     /// ask's time to first token (LLM test server; extractive).
     Web,
     /// Distribution: binary sizes (release and dist profiles); the devtron archive
-    /// published to moto's S3, installed from it and from a local file; verification.
+    /// published to moto's S3, installed from it and from a local file; verification;
+    /// a one-page change as a delta update against the full archive.
     Dist,
+    /// The shared build cache: a cold devtron build against a second machine's with
+    /// the warm remote cache (moto's S3).
+    Cache,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -41,7 +45,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Which::Mcp => mcp(),
         Which::Dist => dist(),
         Which::Web => web(),
+        Which::Cache => cache(),
     }
+}
+
+/// The remote build cache on devtron (`tests/bench/cache.rs`), release binaries.
+fn cache() -> anyhow::Result<()> {
+    Profile::Release.build()?;
+    crate::setup::run(Profile::Release)?;
+    let mut bench = example("cache_bench");
+    bench.arg(Profile::Release.bin("atlas-pipeline")).arg(corpora()?.join("devtron-docs/site"));
+    status(bench)
 }
 
 /// `cargo run --release -p atlas-e2e --example NAME -- ARGS`.
