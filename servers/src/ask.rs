@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use atlas_runtime::{Bundle, Hit, Mode, SearchOptions};
 use serde::Serialize;
 
+use crate::library::Libraries;
 use crate::llm::{self, Llm, Message};
 
 /// The refusal threshold for a bundle that ships no eval: hybrid's confidence (the
@@ -107,9 +108,11 @@ pub enum Event<'a> {
     Notice(&'a str),
 }
 
-/// Asks `question` of `bundle`, calling `on` as the answer forms.
+/// Asks `question` of the served libraries (or the one `library` names), calling `on`
+/// as the answer forms.
 pub async fn ask(
-    bundle: Arc<Bundle>,
+    libs: &Libraries,
+    library: Option<&str>,
     question: &str,
     opts: &AskOptions,
     on: &mut (dyn FnMut(Event<'_>) + Send),
@@ -125,10 +128,27 @@ pub async fn ask(
             question.len()
         )));
     }
-    let threshold =
-        opts.threshold.or_else(|| bundle.manifest.eval.as_ref().and_then(|e| e.threshold)).unwrap_or(DEFAULT_THRESHOLD);
-    let (b, q, budget) = (bundle.clone(), question.clone(), opts.budget_tokens);
-    let (confidence, sources) = tokio::task::spawn_blocking(move || retrieve(&b, &q, budget)).await??;
+    let bundles = libs.select(library).map_err(atlas_runtime::exit::UsageError)?;
+    // The calibrated threshold when the libraries asked agree on one, else Atlas's.
+    let calibrated: BTreeSet<u32> = bundles
+        .iter()
+        .map(|b| b.manifest.eval.as_ref().and_then(|e| e.threshold).map_or(u32::MAX, f32::to_bits))
+        .collect();
+    let threshold = opts.threshold.unwrap_or(match calibrated.iter().collect::<Vec<_>>().as_slice() {
+        [one] if **one != u32::MAX => f32::from_bits(**one),
+        _ => DEFAULT_THRESHOLD,
+    });
+    let name = match bundles.as_slice() {
+        [one] => one.manifest.name.clone(),
+        many => many.iter().map(|b| b.library()).collect::<Vec<_>>().join(", "),
+    };
+    let (l, q, budget, lib) = (libs.clone(), question.clone(), opts.budget_tokens, library.map(str::to_owned));
+    let (confidence, sources) = tokio::task::spawn_blocking(move || retrieve(&l, lib.as_deref(), &q, budget)).await??;
+    // The extractive answer scores sentences with the first source's library's model.
+    let bundle = match answer_bundle(libs, &sources) {
+        Some(b) => b,
+        None => bundles.first().cloned().ok_or_else(|| anyhow::anyhow!("no library to ask"))?,
+    };
     let retrieve_ms = ms(started);
     let mut answer = Answer {
         question,
@@ -152,11 +172,11 @@ pub async fn ask(
         }
     };
     if confidence < threshold || answer.sources.is_empty() {
-        answer.answer = refusal(&bundle.manifest.name, confidence, threshold, &answer.sources);
+        answer.answer = refusal(&name, confidence, threshold, &answer.sources);
         emit(&answer.answer, on);
     } else if let Some(llm) = &opts.llm {
         answer.model = Some(llm.model.clone());
-        let messages = prompt(&bundle.manifest.name, &answer.question, &answer.sources);
+        let messages = prompt(&name, &answer.question, &answer.sources);
         let mut cites = Citations::new(answer.sources.len());
         let mut text = String::new();
         let r = llm::stream(llm, &messages, &mut |delta: &str| {
@@ -218,16 +238,32 @@ fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
 }
 
-/// Hybrid over docs and code, and the numbered sources that fit `budget` tokens.
-pub fn retrieve(bundle: &Bundle, question: &str, budget: usize) -> anyhow::Result<(f32, Vec<Source>)> {
+/// Hybrid over docs and code (of every library, merged, or of the one named), and the
+/// numbered sources that fit `budget` tokens.
+pub fn retrieve(
+    libs: &Libraries,
+    library: Option<&str>,
+    question: &str,
+    budget: usize,
+) -> anyhow::Result<(f32, Vec<Source>)> {
     let opts = SearchOptions { mode: Mode::Hybrid, top_k: MAX_SOURCES, ..SearchOptions::default() };
-    let found = bundle.search_scored(question, &opts)?;
+    let (found, failed) = libs.search(question, &opts, library).map_err(|e| anyhow::anyhow!(e))?;
+    for f in failed {
+        tracing::warn!("{f}");
+    }
     let mut with_text = Vec::with_capacity(found.hits.len());
     for hit in found.hits {
-        let text = bundle.get_chunk(&hit.chunk_id, 0)?.chunk.text;
+        let b = libs.chunk_bundle(&hit.chunk_id, Some(&hit.library)).map_err(|e| anyhow::anyhow!(e))?;
+        let text = b.get_chunk(&hit.chunk_id, 0)?.chunk.text;
         with_text.push((hit, text));
     }
     Ok((found.confidence, assemble(with_text, budget)))
+}
+
+/// The library of the first source.
+fn answer_bundle(libs: &Libraries, sources: &[Source]) -> Option<Arc<Bundle>> {
+    let first = sources.first()?;
+    libs.chunk_bundle(&first.hit.chunk_id, Some(&first.hit.library)).ok()
 }
 
 /// About how many tokens `text` is (4 bytes a token, the usual rule for English and
@@ -641,7 +677,7 @@ fn render_extract(picked: &[Picked]) -> String {
 
 /// `atlas ask`: the answer streamed to stdout (then its sources), or, with `json`,
 /// the whole [`Answer`] at the end. A failing LLM is one line on stderr.
-pub fn run_cli(bundle: Arc<Bundle>, question: &str, opts: &AskOptions, json: bool) -> anyhow::Result<()> {
+pub fn run_cli(libs: &Libraries, question: &str, opts: &AskOptions, json: bool) -> anyhow::Result<()> {
     use atlas_runtime::exit::print;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut on = |ev: Event<'_>| match ev {
@@ -651,7 +687,7 @@ pub fn run_cli(bundle: Arc<Bundle>, question: &str, opts: &AskOptions, json: boo
         Event::Notice(n) => eprintln!("atlas: {n}"),
         _ => {}
     };
-    let answer = rt.block_on(ask(bundle, question, opts, &mut on))?;
+    let answer = rt.block_on(ask(libs, None, question, opts, &mut on))?;
     if json {
         print(&format!("{}\n", serde_json::to_string_pretty(&answer)?))?;
         return Ok(());

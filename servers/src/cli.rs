@@ -419,11 +419,7 @@ fn serve(
     init_logging();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     match which {
-        Which::Web => {
-            let [one] = <[_; 1]>::try_from(located)
-                .map_err(|_| UsageError("serve web takes one bundle; serve several with `atlas serve rag`".into()))?;
-            serve_web(cfg, rt, one, rerank, http, http_opts, ask)
-        }
+        Which::Web => serve_web(cfg, rt, located, rerank, http, http_opts, ask),
         Which::Fs => {
             let fs = match mirror {
                 Some(m) => crate::fs::FsServer::new(crate::fs::Fs::plain(&m)?),
@@ -448,26 +444,21 @@ fn serve(
     }
 }
 
-/// `atlas serve web`: the page and the rag server's `/mcp` on one port, following
-/// an installed bundle's `current` as `serve rag` does.
+/// `atlas serve web`: the page and the rag server's `/mcp` on one port, over every
+/// library given, each following an installed bundle's `current` as `serve rag` does.
 fn serve_web(
     cfg: &Config,
     rt: tokio::runtime::Runtime,
-    (dir, origin): (PathBuf, Origin),
+    located: Vec<(PathBuf, Origin)>,
     rerank: bool,
     http: Option<std::net::SocketAddr>,
     opts: crate::transport::HttpOptions,
     ask: crate::ask::AskOptions,
 ) -> anyhow::Result<()> {
     let o = open_options(cfg, OpenOptions { warm: true, ..OpenOptions::default() })?;
-    let b = Bundle::open(&dir, o.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
-    let live = Live::new(std::sync::Arc::new(b));
-    {
-        let _guard = rt.enter();
-        crate::live::watch(live.clone(), origin, o);
-    }
+    let libs = open_libraries(&rt, located, &o)?;
     let addr = http.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 8080)));
-    let web = crate::web::Web { live, ask, allow_hosts: std::sync::Arc::new(opts.allow_hosts.clone()) };
+    let web = crate::web::Web { libs, ask, allow_hosts: std::sync::Arc::new(opts.allow_hosts.clone()) };
     let r = rt.block_on(crate::web::serve(web, rerank, addr, opts));
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     r
@@ -586,7 +577,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 threshold: threshold.or(cfg.ask.threshold),
                 llm: crate::ask::llm_from(&cfg.ask, llm, model, timeout)?,
             };
-            crate::ask::run_cli(std::sync::Arc::new(b), &question, &opts, json)
+            let libs = crate::library::Libraries::single(Live::new(std::sync::Arc::new(b)));
+            crate::ask::run_cli(&libs, &question, &opts, json)
         }
         Command::Info { bundle, json } => {
             let (bundle, _) = locate(bundle, &cfg)?;

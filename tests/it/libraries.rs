@@ -247,3 +247,37 @@ fn bundles_share_a_query_model_by_its_sha256() {
         c.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn the_web_page_searches_and_asks_across_libraries() {
+    let Some([v1, v2, code]) = libraries() else { return };
+    let web = crate::web::Web::start_with(&[v1, v2, code], &[]);
+    // The API, pinned and merged.
+    let (status, _, body) = web.get("/api/search?q=install+atomically&library=fixture@1.0.0&k=5");
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert!(libs(&v).iter().all(|l| l == "fixture@1.0.0"), "{v}");
+    let (status, _, body) = web.get("/api/search?q=install+atomically&library=fixture@7");
+    assert_eq!(status, 400);
+    assert!(body.contains("versions served are 1.0.0, 2.0.0"), "{body}");
+    // The page: a Library facet, each hit's library, source links that carry it.
+    let (status, _, page) = web.get("/?q=install+with+helm");
+    assert_eq!(status, 200);
+    assert!(page.contains("<h3>Library</h3>") && page.contains("fixture@2.0.0"), "{page}");
+    let (_, _, narrowed) = web.get("/?q=install+with+helm&library=fixture%402.0.0&partial=1");
+    assert!(!narrowed.contains(r#"<span class="badge lib">fixture@1.0.0</span>"#), "{narrowed}");
+    assert!(narrowed.contains(r#"<span class="badge lib">fixture@2.0.0</span>"#), "{narrowed}");
+    // The source view needs the library when two hold the chunk.
+    let v: Value = serde_json::from_str(&web.get("/api/search?q=atomically&library=fixture@2.0.0").2).unwrap();
+    let id = v["hits"][0]["chunk_id"].as_str().unwrap().to_owned();
+    let (status, _, html) = web.get(&format!("/source?id={id}&library=fixture%402.0.0"));
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("--atomic"), "{html}");
+    // Ask answers from every library, each source with its own.
+    let (status, _, body) = web.get("/api/ask?q=How+do+I+install+with+Helm%3F");
+    assert_eq!(status, 200, "{body}");
+    let a: Value = serde_json::from_str(&body).unwrap();
+    let sources: Vec<&str> =
+        a["sources"].as_array().unwrap().iter().map(|s| s["library"].as_str().unwrap_or("")).collect();
+    assert!(sources.contains(&"fixture@1.0.0") && sources.contains(&"fixture@2.0.0"), "{a}");
+}

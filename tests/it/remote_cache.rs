@@ -99,7 +99,11 @@ fn a_remote_cache_that_is_down_slow_or_corrupt_costs_a_warning_not_the_run() {
     slow[0].1 = format!("http://127.0.0.1:{slow_port}");
     let s = machine(&tmp.path().join("slow"), Some("s3://cache/atlas"));
     let r = build(&s, &slow).success();
-    assert!(r.stderr.contains("warning: the remote cache failed") && r.stderr.contains("no answer within 2s"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("warning: the remote cache failed") && r.stderr.contains("no answer within 2s"),
+        "{}",
+        r.stderr
+    );
     // Corrupt: a shared folder where one object's bytes were swapped.
     let shared = tmp.path().join("shared");
     let url = format!("file://{}", shared.display());

@@ -16,7 +16,7 @@ use crate::ask::fixture;
 use crate::embed::model_ready;
 
 /// A running `atlas serve web`, killed on drop.
-struct Web {
+pub(crate) struct Web {
     addr: SocketAddr,
     child: std::process::Child,
     log: tempfile::NamedTempFile,
@@ -31,17 +31,20 @@ impl Drop for Web {
 
 impl Web {
     fn start(extra: &[&str]) -> Web {
+        Web::start_with(&[fixture()], extra)
+    }
+
+    /// `atlas serve web` over each of `bundles`.
+    pub(crate) fn start_with(bundles: &[&Path], extra: &[&str]) -> Web {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let log = tempfile::NamedTempFile::new().unwrap();
-        let child = std::process::Command::new(bin("atlas"))
-            .args(["serve", "web", "--bundle"])
-            .arg(fixture())
-            .args(["--http", &addr.to_string()])
-            .args(extra)
-            .stderr(log.reopen().unwrap())
-            .spawn()
-            .unwrap();
+        let mut cmd = std::process::Command::new(bin("atlas"));
+        cmd.args(["serve", "web"]);
+        for b in bundles {
+            cmd.arg("--bundle").arg(b);
+        }
+        let child = cmd.args(["--http", &addr.to_string()]).args(extra).stderr(log.reopen().unwrap()).spawn().unwrap();
         let web = Web { addr, child, log };
         let deadline = Instant::now() + Duration::from_secs(60);
         while std::net::TcpStream::connect(addr).is_err() {
@@ -55,7 +58,7 @@ impl Web {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
 
-    fn get(&self, path: &str) -> (u16, Vec<(String, String)>, String) {
+    pub(crate) fn get(&self, path: &str) -> (u16, Vec<(String, String)>, String) {
         get(self.addr, path, &self.addr.to_string())
     }
 

@@ -379,7 +379,7 @@ pub async fn update(
                 version: m.version.clone(),
                 path,
                 changed: true,
-                signed_by: record.signed_by.clone(),
+                signed_by: record.signed_by,
                 previous,
                 transfer: None,
             },
@@ -412,7 +412,7 @@ fn check_signature(
                 return Ok(Some((sign::key_id(k), k.to_base64())));
             }
             Ok(comment) => {
-                last = Some(Error::Signature(format!("{source}: the manifest's signature is for {comment:?}")))
+                last = Some(Error::Signature(format!("{source}: the manifest's signature is for {comment:?}")));
             }
             Err(e) => last = Some(e),
         }

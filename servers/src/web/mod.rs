@@ -32,7 +32,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::ask::{self, AskOptions, Event};
-use crate::live::Live;
+use crate::library::Libraries;
 use render::{Facets, SearchQuery};
 
 /// The policy every response carries.
@@ -52,7 +52,7 @@ const APP_CSS: &str = include_str!("app.css");
 
 #[derive(Clone, Debug)]
 pub struct Web {
-    pub live: Live,
+    pub libs: Libraries,
     pub ask: AskOptions,
     pub allow_hosts: Arc<Vec<String>>,
 }
@@ -141,6 +141,7 @@ fn search_query(p: &[(String, String)]) -> Result<SearchQuery, String> {
         section: get(p, "section").map(str::to_owned),
         language: get(p, "language").map(str::to_owned),
         repo: get(p, "repo").map(str::to_owned),
+        library: get(p, "library").map(str::to_owned),
     })
 }
 
@@ -160,16 +161,28 @@ fn options(s: &SearchQuery, top_k: usize, facets: bool) -> SearchOptions {
 }
 
 /// The page's hits and the facet counts of the pool they come from. One search
-/// when no facet is chosen (the page shows the pool's head); two when one is.
-fn run_search(b: &Bundle, s: &SearchQuery) -> atlas_runtime::Result<(Vec<Hit>, Facets)> {
-    let pool = b.search(&s.q, &options(s, FACET_POOL, false))?;
+/// when no facet is chosen (the page shows the pool's head); two when one is. The
+/// library facet is counted over every library.
+fn run_search(libs: &Libraries, s: &SearchQuery) -> Result<(Vec<Hit>, Facets), String> {
+    let search = |top_k, facets, library: Option<&str>| {
+        libs.search(&s.q, &options(s, top_k, facets), library).map(|(found, _)| found.hits)
+    };
+    let pool = search(FACET_POOL, false, None)?;
     let facets = Facets::of(&pool);
-    let hits = if s.section.is_none() && s.language.is_none() && s.repo.is_none() {
+    let hits = if s.section.is_none() && s.language.is_none() && s.repo.is_none() && s.library.is_none() {
         pool.into_iter().take(PAGE_HITS).collect()
     } else {
-        b.search(&s.q, &options(s, PAGE_HITS, true))?
+        search(PAGE_HITS, true, s.library.as_deref())?
     };
     Ok((hits, facets))
+}
+
+/// The name the page shows: the one library's, or how many are served.
+fn served(libs: &Libraries) -> String {
+    match libs.bundles().as_slice() {
+        [one] => one.manifest.name.clone(),
+        many => format!("{} libraries", many.len()),
+    }
 }
 
 /// Runs a fallible job off the async workers.
@@ -186,12 +199,11 @@ async fn search_page(State(web): State<Web>, req: Request) -> Response {
         }
     };
     let partial = get(&p, "partial").is_some();
-    let b = web.live.get();
     let (s, found) = match search_query(&p) {
         Ok(s) if s.q.is_empty() => (s, Ok((Vec::new(), Facets::default()))),
         Ok(s) => {
-            let (bb, ss) = (b.clone(), s.clone());
-            let r = blocking(move || run_search(&bb, &ss).map_err(|e| e.to_string())).await;
+            let (libs, ss) = (web.libs.clone(), s.clone());
+            let r = blocking(move || run_search(&libs, &ss)).await;
             (s, r)
         }
         Err(e) => (SearchQuery { q: get(&p, "q").unwrap_or("").to_owned(), ..SearchQuery::default() }, Err(e)),
@@ -206,7 +218,7 @@ async fn search_page(State(web): State<Web>, req: Request) -> Response {
     }
     let title = if s.q.is_empty() { "Search".to_owned() } else { s.q.clone() };
     let body = format!("{}{results}", render::search_form(&s));
-    (status, html_response(render::page(&title, &b.manifest.name, "Search", &s.q, &body))).into_response()
+    (status, html_response(render::page(&title, &served(&web.libs), "Search", &s.q, &body))).into_response()
 }
 
 fn esc_p(e: &str) -> String {
@@ -214,8 +226,7 @@ fn esc_p(e: &str) -> String {
 }
 
 async fn source_page(State(web): State<Web>, req: Request) -> Response {
-    let b = web.live.get();
-    let name = b.manifest.name.clone();
+    let name = served(&web.libs);
     let fail = |status: StatusCode, e: String| {
         (status, html_response(render::page("Source", &name, "", "", &esc_p(&e)))).into_response()
     };
@@ -226,8 +237,8 @@ async fn source_page(State(web): State<Web>, req: Request) -> Response {
     let Some(id) = get(&p, "id").map(str::to_owned) else {
         return fail(StatusCode::BAD_REQUEST, "which chunk? /source?id=CHUNK_ID (a search hit links here)".into());
     };
-    let bb = b.clone();
-    let r = blocking(move || source_body(&bb, &id)).await;
+    let (libs, library) = (web.libs.clone(), get(&p, "library").map(str::to_owned));
+    let r = blocking(move || source_body(&*libs.chunk_bundle(&id, library.as_deref())?, &id)).await;
     match r {
         Ok((title, html)) => html_response(render::page(&title, &name, "", "", &html)),
         Err(e) => fail(StatusCode::NOT_FOUND, e),
@@ -267,7 +278,6 @@ fn question(req: &Request) -> Result<String, String> {
 }
 
 async fn ask_page(State(web): State<Web>, req: Request) -> Response {
-    let b = web.live.get();
     let q = match question(&req) {
         Ok(q) => q,
         Err(e) => return (StatusCode::BAD_REQUEST, html_response(esc_p(&e))).into_response(),
@@ -275,14 +285,14 @@ async fn ask_page(State(web): State<Web>, req: Request) -> Response {
     let (answer, error) = if q.is_empty() {
         (None, None)
     } else {
-        match ask::ask(b.clone(), &q, &web.ask, &mut |_| {}).await {
+        match ask::ask(&web.libs, None, &q, &web.ask, &mut |_| {}).await {
             Ok(a) => (Some(a), None),
             Err(e) => (None, Some(format!("{e:#}"))),
         }
     };
     let body = render::ask_page(&q, answer.as_ref(), error.as_deref());
     let title = if q.is_empty() { "Ask".to_owned() } else { q.clone() };
-    html_response(render::page(&title, &b.manifest.name, "Ask", &q, &body))
+    html_response(render::page(&title, &served(&web.libs), "Ask", &q, &body))
 }
 
 async fn api_search(State(web): State<Web>, req: Request) -> Response {
@@ -300,9 +310,9 @@ async fn api_search(State(web): State<Web>, req: Request) -> Response {
         Some(Ok(k)) if (1..=atlas_runtime::search::MAX_TOP_K).contains(&k) => k,
         Some(_) => return bad(format!("k must be a whole number from 1 to {}", atlas_runtime::search::MAX_TOP_K)),
     };
-    let b = web.live.get();
-    let (q, opts) = (s.q.clone(), options(&s, k, true));
-    match blocking(move || b.search(&q, &opts).map_err(|e| e.to_string())).await {
+    let (libs, q, opts) = (web.libs.clone(), s.q.clone(), options(&s, k, true));
+    let library = s.library.clone();
+    match blocking(move || libs.search(&q, &opts, library.as_deref()).map(|(found, _)| found.hits)).await {
         Ok(hits) => json_response(StatusCode::OK, &crate::output::search_json(&s.q, s.mode, &hits)),
         Err(e) => bad(e),
     }
@@ -314,7 +324,7 @@ async fn api_ask(State(web): State<Web>, req: Request) -> Response {
         Ok(q) => q,
         Err(e) => return bad(e),
     };
-    match ask::ask(web.live.get(), &q, &web.ask, &mut |_| {}).await {
+    match ask::ask(&web.libs, None, &q, &web.ask, &mut |_| {}).await {
         Ok(a) => json_response(StatusCode::OK, &a),
         Err(e) => bad(format!("{e:#}")),
     }
@@ -340,7 +350,7 @@ async fn api_ask_stream(State(web): State<Web>, req: Request) -> Response {
         };
         // A browser that goes away stops the answer (and the LLM's work on it).
         let answered = tokio::select! {
-            r = ask::ask(web.live.get(), &q, &web.ask, &mut on) => r,
+            r = ask::ask(&web.libs, None, &q, &web.ask, &mut on) => r,
             () = tx.closed() => {
                 tracing::info!("the page asking {q:?} went away; stopped");
                 return;
@@ -365,8 +375,8 @@ pub async fn serve(
     opts: crate::transport::HttpOptions,
 ) -> anyhow::Result<()> {
     let ct = tokio_util::sync::CancellationToken::new();
-    let live = web.live.clone();
-    let mcp = crate::transport::mcp_router(move || crate::rag::RagServer::live(live.clone(), rerank), &opts, &ct);
+    let libs = web.libs.clone();
+    let mcp = crate::transport::mcp_router(move || crate::rag::RagServer::libraries(libs.clone(), rerank), &opts, &ct);
     let app = router(web).merge(mcp);
     crate::transport::serve_router(app, addr, "the web page", "/", ct).await
 }

@@ -52,15 +52,20 @@ pub struct SearchQuery {
     pub section: Option<String>,
     pub language: Option<String>,
     pub repo: Option<String>,
+    pub library: Option<String>,
 }
 
 impl SearchQuery {
     /// The page URL of this search with one parameter changed (`None` drops it).
     pub fn url_with(&self, key: &str, value: Option<&str>) -> String {
         let mut pairs: Vec<(&str, String)> = vec![("q", self.q.clone()), ("mode", self.mode.as_str().to_owned())];
-        for (k, v) in
-            [("kind", &self.kind), ("section", &self.section), ("language", &self.language), ("repo", &self.repo)]
-        {
+        for (k, v) in [
+            ("kind", &self.kind),
+            ("section", &self.section),
+            ("language", &self.language),
+            ("repo", &self.repo),
+            ("library", &self.library),
+        ] {
             if let Some(v) = v {
                 pairs.push((k, v.clone()));
             }
@@ -82,6 +87,7 @@ pub struct Facets {
     pub section: BTreeMap<String, usize>,
     pub language: BTreeMap<String, usize>,
     pub repo: BTreeMap<String, usize>,
+    pub library: BTreeMap<String, usize>,
 }
 
 impl Facets {
@@ -96,6 +102,11 @@ impl Facets {
             if let Some(r) = &h.repo {
                 *f.repo.entry(r.rsplit('/').next().unwrap_or(r).to_owned()).or_default() += 1;
             }
+            *f.library.entry(h.library.clone()).or_default() += 1;
+        }
+        // One library is no choice.
+        if f.library.len() < 2 {
+            f.library.clear();
         }
         f
     }
@@ -150,7 +161,7 @@ pub fn search_form(s: &SearchQuery) -> String {
         opt("docs", "docs", s.kind.as_deref() == Some("docs")),
         opt("code", "code", s.kind.as_deref() == Some("code")),
     );
-    for (k, v) in [("section", &s.section), ("language", &s.language), ("repo", &s.repo)] {
+    for (k, v) in [("section", &s.section), ("language", &s.language), ("repo", &s.repo), ("library", &s.library)] {
         if let Some(v) = v {
             let _ = write!(h, r#"<input type="hidden" name="{k}" value="{}">"#, esc(v));
         }
@@ -200,9 +211,9 @@ pub fn mark(text: &str, q: &str) -> String {
     out
 }
 
-/// A link to the source view of a chunk, scrolled to its first line.
+/// A link to the source view of a chunk (in its library), scrolled to its first line.
 pub fn source_href(h: &Hit) -> String {
-    format!("/source?id={}#L{}", enc(&h.chunk_id), h.start_line)
+    format!("/source?id={}&library={}#L{}", enc(&h.chunk_id), enc(&h.library), h.start_line)
 }
 
 /// The citation as a link (a web page) or as text (a file).
@@ -226,6 +237,9 @@ fn badges(h: &Hit) -> String {
     }
     if !h.section.is_empty() {
         let _ = write!(b, r#" <span class="badge">{}</span>"#, esc(&h.section));
+    }
+    if !h.library.is_empty() {
+        let _ = write!(b, r#" <span class="badge lib">{}</span>"#, esc(&h.library));
     }
     b
 }
@@ -279,6 +293,7 @@ fn facet_block(s: &SearchQuery, f: &Facets) -> String {
         ("section", "Section", &f.section, &s.section),
         ("language", "Language", &f.language, &s.language),
         ("repo", "Repository", &f.repo, &s.repo),
+        ("library", "Library", &f.library, &s.library),
     ] {
         if counts.is_empty() && chosen.is_none() {
             continue;

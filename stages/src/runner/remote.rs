@@ -114,7 +114,9 @@ impl atlas_cache::Remote for StoreRemote {
         let wait = self.timeout + Duration::from_secs(5);
         replies
             .into_iter()
-            .map(|r| r.and_then(|rx| rx.recv_timeout(wait).unwrap_or_else(|_| Err("the remote cache did not answer".into()))))
+            .map(|r| {
+                r.and_then(|rx| rx.recv_timeout(wait).unwrap_or_else(|_| Err("the remote cache did not answer".into())))
+            })
             .collect()
     }
 
