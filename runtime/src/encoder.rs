@@ -51,6 +51,9 @@ pub struct EncoderOptions {
     /// ONNX Runtime's CPU memory arena: fast for big batches, but it keeps its peak
     /// (about 1.5 GB after a few 32×256 batches). Off at query time.
     pub arena: bool,
+    /// Run an int8 model's weights as int8 ([`crate::int8`]): no float copy of them in
+    /// memory. At query time (`ATLAS_INT8_WEIGHTS=0` turns it off).
+    pub int8_weights: bool,
 }
 
 impl Default for EncoderOptions {
@@ -61,6 +64,7 @@ impl Default for EncoderOptions {
             backend: Backend::Cpu,
             spinning: true,
             arena: true,
+            int8_weights: false,
         }
     }
 }
@@ -68,7 +72,8 @@ impl Default for EncoderOptions {
 impl EncoderOptions {
     /// Query-time settings: one short input at a time, no spinning, no arena.
     pub fn query() -> EncoderOptions {
-        EncoderOptions { spinning: false, arena: false, ..EncoderOptions::default() }
+        let int8_weights = std::env::var("ATLAS_INT8_WEIGHTS").map_or(true, |v| v != "0");
+        EncoderOptions { spinning: false, arena: false, int8_weights, ..EncoderOptions::default() }
     }
 }
 
@@ -113,9 +118,17 @@ pub(crate) fn session(model_path: &Path, lib: &Path, opts: &EncoderOptions) -> R
             }
         }
     }
-    let session = builder
-        .commit_from_file(model_path)
-        .map_err(|e| Error::Model(format!("loading {}: {e}", model_path.display())))?;
+    let loading = |e: ort::Error| Error::Model(format!("loading {}: {e}", model_path.display()));
+    let rewritten = match opts.int8_weights {
+        true => std::fs::read(model_path)
+            .map_err(|error| Error::Io { path: model_path.to_owned(), error })
+            .map(|b| crate::int8::rewrite(&b))?,
+        false => None,
+    };
+    let session = match rewritten {
+        Some(bytes) => builder.commit_from_memory(&bytes).map_err(loading)?,
+        None => builder.commit_from_file(model_path).map_err(loading)?,
+    };
     Ok((session, warnings))
 }
 

@@ -11,6 +11,7 @@ pub mod encoder;
 pub mod eval;
 pub mod exit;
 pub mod hnsw;
+pub mod int8;
 pub mod manifest;
 pub mod model;
 pub mod rerank;

@@ -85,3 +85,34 @@ fn a_missing_model_names_the_setup_command() {
     let last = r.stderr.lines().last().unwrap();
     assert!(last.contains("atlas setup"), "{last}");
 }
+
+/// The query model runs its int8 weights as int8 (`runtime::int8`): the rewrite
+/// applies to the default model and its embeddings stay those of the folded float
+/// path, to within quantisation (cosine ≥ 0.98 on prose and code).
+#[test]
+fn the_int8_query_model_agrees_with_the_float_one() {
+    use atlas_runtime::encoder::{Encoder, EncoderOptions};
+    if !model_ready() {
+        return;
+    }
+    let spec = atlas_runtime::model::spec(atlas_runtime::model::DEFAULT_MODEL).unwrap();
+    let dir = atlas_runtime::model::model_dir(spec.id);
+    let bytes = std::fs::read(dir.join("model.onnx")).unwrap();
+    assert!(atlas_runtime::int8::rewrite(&bytes).is_some(), "the default model has int8 weights to keep");
+    let load = |int8: bool| {
+        let o = EncoderOptions { int8_weights: int8, ..EncoderOptions::query() };
+        Encoder::load(spec, &dir, &atlas_runtime::model::ort_dylib(), &o).unwrap()
+    };
+    let texts = [
+        "how do I install with helm",
+        "configure the number of replicas",
+        "fn parse_retry_after(v: &str) -> Option<u64>",
+        "class InvoiceBuilder: builds invoices line by line",
+    ];
+    let (a, b) = (load(false).embed_texts(&texts).unwrap(), load(true).embed_texts(&texts).unwrap());
+    for (t, (x, y)) in texts.iter().zip(a.iter().zip(&b)) {
+        let cos: f32 = x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>()
+            / (x.iter().map(|p| p * p).sum::<f32>().sqrt() * y.iter().map(|q| q * q).sum::<f32>().sqrt());
+        assert!(cos >= 0.98, "{t}: cosine {cos}");
+    }
+}
