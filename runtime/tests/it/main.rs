@@ -68,9 +68,13 @@ fn the_shipped_128_token_padding_and_truncation_are_off() {
 
 #[test]
 fn a_missing_accelerator_falls_back_to_the_cpu_with_a_warning() {
-    let Some(e) =
-        default_embedder(&EncoderOptions { intra_threads: 1, backend: Backend::Cuda, spinning: false, arena: false })
-    else {
+    let Some(e) = default_embedder(&EncoderOptions {
+        intra_threads: 1,
+        backend: Backend::Cuda,
+        spinning: false,
+        arena: false,
+        int8_weights: false,
+    }) else {
         return;
     };
     assert!(e.warnings.iter().any(|w| w.contains("CUDA is not available here")), "{:?}", e.warnings);
