@@ -108,6 +108,9 @@ pub struct Bundle {
     pub dir: PathBuf,
     pub manifest: Manifest,
     pub(crate) chunks: Vec<ChunkRecord>,
+    /// The chunks' texts, memory-mapped (`chunks.text`); without the file, the
+    /// records hold them.
+    texts: Option<crate::text_store::TextStore>,
     pub(crate) by_id: HashMap<String, u32>,
     /// Chunks of each file, in document order.
     by_file: HashMap<String, Vec<u32>>,
@@ -206,9 +209,13 @@ impl Bundle {
         // Files read whole are checked against the manifest's blake3 as they are read
         // (cheap next to decoding them); `bundle::verify` checks everything.
         let chunks_path = dir.join("chunks.parquet");
-        let chunks =
-            crate::chunk_table::from_parquet(&crate::manifest::read_checked(dir, &manifest, "chunks.parquet")?)
-                .map_err(|e| corrupt(chunks_path.clone(), e.to_string()))?;
+        // With `chunks.text` the text column is not decoded: the texts stay mapped.
+        let mapped = manifest.artifact(crate::text_store::FILE).is_some();
+        let chunks = crate::chunk_table::from_parquet_with(
+            &crate::manifest::read_checked(dir, &manifest, "chunks.parquet")?,
+            !mapped,
+        )
+        .map_err(|e| corrupt(chunks_path.clone(), e.to_string()))?;
         if chunks.len() != manifest.chunk_count {
             return Err(corrupt(
                 chunks_path,
@@ -231,6 +238,13 @@ impl Bundle {
         {
             return Err(corrupt(meta_path, "embeddings, their row map and the chunks disagree"));
         }
+        let texts = match mapped {
+            true => {
+                crate::manifest::check_artifact(dir, &manifest, crate::text_store::FILE)?;
+                Some(crate::text_store::TextStore::open(&dir.join(crate::text_store::FILE), chunks.len())?)
+            }
+            false => None,
+        };
         let mut first_window = vec![u32::MAX; chunks.len()];
         for (row, &c) in meta.window_chunk.iter().enumerate() {
             let f = &mut first_window[c as usize];
@@ -268,6 +282,7 @@ impl Bundle {
             dir: dir.to_owned(),
             manifest,
             chunks,
+            texts,
             by_id,
             by_file,
             vectors,
@@ -326,9 +341,18 @@ impl Bundle {
         self.chunks.len()
     }
 
-    /// All chunks, in bundle order.
+    /// All chunks, in bundle order, without their text when it is mapped (see
+    /// [`Bundle::text`]).
     pub fn chunks(&self) -> &[ChunkRecord] {
         &self.chunks
+    }
+
+    /// Chunk `i`'s text (overlap included), wherever it is held.
+    pub fn text(&self, i: usize) -> &str {
+        match &self.texts {
+            Some(t) => t.get(i),
+            None => self.chunks.get(i).map_or("", |c| c.text.as_str()),
+        }
     }
 
     /// Whether the bundle holds the chunk `id`.
@@ -348,7 +372,7 @@ impl Bundle {
             let c = &self.chunks[j as usize];
             ChunkView {
                 hit: self.hit(j as usize, 0.0),
-                text: c.text.get(c.overlap_chars as usize..).unwrap_or(&c.text).to_owned(),
+                text: self.text(j as usize).get(c.overlap_chars as usize..).unwrap_or(self.text(j as usize)).to_owned(),
             }
         };
         Ok(ChunkContext {

@@ -179,15 +179,30 @@ fn column<'b, T: 'static>(b: &'b RecordBatch, name: &str) -> Result<&'b T> {
 /// Reads chunks from parquet bytes. A decoder panic on malformed bytes is an error,
 /// not an abort.
 pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
-    std::panic::catch_unwind(|| decode(bytes)).unwrap_or_else(|_| {
+    from_parquet_with(bytes, true)
+}
+
+/// [`from_parquet`], with the `text` column or without it (then every `text` is empty:
+/// the runtime maps the texts from `chunks.text`).
+pub fn from_parquet_with(bytes: &[u8], with_text: bool) -> Result<Vec<ChunkRecord>> {
+    std::panic::catch_unwind(|| decode(bytes, with_text)).unwrap_or_else(|_| {
         Err(Error::Parquet(parquet::errors::ParquetError::General(
             "the parquet decoder failed on malformed data".into(),
         )))
     })
 }
 
-fn decode(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::copy_from_slice(bytes))?.build()?;
+fn decode(bytes: &[u8], with_text: bool) -> Result<Vec<ChunkRecord>> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::copy_from_slice(bytes))?;
+    let builder = if with_text {
+        builder
+    } else {
+        let roots = builder.parquet_schema().root_schema().get_fields().len();
+        let keep = (0..roots).filter(|&i| builder.schema().field(i).name() != "text");
+        let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), keep);
+        builder.with_projection(mask)
+    };
+    let reader = builder.build()?;
     let mut out = Vec::new();
     for batch in reader {
         let b = batch?;
@@ -195,8 +210,8 @@ fn decode(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
         let u = |name| column::<UInt32Array>(&b, name);
         let (id, kind, language, source, section, path) =
             (s("chunk_id")?, s("kind")?, s("language")?, s("source")?, s("section")?, s("path")?);
-        let (url, title, desc, text, tags) =
-            (s("url")?, s("title")?, s("description")?, s("text")?, s("cluster_tags")?);
+        let (url, title, desc, tags) = (s("url")?, s("title")?, s("description")?, s("cluster_tags")?);
+        let text = if with_text { Some(s("text")?) } else { None };
         let (repo, commit) = (s("repo")?, s("commit")?);
         let (ordinal, overlap, start, end) = (u("ordinal")?, u("overlap_chars")?, u("start_line")?, u("end_line")?);
         let heading_path = column::<ListArray>(&b, "heading_path")?;
@@ -230,7 +245,7 @@ fn decode(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
                 description: opt(desc, i),
                 heading_path: heads,
                 ordinal: ordinal.value(i),
-                text: text.value(i).to_owned(),
+                text: text.map_or_else(String::new, |t| t.value(i).to_owned()),
                 overlap_chars: overlap.value(i),
                 is_code: is_code.value(i),
                 cluster_tags: tags.value(i).to_owned(),

@@ -18,6 +18,7 @@ pub mod rerank;
 pub mod safe_path;
 pub mod search;
 pub mod text_index;
+pub mod text_store;
 pub mod vectors;
 
 /// Errors of the runtime crate.

@@ -5,6 +5,7 @@
 //!   manifest.json      format version, name, version, created, config digest, sources,
 //!                      model, counts, and every artifact with its size, blake3, sha256
 //!   chunks.parquet
+//!   chunks.text        the texts again, memory-mapped by the runtime (text_store.rs)
 //!   embeddings.npy     f16, one row per window; embeddings.json maps rows to chunks
 //!   hnsw/              the HNSW graph over the embeddings (hnsw_rs dump)
 //!   tantivy/           the fielded BM25 index; bm25.json holds its field boosts

@@ -361,7 +361,7 @@ impl Bundle {
             self.cluster_boost(query, &mut r);
             pool.extend(r.into_iter().take(RERANK_POOL_PER_KIND).map(|(i, _)| i));
         }
-        let passages: Vec<String> = pool.iter().map(|&i| passage(&self.chunks[i])).collect();
+        let passages: Vec<String> = pool.iter().map(|&i| passage(&self.chunks[i], self.text(i))).collect();
         let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
         let scores = reranker.score(query, &refs)?;
         let mut out: Vec<(usize, f32)> = pool.into_iter().zip(scores).collect();
@@ -494,7 +494,7 @@ impl Bundle {
             let mut files: HashSet<&str> = HashSet::new();
             let mut hits = Vec::new();
             for (i, score) in self.run_filtered(q, filters, EXACT_CANDIDATES)? {
-                let text = normalised.entry(i).or_insert_with(|| normalise(&self.chunks[i].text));
+                let text = normalised.entry(i).or_insert_with(|| normalise(self.text(i)));
                 if contains_at_boundaries(text, &needle) {
                     files.insert(self.chunks[i].path.as_str());
                     hits.push((i, score));
@@ -546,7 +546,7 @@ impl Bundle {
             heading_path: c.heading_path.clone(),
             start_line: c.start_line,
             end_line: c.end_line,
-            snippet: snippet(c),
+            snippet: snippet(c, self.text(i)),
             kind: c.kind.clone(),
             language: c.language.clone(),
             section: c.section.clone(),
@@ -868,8 +868,8 @@ pub fn variants(w: &str) -> Vec<String> {
 }
 
 /// What the cross-encoder reads for a chunk: its title, heading path and text.
-fn passage(c: &ChunkRecord) -> String {
-    let body = c.text.get(c.overlap_chars as usize..).unwrap_or(&c.text);
+fn passage(c: &ChunkRecord, text: &str) -> String {
+    let body = text.get(c.overlap_chars as usize..).unwrap_or(text);
     let heading = c.heading_path.join(" > ");
     format!("{} | {heading}\n{body}", c.title)
 }
@@ -877,8 +877,8 @@ fn passage(c: &ChunkRecord) -> String {
 const SNIPPET_CHARS: usize = 300;
 
 /// The chunk's own text (overlap skipped), cut at a character boundary.
-fn snippet(c: &ChunkRecord) -> String {
-    let body = c.text.get(c.overlap_chars as usize..).unwrap_or(&c.text).trim();
+fn snippet(c: &ChunkRecord, text: &str) -> String {
+    let body = text.get(c.overlap_chars as usize..).unwrap_or(text).trim();
     match body.char_indices().nth(SNIPPET_CHARS) {
         Some((cut, _)) => format!("{}…", body[..cut].trim_end()),
         None => body.to_owned(),

@@ -186,7 +186,7 @@ fn synthesize(from: &Path, n: usize, out: &Path) -> Res {
         let mut c = c.clone();
         c.chunk_id = format!("{}-{k}", c.chunk_id);
         c.path = format!("copy{k}/{}", c.path);
-        c.text = format!("{} variant{k}", c.text);
+        c.text = format!("{} variant{k}", src.text(i % base.len()));
         c.mentioned_in.clear();
         let v = vectors.row(first_row[i % base.len()]);
         let v: Vec<f32> = v.iter().map(|x| x + 0.02 * noise()).collect();
@@ -195,6 +195,10 @@ fn synthesize(from: &Path, n: usize, out: &Path) -> Res {
         chunks.push(c);
     }
     std::fs::write(out.join("chunks.parquet"), atlas_runtime::chunk_table::to_parquet(&chunks)?)?;
+    std::fs::write(
+        out.join(atlas_runtime::text_store::FILE),
+        atlas_runtime::text_store::write(chunks.iter().map(|c| c.text.as_str())),
+    )?;
     std::fs::write(out.join("embeddings.npy"), atlas_runtime::vectors::to_npy_f16(n, dims, &data))?;
     std::fs::write(
         out.join("embeddings.json"),

@@ -204,7 +204,13 @@ fn slow_publish_install_smoke_update_and_restore_the_full_loop() {
     };
     let out = update(&h1).success();
     assert!(out.stderr.contains("installed fixture 2.0.0 (was 1.0.0)"), "{}", out.stderr);
-    assert!(out.stderr.contains("delta update: fetched"), "S3 gives a delta, signed: {}", out.stderr);
+    // The fixture is small: the delta is planned (signed manifest checked) and the
+    // archive taken when it is not smaller.
+    assert!(
+        out.stderr.contains("delta update: fetched") || out.stderr.contains("downloading the archive"),
+        "{}",
+        out.stderr
+    );
     rt.block_on(wait_version(&client, "2.0.0"));
     let out = update(&h2).success();
     assert!(out.stderr.contains("installed fixture 2.0.0"), "{}", out.stderr);
@@ -708,7 +714,7 @@ fn delta_update_fetches_only_what_changed_and_refuses_a_corrupt_file() {
     let mut rng = atlas_e2e::XorShift::new(5);
     let words = ["cluster", "deploy", "helm", "chart", "token", "webhook", "pipeline", "runner", "quota", "image"];
     let mut page = String::from("# Glossary\n\n");
-    for i in 0..3000 {
+    for i in 0..8000 {
         if i % 40 == 0 {
             page.push_str(&format!("\n## Term {i}\n\n"));
         }

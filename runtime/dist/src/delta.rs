@@ -9,7 +9,7 @@
 //! file, falls back to the archive, and so does a delta that would move more bytes
 //! than the archive.
 //!
-//! A file over [`PIECES_OVER`] bytes is published as content-defined pieces (a gear
+//! A file over [`PIECES_OVER`] bytes (64 KiB) is published as content-defined pieces (a gear
 //! rolling hash cuts it where its content says, so an insertion moves the cuts of one
 //! piece, not of every piece after it) with a recipe, `<blake3>.pieces.json`: an
 //! update fetches the pieces its installed copy of the file lacks. `embeddings.npy`
@@ -43,11 +43,11 @@ fn recipe_name(blake3: &str) -> String {
 }
 
 /// Files larger than this are published as pieces.
-pub const PIECES_OVER: u64 = 256 << 10;
-const PIECE_MIN: usize = 16 << 10;
-/// A cut where the hash's low 16 bits are zero: 64 KiB pieces on average.
-const PIECE_MASK: u64 = (1 << 16) - 1;
-const PIECE_MAX: usize = 256 << 10;
+pub const PIECES_OVER: u64 = 64 << 10;
+const PIECE_MIN: usize = 8 << 10;
+/// A cut where the hash's low 15 bits are zero: 32 KiB pieces on average.
+const PIECE_MASK: u64 = (1 << 15) - 1;
+const PIECE_MAX: usize = 128 << 10;
 /// A recipe holds at most this many pieces (a 64 GiB file at the minimum size).
 const MAX_PIECES: usize = 1 << 22;
 
@@ -537,7 +537,7 @@ mod tests {
         assert!(a.iter().rev().skip(1).all(|(p, _)| p.size as usize >= PIECE_MIN));
         assert_eq!(a.iter().map(|(p, _)| p.size).sum::<u64>(), data.len() as u64);
         let avg = data.len() / a.len();
-        assert!((32 << 10..128 << 10).contains(&avg), "average piece {avg}");
+        assert!((16 << 10..64 << 10).contains(&avg), "average piece {avg}");
         // 1,000 bytes inserted a third of the way in.
         let mut edited = data[..700_000].to_vec();
         edited.extend(std::iter::repeat_n(9u8, 1000));
