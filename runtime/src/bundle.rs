@@ -238,12 +238,21 @@ impl Bundle {
         {
             return Err(corrupt(meta_path, "embeddings, their row map and the chunks disagree"));
         }
-        let texts = match mapped {
-            true => {
-                crate::manifest::check_artifact(dir, &manifest, crate::text_store::FILE)?;
-                Some(crate::text_store::TextStore::open(&dir.join(crate::text_store::FILE), chunks.len())?)
+        // Mapped, like the embeddings: its structure is checked here (header, offsets,
+        // size against the manifest) and each text's UTF-8 when read; its hash by
+        // `atlas verify` and at install, not at every open (that would read it all).
+        let texts = match manifest.artifact(crate::text_store::FILE) {
+            Some(a) => {
+                let store = crate::text_store::TextStore::open(&dir.join(crate::text_store::FILE), chunks.len())?;
+                if store.size() != a.size {
+                    return Err(corrupt(
+                        dir.join(crate::text_store::FILE),
+                        format!("is {} bytes, the manifest says {}", store.size(), a.size),
+                    ));
+                }
+                Some(store)
             }
-            false => None,
+            None => None,
         };
         let mut first_window = vec![u32::MAX; chunks.len()];
         for (row, &c) in meta.window_chunk.iter().enumerate() {

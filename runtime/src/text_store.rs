@@ -60,8 +60,8 @@ impl TextStore {
         // a file changed under the map is caught by `atlas verify`, and every access
         // below is bounds-checked, so changed bytes give wrong text, never UB in Rust.
         #[allow(unsafe_code)]
-        let map = unsafe { memmap2::Mmap::map(&f) }
-            .map_err(|error| crate::Error::Io { path: path.to_owned(), error })?;
+        let map =
+            unsafe { memmap2::Mmap::map(&f) }.map_err(|error| crate::Error::Io { path: path.to_owned(), error })?;
         let bad = |why: String| corrupt(path.to_owned(), why);
         if map.len() < 16 || &map[..8] != MAGIC {
             return Err(bad("not a chunks.text file (no ATLASTXT header)".into()));
@@ -89,6 +89,11 @@ impl TextStore {
             return Err(bad("its last offset is not its length".into()));
         }
         Ok(store)
+    }
+
+    /// The file's size in bytes.
+    pub fn size(&self) -> u64 {
+        self.map.len() as u64
     }
 
     fn offset(&self, i: usize) -> u64 {

@@ -137,15 +137,13 @@ impl Libraries {
                 named.iter().map(|b| b.manifest.version.as_str()).collect::<Vec<_>>().join(", ")
             ));
         }
-        if matches!(version, Version::Range(_)) || (version == Version::Any && hits.len() > 1) {
+        if !matches!(version, Version::Exact(_)) && hits.len() > 1 {
             // `name` alone or a range: the highest version (semver order, then text).
             hits.sort_by(|a, b| {
                 let (va, vb) = (&a.manifest.version, &b.manifest.version);
                 as_semver(va).cmp(&as_semver(vb)).then_with(|| va.cmp(vb))
             });
-            if version != Version::Any {
-                hits = hits.split_off(hits.len() - 1);
-            }
+            hits = hits.split_off(hits.len() - 1);
         }
         Ok(hits)
     }

@@ -6,6 +6,9 @@
 //! With `--synthetic N DIR`, writes a bundle of N chunks to DIR made from the given
 //! bundle's chunks (copies with perturbed vectors and a marker word each), with an
 //! HNSW index, and exits; benchmark it with a second run. `cargo xtask bench search` runs both.
+//! With `--many K N DIR`, writes K bundles of N chunks (distinct names) under DIR; a
+//! second run with `BENCH_PHASE=many` and the same arguments opens them all in one
+//! process, as `atlas serve rag --bundle …` does, and reports readiness and RSS.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -26,11 +29,24 @@ fn main() -> Res {
         .filter(|q| !q.is_negative())
         .map(|q| q.query)
         .collect();
+    if args.get(2).map(String::as_str) == Some("--many") {
+        let (k, n): (usize, usize) = (args[3].parse()?, args[4].parse()?);
+        let out = PathBuf::from(&args[5]);
+        let dirs: Vec<PathBuf> = (0..k).map(|i| out.join(i.to_string())).collect();
+        if std::env::var("BENCH_PHASE").as_deref() == Ok("many") {
+            return many(&dirs, &queries[0]);
+        }
+        for (i, d) in dirs.iter().enumerate() {
+            synthesize(&bundle, n, d, &format!("synthetic-{n}-{i}"))?;
+        }
+        println!("{k} synthetic bundles of {n} chunks written");
+        return Ok(());
+    }
     let dir = if args.get(2).map(String::as_str) == Some("--synthetic") {
         let n: usize = args[3].parse()?;
         let out = PathBuf::from(&args[4]);
         let t = Instant::now();
-        synthesize(&bundle, n, &out)?;
+        synthesize(&bundle, n, &out, &format!("synthetic-{n}"))?;
         println!("synthetic bundle: {n} chunks written in {:.1}s", t.elapsed().as_secs_f64());
         return Ok(());
     } else {
@@ -81,6 +97,40 @@ fn ready(dir: &Path, q: &str) -> Res {
         b.search(q, &SearchOptions::default())?;
     }
     println!("RSS after 50 more hybrid searches: {}", rss());
+    Ok(())
+}
+
+/// Several bundles opened with one set of options (one shared query model), as a
+/// server of several libraries opens them: readiness, then RSS after a hybrid
+/// search on each.
+fn many(dirs: &[PathBuf], q: &str) -> Res {
+    let t = Instant::now();
+    let opts = OpenOptions::default();
+    let bundles: Vec<Bundle> = dirs.iter().map(|d| Bundle::open(d, opts.clone())).collect::<Result<_, _>>()?;
+    let opened = t.elapsed();
+    for b in &bundles {
+        b.search(q, &SearchOptions { mode: Mode::Keyword, ..SearchOptions::default() })?;
+    }
+    let keyword = t.elapsed();
+    for b in &bundles {
+        b.search(q, &SearchOptions::default())?;
+    }
+    let hybrid = t.elapsed();
+    println!(
+        "{} bundles of {} chunks: open {:.0} ms, a keyword result from each {:.0} ms, a hybrid result from each {:.0} ms (model load included); query models loaded: {}",
+        bundles.len(),
+        bundles[0].chunk_count(),
+        ms(opened),
+        ms(keyword),
+        ms(hybrid),
+        opts.models.loaded()
+    );
+    for _ in 0..10 {
+        for b in &bundles {
+            b.search(q, &SearchOptions::default())?;
+        }
+    }
+    println!("RSS after hybrid searches on every bundle: {}", rss());
     Ok(())
 }
 
@@ -158,7 +208,7 @@ fn latency(dir: &Path, queries: &[String]) -> Res {
 
 /// A bundle of `n` chunks built from `from`'s chunks: copy k of chunk i gets the
 /// chunk's vector plus noise and a marker word, under `copy<k>/` paths.
-fn synthesize(from: &Path, n: usize, out: &Path) -> Res {
+fn synthesize(from: &Path, n: usize, out: &Path, name: &str) -> Res {
     use tantivy::{Index, TantivyDocument};
     let _ = std::fs::remove_dir_all(out);
     std::fs::create_dir_all(out.join("tantivy"))?;
@@ -219,7 +269,7 @@ fn synthesize(from: &Path, n: usize, out: &Path) -> Res {
     }
     w.wait_merging_threads()?;
     let m = Manifest {
-        name: format!("synthetic-{n}"),
+        name: name.to_owned(),
         chunk_count: n,
         embedding_rows: n,
         artifacts: artifacts(out)?,

@@ -13,7 +13,7 @@ use atlas_e2e::{Run, bin, pipeline, run, write_fixture_code, write_fixture_site}
 use serde_json::json;
 
 /// A fresh ATLAS_HOME whose models and ONNX Runtime are the provisioned ones.
-fn home(dir: &Path) -> PathBuf {
+pub(crate) fn home(dir: &Path) -> PathBuf {
     let h = dir.to_owned();
     std::fs::create_dir_all(&h).unwrap();
     let real = atlas_runtime::model::atlas_home();
@@ -26,7 +26,7 @@ fn home(dir: &Path) -> PathBuf {
 }
 
 /// `atlas` with ATLAS_HOME `h` and an empty config folder.
-fn atlas(h: &Path) -> Command {
+pub(crate) fn atlas(h: &Path) -> Command {
     let mut c = Command::new(bin("atlas"));
     c.env("ATLAS_HOME", h)
         .env("XDG_CONFIG_HOME", h.join("config"))

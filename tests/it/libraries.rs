@@ -33,8 +33,14 @@ fn build(work: &Path, name: &str, version: &str, docs: Option<&[(&str, &str)]>, 
         ),
     )
     .unwrap();
-    run(pipeline().arg("-c").arg(&cfg).arg("run")).success();
+    run(pipeline().arg("-c").arg(&cfg).args(["run", "--archive"])).success();
     work.join(".atlas/build/bundle")
+}
+
+/// The archive `build` wrote beside `bundle`.
+fn archive(bundle: &Path) -> PathBuf {
+    let m: Value = serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+    bundle.with_file_name(format!("{}-{}.tar.zst", m["name"].as_str().unwrap(), m["version"].as_str().unwrap()))
 }
 
 /// The version 2 install page: a flag version 1 does not have.
@@ -280,4 +286,44 @@ fn the_web_page_searches_and_asks_across_libraries() {
     let sources: Vec<&str> =
         a["sources"].as_array().unwrap().iter().map(|s| s["library"].as_str().unwrap_or("")).collect();
     assert!(sources.contains(&"fixture@1.0.0") && sources.contains(&"fixture@2.0.0"), "{a}");
+}
+
+/// `--all` serves every installed bundle at its current version; `NAME@VERSION` serves
+/// a kept one beside it.
+#[test]
+fn all_installed_bundles_and_kept_versions_behind_one_server() {
+    let Some([v1, v2, code]) = libraries() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let h = crate::distribution::home(&tmp.path().join("h"));
+    for b in [v1, code, v2] {
+        let a = archive(b);
+        let sha = std::fs::read_to_string(a.with_extension("zst.sha256")).unwrap();
+        let sha = sha.split_whitespace().next().unwrap().to_owned();
+        run(crate::distribution::atlas(&h).arg("install").arg(&a).args(["--sha256", &sha])).success();
+    }
+    let logs = tempfile::tempdir().unwrap();
+    let listed = |args: &[&str]| {
+        let log = logs.path().join("rag.log");
+        let mut cmd = crate::mcp::atlas(args, &log);
+        cmd.env("ATLAS_HOME", &h).env("XDG_CONFIG_HOME", h.join("config")).env_remove("ATLAS_BUNDLE");
+        rt().block_on(async {
+            let c = rmcp::ServiceExt::serve((), crate::mcp::child_transport(cmd, &log))
+                .await
+                .unwrap_or_else(|e| panic!("{e}: {}", crate::mcp::read(&log)));
+            let (_, v) = ok(call(&c, "list_libraries", json!({})).await);
+            c.cancel().await.unwrap();
+            let mut l: Vec<String> =
+                v["libraries"].as_array().unwrap().iter().map(|l| l["library"].as_str().unwrap().to_owned()).collect();
+            l.sort();
+            l
+        })
+    };
+    assert_eq!(listed(&["serve", "rag", "--all"]), ["fixture@2.0.0", "portfolio@0.3.0"]);
+    assert_eq!(
+        listed(&["serve", "rag", "--bundle", "fixture", "--bundle", "fixture@1.0.0"]),
+        ["fixture@1.0.0", "fixture@2.0.0"]
+    );
+    let r = run(crate::distribution::atlas(&h).args(["serve", "rag", "--bundle", "fixture@9.9.9"]));
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("neither a bundle folder nor an installed bundle"), "{}", r.stderr);
 }

@@ -248,6 +248,22 @@ fn search() -> anyhow::Result<()> {
         c.env("BENCH_EXACT_MAX_ROWS", "0");
         c
     })?;
+    // Five bundles of 10k behind one process (one shared query model).
+    let many = project_root().join("target/atlas-synthetic-5x10k");
+    let many_args = |c: &mut Command| {
+        c.args(["--many", "5", "10000"]).arg(&many);
+    };
+    status({
+        let mut c = bench(&bundle);
+        many_args(&mut c);
+        c
+    })?;
+    status({
+        let mut c = bench(&bundle);
+        many_args(&mut c);
+        c.env("BENCH_PHASE", "many");
+        c
+    })?;
     for dir in [&bundle, &synth] {
         for cache in ["cold", "warm"] {
             if cache == "cold" {
