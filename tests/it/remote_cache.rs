@@ -1,6 +1,6 @@
 //! The shared build cache on object storage (`cache.remote`): a second machine with an
-//! empty local cache builds from the remote one; a remote that is down, slow or
-//! serving a corrupt object costs a warning, never the run.
+//! empty local cache builds from the remote one; a remote that is down, answering
+//! 5xx, slow or serving a corrupt object costs a warning, never the run.
 
 use std::path::{Path, PathBuf};
 
@@ -104,6 +104,14 @@ fn a_remote_cache_that_is_down_slow_or_corrupt_costs_a_warning_not_the_run() {
         "{}",
         r.stderr
     );
+    // 5xx: an endpoint that answers every request with 503.
+    let unavailable = atlas_e2e::http::Server::start(|_| atlas_e2e::http::Response::new(503, "slow down"));
+    let mut failing = down.clone();
+    failing[0].1 = format!("http://{}", unavailable.addr);
+    let f = machine(&tmp.path().join("5xx"), Some("s3://cache/atlas"));
+    let r = build(&f, &failing).success();
+    let warnings: Vec<&str> = r.stderr.lines().filter(|l| l.contains("warning: the remote cache failed")).collect();
+    assert_eq!(warnings.len(), 1, "{}", r.stderr);
     // Corrupt: a shared folder where one object's bytes were swapped.
     let shared = tmp.path().join("shared");
     let url = format!("file://{}", shared.display());

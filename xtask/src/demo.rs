@@ -1,6 +1,7 @@
 //! `cargo xtask demo`: the product on this project's own docs and source
 //! (examples/self.yaml), shown through its own command line: build the bundle and its
-//! archive, say what it holds, verify it, rerun the eval it ships, search it, ask it a
+//! archive (writing behind to a shared build cache, which a second machine with an
+//! empty cache then builds from), say what it holds, verify it, rerun the eval it ships, search it, ask it a
 //! question, serve the web page and fetch a search from it, install
 //! the archive as a user would (`atlas install`), smoke-test both servers, run `atlas
 //! doctor`, and print the editor config that serves the installed bundle by name.
@@ -23,9 +24,27 @@ pub fn run() -> anyhow::Result<()> {
     let shown = |args: &[&str]| {
         say(&format!("\n$ {}", args.join(" ")));
     };
+    // The build writes behind to a shared cache (a folder standing in for s3://…), so a
+    // second machine can build from it below.
+    let remote = format!("file://{}", crate::project_root().join("target/demo-shared-cache").display());
     let mut run = Command::new(&pipeline);
-    run.args(["--config", CONFIG, "run", "--archive"]);
+    run.args(["--config", CONFIG, "run", "--archive"]).env("ATLAS_CACHE_REMOTE", &remote);
     status(run)?;
+    // A second machine: an empty local cache, the shared one behind it.
+    let second = crate::project_root().join("target/demo-second-machine");
+    let _ = std::fs::remove_dir_all(&second);
+    shown(&[
+        "ATLAS_CACHE_REMOTE=file://…/target/demo-shared-cache",
+        "atlas-pipeline",
+        "--config",
+        CONFIG,
+        "--cache-dir",
+        "target/demo-second-machine",
+        "run",
+    ]);
+    let mut again = Command::new(&pipeline);
+    again.args(["--config", CONFIG, "--cache-dir"]).arg(&second).arg("run").env("ATLAS_CACHE_REMOTE", &remote);
+    status(again)?;
     shown(&["atlas-pipeline", "--config", CONFIG, "status"]);
     let mut st = Command::new(&pipeline);
     st.args(["--config", CONFIG, "status"]);
