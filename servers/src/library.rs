@@ -131,8 +131,18 @@ impl Libraries {
         let mut hits: Vec<Arc<Bundle>> =
             named.iter().filter(|b| version.matches(&b.manifest.version)).cloned().collect();
         if hits.is_empty() {
+            // Installed versions that this server does not serve, to say how to get them.
+            let home = atlas_dist::home::Home::from_env();
+            let installed: Vec<String> = home.records(&name).into_iter().map(|r| r.version).collect();
+            let more = match installed.is_empty() {
+                true => String::new(),
+                false => format!(
+                    "; installed: {} (serve one beside them with --bundle {name}@VERSION)",
+                    installed.join(", ")
+                ),
+            };
             return Err(format!(
-                "{name}@{} is not served; the versions served are {} (pin one of them, or serve that version)",
+                "{name}@{} is not served; the versions served are {}{more}",
                 spec.split_once('@').map_or("", |x| x.1).trim(),
                 named.iter().map(|b| b.manifest.version.as_str()).collect::<Vec<_>>().join(", ")
             ));

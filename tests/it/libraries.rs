@@ -311,6 +311,9 @@ fn all_installed_bundles_and_kept_versions_behind_one_server() {
                 .await
                 .unwrap_or_else(|e| panic!("{e}: {}", crate::mcp::read(&log)));
             let (_, v) = ok(call(&c, "list_libraries", json!({})).await);
+            // A kept version that is not served: the error names the installed ones.
+            let e = err(call(&c, "search_docs", json!({"query": "helm", "library": "fixture@0.9.0"})).await);
+            assert!(e.contains("installed: 1.0.0, 2.0.0") && e.contains("--bundle fixture@VERSION"), "{e}");
             c.cancel().await.unwrap();
             let mut l: Vec<String> =
                 v["libraries"].as_array().unwrap().iter().map(|l| l["library"].as_str().unwrap().to_owned()).collect();
