@@ -41,6 +41,9 @@ fn flat_text(e: ElementRef<'_>) -> String {
     collapse(&e.text().collect::<Vec<_>>().join(" "))
 }
 
+/// Lists nested deeper than this are not indented further.
+const MAX_LIST_INDENT: usize = 8;
+
 fn block(el: ElementRef<'_>, out: &mut String, list_depth: usize, depth: usize) {
     if depth >= MAX_DEPTH {
         out.push_str(&flat_text(el));
@@ -99,13 +102,15 @@ fn block(el: ElementRef<'_>, out: &mut String, list_depth: usize, depth: usize) 
                     block(li, &mut inner, list_depth + 1, depth);
                     let inner = tidy(&inner);
                     let mut lines = inner.lines();
-                    out.push_str(&format!(
-                        "{}{marker} {}\n",
-                        "  ".repeat(list_depth),
-                        lines.next().unwrap_or_default()
-                    ));
+                    // Each level re-indents its items' lines: past MAX_LIST_INDENT levels
+                    // items are not indented further, so deep nesting stays linear in size.
+                    let (pad, more) = match list_depth < MAX_LIST_INDENT {
+                        true => ("  ".repeat(list_depth), "  "),
+                        false => (String::new(), ""),
+                    };
+                    out.push_str(&format!("{pad}{marker} {}\n", lines.next().unwrap_or_default()));
                     for l in lines {
-                        out.push_str(&format!("{}  {l}\n", "  ".repeat(list_depth)));
+                        out.push_str(&format!("{pad}{more}{l}\n"));
                     }
                 }
                 out.push_str("\n\n");
@@ -218,6 +223,18 @@ fn tidy(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the fuzz test in a fresh clone: 60 nested `<ul><li>` gave markdown
+    /// quadratic in the depth (every level re-indented every line below it).
+    #[test]
+    fn deeply_nested_lists_stay_linear_in_size() {
+        for depth in [9, 60, 400] {
+            let doc = "<ul><li>".repeat(depth) + "x";
+            let md = to_markdown(&doc);
+            assert!(md.len() <= 4 * doc.len() + 1024, "{depth} levels: {} bytes from {}", md.len(), doc.len());
+            assert!(md.contains('x'), "{depth}: the text is kept");
+        }
+    }
 
     #[test]
     fn main_content_becomes_markdown() {
