@@ -130,14 +130,9 @@ pub async fn ask(
     }
     let bundles = libs.select(library).map_err(atlas_runtime::exit::UsageError)?;
     // The calibrated threshold when the libraries asked agree on one, else Atlas's.
-    let calibrated: BTreeSet<u32> = bundles
-        .iter()
-        .map(|b| b.manifest.eval.as_ref().and_then(|e| e.threshold).map_or(u32::MAX, f32::to_bits))
-        .collect();
-    let threshold = opts.threshold.unwrap_or(match calibrated.iter().collect::<Vec<_>>().as_slice() {
-        [one] if **one != u32::MAX => f32::from_bits(**one),
-        _ => DEFAULT_THRESHOLD,
-    });
+    let calibrated = |b: &Arc<Bundle>| b.manifest.eval.as_ref().and_then(|e| e.threshold);
+    let agreed = bundles.first().and_then(calibrated).filter(|t| bundles.iter().all(|b| calibrated(b) == Some(*t)));
+    let threshold = opts.threshold.or(agreed).unwrap_or(DEFAULT_THRESHOLD);
     let name = match bundles.as_slice() {
         [one] => one.manifest.name.clone(),
         many => many.iter().map(|b| b.library()).collect::<Vec<_>>().join(", "),
