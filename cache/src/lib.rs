@@ -34,6 +34,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+pub mod trust;
+pub use trust::{RefRecord, RemotePolicy};
+
 /// Errors of the artifact store.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -209,6 +212,9 @@ pub struct Cache {
     corruptions: Mutex<Vec<String>>,
     pub stats: Stats,
     remote: Option<Box<dyn Remote>>,
+    policy: RemotePolicy,
+    /// Set once the first unsigned remote ref was refused (one warning a run).
+    unsigned_told: std::sync::atomic::AtomicBool,
     /// Set at the remote's first failure: the rest of the run is local.
     remote_down: std::sync::atomic::AtomicBool,
     warnings: Mutex<Vec<String>>,
@@ -280,14 +286,18 @@ impl Cache {
             corruptions: Mutex::new(Vec::new()),
             stats: Stats::default(),
             remote: None,
+            policy: RemotePolicy::default(),
+            unsigned_told: std::sync::atomic::AtomicBool::new(false),
             remote_down: std::sync::atomic::AtomicBool::new(false),
             warnings: Mutex::new(Vec::new()),
         })
     }
 
-    /// Puts `remote` behind the local store (read-through, write-behind).
-    pub fn with_remote(mut self, remote: Box<dyn Remote>) -> Cache {
+    /// Puts `remote` behind the local store (read-through, write-behind unless the
+    /// policy is read-only), its refs trusted as `policy` says.
+    pub fn with_remote(mut self, remote: Box<dyn Remote>, policy: RemotePolicy) -> Cache {
         self.remote = Some(remote);
+        self.policy = policy;
         self
     }
 
@@ -373,6 +383,9 @@ impl Cache {
     }
 
     fn queue_remote(&self, name: String, bytes: Vec<u8>) {
+        if self.policy.read_only {
+            return;
+        }
         if let Some(r) = self.remote() {
             r.put(&name, bytes);
             self.stats.remote_puts.fetch_add(1, Ordering::Relaxed);
@@ -518,10 +531,13 @@ impl Cache {
         Ok(if self.verify(target)? { Some(target) } else { None })
     }
 
-    /// A memo entry from the remote, kept locally once its object is here and intact.
+    /// A memo entry from the remote, kept locally once its record is bound to this
+    /// entry (and signed, where the policy asks) and its object is here and intact. A
+    /// record that fails is reported and the entry is a miss (recomputed).
     fn remote_ref(&self, namespace: &str, key: Digest) -> Result<Option<Digest>> {
         let Some(r) = self.remote() else { return Ok(None) };
-        let text = match r.get(&format!("refs/{}", Cache::ref_name(namespace, key))) {
+        let entry = Cache::ref_name(namespace, key);
+        let bytes = match r.get(&format!("refs/{entry}")) {
             Ok(Some(t)) => t,
             Ok(None) => return Ok(None),
             Err(why) => {
@@ -529,8 +545,27 @@ impl Cache {
                 return Ok(None);
             }
         };
-        let Some(target) = std::str::from_utf8(&text).ok().and_then(|t| Digest::parse(t.trim()).ok()) else {
-            return Ok(None);
+        let target = match RefRecord::check(&bytes, &entry, &self.policy) {
+            Ok(t) => t,
+            Err(refused @ (trust::Refused::Unsigned | trust::Refused::Untrusted)) => {
+                if !self.unsigned_told.swap(true, Ordering::Relaxed) {
+                    let what = match refused {
+                        trust::Refused::Unsigned => "unsigned refs",
+                        _ => "refs signed by keys this machine does not trust",
+                    };
+                    self.warnings.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+                        "the remote cache holds {what}, and only refs signed by a trusted key are used: set \
+                         cache.trusted_keys to the writers' public keys, or cache.trusted: true for a remote only \
+                         you write; building those stages locally"
+                    ));
+                }
+                return Ok(None);
+            }
+            Err(trust::Refused::Poisoned(why)) => {
+                let msg = format!("remote cache ref refs/{entry} refused: {why}; it was not used and will be recomputed");
+                self.corruptions.lock().unwrap_or_else(|e| e.into_inner()).push(msg);
+                return Ok(None);
+            }
         };
         if !self.verify(target)? {
             return Ok(None);
@@ -540,10 +575,27 @@ impl Cache {
         Ok(Some(target))
     }
 
-    /// Records a memo entry. Call only after the target object is stored.
+    /// Records a memo entry. Call only after the target object is stored. The remote
+    /// gets a record bound to the entry, signed when the policy has a signer.
     pub fn set_ref(&self, namespace: &str, key: Digest, target: Digest) -> Result<()> {
         self.write_atomic(&self.ref_path(namespace, key), target.to_hex().as_bytes())?;
-        self.queue_remote(format!("refs/{}", Cache::ref_name(namespace, key)), target.to_hex().into_bytes());
+        if self.policy.read_only || self.remote().is_none() {
+            return Ok(());
+        }
+        let entry = Cache::ref_name(namespace, key);
+        let signature = match &self.policy.signer {
+            Some(sign) => match sign(&RefRecord::message(&entry, target)) {
+                Ok(s) => Some(s),
+                Err(why) => {
+                    self.remote_failed(&format!("signing a ref: {why}"));
+                    return Ok(());
+                }
+            },
+            None => None,
+        };
+        let record = RefRecord { entry: entry.clone(), target, signature };
+        let bytes = serde_json::to_vec(&record).expect("a ref record serialises");
+        self.queue_remote(format!("refs/{entry}"), bytes);
         Ok(())
     }
 

@@ -208,8 +208,12 @@ pub fn verify(dir: &Path) -> Result<Manifest> {
             return Err(corrupt(path, format!("is {} bytes, the manifest says {}", meta.len(), a.size)));
         }
         let (b3, sha) = hash_file(&path)?;
-        if b3 != a.blake3 || sha != a.sha256 {
+        // Name the hash that differs: a sha256 mismatch is not two equal blake3s.
+        if b3 != a.blake3 {
             return Err(corrupt(path, format!("does not match the manifest (blake3 {b3}, listed {})", a.blake3)));
+        }
+        if sha != a.sha256 {
+            return Err(corrupt(path, format!("does not match the manifest (sha256 {sha}, listed {})", a.sha256)));
         }
         listed.insert(path);
     }

@@ -222,3 +222,67 @@ mod tests {
         assert_eq!(words("Plain words. Next"), ["Plain", "words", "Next"]);
     }
 }
+
+/// A bundle's index opened for reading only: tantivy's mmap directory with every write
+/// refused and locks that touch no file. Serving never writes into a bundle, so a
+/// bundle on a read-only file system (a container image, a shared install) serves.
+#[derive(Debug, Clone)]
+pub struct ReadOnlyDir(tantivy::directory::MmapDirectory);
+
+impl ReadOnlyDir {
+    pub fn open(dir: &std::path::Path) -> tantivy::Result<ReadOnlyDir> {
+        Ok(ReadOnlyDir(tantivy::directory::MmapDirectory::open(dir)?))
+    }
+}
+
+fn read_only_error() -> std::sync::Arc<std::io::Error> {
+    std::sync::Arc::new(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "a bundle's index is read-only"))
+}
+
+impl tantivy::Directory for ReadOnlyDir {
+    fn get_file_handle(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<std::sync::Arc<dyn tantivy::directory::FileHandle>, tantivy::directory::error::OpenReadError> {
+        self.0.get_file_handle(path)
+    }
+
+    fn delete(&self, path: &std::path::Path) -> Result<(), tantivy::directory::error::DeleteError> {
+        Err(tantivy::directory::error::DeleteError::IoError { io_error: read_only_error(), filepath: path.to_owned() })
+    }
+
+    fn exists(&self, path: &std::path::Path) -> Result<bool, tantivy::directory::error::OpenReadError> {
+        self.0.exists(path)
+    }
+
+    fn open_write(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<tantivy::directory::WritePtr, tantivy::directory::error::OpenWriteError> {
+        Err(tantivy::directory::error::OpenWriteError::IoError { io_error: read_only_error(), filepath: path.to_owned() })
+    }
+
+    fn atomic_read(&self, path: &std::path::Path) -> Result<Vec<u8>, tantivy::directory::error::OpenReadError> {
+        self.0.atomic_read(path)
+    }
+
+    fn atomic_write(&self, _path: &std::path::Path, _data: &[u8]) -> std::io::Result<()> {
+        Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "a bundle's index is read-only"))
+    }
+
+    fn sync_directory(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    /// Nothing writes a read-only index, so a reader needs no lock file.
+    fn acquire_lock(
+        &self,
+        _lock: &tantivy::directory::Lock,
+    ) -> Result<tantivy::directory::DirectoryLock, tantivy::directory::error::LockError> {
+        Ok(tantivy::directory::DirectoryLock::from(Box::new(())))
+    }
+
+    fn watch(&self, _cb: tantivy::directory::WatchCallback) -> tantivy::Result<tantivy::directory::WatchHandle> {
+        Ok(tantivy::directory::WatchHandle::empty())
+    }
+}

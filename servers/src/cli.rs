@@ -183,6 +183,9 @@ enum Command {
         /// The archive's sha256, when no .sha256 sits beside a local file or URL.
         #[arg(long, value_parser = parse_sha256)]
         sha256: Option<String>,
+        /// Install it even when it is older than the installed version of that bundle.
+        #[arg(long)]
+        allow_downgrade: bool,
         /// Print what was installed as JSON instead of the editor config.
         #[arg(long)]
         json: bool,
@@ -192,6 +195,10 @@ enum Command {
         name: Option<String>,
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
         keep: Option<u16>,
+        /// Install what the source holds even when it is older than the current version
+        /// (a rollback is refused otherwise; `atlas restore` goes back to a kept version).
+        #[arg(long)]
+        allow_downgrade: bool,
     },
     /// The installed bundles: name, versions, current, size, age, source, signed by.
     Bundles {
@@ -510,11 +517,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     atlas_runtime::model::configure(cfg.home.clone(), cfg.model_dir.clone());
     match cli.command {
         Command::Doctor { .. } => unreachable!("handled above"),
-        Command::Install { source, trust, keep, sha256, json } => {
-            let opts = crate::manage::options(&cfg, &trust, keep.map(usize::from), sha256);
+        Command::Install { source, trust, keep, sha256, allow_downgrade, json } => {
+            let opts = atlas_dist::install::Options {
+                allow_downgrade,
+                ..crate::manage::options(&cfg, &trust, keep.map(usize::from), sha256)
+            };
             crate::manage::install(&source, &opts, json)
         }
-        Command::Update { name, keep } => crate::manage::update(name.as_deref(), &cfg, keep.map(usize::from)),
+        Command::Update { name, keep, allow_downgrade } => {
+            crate::manage::update(name.as_deref(), &cfg, keep.map(usize::from), allow_downgrade)
+        }
         Command::Bundles { json } => crate::manage::bundles(json),
         Command::Backup { name, out } => crate::manage::backup(&name, &out),
         Command::Restore { name, version } => crate::manage::restore(&name, version.as_deref()),

@@ -9,6 +9,9 @@ use serde::Serialize;
 
 /// The most bytes of one SSE line, and of a whole non-streamed reply.
 const MAX_LINE: usize = 1 << 20;
+/// The most bytes of answer text taken from one reply; the rest is dropped and the
+/// answer says so.
+pub const MAX_ANSWER_BYTES: usize = 256 << 10;
 /// The longest a whole answer may take.
 const MAX_TOTAL: Duration = Duration::from_secs(600);
 
@@ -47,26 +50,60 @@ pub fn endpoint(base: &str) -> Result<String, String> {
     })
 }
 
-/// Streams the completion of `messages`, calling `on` with each piece of text.
-pub async fn stream(llm: &Llm, messages: &[Message], on: &mut (dyn FnMut(&str) + Send)) -> anyhow::Result<()> {
-    tokio::time::timeout(MAX_TOTAL, stream_inner(llm, messages, on))
-        .await
-        .map_err(|_| anyhow::anyhow!("no complete answer within {} s", MAX_TOTAL.as_secs()))?
+/// How a streamed reply ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The endpoint finished the answer.
+    Complete,
+    /// The answer passed [`MAX_ANSWER_BYTES`]; the rest was not read.
+    Truncated,
 }
 
-async fn stream_inner(llm: &Llm, messages: &[Message], on: &mut (dyn FnMut(&str) + Send)) -> anyhow::Result<()> {
-    let client = atlas_dist::http_client()?;
-    let body = serde_json::json!({ "model": llm.model, "messages": messages, "stream": true, "temperature": 0 });
-    let mut req = client.post(&llm.url).header("content-type", "application/json").body(body.to_string());
-    if let Some(k) = &llm.api_key {
-        req = req.bearer_auth(k);
-    }
-    let wait = llm.timeout;
-    let mut resp = tokio::time::timeout(wait, req.send())
+/// Streams the completion of `messages`, calling `on` with each piece of text (at most
+/// [`MAX_ANSWER_BYTES`] of it). Errors name no key: what the endpoint echoes is redacted.
+pub async fn stream(llm: &Llm, messages: &[Message], on: &mut (dyn FnMut(&str) + Send)) -> anyhow::Result<Ended> {
+    let mut taken = 0usize;
+    let mut capped = |t: &str| -> bool {
+        let room = MAX_ANSWER_BYTES.saturating_sub(taken);
+        let mut cut = t.len().min(room);
+        while !t.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        taken += cut;
+        on(&t[..cut]);
+        cut < t.len()
+    };
+    let r = tokio::time::timeout(MAX_TOTAL, stream_inner(llm, messages, &mut capped))
         .await
-        .map_err(|_| anyhow::anyhow!("no reply within {} s", wait.as_secs()))?
-        .map_err(|e| anyhow::anyhow!("{}", describe(&e)))?;
+        .map_err(|_| anyhow::anyhow!("no complete answer within {} s", MAX_TOTAL.as_secs()))?;
+    r.map_err(|e| anyhow::anyhow!("{}", atlas_dist::http::redact(&format!("{e:#}"), llm.api_key.as_deref())))
+}
+
+/// `on` returns true when it wants no more text.
+async fn stream_inner(
+    llm: &Llm,
+    messages: &[Message],
+    on: &mut (dyn FnMut(&str) -> bool + Send),
+) -> anyhow::Result<Ended> {
+    use atlas_dist::http::{Credential, Redirects};
+    let client = atlas_dist::http::client()?;
+    let body = serde_json::json!({ "model": llm.model, "messages": messages, "stream": true, "temperature": 0 });
+    let req = client.post(&llm.url).header("content-type", "application/json").body(body.to_string()).build()?;
+    // The key is bound to the endpoint's origin, and no redirect is followed: a key
+    // never reaches a host the user did not name.
+    let cred = llm.api_key.as_deref().map(|k| Credential::bearer(&llm.url, k)).transpose()?;
+    let wait = llm.timeout;
+    let mut resp = tokio::time::timeout(wait, atlas_dist::http::send(&client, req, cred.as_ref(), Redirects::Refuse))
+        .await
+        .map_err(|_| anyhow::anyhow!("no reply within {} s", wait.as_secs()))??;
     let status = resp.status();
+    if status.is_redirection() {
+        let to = atlas_dist::http::location(&resp).map_or_else(|| "nowhere".to_owned(), |u| u.to_string());
+        anyhow::bail!(
+            "HTTP {status}: the endpoint redirects to {}; redirects are not followed (the key stays with the URL you gave): give --llm the final URL",
+            atlas_dist::http::redact_url(&to)
+        );
+    }
     if !status.is_success() {
         let text = tokio::time::timeout(wait, resp.text()).await.ok().and_then(Result::ok).unwrap_or_default();
         let text: String = text.chars().take(200).collect();
@@ -83,22 +120,28 @@ async fn stream_inner(llm: &Llm, messages: &[Message], on: &mut (dyn FnMut(&str)
         let chunk = tokio::time::timeout(wait, resp.chunk())
             .await
             .map_err(|_| anyhow::anyhow!("the stream stalled for {} s", wait.as_secs()))?
-            .map_err(|e| anyhow::anyhow!("the stream broke: {}", describe(&e)))?;
+            .map_err(|e| anyhow::anyhow!("the stream broke: {}", atlas_dist::http::describe(&e)))?;
         let Some(chunk) = chunk else { break };
         buf.extend_from_slice(&chunk);
         if !is_sse {
             anyhow::ensure!(buf.len() <= MAX_LINE, "the reply is over {MAX_LINE} bytes");
             continue;
         }
+        let mut full = false;
         while let Some(i) = buf.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = buf.drain(..=i).collect();
-            if sse_line(&line, on)? {
-                done = true;
+            match sse_line(&line)? {
+                Line::Done => done = true,
+                Line::Text(t) => full |= on(&t),
+                Line::Other => {}
+            }
+            if full {
+                return Ok(Ended::Truncated);
             }
         }
         anyhow::ensure!(buf.len() <= MAX_LINE, "a stream line is over {MAX_LINE} bytes");
         if done {
-            return Ok(());
+            return Ok(Ended::Complete);
         }
     }
     if !is_sse {
@@ -108,24 +151,36 @@ async fn stream_inner(llm: &Llm, messages: &[Message], on: &mut (dyn FnMut(&str)
         let text = v["choices"][0]["message"]["content"]
             .as_str()
             .ok_or_else(|| anyhow::anyhow!("the reply has no choices[0].message.content"))?;
-        on(text);
-        return Ok(());
+        return Ok(if on(text) { Ended::Truncated } else { Ended::Complete });
     }
-    if !buf.is_empty() && sse_line(&buf, on)? {
-        return Ok(());
+    match sse_line(&buf)? {
+        Line::Done if !buf.is_empty() => Ok(Ended::Complete),
+        Line::Text(t) => {
+            let _ = on(&t);
+            anyhow::bail!("the stream ended before `data: [DONE]`")
+        }
+        _ => anyhow::bail!("the stream ended before `data: [DONE]`"),
     }
-    anyhow::bail!("the stream ended before `data: [DONE]`")
 }
 
-/// One SSE line: text to `on`; true at `[DONE]` or a finish reason.
-fn sse_line(line: &[u8], on: &mut (dyn FnMut(&str) + Send)) -> anyhow::Result<bool> {
+/// What one SSE line holds.
+#[derive(Debug, PartialEq)]
+enum Line {
+    Text(String),
+    Done,
+    /// Comments, `event:`, `id:`, blank lines, a chunk without text.
+    Other,
+}
+
+/// One SSE line of an OpenAI-compatible stream.
+fn sse_line(line: &[u8]) -> anyhow::Result<Line> {
     let line = std::str::from_utf8(line).map_err(|_| anyhow::anyhow!("the stream is not UTF-8"))?.trim_end();
     let Some(data) = line.strip_prefix("data:") else {
-        return Ok(false); // comments, `event:`, `id:`, blank lines
+        return Ok(Line::Other);
     };
     let data = data.trim_start();
     if data == "[DONE]" {
-        return Ok(true);
+        return Ok(Line::Done);
     }
     let v: serde_json::Value = serde_json::from_str(data).map_err(|e| {
         let shown: String = data.chars().take(60).collect();
@@ -136,29 +191,10 @@ fn sse_line(line: &[u8], on: &mut (dyn FnMut(&str) + Send)) -> anyhow::Result<bo
     }
     let choice = &v["choices"][0];
     anyhow::ensure!(choice.is_object(), "malformed stream: a chunk without choices[0]");
-    if let Some(t) = choice["delta"]["content"].as_str() {
-        on(t);
-    }
-    Ok(false)
-}
-
-/// reqwest's error, said plainly.
-fn describe(e: &reqwest::Error) -> String {
-    if e.is_connect() {
-        format!("could not connect: {}", root(e))
-    } else if e.is_timeout() {
-        "timed out".to_owned()
-    } else {
-        root(e)
-    }
-}
-
-fn root(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cur = e;
-    while let Some(next) = cur.source() {
-        cur = next;
-    }
-    cur.to_string()
+    Ok(match choice["delta"]["content"].as_str() {
+        Some(t) => Line::Text(t.to_owned()),
+        None => Line::Other,
+    })
 }
 
 #[cfg(test)]
@@ -173,14 +209,28 @@ mod tests {
         assert!(super::endpoint("not a url").is_err());
     }
 
+    use super::{Line, sse_line};
+
     #[test]
     fn sse_lines_give_text_or_stop() {
-        let mut got = String::new();
-        let mut on = |t: &str| got.push_str(t);
-        assert!(!super::sse_line(br#"data: {"choices":[{"delta":{"content":"Hi"}}]}"#, &mut on).unwrap());
-        assert!(!super::sse_line(b": keep-alive\n", &mut on).unwrap());
-        assert!(super::sse_line(b"data: [DONE]\n", &mut on).unwrap());
-        assert!(super::sse_line(b"data: {oops", &mut on).unwrap_err().to_string().contains("malformed"));
-        assert_eq!(got, "Hi");
+        assert_eq!(sse_line(br#"data: {"choices":[{"delta":{"content":"Hi"}}]}"#).unwrap(), Line::Text("Hi".into()));
+        assert_eq!(sse_line(b": keep-alive\n").unwrap(), Line::Other);
+        assert_eq!(sse_line(b"data: [DONE]\n").unwrap(), Line::Done);
+        assert!(sse_line(b"data: {oops").unwrap_err().to_string().contains("malformed"));
+    }
+
+    proptest::proptest! {
+        /// The SSE parser takes any bytes without panicking, and what it returns as
+        /// text is what the line's JSON holds.
+        #[test]
+        fn sse_lines_of_any_bytes_never_panic(line in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+            let _ = sse_line(&line);
+        }
+
+        #[test]
+        fn sse_text_round_trips(t in "\\PC{0,80}") {
+            let line = format!("data: {}", serde_json::json!({"choices":[{"delta":{"content": t}}]}));
+            proptest::prop_assert_eq!(sse_line(line.as_bytes()).unwrap(), Line::Text(t));
+        }
     }
 }

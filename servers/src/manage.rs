@@ -27,6 +27,8 @@ pub fn options(cfg: &Config, trust: &[String], keep: Option<usize>, sha256: Opti
             .clone()
             .filter(|_| std::env::var_os("GITHUB_API_URL").is_none())
             .unwrap_or_else(atlas_dist::github::api_from_env),
+        allow_downgrade: false,
+        expect_name: None,
     }
 }
 
@@ -92,7 +94,7 @@ pub fn editor_snippet(name: &str) -> String {
 }
 
 /// Re-resolves each installed bundle's source and installs what is newer.
-pub fn update(name: Option<&str>, cfg: &Config, keep: Option<usize>) -> anyhow::Result<()> {
+pub fn update(name: Option<&str>, cfg: &Config, keep: Option<usize>, allow_downgrade: bool) -> anyhow::Result<()> {
     let home = Home::from_env();
     let names = match name {
         Some(n) => vec![n.to_owned()],
@@ -111,7 +113,8 @@ pub fn update(name: Option<&str>, cfg: &Config, keep: Option<usize>) -> anyhow::
             s => s,
         };
         let trust: Vec<String> = rec.trust.iter().cloned().collect();
-        let opts = options(cfg, &trust, keep, None);
+        // The source must still hold this bundle, and by default a newer version of it.
+        let opts = Options { allow_downgrade, expect_name: Some(n.clone()), ..options(cfg, &trust, keep, None) };
         let t = std::time::Instant::now();
         let out = rt.block_on(atlas_dist::install::install(&home, &source, &opts)).map_err(edge)?;
         report(&out, &rec.source, t.elapsed());

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::library::Libraries;
 use crate::live::Live;
-use crate::output::{self, fence};
+use crate::output::{self, fence, inert};
 
 #[derive(Debug, Clone)]
 pub struct RagServer {
@@ -120,16 +120,17 @@ fn render_hits(query: &str, hits: &[Hit]) -> String {
         hits.len()
     );
     for (i, h) in hits.iter().enumerate() {
-        let place = if h.heading_path.is_empty() { h.title.clone() } else { h.heading_path.join(" > ") };
-        let sym = h.symbol.as_deref().map(|s| format!(" symbol {s}")).unwrap_or_default();
+        // Every corpus-derived string outside the fence is made inert (one line, capped).
+        let place = inert(&if h.heading_path.is_empty() { h.title.clone() } else { h.heading_path.join(" > ") });
+        let sym = h.symbol.as_deref().map(|s| format!(" symbol {}", inert(s))).unwrap_or_default();
         text.push_str(&format!(
             "{}. [{:.4}] {place} ({}{sym}, {})\n   citation: {}\n   chunk_id: {}\n",
             i + 1,
             h.score,
             h.kind,
             h.library,
-            h.citation(),
-            h.chunk_id
+            inert(&h.citation()),
+            inert(&h.chunk_id)
         ));
         text.push_str(&fence(&format!("snippet of {} lines {}-{}", h.path, h.start_line, h.end_line), &h.snippet));
     }
@@ -243,7 +244,7 @@ impl RagServer {
         let mut text = String::new();
         for v in ctx.before.iter().chain(std::iter::once(&ctx.chunk)).chain(&ctx.after) {
             let marker = if v.hit.chunk_id == ctx.chunk.hit.chunk_id { "requested chunk" } else { "neighbour" };
-            text.push_str(&format!("{marker} {} — citation {}\n", v.hit.chunk_id, v.hit.citation()));
+            text.push_str(&format!("{marker} {} — citation {}\n", inert(&v.hit.chunk_id), inert(&v.hit.citation())));
             text.push_str(&fence(&format!("{} lines {}-{}", v.hit.path, v.hit.start_line, v.hit.end_line), &v.text));
         }
         Ok(output::ok(text, serde_json::to_value(&ctx).unwrap_or_default()))
@@ -263,15 +264,17 @@ impl RagServer {
                 bundles.iter().filter(|o| o.manifest.name == m.name).map(|o| o.manifest.version.as_str()).collect();
             let built_age = age_days(&m.created);
             let description = m.description.clone().unwrap_or_else(|| describe(&info));
+            // A bundle's manifest is untrusted text too: one inert line per library.
             text.push_str(&format!(
-                "- {} — {description}; {} chunks ({}); model {}; built {}{}; versions served: {}\n",
-                b.library(),
+                "- {} — {}; {} chunks ({}); model {}; built {}{}; versions served: {}\n",
+                inert(&b.library()),
+                inert(&description),
                 info.chunks,
-                info.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", "),
-                info.model,
-                m.created,
+                inert(&info.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")),
+                inert(&info.model),
+                inert(&m.created),
                 built_age.map(|d| format!(" ({d} days ago)")).unwrap_or_default(),
-                versions.join(", "),
+                inert(&versions.join(", ")),
             ));
             let sources: Vec<serde_json::Value> = m
                 .sources

@@ -13,7 +13,13 @@ fn machine(root: &Path, remote: Option<&str>) -> PathBuf {
     std::fs::create_dir_all(root).unwrap();
     write_fixture_site(&root.join("site"));
     write_fixture_code(&root.join("code"));
-    let cache = remote.map(|r| format!("cache:\n  remote: {r}\n  timeout_s: 2\n")).unwrap_or_default();
+    // One writer: the remote is marked trusted (the signed case has its own test).
+    let cache = remote.map(|r| format!("cache:\n  remote: {r}\n  timeout_s: 2\n  trusted: true\n")).unwrap_or_default();
+    machine_with(root, &cache)
+}
+
+/// A machine whose pipeline.yaml ends with `cache` (a `cache:` block).
+fn machine_with(root: &Path, cache: &str) -> PathBuf {
     std::fs::write(
         root.join("pipeline.yaml"),
         format!(
@@ -126,4 +132,95 @@ fn a_remote_cache_that_is_down_slow_or_corrupt_costs_a_warning_not_the_run() {
     let r = build(&b, &[]).success();
     assert!(r.stderr.contains("corrupt remote cache object"), "{}", r.stderr);
     assert_eq!(artifacts(&a), artifacts(&b), "the corrupt object was recomputed, not served");
+}
+
+/// Every ref record on a file:// remote, by namespace folder.
+fn ref_files(shared: &Path) -> Vec<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for ns in std::fs::read_dir(shared.join("refs")).unwrap() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(ns.unwrap().path()).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        out.push(files);
+    }
+    out
+}
+
+#[test]
+fn a_poisoned_remote_ref_is_reported_and_recomputed() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("shared");
+    let url = format!("file://{}", shared.display());
+    let a = machine(&tmp.path().join("a"), Some(&url));
+    build(&a, &[]).success();
+    // A hostile writer points every entry at another entry's intact output: each page's
+    // clean and chunk entry at another page's, the stage entries at other stages'.
+    let mut rotated = 0;
+    for files in ref_files(&shared) {
+        let bodies: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+        for (i, f) in files.iter().enumerate().filter(|_| files.len() > 1) {
+            std::fs::write(f, &bodies[(i + 1) % files.len()]).unwrap();
+            rotated += 1;
+        }
+    }
+    assert!(rotated > 5, "{rotated}");
+    let b = machine(&tmp.path().join("b"), Some(&url));
+    let r = build(&b, &[]).success();
+    assert!(r.stderr.contains("refused: its record is for"), "{}", r.stderr);
+    for stage in ["clean-gitbook", "chunk", "pack"] {
+        assert_eq!(r.stage(stage).0, "ran", "{stage} was recomputed: {}", r.stderr);
+    }
+    assert_eq!(artifacts(&a), artifacts(&b), "no poisoned output was shipped");
+    run(std::process::Command::new(atlas_e2e::bin("atlas")).arg("verify").arg(b.join(".atlas/build/bundle"))).success();
+}
+
+#[test]
+fn refs_on_a_shared_remote_are_used_only_when_signed_by_a_trusted_key() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("keys");
+    run(pipeline().args(["keygen", "--out"]).arg(&keys).args(["--name", "ci"])).success();
+    let public = keys.join("ci.pub");
+    let shared = tmp.path().join("shared");
+    let url = format!("file://{}", shared.display());
+    let env: [(&str, String); 0] = [];
+    // The CI machine signs what it writes.
+    let ci = machine_with(
+        &tmp.path().join("ci"),
+        &format!("cache:\n  remote: {url}\n  sign: {}\n  trusted_keys: [{}]\n", keys.join("ci.key").display(), public.display()),
+    );
+    let r = build(&ci, &env).success();
+    assert!(r.stderr.contains("refs signed"), "{}", r.stderr);
+    // A developer trusting that key builds from it.
+    let dev_cache = format!("cache:\n  remote: {url}\n  trusted_keys: [{}]\n  read_only: true\n", public.display());
+    let dev = machine_with(&tmp.path().join("dev"), &dev_cache);
+    let r = build(&dev, &env).success();
+    for stage in ["clean-gitbook", "chunk", "bm25", "pack"] {
+        assert_eq!(r.stage(stage).0, "cached", "{stage}: {}", r.stderr);
+    }
+    assert_eq!(artifacts(&ci), artifacts(&dev));
+    // A machine that trusts no key uses none of it, with one warning.
+    let other = machine_with(&tmp.path().join("other"), &format!("cache:\n  remote: {url}\n"));
+    let r = build(&other, &env).success();
+    assert_eq!(r.stage("pack").0, "ran");
+    let w: Vec<&str> = r.stderr.lines().filter(|l| l.contains("keys this machine does not trust")).collect();
+    assert_eq!(w.len(), 1, "{}", r.stderr);
+    // A signed record whose target was rewritten fails its signature: reported, recomputed.
+    for files in ref_files(&shared) {
+        let bodies: Vec<serde_json::Value> =
+            files.iter().map(|f| serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap()).collect();
+        for (i, f) in files.iter().enumerate().filter(|_| files.len() > 1) {
+            let mut v = bodies[i].clone();
+            v["target"] = bodies[(i + 1) % files.len()]["target"].clone();
+            std::fs::write(f, serde_json::to_vec(&v).unwrap()).unwrap();
+        }
+    }
+    let dev2 = machine_with(&tmp.path().join("dev2"), &dev_cache);
+    let r = build(&dev2, &env).success();
+    assert!(r.stderr.contains("its signature does not verify"), "{}", r.stderr);
+    assert_eq!(artifacts(&ci), artifacts(&dev2));
 }

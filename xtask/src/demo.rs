@@ -26,9 +26,14 @@ pub fn run() -> anyhow::Result<()> {
     };
     // The build writes behind to a shared cache (a folder standing in for s3://…), so a
     // second machine can build from it below.
+    // The refs this machine writes there are signed with a demo key, and both machines
+    // use only refs signed by it (docs/pipeline.md, the shared cache's trust model).
     let remote = format!("file://{}", crate::project_root().join("target/demo-shared-cache").display());
+    let config_home = shared_cache_config(&pipeline)?;
     let mut run = Command::new(&pipeline);
-    run.args(["--config", CONFIG, "run", "--archive"]).env("ATLAS_CACHE_REMOTE", &remote);
+    run.args(["--config", CONFIG, "run", "--archive"])
+        .env("ATLAS_CACHE_REMOTE", &remote)
+        .env("XDG_CONFIG_HOME", &config_home);
     status(run)?;
     // A second machine: an empty local cache, the shared one behind it.
     let second = crate::project_root().join("target/demo-second-machine");
@@ -43,7 +48,12 @@ pub fn run() -> anyhow::Result<()> {
         "run",
     ]);
     let mut again = Command::new(&pipeline);
-    again.args(["--config", CONFIG, "--cache-dir"]).arg(&second).arg("run").env("ATLAS_CACHE_REMOTE", &remote);
+    again
+        .args(["--config", CONFIG, "--cache-dir"])
+        .arg(&second)
+        .arg("run")
+        .env("ATLAS_CACHE_REMOTE", &remote)
+        .env("XDG_CONFIG_HOME", &config_home);
     status(again)?;
     shown(&["atlas-pipeline", "--config", CONFIG, "status"]);
     let mut st = Command::new(&pipeline);
@@ -138,4 +148,25 @@ fn web(atlas: &std::path::Path) -> anyhow::Result<()> {
         page.len()
     ));
     Ok(())
+}
+
+/// A config home whose `[cache]` signs the refs written to the shared cache with a
+/// demo key (made once, under target/) and trusts only refs signed by it.
+fn shared_cache_config(pipeline: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
+    let root = crate::project_root().join("target/demo-cache-key");
+    let (key, public) = (root.join("cache.key"), root.join("cache.pub"));
+    if !key.is_file() {
+        let mut keygen = Command::new(pipeline);
+        keygen.args(["keygen", "--out"]).arg(&root).args(["--name", "cache"]);
+        output(keygen)?;
+    }
+    let home = root.join("config");
+    std::fs::create_dir_all(home.join("atlas")).context("creating the demo config home")?;
+    let toml = format!(
+        "[cache]\nsign = {:?}\ntrusted_keys = [{:?}]\n",
+        key.display().to_string(),
+        public.display().to_string()
+    );
+    std::fs::write(home.join("atlas/config.toml"), toml).context("writing the demo config")?;
+    Ok(home)
 }

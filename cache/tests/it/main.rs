@@ -3,7 +3,7 @@
 use std::fs;
 use std::time::Duration;
 
-use atlas_cache::{Cache, Digest, Error, KeyBuilder, LockWait, RunRecord};
+use atlas_cache::{Cache, Digest, Error, KeyBuilder, LockWait, RemotePolicy, RunRecord};
 
 fn open(dir: &std::path::Path) -> Cache {
     Cache::open(dir, LockWait::NoWait, |_| {}).unwrap()
@@ -197,13 +197,13 @@ fn a_remote_is_read_through_written_behind_checked_and_dropped_when_it_fails() {
     let key = KeyBuilder::new("t").str("k", "v").finish();
     // Machine A writes through to the remote.
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let ca = open(a.path()).with_remote(Box::new(remote.clone()));
+    let ca = open(a.path()).with_remote(Box::new(remote.clone()), RemotePolicy::trusted());
     let d = ca.put(b"shared").unwrap();
     ca.set_ref("memo", key, d).unwrap();
     ca.flush_remote();
     assert_eq!(remote.map.lock().unwrap().len(), 2);
     // Machine B, empty, reads the memo entry and its object through it.
-    let cb = open(b.path()).with_remote(Box::new(remote.clone()));
+    let cb = open(b.path()).with_remote(Box::new(remote.clone()), RemotePolicy::trusted());
     assert_eq!(cb.get_ref("memo", key).unwrap(), Some(d));
     assert_eq!(cb.get(d).unwrap().as_deref(), Some(&b"shared"[..]));
     assert!(b.path().join("objects").join(&d.to_hex()[..2]).join(&d.to_hex()[2..]).is_file(), "kept locally");
@@ -225,4 +225,96 @@ fn a_remote_is_read_through_written_behind_checked_and_dropped_when_it_fails() {
     // Local work goes on.
     let d2 = cb.put(b"local only").unwrap();
     assert_eq!(cb.get(d2).unwrap().as_deref(), Some(&b"local only"[..]));
+}
+
+/// A toy signature for the trust tests: the message's blake3 under a key name.
+fn toy_signer(key: &'static str) -> atlas_cache::trust::Signer {
+    Box::new(move |m: &[u8]| Ok(format!("{key}:{}", blake3::hash(m).to_hex())))
+}
+
+fn toy_verifier(key: &'static str) -> atlas_cache::trust::Verifier {
+    use atlas_cache::trust::SigCheck;
+    Box::new(move |m: &[u8], sig: &str| match sig.split_once(':') {
+        Some((k, _)) if k != key => SigCheck::UnknownKey,
+        _ if sig == format!("{key}:{}", blake3::hash(m).to_hex()) => SigCheck::Valid,
+        _ => SigCheck::Invalid("bad signature".into()),
+    })
+}
+
+#[test]
+fn a_remote_ref_is_bound_to_its_key_and_a_copied_one_is_refused_and_recomputed() {
+    let remote = MemRemote::default();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ca = open(a.path()).with_remote(Box::new(remote.clone()), RemotePolicy::trusted());
+    let (readme, trouble) = (KeyBuilder::new("t").str("page", "readme").finish(), KeyBuilder::new("t").str("page", "trouble").finish());
+    let (dr, dt) = (ca.put(b"readme text").unwrap(), ca.put(b"troubleshooting text").unwrap());
+    ca.set_ref("clean-item", readme, dr).unwrap();
+    ca.set_ref("clean-item", trouble, dt).unwrap();
+    ca.flush_remote();
+    // A hostile writer copies the troubleshooting page's record over the readme's.
+    let names = |k: Digest| format!("refs/{}", Cache::ref_name("clean-item", k));
+    let copied = remote.map.lock().unwrap()[&names(trouble)].clone();
+    remote.map.lock().unwrap().insert(names(readme), copied);
+    // A plain digest (no record) is refused too: it names no entry.
+    let other = KeyBuilder::new("t").str("page", "other").finish();
+    remote.map.lock().unwrap().insert(names(other), dt.to_hex().into_bytes());
+    let cb = open(b.path()).with_remote(Box::new(remote.clone()), RemotePolicy::trusted());
+    assert_eq!(cb.get_ref("clean-item", readme).unwrap(), None, "the copied record is never used");
+    assert_eq!(cb.get_ref("clean-item", other).unwrap(), None);
+    assert_eq!(cb.get_ref("clean-item", trouble).unwrap(), Some(dt), "the honest record still is");
+    let c = cb.take_corruptions();
+    assert_eq!(c.len(), 2, "{c:?}");
+    assert!(c[0].contains("refused") && c[0].contains("its record is for clean-item/"), "{c:?}");
+}
+
+#[test]
+fn refs_from_a_shared_remote_are_used_only_when_signed_by_a_trusted_key() {
+    let remote = MemRemote::default();
+    let (a, b, c) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let key = KeyBuilder::new("t").str("k", "signed").finish();
+    let signed = RemotePolicy { signer: Some(toy_signer("ci")), ..RemotePolicy::default() };
+    let ca = open(a.path()).with_remote(Box::new(remote.clone()), signed);
+    let d = ca.put(b"built by ci").unwrap();
+    ca.set_ref("memo", key, d).unwrap();
+    // An unsigned writer shares the remote.
+    let unsigned_key = KeyBuilder::new("t").str("k", "unsigned").finish();
+    let cu = open(c.path()).with_remote(Box::new(remote.clone()), RemotePolicy::trusted());
+    let du = cu.put(b"built by someone").unwrap();
+    cu.set_ref("memo", unsigned_key, du).unwrap();
+    let reader = |key: &'static str| RemotePolicy { verifier: Some(toy_verifier(key)), ..RemotePolicy::default() };
+    let cb = open(b.path()).with_remote(Box::new(remote.clone()), reader("ci"));
+    assert_eq!(cb.get_ref("memo", key).unwrap(), Some(d));
+    assert_eq!(cb.get_ref("memo", unsigned_key).unwrap(), None, "unsigned: not used");
+    let w = cb.take_warnings();
+    assert!(w.len() == 1 && w[0].contains("unsigned refs"), "{w:?}");
+    drop(cb);
+    // A reader trusting another key does not use the signed record, and says so once.
+    let other = tempfile::tempdir().unwrap();
+    let co = open(other.path()).with_remote(Box::new(remote.clone()), reader("someone-else"));
+    assert_eq!(co.get_ref("memo", key).unwrap(), None);
+    let w = co.take_warnings();
+    assert!(w.len() == 1 && w[0].contains("keys this machine does not trust"), "{w:?}");
+    // A signed record replayed under another key fails its signature.
+    let names = |k: Digest| format!("refs/{}", Cache::ref_name("memo", k));
+    let mut replayed: atlas_cache::RefRecord =
+        serde_json::from_slice(&remote.map.lock().unwrap()[&names(key)]).unwrap();
+    let victim = KeyBuilder::new("t").str("k", "victim").finish();
+    replayed.entry = Cache::ref_name("memo", victim);
+    remote.map.lock().unwrap().insert(names(victim), serde_json::to_vec(&replayed).unwrap());
+    let r = tempfile::tempdir().unwrap();
+    let cr = open(r.path()).with_remote(Box::new(remote.clone()), reader("ci"));
+    assert_eq!(cr.get_ref("memo", victim).unwrap(), None);
+    assert!(cr.take_corruptions()[0].contains("signature does not verify"));
+}
+
+#[test]
+fn a_read_only_remote_is_never_written() {
+    let remote = MemRemote::default();
+    let a = tempfile::tempdir().unwrap();
+    let policy = RemotePolicy { read_only: true, ..RemotePolicy::default() };
+    let ca = open(a.path()).with_remote(Box::new(remote.clone()), policy);
+    let d = ca.put(b"local").unwrap();
+    ca.set_ref("memo", KeyBuilder::new("t").finish(), d).unwrap();
+    ca.flush_remote();
+    assert!(remote.map.lock().unwrap().is_empty());
 }

@@ -42,6 +42,15 @@ pub struct CacheRemote {
     pub remote: Option<String>,
     /// Seconds each remote request may take (default 10).
     pub timeout_s: Option<u64>,
+    /// The remote has one writer you trust: its refs need no signature.
+    pub trusted: Option<bool>,
+    /// Public keys (`RW…` or `.pub` paths) whose signed refs this machine uses.
+    #[serde(default)]
+    pub trusted_keys: Vec<String>,
+    /// The minisign secret key this machine signs the refs it writes with.
+    pub sign: Option<PathBuf>,
+    /// This machine reads the remote and never writes it.
+    pub read_only: Option<bool>,
 }
 
 /// `atlas ask` and the web page's Ask tab.

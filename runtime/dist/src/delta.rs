@@ -93,9 +93,9 @@ pub fn cut_points(data: &[u8]) -> Vec<usize> {
 
 /// A file's pieces, as its recipe lists them.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-struct Piece {
-    blake3: String,
-    size: u64,
+pub struct Piece {
+    pub blake3: String,
+    pub size: u64,
 }
 
 fn pieces(data: &[u8]) -> Vec<(Piece, std::ops::Range<usize>)> {
@@ -206,13 +206,14 @@ enum Get {
 #[allow(clippy::too_many_arguments)]
 pub async fn update(
     home: &Home,
+    lock: &crate::home::NameLock,
     store: &Store,
     dir: &ObjPath,
     latest: &Latest,
     base: &Record,
     keys: &[PublicKey],
     source: &str,
-    keep: usize,
+    opts: &crate::install::Options,
 ) -> Result<Option<(Outcome, Transfer)>> {
     let Some(manifest_sha) = latest.manifest_sha256.as_deref().filter(|_| latest.files) else { return Ok(None) };
     if !keys.is_empty() && latest.manifest_signature.is_none() {
@@ -266,12 +267,9 @@ pub async fn update(
             plan.push(Get::Whole(obj));
             continue;
         };
-        transfer.fetched_bytes += recipe.len() as u64;
-        let listed: Vec<Piece> = serde_json::from_slice(&recipe)
-            .map_err(|e| Error::DataCorruption(format!("{source}: the recipe of {} is unreadable ({e})", a.path)))?;
-        if listed.len() > MAX_PIECES || listed.iter().map(|p| p.size).sum::<u64>() != a.size {
-            return Err(Error::DataCorruption(format!("{source}: the recipe of {} does not add up", a.path)));
-        }
+        transfer.fetched_bytes = transfer.fetched_bytes.saturating_add(recipe.len() as u64);
+        let listed = parse_recipe(&recipe, a.size)
+            .map_err(|why| Error::DataCorruption(format!("{source}: the recipe of {} {why}", a.path)))?;
         // The installed file at the same path, cut the same way.
         let local_path = old.artifact(&a.path).map(|_| inside(&old_dir, &a.path)).transpose()?;
         let local: HashMap<String, std::ops::Range<usize>> = match &local_path {
@@ -293,7 +291,7 @@ pub async fn update(
     let mut planned = transfer.fetched_bytes;
     for obj in &to_fetch {
         match store.store.head(obj).await {
-            Ok(meta) => planned += meta.size,
+            Ok(meta) => planned = planned.saturating_add(meta.size),
             Err(object_store::Error::NotFound { .. }) => {
                 eprintln!("atlas: {source}: {obj} is not published; downloading the archive");
                 return Ok(None);
@@ -325,7 +323,8 @@ pub async fn update(
                 }
                 Get::Whole(obj) => {
                     let mut out = Written::create(&to, a.size)?;
-                    transfer.fetched_bytes += fetch_into(store, &obj, &mut out).await?;
+                    let got = fetch_into(store, &obj, &mut out).await?;
+                    transfer.fetched_bytes = transfer.fetched_bytes.saturating_add(got);
                     out.finish(a)?;
                     transfer.fetched_files += 1;
                 }
@@ -337,13 +336,14 @@ pub async fn update(
                     let mut out = Written::create(&to, a.size)?;
                     for (p, have) in ps {
                         match have {
-                            Some(r) => out.write(&local[r])?,
+                            Some(r) => out.put(&local[r])?,
                             None => {
+                                // Streamed to the file as it comes, the piece hashed on the way.
                                 let obj = files.clone().join(object_name(&p.blake3).as_str());
-                                let mut piece = Written::memory(p.size);
-                                transfer.fetched_bytes += fetch_into(store, &obj, &mut piece).await?;
-                                let bytes = piece.check(&p.blake3, &obj)?;
-                                out.write(&bytes)?;
+                                out.begin_piece(p.size);
+                                let got = fetch_into(store, &obj, &mut out).await?;
+                                transfer.fetched_bytes = transfer.fetched_bytes.saturating_add(got);
+                                out.end_piece(&p.blake3, &obj)?;
                             }
                         }
                     }
@@ -371,16 +371,16 @@ pub async fn update(
             trust: signed_by.as_ref().map(|(_, k)| k.clone()),
             created: m.created.clone(),
         };
-        let previous = home.current(&m.name);
-        let (path, _) = home.commit(&root, &record, keep)?;
+        home.check_forward(&m.name, &m.version, &m.created, opts.allow_downgrade)?;
+        let c = home.commit(lock, &root, &record, opts.keep)?;
         Ok(Some((
             Outcome {
                 name: m.name.clone(),
                 version: m.version.clone(),
-                path,
-                changed: true,
+                path: c.path,
+                changed: c.changed,
                 signed_by: record.signed_by,
-                previous,
+                previous: c.previous,
                 transfer: None,
             },
             transfer,
@@ -408,11 +408,9 @@ fn check_signature(
     let mut last = None;
     for k in keys {
         match sign::verify_bytes(k, sig, manifest) {
-            Ok(comment) if comment.split_whitespace().any(|w| w == format!("version={}", latest.version)) => {
-                return Ok(Some((sign::key_id(k), k.to_base64())));
-            }
             Ok(comment) => {
-                last = Some(Error::Signature(format!("{source}: the manifest's signature is for {comment:?}")));
+                crate::install::check_signed_comment(&comment, &latest.name, &latest.version, source)?;
+                return Ok(Some((sign::key_id(k), k.to_base64())));
             }
             Err(e) => last = Some(e),
         }
@@ -420,48 +418,84 @@ fn check_signature(
     Err(last.unwrap_or_else(|| Error::Signature("no trusted key".into())))
 }
 
-/// Where fetched bytes go: a file or memory, hashed as written and capped at the size
-/// the manifest (or recipe) lists.
+/// A recipe (`<blake3>.pieces.json`) from the store, when it can describe a file of
+/// `size` bytes: at most [`MAX_PIECES`] pieces, each of 1 to [`PIECE_MAX`] bytes with a
+/// blake3 of 64 hex digits, adding up to `size` (checked: a sum that wraps is no sum).
+pub fn parse_recipe(bytes: &[u8], size: u64) -> Result<Vec<Piece>, String> {
+    let listed: Vec<Piece> = serde_json::from_slice(bytes).map_err(|e| format!("is unreadable ({e})"))?;
+    if listed.len() > MAX_PIECES {
+        return Err(format!("lists {} pieces, more than {MAX_PIECES}", listed.len()));
+    }
+    if let Some(p) = listed.iter().find(|p| p.size == 0 || p.size > PIECE_MAX as u64) {
+        return Err(format!("lists a piece of {} bytes (pieces are 1 to {PIECE_MAX})", p.size));
+    }
+    if listed.iter().any(|p| p.blake3.len() != 64 || !p.blake3.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))) {
+        return Err("names a piece by something other than 64 lowercase hex digits".into());
+    }
+    let total = listed.iter().try_fold(0u64, |sum, p| sum.checked_add(p.size));
+    if total != Some(size) {
+        return Err("does not add up".into());
+    }
+    Ok(listed)
+}
+
+/// Where fetched bytes go: a file, hashed as written and capped at the size the
+/// manifest lists; within it, a piece, hashed and capped at the recipe's size.
 struct Written {
-    file: Option<(std::fs::File, PathBuf)>,
-    memory: Vec<u8>,
+    file: std::fs::File,
+    path: PathBuf,
     hasher: blake3::Hasher,
     written: u64,
     cap: u64,
+    /// The piece being fetched: its hasher, bytes so far, and listed size.
+    piece: Option<(blake3::Hasher, u64, u64)>,
 }
 
 impl Written {
     fn create(to: &Path, cap: u64) -> Result<Written> {
-        let f = std::fs::File::create(to).map_err(io(to))?;
-        Ok(Written {
-            file: Some((f, to.to_owned())),
-            memory: Vec::new(),
-            hasher: blake3::Hasher::new(),
-            written: 0,
-            cap,
-        })
+        let file = std::fs::File::create(to).map_err(io(to))?;
+        Ok(Written { file, path: to.to_owned(), hasher: blake3::Hasher::new(), written: 0, cap, piece: None })
     }
 
-    fn memory(cap: u64) -> Written {
-        Written { file: None, memory: Vec::new(), hasher: blake3::Hasher::new(), written: 0, cap }
+    /// The bytes a fetch into this writer may still produce.
+    fn room(&self) -> u64 {
+        match &self.piece {
+            Some((_, n, cap)) => cap - n,
+            None => self.cap - self.written,
+        }
     }
 
-    fn write(&mut self, b: &[u8]) -> Result<()> {
-        self.written += b.len() as u64;
-        if self.written > self.cap {
+    fn put(&mut self, b: &[u8]) -> Result<()> {
+        let len = b.len() as u64;
+        if len > self.room() {
             return Err(Error::DataCorruption(format!(
                 "a fetched file unpacks past the {} bytes listed for it; nothing was installed",
-                self.cap
+                self.piece.as_ref().map_or(self.cap, |p| p.2)
             )));
         }
+        self.written += len;
         self.hasher.update(b);
-        match &mut self.file {
-            Some((f, p)) => f.write_all(b).map_err(io(p.as_path())),
-            None => {
-                self.memory.extend_from_slice(b);
-                Ok(())
-            }
+        if let Some((h, n, _)) = &mut self.piece {
+            h.update(b);
+            *n += len;
         }
+        self.file.write_all(b).map_err(io(self.path.as_path()))
+    }
+
+    fn begin_piece(&mut self, size: u64) {
+        self.piece = Some((blake3::Hasher::new(), 0, size));
+    }
+
+    /// The piece just fetched is whole and hashes to `blake3`.
+    fn end_piece(&mut self, blake3: &str, obj: &ObjPath) -> Result<()> {
+        let Some((h, n, cap)) = self.piece.take() else { return Ok(()) };
+        let got = h.finalize().to_hex();
+        if n != cap || got.as_str() != blake3 {
+            return Err(Error::DataCorruption(format!(
+                "{obj} does not match the manifest's recipe (blake3 {got}, listed {blake3}); nothing was installed"
+            )));
+        }
+        Ok(())
     }
 
     /// The file is whole and matches the manifest.
@@ -473,53 +507,86 @@ impl Written {
                 a.path, a.blake3
             )));
         }
-        if let Some((f, p)) = self.file {
-            f.sync_all().map_err(io(p))?;
-        }
-        Ok(())
-    }
-
-    /// A piece's bytes, when they hash to `blake3`.
-    fn check(self, blake3: &str, obj: &ObjPath) -> Result<Vec<u8>> {
-        let got = self.hasher.finalize().to_hex();
-        if self.written != self.cap || got.as_str() != blake3 {
-            return Err(Error::DataCorruption(format!(
-                "{obj} does not match the manifest's recipe (blake3 {got}, listed {blake3}); nothing was installed"
-            )));
-        }
-        Ok(self.memory)
+        self.file.sync_all().map_err(io(self.path))
     }
 }
 
-/// Fetches one compressed object into `out`, decompressing as it comes. Returns the
-/// compressed bytes read.
+impl std::io::Write for Written {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.put(b).map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Fetches one compressed object into `out`, decompressing as it streams in (never
+/// whole in memory). Returns the compressed bytes read.
 async fn fetch_into(store: &Store, obj: &ObjPath, out: &mut Written) -> Result<u64> {
-    let r = store.store.get(obj).await.map_err(|e| Error::Remote(format!("{}/{obj}: {e}", store.url)))?;
+    use futures_util::StreamExt as _;
+    let url = &store.url;
+    let r = store.store.get(obj).await.map_err(|e| Error::Remote(format!("{url}/{obj}: {e}")))?;
     // A compressed object is never much larger than its content.
-    if r.meta.size > out.cap + out.cap / 64 + 1024 {
-        return Err(Error::DataCorruption(format!(
-            "{}/{obj}: {} bytes for {} bytes of content",
-            store.url, r.meta.size, out.cap
-        )));
+    let room = out.room();
+    let limit = room.saturating_add(room / 64).saturating_add(1024);
+    if r.meta.size > limit {
+        return Err(Error::DataCorruption(format!("{url}/{obj}: {} bytes for {room} bytes of content", r.meta.size)));
     }
-    let compressed = r.bytes().await.map_err(|e| Error::Remote(format!("{}/{obj}: {e}", store.url)))?;
-    let mut dec = zstd::stream::Decoder::new(&compressed[..])
-        .map_err(|e| Error::DataCorruption(format!("{}/{obj}: not zstd ({e})", store.url)))?;
-    let mut buf = vec![0u8; 256 << 10];
-    loop {
-        let n = std::io::Read::read(&mut dec, &mut buf)
-            .map_err(|e| Error::DataCorruption(format!("{}/{obj}: not zstd ({e})", store.url)))?;
-        if n == 0 {
-            break;
+    let corrupt = |e: std::io::Error| Error::DataCorruption(format!("{url}/{obj}: {e}"));
+    let mut stream = r.into_stream();
+    let mut dec = zstd::stream::write::Decoder::new(&mut *out).map_err(corrupt)?;
+    let mut read = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Error::Remote(format!("{url}/{obj}: {e}")))?;
+        read = read.saturating_add(chunk.len() as u64);
+        if read > limit {
+            return Err(Error::DataCorruption(format!("{url}/{obj}: more bytes than the store listed")));
         }
-        out.write(&buf[..n])?;
+        dec.write_all(&chunk).map_err(corrupt)?;
     }
-    Ok(compressed.len() as u64)
+    dec.flush().map_err(corrupt)?;
+    Ok(read)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recipe_whose_sizes_wrap_or_pass_the_piece_maximum_is_refused() {
+        let h = "a".repeat(64);
+        let recipe = |sizes: &[u64]| {
+            serde_json::to_vec(&sizes.iter().map(|&size| Piece { blake3: h.clone(), size }).collect::<Vec<_>>()).unwrap()
+        };
+        assert!(parse_recipe(&recipe(&[u64::MAX, 100_001]), 100_000).is_err(), "the wrapping sum");
+        assert!(parse_recipe(&recipe(&[PIECE_MAX as u64 + 1]), PIECE_MAX as u64 + 1).is_err());
+        assert!(parse_recipe(&recipe(&[0, 10]), 10).is_err());
+        assert!(parse_recipe(&recipe(&[60_000, 40_000]), 100_000).is_ok());
+        let bad_name = serde_json::to_vec(&[Piece { blake3: "../x".into(), size: 10 }]).unwrap();
+        assert!(parse_recipe(&bad_name, 10).is_err());
+    }
+
+    proptest::proptest! {
+        /// Any bytes and any claimed size: refused or a recipe that adds up exactly,
+        /// every piece within the maximum, never a panic.
+        #[test]
+        fn recipes_from_the_store_add_up_or_are_refused(
+            sizes in proptest::collection::vec(proptest::num::u64::ANY, 0..8),
+            size in proptest::num::u64::ANY,
+            junk in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            let h = "b".repeat(64);
+            let pieces: Vec<Piece> = sizes.iter().map(|&size| Piece { blake3: h.clone(), size }).collect();
+            for bytes in [serde_json::to_vec(&pieces).unwrap(), junk] {
+                if let Ok(ps) = parse_recipe(&bytes, size) {
+                    proptest::prop_assert!(ps.iter().all(|p| p.size >= 1 && p.size <= PIECE_MAX as u64));
+                    proptest::prop_assert_eq!(ps.iter().map(|p| u128::from(p.size)).sum::<u128>(), u128::from(size));
+                }
+            }
+        }
+    }
 
     #[test]
     fn cuts_follow_content_so_an_insertion_moves_few_pieces() {

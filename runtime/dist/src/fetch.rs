@@ -122,10 +122,20 @@ fn progress(label: &str) -> indicatif::ProgressBar {
     bar
 }
 
-/// Opens an HTTP GET at `offset` (Range when past 0).
-pub async fn http_open(req: reqwest::RequestBuilder, offset: u64, what: &str) -> Result<Opened> {
+/// Opens an HTTP GET at `offset` (Range when past 0), following redirects with `cred`
+/// on its own origin only.
+pub async fn http_open(
+    client: &reqwest::Client,
+    req: reqwest::RequestBuilder,
+    cred: Option<&crate::http::Credential>,
+    offset: u64,
+    what: &str,
+) -> Result<Opened> {
     let req = if offset > 0 { req.header("Range", format!("bytes={offset}-")) } else { req };
-    let resp = req.send().await.map_err(|e| Error::Remote(format!("{what}: {e}")))?;
+    let req = req.build().map_err(|e| Error::Usage(format!("{what}: {e}")))?;
+    let resp = crate::http::send(client, req, cred, crate::http::Redirects::Follow)
+        .await
+        .map_err(|e| Error::Remote(format!("{what}: {e}")))?;
     let status = resp.status();
     let len = resp.content_length();
     let start = match status.as_u16() {

@@ -4,6 +4,7 @@
 
 use serde::Deserialize;
 
+use crate::http::{Credential, Redirects};
 use crate::{Error, Result};
 
 pub const DEFAULT_API: &str = "https://api.github.com";
@@ -40,7 +41,9 @@ pub struct GitHub {
     pub api: String,
     pub owner: String,
     pub repo: String,
-    token: Option<String>,
+    /// `GITHUB_TOKEN`, bound to the API's origin: an asset's redirect to a storage
+    /// host (and any hop after it) never carries it.
+    token: Option<Credential>,
 }
 
 /// The API root: `GITHUB_API_URL`, else api.github.com.
@@ -50,25 +53,25 @@ pub fn api_from_env() -> String {
 
 impl GitHub {
     pub fn new(api: &str, owner: &str, repo: &str, token: Option<String>) -> Result<GitHub> {
-        Ok(GitHub {
-            client: crate::http_client()?,
-            api: api.trim_end_matches('/').to_owned(),
-            owner: owner.to_owned(),
-            repo: repo.to_owned(),
-            token: token.filter(|t| !t.is_empty()),
-        })
+        let api = api.trim_end_matches('/').to_owned();
+        let token = match token.filter(|t| !t.is_empty()) {
+            Some(t) => Some(Credential::bearer(&api, &t)?),
+            None => None,
+        };
+        Ok(GitHub { client: crate::http::client()?, api, owner: owner.to_owned(), repo: repo.to_owned(), token })
     }
 
+    /// A request to the API (the token is added by [`GitHub::send`], on the API's origin only).
     pub fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
-        let mut r = self
-            .client
+        self.client
             .request(method, url)
             .header("Accept", "application/vnd.github+json")
-            .header("X-GitHub-Api-Version", "2022-11-28");
-        if let Some(t) = &self.token {
-            r = r.bearer_auth(t);
-        }
-        r
+            .header("X-GitHub-Api-Version", "2022-11-28")
+    }
+
+    /// The token, for requests sent through [`crate::http::send`].
+    pub fn credential(&self) -> Option<&Credential> {
+        self.token.as_ref()
     }
 
     fn repo_url(&self, rest: &str) -> String {
@@ -76,7 +79,10 @@ impl GitHub {
     }
 
     async fn send(&self, what: &str, r: reqwest::RequestBuilder) -> Result<reqwest::Response> {
-        let resp = r.send().await.map_err(|e| Error::Remote(format!("GitHub: {what}: {e}")))?;
+        let req = r.build().map_err(|e| Error::Usage(format!("GitHub: {what}: {e}")))?;
+        let resp = crate::http::send(&self.client, req, self.credential(), Redirects::Follow)
+            .await
+            .map_err(|e| Error::Remote(format!("GitHub: {what}: {e}")))?;
         let status = resp.status();
         if status.is_success() || status == reqwest::StatusCode::NOT_FOUND {
             return Ok(resp);
@@ -149,13 +155,10 @@ impl GitHub {
         Ok(())
     }
 
-    /// An asset's bytes request (GitHub answers with a redirect to its storage).
+    /// An asset's bytes request (GitHub answers with a redirect to its storage); send
+    /// it with [`GitHub::credential`].
     pub fn download(&self, asset: &Asset) -> reqwest::RequestBuilder {
-        let mut r = self.client.get(&asset.url).header("Accept", "application/octet-stream");
-        if let Some(t) = &self.token {
-            r = r.bearer_auth(t);
-        }
-        r
+        self.client.get(&asset.url).header("Accept", "application/octet-stream")
     }
 
     /// A small asset (a `.sha256`, a signature) in memory.

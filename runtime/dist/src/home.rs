@@ -39,6 +39,24 @@ pub struct Record {
     pub created: String,
 }
 
+/// The lock of one installed name ([`Home::lock`]), released when dropped.
+#[derive(Debug)]
+pub struct NameLock {
+    name: String,
+    _file: std::fs::File,
+}
+
+/// What [`Home::commit`] did.
+#[derive(Debug)]
+pub struct Committed {
+    /// The version folder.
+    pub path: PathBuf,
+    /// False when that version was already installed and current.
+    pub changed: bool,
+    /// The version `current` pointed at before.
+    pub previous: Option<String>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Home {
     /// `ATLAS_HOME/bundles`.
@@ -103,23 +121,37 @@ impl Home {
         dir.join("manifest.json").is_file().then_some(dir)
     }
 
+    /// `<name>/<version>`, for a version read from a record.
+    fn version_dir(&self, name: &str, version: &str) -> Option<PathBuf> {
+        check_component("version", version).ok()?;
+        atlas_runtime::safe_path::join_inside(&self.dir(name), version).ok()
+    }
+
     fn record_path(&self, name: &str, version: &str) -> PathBuf {
         self.dir(name).join(".installs").join(format!("{version}.json"))
     }
 
     pub fn record(&self, name: &str, version: &str) -> Option<Record> {
+        check_component("version", version).ok()?;
         let text = std::fs::read_to_string(self.record_path(name, version)).ok()?;
-        serde_json::from_str(&text).ok()
+        parse_record(&text, name, version)
     }
 
-    /// Kept versions of `name` that have a folder, oldest install first.
+    /// Kept versions of `name` that have a folder, oldest install first. A record is
+    /// untrusted bytes on disk: one whose name or version is not the file's, or is no
+    /// folder name, is skipped, and its version is a path only through `join_inside`.
     pub fn records(&self, name: &str) -> Vec<Record> {
-        let mut out: Vec<Record> = std::fs::read_dir(self.dir(name).join(".installs"))
+        let dir = self.dir(name);
+        let mut out: Vec<Record> = std::fs::read_dir(dir.join(".installs"))
             .into_iter()
             .flatten()
             .filter_map(|e| e.ok())
-            .filter_map(|e| serde_json::from_str::<Record>(&std::fs::read_to_string(e.path()).ok()?).ok())
-            .filter(|r| self.dir(name).join(&r.version).is_dir())
+            .filter_map(|e| {
+                let file = e.file_name().into_string().ok()?;
+                let version = file.strip_suffix(".json")?;
+                parse_record(&std::fs::read_to_string(e.path()).ok()?, name, version)
+            })
+            .filter(|r| self.version_dir(name, &r.version).is_some_and(|d| d.is_dir()))
             .collect();
         out.sort_by(|a, b| (a.installed, &a.version).cmp(&(b.installed, &b.version)));
         out
@@ -152,7 +184,7 @@ impl Home {
             .into_iter()
             .map(|name| {
                 let versions = self.records(&name);
-                let bytes = versions.iter().map(|r| dir_size(&self.dir(&name).join(&r.version))).sum();
+                let bytes = versions.iter().filter_map(|r| self.version_dir(&name, &r.version)).map(|d| dir_size(&d)).sum();
                 Installed { current: self.current(&name), versions, bytes, name }
             })
             .collect()
@@ -196,22 +228,55 @@ impl Home {
 
     /// Holds `bundles/<name>.lock` until dropped: one install, switch or rotation of a
     /// name at a time (a second waits).
-    pub fn lock(&self, name: &str) -> Result<std::fs::File> {
+    pub fn lock(&self, name: &str) -> Result<NameLock> {
+        check_component("bundle", name)?;
         std::fs::create_dir_all(&self.root).map_err(io(&self.root))?;
         let path = self.root.join(format!(".{name}.lock"));
         let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io(&path))?;
         f.lock().map_err(io(&path))?;
-        Ok(f)
+        Ok(NameLock { name: name.to_owned(), _file: f })
+    }
+
+    /// Refuses to move `name` from its current version to `version` (built `created`)
+    /// when that is a step back, unless `allow_downgrade`: versions only move forward
+    /// unless the user asks (`--allow-downgrade`, or `atlas restore`). Versions compare
+    /// as semver when both parse, else by their build times.
+    ///
+    /// Architecture invariant: installed versions only move forward unless asked.
+    /// *`tests/it/hardening.rs` (`a_signed_rollback_is_refused_*`).*
+    pub fn check_forward(&self, name: &str, version: &str, created: &str, allow_downgrade: bool) -> Result<()> {
+        let Some(cur) = self.current(name) else { return Ok(()) };
+        if allow_downgrade || cur == version {
+            return Ok(());
+        }
+        let older = match (semver::Version::parse(&cur), semver::Version::parse(version)) {
+            (Ok(c), Ok(v)) => v < c,
+            _ => self.record(name, &cur).is_some_and(|r| !r.created.is_empty() && created < r.created.as_str()),
+        };
+        if older {
+            return Err(Error::Usage(format!(
+                "{name}: the source offers {version}, older than the installed {cur}; nothing was installed \
+                 (a rollback is refused: pass --allow-downgrade to install it anyway, or `atlas restore {name}` to go back \
+                 to a kept version)"
+            )));
+        }
+        Ok(())
     }
 
     /// Moves the verified bundle folder `staged` in as `<name>/<version>` (unless that
     /// version is already there and intact), records it, switches `current` to it and
-    /// keeps the `keep` newest versions. Returns the version folder and whether it was
-    /// already installed.
-    pub fn commit(&self, staged: &Path, record: &Record, keep: usize) -> Result<(PathBuf, bool)> {
+    /// keeps the `keep` newest versions; `lock` is the name's lock, held by the caller
+    /// since it decided to install.
+    pub fn commit(&self, lock: &NameLock, staged: &Path, record: &Record, keep: usize) -> Result<Committed> {
         check_component("bundle", &record.name)?;
         check_component("version", &record.version)?;
-        let _lock = self.lock(&record.name)?;
+        if lock.name != record.name {
+            return Err(Error::DataCorruption(format!(
+                "the source was to hold {}, but it holds {}; nothing was installed",
+                lock.name, record.name
+            )));
+        }
+        let previous = self.current(&record.name);
         let dir = self.dir(&record.name);
         std::fs::create_dir_all(dir.join(".installs")).map_err(io(&dir))?;
         let target = dir.join(&record.version);
@@ -237,7 +302,7 @@ impl Home {
         write_atomic(&rec_path, &serde_json::to_vec_pretty(&rec).expect("plain data"))?;
         self.switch_locked(&record.name, &record.version)?;
         self.rotate_locked(&record.name, keep);
-        Ok((target, already))
+        Ok(Committed { path: target, changed: !already || previous.as_deref() != Some(record.version.as_str()), previous })
     }
 
     /// Points `current` at `version` (which must be installed), atomically.
@@ -263,8 +328,9 @@ impl Home {
         let records = self.records(name);
         let excess = records.len().saturating_sub(keep.max(1));
         for r in records.iter().filter(|r| Some(&r.version) != current.as_ref()).take(excess) {
+            let Some(version_dir) = self.version_dir(name, &r.version) else { continue };
             let trash = self.root.join(format!(".trash-{}-{}-{}", std::process::id(), now(), r.version));
-            if std::fs::rename(self.dir(name).join(&r.version), &trash).is_ok() {
+            if std::fs::rename(version_dir, &trash).is_ok() {
                 let _ = std::fs::remove_dir_all(&trash);
             }
             let _ = std::fs::remove_file(self.record_path(name, &r.version));
@@ -307,11 +373,31 @@ fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
     std::os::windows::fs::symlink_dir(target, link)
 }
 
+/// The largest install record read.
+const MAX_RECORD_BYTES: usize = 64 << 10;
+
+/// An install record read from disk, when it is the record of `name` `version`.
+pub fn parse_record(text: &str, name: &str, version: &str) -> Option<Record> {
+    if text.len() > MAX_RECORD_BYTES {
+        return None;
+    }
+    let r: Record = serde_json::from_str(text).ok()?;
+    (r.name == name && r.version == version && check_component("version", &r.version).is_ok()).then_some(r)
+}
+
 /// Writes through a temp file and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))?;
+    if let Some(dir) = path.parent()
+        && let Ok(d) = std::fs::File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 fn alive(pid: u32) -> bool {

@@ -70,6 +70,10 @@ pub struct Options {
     pub sha256: Option<String>,
     /// GitHub's API root.
     pub github_api: String,
+    /// Install a version older than the current one (a rollback is refused otherwise).
+    pub allow_downgrade: bool,
+    /// The bundle the source must hold (`atlas update NAME`): another is refused.
+    pub expect_name: Option<String>,
 }
 
 impl Default for Options {
@@ -80,6 +84,8 @@ impl Default for Options {
             limits: Limits::default(),
             sha256: None,
             github_api: crate::github::api_from_env(),
+            allow_downgrade: false,
+            expect_name: None,
         }
     }
 }
@@ -124,10 +130,9 @@ async fn resolve(source: &Source, opts: &Options, known: Option<&Record>) -> Res
             Ok(Some(Resolved { sha256, remote_id: None, signature, how: How::Local(path.clone()) }))
         }
         Source::Url(url) => {
-            let client = crate::http_client()?;
-            let etag = client
-                .head(url.clone())
-                .send()
+            let client = crate::http::client()?;
+            let head = client.head(url.clone()).build().map_err(|e| Error::Usage(e.to_string()))?;
+            let etag = crate::http::send(&client, head, None, crate::http::Redirects::Follow)
                 .await
                 .ok()
                 .filter(|r| r.status().is_success())
@@ -257,7 +262,7 @@ fn parse_latest(url: &url::Url, b: &[u8]) -> Result<Latest> {
 }
 
 async fn get_small(client: &reqwest::Client, url: &url::Url) -> Result<Option<Vec<u8>>> {
-    let resp = client.get(url.clone()).send().await.map_err(|e| Error::Remote(format!("{url}: {e}")))?;
+    let resp = crate::http::get(client, url.as_str()).await?;
     if resp.status() == reqwest::StatusCode::NOT_FOUND {
         return Ok(None);
     }
@@ -279,22 +284,33 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
     let src = source.to_string();
     let known = home.current_from_source(&src);
     let Some(r) = resolve(source, opts, known.as_ref()).await? else {
-        let rec = known.expect("unchanged means installed");
-        return Ok(Outcome {
-            path: home.dir(&rec.name).join(&rec.version),
-            name: rec.name,
-            version: rec.version,
-            changed: false,
-            signed_by: rec.signed_by,
-            previous: None,
-            transfer: None,
-        });
+        return Ok(up_to_date(home, known.expect("unchanged means installed")));
     };
+    // What the source says it holds, before anything is fetched: the name must be
+    // the one updated, and the version no step back.
+    if let How::Store(_, _, _, latest) = &r.how {
+        check_name(opts, &latest.name, source)?;
+        home.check_forward(&latest.name, &latest.version, &latest.created, opts.allow_downgrade)?;
+    }
+    // One install of a name at a time: a second waits, then finds the first's work.
+    let early_name = match &r.how {
+        How::Store(_, _, _, latest) => Some(latest.name.clone()),
+        _ => opts.expect_name.clone(),
+    };
+    let lock = match &early_name {
+        Some(n) => Some(home.lock(n)?),
+        None => None,
+    };
+    if lock.is_some()
+        && let Some(now) = home.current_from_source(&src).filter(|n| n.sha256 == r.sha256)
+    {
+        return Ok(up_to_date(home, now));
+    }
     // An update from object storage: only the files that changed, when published so.
-    if let (How::Store(store, _, dir, latest), Some(base)) = (&r.how, &known)
+    if let (How::Store(store, _, dir, latest), Some(base), Some(lock)) = (&r.how, &known, &lock)
         && base.name == latest.name
         && let Some((out, transfer)) =
-            crate::delta::update(home, store, dir, latest, base, &keys, &source.to_string(), opts.keep).await?
+            crate::delta::update(home, lock, store, dir, latest, base, &keys, &source.to_string(), opts).await?
     {
         return Ok(Outcome { transfer: Some(transfer), ..out });
     }
@@ -309,15 +325,15 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
         How::Http(client, url) => {
             fetch::download(&home.downloads(), &r.sha256, &label, |off| {
                 let (client, url) = (client.clone(), url.clone());
-                Box::pin(async move { fetch::http_open(client.get(url.clone()), off, url.as_str()).await })
+                Box::pin(async move { fetch::http_open(&client, client.get(url.clone()), None, off, url.as_str()).await })
             })
             .await?
         }
         How::GitHub(gh, asset) => {
             fetch::download(&home.downloads(), &r.sha256, &label, |off| {
-                let req = gh.download(asset);
+                let (req, gh) = (gh.download(asset), gh.clone());
                 let what = format!("GitHub asset {}", asset.name);
-                Box::pin(async move { fetch::http_open(req, off, &what).await })
+                Box::pin(async move { fetch::http_open(&gh.client, req, gh.credential(), off, &what).await })
             })
             .await?
         }
@@ -347,11 +363,7 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
         for k in &keys {
             match sign::verify_file(k, sig, &archive) {
                 Ok(comment) => {
-                    signed = Signed {
-                        by: Some(sign::key_id(k)),
-                        key: Some(k.to_base64()),
-                        version: comment.split_whitespace().find_map(|w| w.strip_prefix("version=").map(str::to_owned)),
-                    };
+                    signed = Signed { by: Some(sign::key_id(k)), key: Some(k.to_base64()), comment };
                     break;
                 }
                 Err(e) => last = Some(e),
@@ -365,7 +377,7 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
         }
     }
     let staging = home.staging()?;
-    let result = unpack_and_commit(home, &archive, &staging, source, &r, opts, signed);
+    let result = unpack_and_commit(home, lock, &archive, &staging, source, &r, opts, signed);
     let _ = std::fs::remove_dir_all(&staging);
     // A finished download goes, unless unpacking failed for a reason a rerun may not
     // meet (a full disk): then the rerun needs no second download.
@@ -382,12 +394,51 @@ struct Signed {
     by: Option<String>,
     /// The trusted public key (base64), for `atlas update`.
     key: Option<String>,
-    /// The version the trusted comment names.
-    version: Option<String>,
+    /// The signature's trusted comment (`atlas-bundle name=… version=… sha256=…`).
+    comment: String,
 }
 
+/// The `name=` and `version=` of a signature's trusted comment must both be the
+/// bundle's: a signature for another bundle or version is no signature of this one.
+pub fn check_signed_comment(comment: &str, name: &str, version: &str, what: &str) -> Result<()> {
+    let field = |k: &str| comment.split_whitespace().find_map(|w| w.strip_prefix(k));
+    if field("name=") == Some(name) && field("version=") == Some(version) {
+        return Ok(());
+    }
+    Err(Error::Signature(format!(
+        "{what}: the signature's trusted comment is {:?}, not for {name} {version}; nothing was installed",
+        crate::short(comment)
+    )))
+}
+
+/// The outcome of a source that has nothing new.
+fn up_to_date(home: &Home, rec: Record) -> Outcome {
+    Outcome {
+        path: home.dir(&rec.name).join(&rec.version),
+        name: rec.name,
+        version: rec.version,
+        changed: false,
+        signed_by: rec.signed_by,
+        previous: None,
+        transfer: None,
+    }
+}
+
+/// With `expect_name` (an update of NAME), the source must hold NAME.
+fn check_name(opts: &Options, got: &str, source: &Source) -> Result<()> {
+    match &opts.expect_name {
+        Some(want) if want != got => Err(Error::DataCorruption(format!(
+            "{source}: the source now holds bundle {}, not {want}; nothing was installed (reinstall {want} from its own source)",
+            crate::short(got)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn unpack_and_commit(
     home: &Home,
+    lock: Option<crate::home::NameLock>,
     archive: &Path,
     staging: &Path,
     source: &Source,
@@ -409,13 +460,15 @@ fn unpack_and_commit(
             x.top, m.name
         )));
     }
-    if let Some(v) = signed.version.filter(|v| *v != m.version) {
-        return Err(Error::Signature(format!(
-            "{source}: the signature is for version {v}, the archive holds {}; nothing was installed",
-            m.version
-        )));
+    if signed.by.is_some() {
+        check_signed_comment(&signed.comment, &m.name, &m.version, &source.to_string())?;
     }
-    let previous = home.current(&m.name);
+    check_name(opts, &m.name, source)?;
+    let lock = match lock {
+        Some(l) => l,
+        None => home.lock(&m.name)?,
+    };
+    home.check_forward(&m.name, &m.version, &m.created, opts.allow_downgrade)?;
     let record = Record {
         name: m.name.clone(),
         version: m.version.clone(),
@@ -428,14 +481,14 @@ fn unpack_and_commit(
         trust: signed.key,
         created: m.created.clone(),
     };
-    let (path, already) = home.commit(&x.root, &record, opts.keep)?;
+    let c = home.commit(&lock, &x.root, &record, opts.keep)?;
     Ok(Outcome {
-        changed: !already || previous.as_deref() != Some(m.version.as_str()),
+        changed: c.changed,
         name: m.name,
         version: m.version,
-        path,
+        path: c.path,
         signed_by: signed.by,
-        previous,
+        previous: c.previous,
         transfer: None,
     })
 }

@@ -24,6 +24,7 @@ pub mod failpoint;
 pub mod fetch;
 pub mod github;
 pub mod home;
+pub mod http;
 pub mod install;
 pub mod publish;
 pub mod setup;
@@ -73,6 +74,17 @@ pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Err
     move |error| Error::Io { path, error }
 }
 
+/// The most characters of an untrusted name echoed in a one-line message.
+pub const MAX_SHOWN_CHARS: usize = 80;
+
+/// `s` cut to [`MAX_SHOWN_CHARS`] for a message (a hostile 10 KB name is not echoed whole).
+pub fn short(s: &str) -> String {
+    match s.char_indices().nth(MAX_SHOWN_CHARS) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
 /// A name or version that becomes one folder name: the pipeline's own rule
 /// ([`atlas_runtime::safe_path::is_safe_name`]), not starting with `-` (a flag), and not
 /// `current` (the link beside the versions).
@@ -82,24 +94,14 @@ pub fn check_component(what: &str, s: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::Usage(format!(
-            "{what} {s:?} cannot be a folder name: use letters, digits, '.', '_', '-', '+' (not first)"
+            "{what} {:?} cannot be a folder name: use letters, digits, '.', '_', '-', '+' (not first)",
+            short(s)
         )))
     }
 }
 
-/// The HTTP client every download and API call uses (rustls on ring, timeouts).
-pub fn http_client() -> Result<reqwest::Client> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .user_agent(concat!("atlas/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(std::time::Duration::from_secs(20))
-        .read_timeout(std::time::Duration::from_secs(60))
-        .build()
-        .map_err(|e| Error::Remote(format!("starting the HTTP client: {e}")))
-}
-
 /// One tokio runtime for a command's network work.
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    http::install_crypto();
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io("tokio runtime"))
 }

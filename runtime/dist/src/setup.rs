@@ -50,11 +50,11 @@ pub async fn setup(from: Option<&Path>, save: Option<&Path>) -> Result<Vec<Insta
                 w
             }
             None => {
-                let client = crate::http_client()?;
+                let client = crate::http::client()?;
                 let url = pypi.wheel.url;
                 fetch::download(&downloads, pypi.wheel.sha256, pypi.wheel.file, |off| {
-                    let req = client.get(url);
-                    Box::pin(async move { fetch::http_open(req, off, url).await })
+                    let client = client.clone();
+                    Box::pin(async move { fetch::http_open(&client, client.get(url), None, off, url).await })
                 })
                 .await?
             }

@@ -99,8 +99,12 @@ pub fn load_secret(path: &Path) -> Result<SecretKey> {
 /// Signs `data` with the key at `key`; returns the `.minisig` text. The trusted
 /// comment (signed too) names what is signed.
 pub fn sign(data: &[u8], key: &Path, trusted_comment: &str) -> Result<String> {
-    let sk = load_secret(key)?;
-    let sig = minisign::sign(None, &sk, std::io::Cursor::new(data), Some(trusted_comment), None).map_err(sig_err)?;
+    sign_with(&load_secret(key)?, data, trusted_comment)
+}
+
+/// Signs `data` with a loaded key; returns the `.minisig` text.
+pub fn sign_with(sk: &SecretKey, data: &[u8], trusted_comment: &str) -> Result<String> {
+    let sig = minisign::sign(None, sk, std::io::Cursor::new(data), Some(trusted_comment), None).map_err(sig_err)?;
     Ok(sig.into_string())
 }
 
@@ -116,6 +120,13 @@ pub fn parse_public_key(s: &str) -> Result<PublicKey> {
     }
     PublicKey::from_base64(s)
         .map_err(|e| Error::Usage(format!("{s:?} is not a minisign public key (RW… base64, or a .pub file) ({e})")))
+}
+
+/// The id of the key that made `sig` (a `.minisig` text), as [`key_id`] prints it.
+pub fn signature_key_id(sig: &str) -> Option<String> {
+    let bx = SignatureBox::from_string(sig).ok()?;
+    let n: [u8; 8] = bx.keynum().try_into().ok()?;
+    Some(format!("{:016X}", u64::from_le_bytes(n)))
 }
 
 /// Checks `sig` (a `.minisig` text) over `data` with `pk`; returns the trusted comment.

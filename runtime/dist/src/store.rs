@@ -24,7 +24,7 @@ fn remote(url: &url::Url, e: impl std::fmt::Display) -> Error {
 
 impl Store {
     pub fn open(url: &url::Url) -> Result<Store> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::http::install_crypto();
         let store: Arc<dyn ObjectStore> = match url.scheme() {
             "s3" => Arc::new(
                 object_store::aws::AmazonS3Builder::from_env()

@@ -39,7 +39,7 @@ pub fn user_agent(p: &CrawlParams) -> String {
 impl Fetcher {
     pub fn new(p: &CrawlParams) -> anyhow::Result<Fetcher> {
         // reqwest is built without a default crypto provider; install ring once.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        atlas_dist::http::install_crypto();
         let max_redirects = p.max_redirects;
         let policy = reqwest::redirect::Policy::custom(move |attempt| {
             let first = attempt.previous().first().cloned();

@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
-use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, LINK};
+use reqwest::header::{ACCEPT, HeaderMap, LINK};
 use serde::Deserialize;
 
 use super::CrawlParams;
@@ -38,13 +38,15 @@ pub async fn list_repos(
     p: &CrawlParams,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<Vec<Repo>> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::builder()
-        .user_agent(user_agent(p))
-        .connect_timeout(Duration::from_secs_f64(p.connect_timeout_s))
-        .timeout(Duration::from_secs_f64(p.total_timeout_s))
-        .build()?;
+    let client = atlas_dist::http::client_with(
+        &user_agent(p),
+        Duration::from_secs_f64(p.connect_timeout_s),
+        Some(Duration::from_secs_f64(p.total_timeout_s)),
+        None,
+    )?;
     let api = api.trim_end_matches('/');
+    // The token is bound to the API's origin: a redirect elsewhere never carries it.
+    let cred = token.map(|t| atlas_dist::http::Credential::bearer(api, t)).transpose()?;
     let mut all = Vec::new();
     let mut next = Some(format!("{api}/orgs/{owner}/repos?per_page=100&type=all"));
     let mut tried_user = false;
@@ -62,14 +64,15 @@ pub async fn list_repos(
         }
         let mut attempt = 0;
         let resp = loop {
-            let mut req = client
+            let req = client
                 .get(&url)
                 .header(ACCEPT, "application/vnd.github+json")
-                .header("X-GitHub-Api-Version", "2022-11-28");
-            if let Some(t) = token {
-                req = req.header(AUTHORIZATION, format!("Bearer {t}"));
-            }
-            let resp = req.send().await.with_context(|| format!("GET {url}"))?;
+                .header("X-GitHub-Api-Version", "2022-11-28")
+                .build()
+                .with_context(|| format!("GET {url}"))?;
+            let resp = atlas_dist::http::send(&client, req, cred.as_ref(), atlas_dist::http::Redirects::Follow)
+                .await
+                .with_context(|| format!("GET {url}"))?;
             let status = resp.status().as_u16();
             if (status == 403 || status == 429)
                 && attempt < p.max_retries

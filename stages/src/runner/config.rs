@@ -47,6 +47,19 @@ pub struct CacheConfig {
     /// Seconds each remote request may take before the run goes on locally (default 10).
     #[serde(default)]
     pub timeout_s: Option<u64>,
+    /// The remote has one writer you trust (your CI): its refs need no signature.
+    #[serde(default)]
+    pub trusted: Option<bool>,
+    /// Public keys (`RW…` or `.pub` paths) whose signed refs are used.
+    #[serde(default)]
+    pub trusted_keys: Vec<String>,
+    /// The minisign secret key this machine signs the refs it writes with, relative to
+    /// this file.
+    #[serde(default)]
+    pub sign: Option<PathBuf>,
+    /// Read the remote, never write it.
+    #[serde(default)]
+    pub read_only: Option<bool>,
 }
 
 /// `publish:` in pipeline.yaml; flags override each field.

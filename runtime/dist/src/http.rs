@@ -1,0 +1,229 @@
+//! The one HTTP policy of every download and API call Atlas makes outside the crawl:
+//! rustls on ring, timeouts, and redirects followed by hand so that a credential
+//! reaches only the origin it was configured for.
+//!
+//! reqwest's own redirect policy strips `Authorization` on a cross-host hop but not on
+//! the hops after it (A → B → B keeps the header for B), so clients built here follow
+//! no redirect by themselves. [`send`] follows them: at every hop the credential is set
+//! when the hop's origin (scheme, host, port) is the credential's and removed otherwise.
+//!
+//! Architecture invariant: no credential crosses an origin. *`tests/it/hardening.rs`
+//! (`a_credential_never_follows_a_redirect_to_another_origin`).*
+
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, HeaderValue};
+
+use crate::{Error, Result};
+
+/// The most redirects one request follows.
+pub const MAX_REDIRECTS: usize = 10;
+
+/// Installs the process's rustls crypto provider (ring); every client needs it once.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A client with Atlas's user agent and timeouts that follows no redirect itself.
+pub fn client() -> Result<reqwest::Client> {
+    client_with(
+        concat!("atlas/", env!("CARGO_PKG_VERSION")),
+        Duration::from_secs(20),
+        None,
+        Some(Duration::from_secs(60)),
+    )
+}
+
+/// A client with this user agent and timeouts (`total`: the whole request; `read`:
+/// between bytes); it follows no redirect itself.
+pub fn client_with(
+    user_agent: &str,
+    connect: Duration,
+    total: Option<Duration>,
+    read: Option<Duration>,
+) -> Result<reqwest::Client> {
+    install_crypto();
+    let mut b = reqwest::Client::builder()
+        .user_agent(user_agent)
+        .connect_timeout(connect)
+        .redirect(reqwest::redirect::Policy::none());
+    if let Some(t) = total {
+        b = b.timeout(t);
+    }
+    if let Some(t) = read {
+        b = b.read_timeout(t);
+    }
+    b.build().map_err(|e| Error::Remote(format!("starting the HTTP client: {e}")))
+}
+
+/// A secret header value bound to the one origin it was given for.
+#[derive(Clone)]
+pub struct Credential {
+    origin: url::Origin,
+    value: HeaderValue,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credential").field("origin", &self.origin.ascii_serialization()).finish_non_exhaustive()
+    }
+}
+
+impl Credential {
+    /// `Authorization: Bearer <token>` for the origin of `for_url`.
+    pub fn bearer(for_url: &str, token: &str) -> Result<Credential> {
+        let u = url::Url::parse(for_url).map_err(|e| Error::Usage(format!("{}: not a URL ({e})", redact_url(for_url))))?;
+        let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| Error::Usage("the token holds characters a header cannot carry".into()))?;
+        value.set_sensitive(true);
+        Ok(Credential { origin: u.origin(), value })
+    }
+
+    /// Whether `url` is on the credential's origin.
+    pub fn applies_to(&self, url: &url::Url) -> bool {
+        url.origin() == self.origin
+    }
+
+    /// The token itself, for redacting it from text an endpoint echoes.
+    pub fn secret(&self) -> Option<&str> {
+        self.value.to_str().ok().and_then(|v| v.strip_prefix("Bearer "))
+    }
+}
+
+/// Whether [`send`] follows redirects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redirects {
+    /// Up to [`MAX_REDIRECTS`], the credential only on its own origin.
+    Follow,
+    /// None: a 3xx answer is returned as it came.
+    Refuse,
+}
+
+/// Sends `req`, following redirects by `redirects`; `cred` is attached to each hop on
+/// its origin and to no other. A 303 (and a 301 or 302 after a POST) becomes a GET
+/// without a body, as browsers do.
+pub async fn send(
+    client: &reqwest::Client,
+    req: reqwest::Request,
+    cred: Option<&Credential>,
+    redirects: Redirects,
+) -> Result<reqwest::Response> {
+    let mut req = req;
+    for _hop in 0..=MAX_REDIRECTS {
+        req.headers_mut().remove(AUTHORIZATION);
+        if let Some(c) = cred.filter(|c| c.applies_to(req.url())) {
+            req.headers_mut().insert(AUTHORIZATION, c.value.clone());
+        }
+        let next = match redirects {
+            Redirects::Refuse => None,
+            Redirects::Follow => req.try_clone(),
+        };
+        let what = redact_url(req.url().as_str());
+        let resp = client.execute(req).await.map_err(|e| Error::Remote(format!("{what}: {}", describe(&e))))?;
+        let status = resp.status().as_u16();
+        let (Some(mut next), true) = (next, matches!(status, 301 | 302 | 303 | 307 | 308)) else {
+            return Ok(resp);
+        };
+        let Some(to) = location(&resp) else { return Ok(resp) };
+        if !matches!(to.scheme(), "http" | "https") {
+            return Err(Error::Remote(format!("{what}: redirected to a {} URL; refusing", to.scheme())));
+        }
+        if status == 303 || (matches!(status, 301 | 302) && next.method() == reqwest::Method::POST) {
+            *next.method_mut() = reqwest::Method::GET;
+            *next.body_mut() = None;
+            next.headers_mut().remove(reqwest::header::CONTENT_TYPE);
+            next.headers_mut().remove(reqwest::header::CONTENT_LENGTH);
+        }
+        *next.url_mut() = to;
+        req = next;
+    }
+    Err(Error::Remote(format!("{}: more than {MAX_REDIRECTS} redirects", redact_url(req.url().as_str()))))
+}
+
+/// A redirect's target, resolved against the URL that answered.
+pub fn location(resp: &reqwest::Response) -> Option<url::Url> {
+    let loc = resp.headers().get(reqwest::header::LOCATION)?.to_str().ok()?;
+    resp.url().join(loc).ok()
+}
+
+/// GET `url` with no credential, following redirects.
+pub async fn get(client: &reqwest::Client, url: &str) -> Result<reqwest::Response> {
+    let req = client.get(url).build().map_err(|e| Error::Usage(format!("{}: {e}", redact_url(url))))?;
+    send(client, req, None, Redirects::Follow).await
+}
+
+/// A URL as it may be printed: a password in it replaced by `***`.
+pub fn redact_url(s: &str) -> String {
+    match url::Url::parse(s) {
+        Ok(mut u) if u.password().is_some() || !u.username().is_empty() => {
+            let _ = u.set_password(None);
+            let _ = u.set_username("***");
+            u.to_string()
+        }
+        Ok(_) => s.to_owned(),
+        Err(_) => s.chars().take(200).collect(),
+    }
+}
+
+/// `text` with every occurrence of `secret` (and of credentials in URLs) replaced by
+/// `***`, for text an endpoint sent back.
+pub fn redact(text: &str, secret: Option<&str>) -> String {
+    let mut out = match secret.filter(|s| s.len() >= 4) {
+        Some(s) => text.replace(s, "***"),
+        None => text.to_owned(),
+    };
+    // `scheme://user:password@` anywhere in the text.
+    let mut i = 0;
+    while let Some(at) = out[i..].find("://").map(|p| p + i + 3) {
+        let rest = &out[at..];
+        let end = rest.find(|c: char| c == '/' || c.is_whitespace() || c == '"' || c == '\'').unwrap_or(rest.len());
+        if let Some(userinfo) = rest[..end].rfind('@') {
+            out.replace_range(at..at + userinfo, "***");
+            i = at + 4;
+        } else {
+            i = at;
+        }
+    }
+    out
+}
+
+/// reqwest's error, said plainly in one line.
+pub fn describe(e: &reqwest::Error) -> String {
+    let mut cur: &(dyn std::error::Error + 'static) = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    let root = redact(&cur.to_string(), None);
+    if e.is_connect() {
+        format!("could not connect: {root}")
+    } else if e.is_timeout() {
+        "timed out".to_owned()
+    } else {
+        root
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_texts_lose_their_secrets() {
+        assert_eq!(redact_url("http://u:pw@127.0.0.1:9/v1"), "http://***@127.0.0.1:9/v1");
+        assert_eq!(redact_url("http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1");
+        assert_eq!(redact("bad key sk-secret-1 sent", Some("sk-secret-1")), "bad key *** sent");
+        assert_eq!(redact("see http://a:b@h/x and https://h2/", None), "see http://***@h/x and https://h2/");
+    }
+
+    #[test]
+    fn a_credential_applies_to_its_origin_only() {
+        let c = Credential::bearer("http://127.0.0.1:8080/v1", "t0ken").unwrap();
+        let u = |s: &str| url::Url::parse(s).unwrap();
+        assert!(c.applies_to(&u("http://127.0.0.1:8080/other")));
+        assert!(!c.applies_to(&u("http://127.0.0.1:8081/v1")));
+        assert!(!c.applies_to(&u("https://127.0.0.1:8080/v1")));
+        assert!(!c.applies_to(&u("http://localhost:8080/v1")));
+        assert_eq!(c.secret(), Some("t0ken"));
+        assert!(!format!("{c:?}").contains("t0ken"));
+    }
+}
