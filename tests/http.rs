@@ -280,9 +280,43 @@ pub fn chat_stream(pieces: &[&str], pause: Duration) -> Response {
 /// A plain HTTP/1.1 GET (Connection: close) with the Host header given:
 /// `(status, headers, body)`.
 pub fn get(addr: SocketAddr, path: &str, host: &str) -> (u16, Vec<(String, String)>, String) {
+    request(addr, "GET", path, host, &[], "")
+}
+
+/// A POST of a form body (`q=…`) with `headers` (`Origin`, `Sec-Fetch-Site`…), as a
+/// browser's form or fetch sends it.
+pub fn post(
+    addr: SocketAddr,
+    path: &str,
+    host: &str,
+    headers: &[(&str, &str)],
+    form: &str,
+) -> (u16, Vec<(String, String)>, String) {
+    let mut h = vec![("Content-Type", "application/x-www-form-urlencoded")];
+    h.extend_from_slice(headers);
+    request(addr, "POST", path, host, &h, form)
+}
+
+/// One request on its own connection; the status, the headers (lower-cased names) and
+/// the body (de-chunked).
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    host: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Vec<(String, String)>, String) {
     let mut conn = TcpStream::connect(addr).expect("connect");
     conn.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
-    write!(conn, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nAccept: */*\r\n\r\n").expect("send");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nAccept: */*\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    write!(conn, "{head}\r\n{body}").expect("send");
     let mut raw = Vec::new();
     conn.read_to_end(&mut raw).expect("read");
     let text = String::from_utf8_lossy(&raw).into_owned();

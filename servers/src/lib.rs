@@ -12,6 +12,7 @@ pub mod cli;
 pub mod doctor;
 pub mod eval;
 pub mod fs;
+pub mod http_serve;
 pub mod library;
 pub mod live;
 pub mod llm;

@@ -288,13 +288,11 @@ pub async fn serve_router(
     let local = listener.local_addr()?;
     tracing::info!("listening on http://{local}{path}");
     eprintln!("atlas: serving {what} on http://{local}{path}");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            let _ = tokio::signal::ctrl_c().await;
-            ct.cancel();
-        })
-        .await?;
-    Ok(())
+    crate::http_serve::serve(listener, router, async move {
+        let _ = tokio::signal::ctrl_c().await;
+        ct.cancel();
+    })
+    .await
 }
 
 /// Serves a fresh server per session over streamable HTTP at `http://ADDR/mcp` until

@@ -82,7 +82,7 @@ fn ask_ttft(web: &Web, queries: &[String], kind: &str) -> (f64, f64, usize) {
     let host = web.1.to_string();
     let mut ms = Vec::new();
     for query in queries {
-        let (_, _, body) = get(web.1, &format!("/api/ask?q={}", q(query)), &host);
+        let (_, _, body) = atlas_e2e::http::post(web.1, "/api/ask", &host, &[], &format!("q={}", q(query)));
         let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         if v["kind"] == kind
             && let Some(t) = v["timings"]["first_token_ms"].as_f64()

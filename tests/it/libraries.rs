@@ -280,7 +280,7 @@ fn the_web_page_searches_and_asks_across_libraries() {
     assert_eq!(status, 200, "{html}");
     assert!(html.contains("--atomic"), "{html}");
     // Ask answers from every library, each source with its own.
-    let (status, _, body) = web.get("/api/ask?q=How+do+I+install+with+Helm%3F");
+    let (status, _, body) = web.post("/api/ask", &[], "q=How+do+I+install+with+Helm%3F");
     assert_eq!(status, 200, "{body}");
     let a: Value = serde_json::from_str(&body).unwrap();
     let sources: Vec<&str> =

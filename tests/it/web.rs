@@ -62,6 +62,11 @@ impl Web {
         get(self.addr, path, &self.addr.to_string())
     }
 
+    /// A POST of `form` with `headers`, as this page's own script sends it.
+    pub(crate) fn post(&self, path: &str, headers: &[(&str, &str)], form: &str) -> (u16, Vec<(String, String)>, String) {
+        atlas_e2e::http::post(self.addr, path, &self.addr.to_string(), headers, form)
+    }
+
     fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
@@ -117,7 +122,7 @@ fn pages_are_escaped_locked_down_and_match_the_cli() {
     assert_eq!(api, cli);
     assert!(api["hits"][0]["citation"].is_string(), "{api:#}");
     let q = "How do I install with Helm?";
-    let (_, _, api) = web.get(&format!("/api/ask?q={}", enc(q)));
+    let (_, _, api) = web.post("/api/ask", &[], &format!("q={}", enc(q)));
     let cli = run(std::process::Command::new(bin("atlas")).args(["ask", q, "--json", "--bundle"]).arg(fixture()));
     let (mut api, mut cli): (Value, Value) =
         (serde_json::from_str(&api).unwrap(), serde_json::from_str(&cli.stdout).unwrap());
@@ -353,7 +358,14 @@ fn a_page_that_leaves_stops_its_answer() {
     });
     let web = Web::start(&["--llm", &llm.url("/v1")]);
     let mut conn = std::net::TcpStream::connect(web.addr).unwrap();
-    write!(conn, "GET /api/ask/stream?q=How+do+I+install+with+Helm%3F HTTP/1.1\r\nHost: {}\r\n\r\n", web.addr).unwrap();
+    let form = "q=How+do+I+install+with+Helm%3F";
+    write!(
+        conn,
+        "POST /api/ask/stream HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+        web.addr,
+        form.len()
+    )
+    .unwrap();
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];
     while !String::from_utf8_lossy(&seen).contains("event: text") {

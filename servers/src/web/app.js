@@ -1,5 +1,5 @@
 // Atlas web page: progressive enhancement over server-rendered HTML. Without this
-// script every form still works (plain GET forms); with it, results come as you
+// script every form still works (plain forms); with it, results come as you
 // type, `/` focuses the box, and the Ask tab streams its answer. No corpus text is
 // ever put into the page as HTML here except what the server rendered and escaped.
 "use strict";
@@ -76,7 +76,7 @@
   if (ask) {
     ask.addEventListener("submit", (e) => {
       const q = $("#q").value.trim();
-      if (!q || typeof EventSource === "undefined") return; // the plain GET form
+      if (!q || typeof TextDecoderStream === "undefined") return; // the plain POST form
       e.preventDefault();
       history.replaceState(null, "", "/ask?q=" + encodeURIComponent(q));
       const out = $("#answer");
@@ -92,45 +92,77 @@
       out.appendChild(box);
       out.appendChild(sources);
       const started = performance.now();
-      const es = new EventSource("/api/ask/stream?q=" + encodeURIComponent(q));
-      es.addEventListener("sources", (ev) => {
-        sources.innerHTML = ev.data; // server-rendered, escaped
-      });
-      es.addEventListener("text", (ev) => {
-        if (!document.body.dataset.firstTokenMs) {
-          document.body.dataset.firstTokenMs = String(Math.round(performance.now() - started));
-        }
-        para.textContent += JSON.parse(ev.data); // text, never HTML
-        document.body.dataset.textEvents = String(Number(document.body.dataset.textEvents || 0) + 1);
-      });
-      es.addEventListener("notice", (ev) => {
-        const n = document.createElement("p");
-        n.className = "notice";
-        n.setAttribute("role", "status");
-        n.textContent = ev.data;
-        box.insertBefore(n, text);
-      });
-      es.addEventListener("done", (ev) => {
-        es.close();
-        out.innerHTML = ev.data; // the final answer, server-rendered with linked citations
-        document.body.dataset.answered = "1";
-      });
-      es.addEventListener("failed", (ev) => {
-        es.close();
-        const p = document.createElement("p");
-        p.className = "error";
-        p.setAttribute("role", "alert");
-        p.textContent = ev.data;
-        out.appendChild(p);
-        document.body.dataset.answered = "1";
-      });
-      es.onerror = () => {
-        if (es.readyState === EventSource.CLOSED) return;
-        es.close();
+      const on = {
+        sources(data) {
+          sources.innerHTML = data; // server-rendered, escaped
+        },
+        text(data) {
+          if (!document.body.dataset.firstTokenMs) {
+            document.body.dataset.firstTokenMs = String(Math.round(performance.now() - started));
+          }
+          para.textContent += JSON.parse(data); // text, never HTML
+          document.body.dataset.textEvents = String(Number(document.body.dataset.textEvents || 0) + 1);
+        },
+        notice(data) {
+          const n = document.createElement("p");
+          n.className = "notice";
+          n.setAttribute("role", "status");
+          n.textContent = data;
+          box.insertBefore(n, text);
+        },
+        done(data) {
+          out.innerHTML = data; // the final answer, server-rendered with linked citations
+          document.body.dataset.answered = "1";
+        },
+        failed(data) {
+          const p = document.createElement("p");
+          p.className = "error";
+          p.setAttribute("role", "alert");
+          p.textContent = data;
+          out.appendChild(p);
+          document.body.dataset.answered = "1";
+        },
+      };
+      // Asking spends the LLM's budget: a same-origin POST (the server refuses others).
+      const lost = () => {
         if (!document.body.dataset.answered) {
           para.textContent += " (the connection was lost; press Ask to retry)";
         }
       };
+      fetch("/api/ask/stream", {
+        method: "POST",
+        headers: { "Content-Type": "application/x-www-form-urlencoded" },
+        body: "q=" + encodeURIComponent(q),
+        credentials: "same-origin",
+      })
+        .then(async (resp) => {
+          if (!resp.ok || !resp.body) {
+            on.failed("the server answered " + resp.status);
+            return;
+          }
+          // Server-sent events: blocks split by a blank line, `event:` and `data:` lines.
+          const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+          let buf = "";
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buf += value;
+            let cut;
+            while ((cut = buf.indexOf("\n\n")) >= 0) {
+              const block = buf.slice(0, cut);
+              buf = buf.slice(cut + 2);
+              let event = "message";
+              const data = [];
+              for (const line of block.split("\n")) {
+                if (line.startsWith("event:")) event = line.slice(6).trim();
+                else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+              }
+              if (Object.prototype.hasOwnProperty.call(on, event)) on[event](data.join("\n"));
+            }
+          }
+          lost();
+        })
+        .catch(lost);
     });
   }
 })();

@@ -8,15 +8,18 @@
 //! |---|---|
 //! | `/?q=…&mode=…&kind=…&section=…&language=…&repo=…` | the search page (`&partial=1`: the results block alone) |
 //! | `/source?id=CHUNK` | the chunk's file, rendered, the cited lines marked |
-//! | `/ask?q=…` | the Ask tab, answered server-side |
+//! | `/ask?q=…` | the Ask tab, the question filled in (GET asks nothing) |
+//! | POST `/ask` (`q=…`) | the Ask tab, answered server-side |
 //! | `/api/search?q=…` | what `atlas search --json` prints |
-//! | `/api/ask?q=…` | what `atlas ask --json` prints |
-//! | `/api/ask/stream?q=…` | the answer as server-sent events: `sources`, `text`…, `notice`, `done` |
+//! | POST `/api/ask` (`q=…`) | what `atlas ask --json` prints |
+//! | POST `/api/ask/stream` (`q=…`) | the answer as server-sent events: `sources`, `text`…, `notice`, `done` |
 //! | `/mcp` | the rag server over streamable HTTP |
 //!
 //! Every response carries a strict Content-Security-Policy (scripts and styles from
 //! this origin only, no inline script, no framing); a request whose Host is not
-//! loopback (or `--allow-host`) gets 403.
+//! loopback (or `--allow-host`) gets 403. Asking spends the LLM's budget, so only a
+//! same-origin POST asks ([`same_origin`]): a page on another origin (an `<img>`, a
+//! form, a no-cors fetch) gets 403 and never reaches the LLM.
 
 mod highlight;
 pub mod render;
@@ -27,7 +30,7 @@ use std::sync::Arc;
 use atlas_runtime::search::Filters;
 use atlas_runtime::{Bundle, Hit, Mode, SearchOptions};
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -35,9 +38,8 @@ use crate::ask::{self, AskOptions, Event};
 use crate::library::Libraries;
 use render::{Facets, SearchQuery};
 
-/// The policy every response carries.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
-                       connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+/// The policy every response carries (set by [`crate::http_serve::security_headers`]).
+pub use crate::http_serve::CSP;
 /// Hits on the search page.
 const PAGE_HITS: usize = 10;
 /// The pool facets are counted in.
@@ -64,10 +66,10 @@ pub fn router(web: Web) -> axum::Router {
     axum::Router::new()
         .route("/", get(search_page))
         .route("/source", get(source_page))
-        .route("/ask", get(ask_page))
+        .route("/ask", get(ask_form).post(ask_page))
         .route("/api/search", get(api_search))
-        .route("/api/ask", get(api_ask))
-        .route("/api/ask/stream", get(api_ask_stream))
+        .route("/api/ask", axum::routing::post(api_ask).get(use_post))
+        .route("/api/ask/stream", axum::routing::post(api_ask_stream).get(use_post))
         .route("/assets/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
         .route("/assets/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
         .fallback(|| async { (StatusCode::NOT_FOUND, html_response(String::from("<p>Not found.</p>"))) })
@@ -76,9 +78,10 @@ pub fn router(web: Web) -> axum::Router {
             let hosts = hosts.clone();
             async move { guard(req, next, &hosts).await }
         }))
+        .layer(axum::middleware::from_fn(crate::http_serve::security_headers))
 }
 
-/// Host check, then the security headers on whatever comes back.
+/// The Host check (the security headers are the server's, on every response).
 async fn guard(req: Request, next: Next, hosts: &[String]) -> Response {
     let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
     if !crate::transport::host_allowed(host, hosts) {
@@ -89,13 +92,7 @@ async fn guard(req: Request, next: Next, hosts: &[String]) -> Response {
         )
             .into_response();
     }
-    let mut resp = next.run(req).await;
-    let h = resp.headers_mut();
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    resp
+    next.run(req).await
 }
 
 fn asset(kind: &'static str, body: &'static str) -> Response {
@@ -272,13 +269,74 @@ fn source_body(b: &Bundle, id: &str) -> Result<(String, String), String> {
     Ok((hit.title.clone(), render::source_page(&view)))
 }
 
-fn question(req: &Request) -> Result<String, String> {
-    let p = params(req)?;
-    Ok(get(&p, "q").unwrap_or("").trim().to_owned())
+/// Whether a request that spends the LLM's budget comes from this page: its `Origin`
+/// (when sent) is this server's, and its `Sec-Fetch-Site` (when sent) is
+/// `same-origin`. Browsers send `Origin` with every POST, so a cross-site one is
+/// always caught; a request with neither header comes from no browser (curl, a
+/// script) and cannot be forged by a page.
+pub fn same_origin(req: &Request) -> Result<(), String> {
+    let h = req.headers();
+    let host = h.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if let Some(site) = h.get("sec-fetch-site") {
+        if site.as_bytes() != b"same-origin" {
+            return Err(format!(
+                "a {} request cannot ask (Sec-Fetch-Site); use this page's Ask form",
+                String::from_utf8_lossy(site.as_bytes()).chars().take(20).collect::<String>()
+            ));
+        }
+    }
+    if let Some(origin) = h.get(header::ORIGIN) {
+        let o = origin.to_str().ok().and_then(|o| url::Url::parse(o).ok());
+        let same = o.is_some_and(|o| {
+            matches!(o.scheme(), "http" | "https")
+                && o.host_str().map(|h| match o.port() {
+                    Some(p) => format!("{h}:{p}"),
+                    None => h.to_owned(),
+                }) == Some(host.to_owned())
+        });
+        if !same {
+            return Err("a request from another origin cannot ask; use this page's Ask form".into());
+        }
+    }
+    Ok(())
+}
+
+fn forbidden(e: String) -> Response {
+    tracing::warn!("refused a cross-site ask: {e}");
+    json_response(StatusCode::FORBIDDEN, &serde_json::json!({ "error": e }))
+}
+
+async fn use_post() -> Response {
+    let e = "ask with a POST from this page (q=…); a GET asks nothing";
+    json_response(StatusCode::METHOD_NOT_ALLOWED, &serde_json::json!({ "error": e }))
+}
+
+/// The question of a POST: `q` of its form body, else of its query string.
+async fn posted_question(req: Request) -> Result<String, String> {
+    let qs = params(&req)?;
+    let body = axum::body::to_bytes(req.into_body(), MAX_QUERY_STRING)
+        .await
+        .map_err(|_| format!("the form is over {MAX_QUERY_STRING} bytes; shorten the question"))?;
+    let form: Vec<(String, String)> = url::form_urlencoded::parse(&body).into_owned().collect();
+    Ok(get(&form, "q").or_else(|| get(&qs, "q")).unwrap_or("").trim().to_owned())
+}
+
+/// The Ask tab without asking: a GET (a link, a reload) fills the question in.
+async fn ask_form(State(web): State<Web>, req: Request) -> Response {
+    let q = match params(&req) {
+        Ok(p) => get(&p, "q").unwrap_or("").trim().to_owned(),
+        Err(e) => return (StatusCode::BAD_REQUEST, html_response(esc_p(&e))).into_response(),
+    };
+    let body = render::ask_page(&q, None, None);
+    let title = if q.is_empty() { "Ask".to_owned() } else { q.clone() };
+    html_response(render::page(&title, &served(&web.libs), "Ask", &q, &body))
 }
 
 async fn ask_page(State(web): State<Web>, req: Request) -> Response {
-    let q = match question(&req) {
+    if let Err(e) = same_origin(&req) {
+        return (StatusCode::FORBIDDEN, html_response(esc_p(&e))).into_response();
+    }
+    let q = match posted_question(req).await {
         Ok(q) => q,
         Err(e) => return (StatusCode::BAD_REQUEST, html_response(esc_p(&e))).into_response(),
     };
@@ -320,7 +378,10 @@ async fn api_search(State(web): State<Web>, req: Request) -> Response {
 
 async fn api_ask(State(web): State<Web>, req: Request) -> Response {
     let bad = |e: String| json_response(StatusCode::BAD_REQUEST, &serde_json::json!({ "error": e }));
-    let q = match question(&req) {
+    if let Err(e) = same_origin(&req) {
+        return forbidden(e);
+    }
+    let q = match posted_question(req).await {
         Ok(q) => q,
         Err(e) => return bad(e),
     };
@@ -333,7 +394,10 @@ async fn api_ask(State(web): State<Web>, req: Request) -> Response {
 /// The answer as server-sent events while it forms.
 async fn api_ask_stream(State(web): State<Web>, req: Request) -> Response {
     use axum::response::sse::{Event as Sse, KeepAlive};
-    let q = match question(&req) {
+    if let Err(e) = same_origin(&req) {
+        return forbidden(e);
+    }
+    let q = match posted_question(req).await {
         Ok(q) => q,
         Err(e) => return json_response(StatusCode::BAD_REQUEST, &serde_json::json!({ "error": e })),
     };

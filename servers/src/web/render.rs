@@ -428,7 +428,7 @@ pub fn source_page(v: &SourceView<'_>) -> String {
 /// The ask form and, when there is one, the answer.
 pub fn ask_page(q: &str, answer: Option<&Answer>, error: Option<&str>) -> String {
     let mut h = format!(
-        r#"<form id="ask" action="/ask" method="get"><label for="q">Ask a question about the docs and code</label>
+        r#"<form id="ask" action="/ask" method="post"><label for="q">Ask a question about the docs and code</label>
 <div class="row"><input id="q" name="q" type="search" value="{}" autocomplete="off" placeholder="Ask (press / to focus)" autofocus>
 <button type="submit">Ask</button></div></form>
 <section id="answer" aria-live="polite" aria-label="Answer">"#,
