@@ -310,30 +310,59 @@ fn locate(arg: Option<String>, cfg: &Config) -> anyhow::Result<(PathBuf, Origin)
     )))
 }
 
+/// The bundles a server was given: those found, and installed names whose `current`
+/// is broken (half-installed, its folder gone).
+struct Located {
+    found: Vec<(PathBuf, Origin)>,
+    broken: Vec<crate::library::Broken>,
+}
+
 /// Every `--bundle` (the config's one when none is given), or with `--all` every
 /// installed bundle at its current version.
-fn locate_many(args: Vec<String>, all: bool, cfg: &Config) -> anyhow::Result<Vec<(PathBuf, Origin)>> {
+fn locate_many(args: Vec<String>, all: bool, cfg: &Config) -> anyhow::Result<Located> {
+    let home = atlas_dist::home::Home::from_env();
+    let broken_install = |name: &str| {
+        let v = home.current(name).unwrap_or_default();
+        crate::library::Broken::new(
+            format!("{name}@{v}"),
+            name.to_owned(),
+            format!("its current version {v} has no readable bundle folder"),
+            true,
+        )
+    };
+    let mut located = Located { found: Vec::new(), broken: Vec::new() };
     if all {
-        let home = atlas_dist::home::Home::from_env();
-        let found: Vec<(PathBuf, Origin)> = home
-            .names()
-            .into_iter()
-            .filter_map(|name| Some((home.resolve(&name)?, Origin::Installed { home: home.clone(), name })))
-            .collect();
-        if found.is_empty() {
+        for name in home.names() {
+            match home.resolve(&name) {
+                Some(dir) => located.found.push((dir, Origin::Installed { home: home.clone(), name })),
+                None if home.current(&name).is_some() => located.broken.push(broken_install(&name)),
+                None => {}
+            }
+        }
+        if located.found.is_empty() && located.broken.is_empty() {
             anyhow::bail!(UsageError("--all: no bundle is installed; `atlas install` adds one".into()));
         }
-        return Ok(found);
+        return Ok(located);
     }
     if args.is_empty() {
-        return Ok(vec![locate(None, cfg)?]);
+        located.found.push(locate(None, cfg)?);
+        return Ok(located);
     }
-    let located: Vec<(PathBuf, Origin)> =
-        args.into_iter().map(|a| locate(Some(a), cfg)).collect::<anyhow::Result<_>>()?;
+    let several = args.len() > 1;
+    for a in args {
+        match locate(Some(a.clone()), cfg) {
+            Ok(l) => located.found.push(l),
+            // With several, an installed name whose install is broken does not stop the rest.
+            Err(_) if several && atlas_dist::check_component("bundle", &a).is_ok() && home.current(&a).is_some() => {
+                located.broken.push(broken_install(&a));
+            }
+            Err(e) => return Err(e),
+        }
+    }
     // Two of one name and version: refused before anything is opened.
     let mut seen = std::collections::BTreeSet::new();
-    for (dir, _) in &located {
-        let m = atlas_runtime::manifest::read_manifest(dir).with_context(|| format!("opening {}", dir.display()))?;
+    for (dir, _) in &located.found {
+        let Ok(m) = atlas_runtime::manifest::read_manifest(dir) else { continue };
         if !seen.insert(format!("{}@{}", m.name, m.version)) {
             anyhow::bail!(UsageError(format!(
                 "two bundles are {}@{}: serve each name and version once (drop one --bundle)",
@@ -344,23 +373,70 @@ fn locate_many(args: Vec<String>, all: bool, cfg: &Config) -> anyhow::Result<Vec
     Ok(located)
 }
 
+/// A located bundle that did not open, as the server names it.
+fn broken(dir: &std::path::Path, origin: &Origin, e: &anyhow::Error) -> crate::library::Broken {
+    let (library, name) = match atlas_runtime::manifest::read_manifest(dir) {
+        Ok(m) => (format!("{}@{}", m.name, m.version), m.name),
+        Err(_) => match origin {
+            Origin::Installed { name, .. } => (name.clone(), name.clone()),
+            Origin::Folder(p) => (p.display().to_string(), p.display().to_string()),
+        },
+    };
+    let b = crate::library::Broken::new(library, name, format!("{e:#}"), matches!(origin, Origin::Installed { .. }));
+    tracing::warn!("{}", b.line());
+    b
+}
+
 /// Opens every located bundle with one set of options (so bundles of one model share
-/// it), each following its origin.
+/// it), each following its origin. With several, one that does not open is named and
+/// left out; the others serve.
 fn open_libraries(
     rt: &tokio::runtime::Runtime,
-    located: Vec<(PathBuf, Origin)>,
+    located: Located,
     opts: &OpenOptions,
 ) -> anyhow::Result<crate::library::Libraries> {
+    let single = located.found.len() + located.broken.len() == 1;
     let mut lives = Vec::new();
-    for (dir, origin) in located {
-        let b = Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
+    let mut broken_libs = located.broken;
+    for (dir, origin) in located.found {
+        let b = match Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display())) {
+            Ok(b) => b,
+            Err(e) if !single => {
+                broken_libs.push(broken(&dir, &origin, &e));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         tracing::info!("serving {} ({} chunks) from {}", b.library(), b.chunk_count(), dir.display());
         let live = Live::new(std::sync::Arc::new(b));
         let _guard = rt.enter();
         crate::live::watch(live.clone(), origin, opts.clone());
         lives.push(live);
     }
-    crate::library::Libraries::new(lives).map_err(|e| UsageError(e).into())
+    crate::library::Libraries::new(lives, broken_libs).map_err(|e| UsageError(e).into())
+}
+
+/// The fs view of every located bundle, each following its origin like the rag
+/// server's; with several, one that does not open is named and left out.
+fn open_mirrors(rt: &tokio::runtime::Runtime, located: Located) -> anyhow::Result<crate::fs::FsServer> {
+    let single = located.found.len() + located.broken.len() == 1;
+    let mut lives = Vec::new();
+    let mut broken_libs = located.broken;
+    for (dir, origin) in located.found {
+        let fs = match crate::fs::Fs::bundle(&dir).with_context(|| format!("opening the bundle {}", dir.display())) {
+            Ok(fs) => fs,
+            Err(e) if !single => {
+                broken_libs.push(broken(&dir, &origin, &e));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let live = Live::new(std::sync::Arc::new(fs));
+        let _guard = rt.enter();
+        crate::live::follow(live.clone(), origin, |d| crate::fs::Fs::bundle(d), |fs| fs.label());
+        lives.push(live);
+    }
+    crate::fs::FsServer::libraries(lives, broken_libs).map_err(|e| UsageError(e).into())
 }
 
 /// Bundle opening options with the query backend from ATLAS_EMBED_BACKEND or the config.
@@ -415,7 +491,7 @@ fn init_logging() {
 fn serve(
     cfg: &Config,
     which: Which,
-    located: Vec<(PathBuf, Origin)>,
+    located: Located,
     mirror: Option<PathBuf>,
     rerank: bool,
     warm: bool,
@@ -430,16 +506,7 @@ fn serve(
         Which::Fs => {
             let fs = match mirror {
                 Some(m) => crate::fs::FsServer::new(crate::fs::Fs::plain(&m)?),
-                None => {
-                    let mut each = Vec::new();
-                    for (dir, _) in &located {
-                        each.push(
-                            crate::fs::Fs::bundle(dir)
-                                .with_context(|| format!("opening the bundle {}", dir.display()))?,
-                        );
-                    }
-                    crate::fs::FsServer::libraries(each).map_err(UsageError)?
-                }
+                None => open_mirrors(&rt, located)?,
             };
             run_server(rt, fs, http, http_opts)
         }
@@ -456,7 +523,7 @@ fn serve(
 fn serve_web(
     cfg: &Config,
     rt: tokio::runtime::Runtime,
-    located: Vec<(PathBuf, Origin)>,
+    located: Located,
     rerank: bool,
     http: Option<std::net::SocketAddr>,
     opts: crate::transport::HttpOptions,
@@ -576,7 +643,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 },
                 Which::Fs | Which::Rag => crate::ask::AskOptions::default(),
             };
-            let located = if mirror.is_some() { Vec::new() } else { locate_many(bundle, all, &cfg)? };
+            let located = match mirror {
+                Some(_) => Located { found: Vec::new(), broken: Vec::new() },
+                None => locate_many(bundle, all, &cfg)?,
+            };
             serve(&cfg, which, located, mirror, rerank, warm, http, opts, ask)
         }
         Command::Ask { question, bundle, llm, model, timeout, threshold, budget, json } => {

@@ -19,6 +19,8 @@ use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::library::Broken;
+use crate::live::Live;
 use crate::output::{self, fence};
 
 /// The most lines `read_file` returns in one call.
@@ -230,6 +232,14 @@ impl Fs {
         })
     }
 
+    /// How a server of several names it: `name@version` (a plain folder: its name).
+    pub fn label(&self) -> String {
+        match &self.manifest {
+            Some(m) => format!("{}@{}", m.name, m.version),
+            None => self.name.clone(),
+        }
+    }
+
     /// A plain folder, served as it is.
     pub fn plain(dir: &Path) -> anyhow::Result<Fs> {
         Ok(Fs {
@@ -243,30 +253,44 @@ impl Fs {
 
 #[derive(Debug, Clone)]
 pub struct FsServer {
-    /// One entry per library; with several, each path starts with its key.
-    libs: Arc<Vec<Lib>>,
+    /// One entry per library, each following its origin (an installed name's
+    /// `current`, like the rag server); with several, each path starts with its key.
+    sources: Arc<Vec<Live<Fs>>>,
+    /// Libraries given that did not open: named, not served.
+    broken: Arc<Vec<Broken>>,
     tool_router: ToolRouter<Self>,
 }
 
-/// A served mirror and the first path segment that names it (`name@version/`, or
-/// empty when the server serves one).
-#[derive(Debug)]
+/// A served mirror as one call sees it, and the first path segment that names it
+/// (`name@version/`, or empty when the server serves one).
+#[derive(Debug, Clone)]
 struct Lib {
     prefix: String,
     fs: Arc<Fs>,
 }
 
 impl FsServer {
+    /// The mirrors serving now: each call takes the versions current when it starts.
+    fn libs(&self) -> Vec<Lib> {
+        let multi = self.sources.len() + self.broken.len() > 1;
+        self.sources
+            .iter()
+            .map(|l| {
+                let fs = l.get();
+                Lib { prefix: if multi { format!("{}/", fs.label()) } else { String::new() }, fs }
+            })
+            .collect()
+    }
+
     /// Which library a path names, and the path inside its mirror. With several
     /// libraries the first segment is `name@version`, or `name` when one version of
     /// it is served.
-    fn route<'a>(&self, path: &'a str) -> Result<(&Lib, &'a str), String> {
-        if let [one] = self.libs.as_slice() {
+    fn route<'a, 'b>(&self, libs: &'b [Lib], path: &'a str) -> Result<(&'b Lib, &'a str), String> {
+        if let ([one], true) = (libs, self.broken.is_empty()) {
             return Ok((one, path));
         }
         let (first, rest) = path.split_once('/').unwrap_or((path, ""));
-        let named: Vec<&Lib> = self
-            .libs
+        let named: Vec<&Lib> = libs
             .iter()
             .filter(|l| {
                 let key = l.prefix.trim_end_matches('/');
@@ -275,10 +299,14 @@ impl FsServer {
             .collect();
         match named.as_slice() {
             [one] => Ok((one, rest)),
-            [] => Err(format!(
-                "{path:?} does not start with a served library; paths start with one of {} (list_publications shows them)",
-                self.keys()
-            )),
+            [] => match self.broken.iter().find(|b| b.library == first || b.name == first) {
+                Some(b) => Err(b.line()),
+                None => Err(format!(
+                    "{} does not start with a served library; paths start with one of {} (list_publications shows them)",
+                    output::inert(&format!("{path:?}")),
+                    Self::keys(libs)
+                )),
+            },
             many => Err(format!(
                 "{first:?} names several versions; start the path with one of {}",
                 many.iter().map(|l| l.prefix.trim_end_matches('/')).collect::<Vec<_>>().join(", ")
@@ -286,8 +314,8 @@ impl FsServer {
         }
     }
 
-    fn keys(&self) -> String {
-        self.libs.iter().map(|l| l.prefix.trim_end_matches('/')).collect::<Vec<_>>().join(", ")
+    fn keys(libs: &[Lib]) -> String {
+        libs.iter().map(|l| l.prefix.trim_end_matches('/')).collect::<Vec<_>>().join(", ")
     }
 
     /// Every file of every library as a tool shows it, with its publication.
@@ -403,40 +431,37 @@ fn glob_matcher(glob: Option<&str>) -> Result<Option<globset::GlobMatcher>, Stri
 impl FsServer {
     pub fn new(fs: Fs) -> FsServer {
         tracing::info!("fs server for {} at {}", fs.name, fs.root.path().display());
-        FsServer {
-            libs: Arc::new(vec![Lib { prefix: String::new(), fs: Arc::new(fs) }]),
-            tool_router: Self::tool_router(),
-        }
+        FsServer::libraries(vec![Live::new(Arc::new(fs))], Vec::new()).expect("one library is never a duplicate")
     }
 
-    /// A server over several bundles' mirrors, each under `name@version/`.
-    pub fn libraries(mut each: Vec<Fs>) -> Result<FsServer, String> {
-        if each.len() == 1 {
-            return Ok(FsServer::new(each.remove(0)));
-        }
-        let mut libs = Vec::new();
-        for fs in each {
-            let key = match &fs.manifest {
-                Some(m) => format!("{}@{}", m.name, m.version),
-                None => fs.name.clone(),
-            };
-            if libs.iter().any(|l: &Lib| l.prefix == format!("{key}/")) {
-                return Err(format!("two bundles are {key}: serve each name and version once (drop one --bundle)"));
+    /// A server over bundles' mirrors (with several, each under `name@version/`), each
+    /// following its origin; `broken` are those given that did not open.
+    pub fn libraries(each: Vec<Live<Fs>>, broken: Vec<Broken>) -> Result<FsServer, String> {
+        let mut keys = std::collections::BTreeSet::new();
+        for l in &each {
+            let fs = l.get();
+            if !keys.insert(fs.label()) {
+                return Err(format!(
+                    "two bundles are {}: serve each name and version once (drop one --bundle)",
+                    fs.label()
+                ));
             }
-            tracing::info!("fs server for {key} at {}", fs.root.path().display());
-            libs.push(Lib { prefix: format!("{key}/"), fs: Arc::new(fs) });
+            tracing::info!("fs server for {} at {}", fs.label(), fs.root.path().display());
         }
-        if libs.is_empty() {
+        if each.is_empty() {
+            if !broken.is_empty() {
+                return Err(broken.iter().map(Broken::line).collect::<Vec<_>>().join("; "));
+            }
             return Err("no bundle to serve: pass --bundle NAME|DIR (several times) or --all".into());
         }
-        Ok(FsServer { libs: Arc::new(libs), tool_router: Self::tool_router() })
+        Ok(FsServer { sources: Arc::new(each), broken: Arc::new(broken), tool_router: Self::tool_router() })
     }
 
     #[tool(
         description = "List the publications (top-level sections) of the documentation mirror, with how many files each holds. Start here to see what the mirror covers; then list_files on one publication."
     )]
     async fn list_publications(&self) -> Result<CallToolResult, ErrorData> {
-        let libs = self.libs.clone();
+        let libs = self.libs();
         let counts = match off_worker(move || {
             let mut m: BTreeMap<String, usize> = BTreeMap::new();
             for (_, p) in FsServer::all_files(&libs) {
@@ -465,7 +490,7 @@ impl FsServer {
             Ok(g) => g,
             Err(e) => return tool_error(e),
         };
-        let libs = self.libs.clone();
+        let libs = self.libs();
         let (all, pubs): (Vec<String>, Vec<String>) = match off_worker(move || FsServer::all_files(&libs)).await {
             Ok(all) => all.into_iter().unzip(),
             Err(e) => return e,
@@ -504,7 +529,8 @@ impl FsServer {
         description = "Read one file of the mirror verbatim, optionally a line range (start_line, end_line, 1-based, inclusive). At most 2000 lines or 256 KiB come back per call; when the cap is hit the reply says so and where to continue (a line longer than the cap comes in pieces: continue with the byte_offset the reply gives). Use it to verify what a search hit cites."
     )]
     async fn read_file(&self, Parameters(mut a): Parameters<ReadFileArgs>) -> Result<CallToolResult, ErrorData> {
-        let (fs, prefix) = match self.route(&a.path) {
+        let libs = self.libs();
+        let (fs, prefix) = match self.route(&libs, &a.path) {
             Ok((lib, rest)) => {
                 let r = (lib.fs.clone(), lib.prefix.clone());
                 a.path = rest.to_owned();
@@ -553,7 +579,7 @@ impl FsServer {
         let context = a.context_lines.unwrap_or(0).min(5);
         let max = a.max_results.unwrap_or(SEARCH_DEFAULT_RESULTS).clamp(1, SEARCH_MAX_RESULTS);
         let stop = Arc::new(AtomicBool::new(false));
-        let libs = self.libs.clone();
+        let libs = self.libs();
         let publication = a.publication.clone();
         let stop2 = stop.clone();
         let job = tokio::task::spawn_blocking(move || {
@@ -622,14 +648,15 @@ impl FsServer {
         description = "What this mirror is: bundle name and version, when it was built and when its sources were fetched, each source with its URL or commit, and file counts. Use it to cite the release you read."
     )]
     async fn get_release_info(&self) -> Result<CallToolResult, ErrorData> {
-        let libs = self.libs.clone();
-        let counts = match off_worker(move || libs.iter().map(|l| l.fs.root.files().len()).collect::<Vec<_>>()).await {
+        let libs = self.libs();
+        let each = libs.clone();
+        let counts = match off_worker(move || each.iter().map(|l| l.fs.root.files().len()).collect::<Vec<_>>()).await {
             Ok(n) => n,
             Err(e) => return e,
         };
         let mut text = String::new();
         let mut infos = Vec::new();
-        for (l, files) in self.libs.iter().zip(counts) {
+        for (l, files) in libs.iter().zip(counts) {
             let fs = &l.fs;
             infos.push(match &fs.manifest {
                 Some(m) => serde_json::json!({
@@ -905,7 +932,7 @@ impl ServerHandler for FsServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(
-                match self.libs.as_slice() {
+                match self.libs().as_slice() {
                     [one] => format!("{}-fs", one.fs.name),
                     _ => "atlas-fs".to_owned(),
                 },

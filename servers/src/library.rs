@@ -11,9 +11,44 @@ use atlas_runtime::{Bundle, Hit, Mode, SearchOptions};
 
 use crate::live::Live;
 
-/// The served libraries, in the order they were given.
+/// The served libraries, in the order they were given, and those that could not be
+/// opened.
 #[derive(Debug, Clone)]
-pub struct Libraries(Arc<Vec<Live>>);
+pub struct Libraries(Arc<Vec<Live>>, Arc<Vec<Broken>>);
+
+/// A library given to a server of several that did not open (damaged, half-installed,
+/// its model missing): not served, named in the log and by `list_libraries`, and a
+/// call pinned to it is an error saying so. The others serve.
+///
+/// Architecture invariant: one broken library never takes the others down.
+/// *`tests/it/hardening.rs` (`one_broken_bundle_leaves_the_others_served`).*
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Broken {
+    /// `name@version` when the manifest could be read, else the name or folder.
+    pub library: String,
+    /// The bundle's name, as a `library` argument names it.
+    pub name: String,
+    pub error: String,
+    /// What to do about it.
+    pub fix: String,
+}
+
+impl Broken {
+    /// A library that did not open: `installed` when it is an installed name.
+    pub fn new(library: String, name: String, error: String, installed: bool) -> Broken {
+        let fix = if installed {
+            format!("run `atlas restore {name}` (the previous version) or reinstall it (`atlas install SOURCE`)")
+        } else {
+            "rebuild it (`atlas-pipeline run`) or install it again".to_owned()
+        };
+        Broken { library, name, error: crate::output::inert(&error), fix }
+    }
+
+    /// One line for the log, a tool error and list_libraries.
+    pub fn line(&self) -> String {
+        format!("{} is broken and not served ({}); {}", self.library, self.error, self.fix)
+    }
+}
 
 /// What a `library` argument names: a name, and maybe a version or a range.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,8 +112,9 @@ impl Version {
 }
 
 impl Libraries {
-    /// The libraries; two with the same `name@version` are refused.
-    pub fn new(libs: Vec<Live>) -> Result<Libraries, String> {
+    /// The libraries (and the broken ones, named); two with the same `name@version` are
+    /// refused.
+    pub fn new(libs: Vec<Live>, broken: Vec<Broken>) -> Result<Libraries, String> {
         let mut seen = std::collections::BTreeSet::new();
         for l in &libs {
             let b = l.get();
@@ -90,18 +126,26 @@ impl Libraries {
             }
         }
         if libs.is_empty() {
+            if !broken.is_empty() {
+                return Err(broken.iter().map(Broken::line).collect::<Vec<_>>().join("; "));
+            }
             return Err("no bundle to serve: pass --bundle NAME|DIR (several times) or --all".into());
         }
-        Ok(Libraries(Arc::new(libs)))
+        Ok(Libraries(Arc::new(libs), Arc::new(broken)))
     }
 
     pub fn single(live: Live) -> Libraries {
-        Libraries(Arc::new(vec![live]))
+        Libraries(Arc::new(vec![live]), Arc::new(Vec::new()))
     }
 
-    /// More than one library: tools take `library`, fs paths start with it.
+    /// The libraries that did not open.
+    pub fn broken(&self) -> &[Broken] {
+        &self.1
+    }
+
+    /// More than one library given: tools take `library`, fs paths start with it.
     pub fn is_multi(&self) -> bool {
-        self.0.len() > 1
+        self.0.len() + self.1.len() > 1
     }
 
     /// The bundles serving now, in order.
@@ -122,6 +166,11 @@ impl Libraries {
         let Some(spec) = spec.filter(|s| !s.trim().is_empty()) else { return Ok(all) };
         let (name, version) = parse_spec(spec)?;
         let named: Vec<Arc<Bundle>> = all.iter().filter(|b| b.manifest.name == name).cloned().collect();
+        if named.is_empty()
+            && let Some(b) = self.1.iter().find(|b| b.name == name || b.library == spec.trim())
+        {
+            return Err(b.line());
+        }
         if named.is_empty() {
             return Err(format!(
                 "no library {name:?} is served; served: {} (list_libraries describes them)",
@@ -130,6 +179,11 @@ impl Libraries {
         }
         let mut hits: Vec<Arc<Bundle>> =
             named.iter().filter(|b| version.matches(&b.manifest.version)).cloned().collect();
+        if hits.is_empty()
+            && let Some(b) = self.1.iter().find(|b| b.library == format!("{name}@{}", spec.split_once('@').map_or("", |x| x.1).trim()))
+        {
+            return Err(b.line());
+        }
         if hits.is_empty() {
             // Installed versions that this server does not serve, to say how to get them.
             let home = atlas_dist::home::Home::from_env();

@@ -1,28 +1,37 @@
-//! A bundle that a running server can swap: `atlas serve rag --bundle NAME` follows
-//! `ATLAS_HOME/bundles/NAME/current`. It reopens on SIGHUP or when it sees the link
-//! move (checked every second); calls in flight finish on the bundle they started
+//! A bundle that a running server can swap: `atlas serve rag|fs|web --bundle NAME`
+//! follows `ATLAS_HOME/bundles/NAME/current`. It reopens on SIGHUP or when it sees the
+//! link move (checked every second); calls in flight finish on the bundle they started
 //! with, sessions stay open, and a new version that fails to open is logged and the
-//! old one keeps serving.
+//! old one keeps serving. The rag server's [`Bundle`] and the fs server's mirror
+//! follow `current` the same way, so an agent that searches with one and reads with
+//! the other reads the version it searched.
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use atlas_runtime::{Bundle, OpenOptions};
 
-#[derive(Debug, Clone)]
-pub struct Live(Arc<RwLock<Arc<Bundle>>>);
+/// What a server serves now, swapped whole when its origin moves.
+#[derive(Debug)]
+pub struct Live<T = Bundle>(Arc<RwLock<Arc<T>>>);
 
-impl Live {
-    pub fn new(b: Arc<Bundle>) -> Live {
+impl<T> Clone for Live<T> {
+    fn clone(&self) -> Self {
+        Live(self.0.clone())
+    }
+}
+
+impl<T> Live<T> {
+    pub fn new(b: Arc<T>) -> Live<T> {
         Live(Arc::new(RwLock::new(b)))
     }
 
-    /// The bundle serving now.
-    pub fn get(&self) -> Arc<Bundle> {
+    /// What serves now.
+    pub fn get(&self) -> Arc<T> {
         self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    fn set(&self, b: Arc<Bundle>) {
+    fn set(&self, b: Arc<T>) {
         *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = b;
     }
 }
@@ -44,8 +53,21 @@ impl Origin {
     }
 }
 
-/// Follows `origin` for as long as the runtime runs.
+/// Follows `origin` with the rag server's bundle.
 pub fn watch(live: Live, origin: Origin, opts: OpenOptions) {
+    follow(live, origin, move |d| Bundle::open(d, opts.clone()).map_err(anyhow::Error::from), |b| {
+        format!("{} {}", b.manifest.name, b.manifest.version)
+    });
+}
+
+/// Follows `origin` for as long as the runtime runs: `open` makes what serves from a
+/// folder, `label` names it in the log.
+pub fn follow<T: Send + Sync + 'static>(
+    live: Live<T>,
+    origin: Origin,
+    open: impl Fn(&std::path::Path) -> anyhow::Result<T> + Clone + Send + Sync + 'static,
+    label: impl Fn(&T) -> String + Send + 'static,
+) {
     tokio::spawn(async move {
         let mut loaded = origin.folder();
         #[cfg(unix)]
@@ -72,11 +94,10 @@ pub fn watch(live: Live, origin: Origin, opts: OpenOptions) {
                 continue;
             }
             let Some(dir) = now.clone() else { continue };
-            let o = opts.clone();
-            let d = dir.clone();
-            match tokio::task::spawn_blocking(move || Bundle::open(&d, o)).await {
+            let (d, open) = (dir.clone(), open.clone());
+            match tokio::task::spawn_blocking(move || open(&d)).await {
                 Ok(Ok(b)) => {
-                    tracing::info!("now serving {} {} from {}", b.manifest.name, b.manifest.version, dir.display());
+                    tracing::info!("now serving {} from {}", label(&b), dir.display());
                     live.set(Arc::new(b));
                     loaded = now;
                 }

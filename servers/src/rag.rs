@@ -255,7 +255,10 @@ impl RagServer {
     )]
     async fn list_libraries(&self) -> Result<CallToolResult, ErrorData> {
         let bundles = self.libs.bundles();
-        let mut text = format!("{} libraries:\n", bundles.len());
+        let mut text = match self.libs.broken().len() {
+            0 => format!("{} libraries:\n", bundles.len()),
+            n => format!("{} libraries served, {n} broken:\n", bundles.len()),
+        };
         let mut items = Vec::new();
         for b in &bundles {
             let m = &b.manifest;
@@ -293,7 +296,15 @@ impl RagServer {
                 "built": m.created, "built_age_days": built_age, "sources": sources,
             }));
         }
-        Ok(output::ok(text, serde_json::json!({ "libraries": items })))
+        let broken = self.libs.broken();
+        for b in broken {
+            text.push_str(&format!("- {}\n", inert(&b.line())));
+        }
+        let mut v = serde_json::json!({ "libraries": items });
+        if !broken.is_empty() {
+            v["broken"] = serde_json::to_value(broken).unwrap_or_default();
+        }
+        Ok(output::ok(text, v))
     }
 
     #[tool(

@@ -12,7 +12,8 @@ use atlas_runtime::exit::UsageError;
 
 use crate::runner::Loaded;
 
-/// What the flags say; each field falls back to pipeline.yaml's `publish:`.
+/// What the flags say; each field falls back to pipeline.yaml's `publish:`, then to
+/// the config file's `[publish]` (docs/distribution.md).
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
     pub github: Option<String>,
@@ -28,6 +29,8 @@ pub struct Flags {
 /// the install instructions for stdout.
 pub fn publish(cfg: &Loaded, out_dir: &Path, f: &Flags) -> anyhow::Result<String> {
     let p = &cfg.config.publish;
+    // The maintainer's own defaults (`[publish]` in config.toml), below pipeline.yaml.
+    let user = atlas_dist::config::load().map_err(edge)?.0.publish;
     let archive = match &f.archive {
         Some(a) => a.clone(),
         None => {
@@ -46,7 +49,7 @@ pub fn publish(cfg: &Loaded, out_dir: &Path, f: &Flags) -> anyhow::Result<String
             archive.display()
         )));
     }
-    let key = f.sign.clone().or_else(|| p.sign.as_ref().map(|k| cfg.resolve(k)));
+    let key = f.sign.clone().or_else(|| p.sign.as_ref().map(|k| cfg.resolve(k))).or(user.sign.clone());
     let rel = Release::prepare(&archive, key.as_deref()).map_err(edge)?;
     let public_key = match (&p.public_key, &key) {
         (Some(pk), _) => Some(pk.clone()),
@@ -64,19 +67,24 @@ pub fn publish(cfg: &Loaded, out_dir: &Path, f: &Flags) -> anyhow::Result<String
     }
     let mut targets = Vec::new();
     let tag = f.tag.clone().or_else(|| p.tag.clone()).unwrap_or_else(|| format!("v{}", rel.version));
-    if let Some(repo) = f.github.as_ref().or(p.github.as_ref()) {
+    if let Some(repo) = f.github.as_ref().or(p.github.as_ref()).or(user.github.as_ref()) {
         let (owner, repo) = parse_repo(repo).map_err(edge)?;
         targets.push(Target::GitHub { owner, repo, tag });
     }
-    if let Some(to) = f.to.as_ref().or(p.to.as_ref()) {
+    if let Some(to) = f.to.as_ref().or(p.to.as_ref()).or(user.to.as_ref()) {
         targets.push(Target::store(to).map_err(edge)?);
     }
     if targets.is_empty() {
         anyhow::bail!(UsageError(
-            "nowhere to publish: pass --github OWNER/REPO [--tag TAG] or --to s3://…|gs://…|az://…|file://… (or set publish: in pipeline.yaml)".into()
+            "nowhere to publish: pass --github OWNER/REPO [--tag TAG] or --to s3://…|gs://…|az://…|file://… (or set publish: in pipeline.yaml, or [publish] in the config file)".into()
         ));
     }
-    let api = f.api_url.clone().or_else(|| p.api_url.clone()).unwrap_or_else(atlas_dist::github::api_from_env);
+    let api = f
+        .api_url
+        .clone()
+        .or_else(|| p.api_url.clone())
+        .or(user.api_url.clone())
+        .unwrap_or_else(atlas_dist::github::api_from_env);
     let rt = atlas_dist::runtime().map_err(edge)?;
     let mut text = String::new();
     for t in &targets {

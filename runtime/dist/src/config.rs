@@ -126,7 +126,63 @@ pub fn parse(text: &str, path: &Path) -> Result<Config> {
     {
         return Err(Error::Usage(format!("{}: embed_backend {b:?}: use auto, cpu, cuda or coreml", path.display())));
     }
+    check_values(&c, text, path)?;
     Ok(c)
+}
+
+/// Where each checked value sits in the file, for the line of its error.
+#[derive(Debug, Default, Deserialize)]
+struct Positions {
+    home: Option<toml::Spanned<toml::Value>>,
+    model_dir: Option<toml::Spanned<toml::Value>>,
+    #[serde(default)]
+    ask: SectionPositions,
+    #[serde(default)]
+    install: SectionPositions,
+    #[serde(default)]
+    cache: SectionPositions,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SectionPositions {
+    threshold: Option<toml::Spanned<toml::Value>>,
+    timeout_s: Option<toml::Spanned<toml::Value>>,
+    budget_tokens: Option<toml::Spanned<toml::Value>>,
+    keep: Option<toml::Spanned<toml::Value>>,
+}
+
+/// The values serde takes but Atlas cannot use (an empty path, a threshold that is
+/// not a number from 0 to 1, a zero count): each an error naming the key and its line.
+fn check_values(c: &Config, text: &str, path: &Path) -> Result<()> {
+    let pos: Positions = toml::from_str(text).unwrap_or_default();
+    let line = |s: &Option<toml::Spanned<toml::Value>>| {
+        s.as_ref().map_or(1, |s| text[..s.span().start.min(text.len())].matches('\n').count() + 1)
+    };
+    let fail = |at: &Option<toml::Spanned<toml::Value>>, key: &str, why: String| {
+        Err(Error::Usage(format!("{}:{}: {key}: {why}", path.display(), line(at))))
+    };
+    for (v, at, key) in [(&c.home, &pos.home, "home"), (&c.model_dir, &pos.model_dir, "model_dir")] {
+        if v.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+            return fail(at, key, "is empty; give a folder, or remove the key for the default".into());
+        }
+    }
+    if let Some(t) = c.ask.threshold
+        && !(t.is_finite() && (0.0..=1.0).contains(&t))
+    {
+        return fail(&pos.ask.threshold, "ask.threshold", format!("{t} is not a confidence; use a number from 0 to 1"));
+    }
+    let counts = [
+        (c.ask.timeout_s.map(|n| n as u128), &pos.ask.timeout_s, "ask.timeout_s"),
+        (c.ask.budget_tokens.map(|n| n as u128), &pos.ask.budget_tokens, "ask.budget_tokens"),
+        (c.install.keep.map(|n| n as u128), &pos.install.keep, "install.keep"),
+        (c.cache.timeout_s.map(|n| n as u128), &pos.cache.timeout_s, "cache.timeout_s"),
+    ];
+    for (v, at, key) in counts {
+        if v == Some(0) {
+            return fail(at, key, "is 0; use a whole number of at least 1".into());
+        }
+    }
+    Ok(())
 }
 
 impl Config {
@@ -170,5 +226,30 @@ mod tests {
         check("[install]\nkeep = 3\n[install.limits]\nmax_ratio = 10\n", "max_ratio: 10");
         check("embed_backend = \"gpu\"\n", "error: config.toml: embed_backend \"gpu\"");
         check("[cache]\nremote = \"s3://b/c\"\ntimeout_s = 3\n", "remote: Some(\"s3://b/c\")");
+    }
+
+    #[test]
+    fn values_atlas_cannot_use_name_their_key_and_line() {
+        let err = |text: &str| parse(text, Path::new("c.toml")).unwrap_err().to_string();
+        for v in ["nan", "inf", "-inf", "-5", "1.5"] {
+            let e = err(&format!("bundle = \"d\"\n[ask]\nthreshold = {v}\n"));
+            assert!(e.starts_with("c.toml:3: ask.threshold: ") && e.contains("from 0 to 1"), "{v}: {e}");
+        }
+        assert_eq!(err("home = \"\"\n"), "c.toml:1: home: is empty; give a folder, or remove the key for the default");
+        assert!(err("\n[install]\nkeep = 0\n").starts_with("c.toml:3: install.keep: is 0"));
+        assert!(err("[ask]\ntimeout_s = 0\n").starts_with("c.toml:2: ask.timeout_s"));
+        assert!(parse("[ask]\nthreshold = 0.4\n", Path::new("c.toml")).is_ok());
+    }
+
+    proptest::proptest! {
+        /// Any text: a config or a one-line error naming the file, never a panic.
+        #[test]
+        fn config_text_parses_or_fails_in_one_line(text in "[a-z_\\[\\]=\" .0-9\n-]{0,80}") {
+            if let Err(e) = parse(&text, Path::new("c.toml")) {
+                let e = e.to_string();
+                proptest::prop_assert!(e.starts_with("c.toml"), "{e}");
+                proptest::prop_assert!(!e.contains('\n'), "{e}");
+            }
+        }
     }
 }

@@ -58,6 +58,11 @@ pub async fn download<'a>(
         }
         let opened = match open(have).await {
             Ok(o) => o,
+            // Not there is an answer, not a cut connection: no retry.
+            Err(e @ Error::NotFound(_)) => {
+                bar.abandon();
+                return Err(e);
+            }
             Err(e) => {
                 last_error = e.to_string();
                 continue;
@@ -152,6 +157,7 @@ pub async fn http_open(
             // Asked past the end: the part file is complete, or longer than the remote.
             return Ok(Opened { stream: Box::pin(futures_util::stream::empty()), start: offset, total: None });
         }
+        404 | 410 => return Err(Error::NotFound(format!("{what}: HTTP {status}: not found at the source"))),
         _ => return Err(Error::Remote(format!("{what}: HTTP {status}"))),
     };
     let total = len.map(|l| start + l);

@@ -421,3 +421,57 @@ pub fn dir_size(dir: &Path) -> u64 {
     }
     total
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str, version: &str) -> String {
+        serde_json::json!({
+            "name": name, "version": version, "source": "s", "sha256": "x", "size": 1, "installed": 1
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_record_whose_version_is_a_path_is_never_read() {
+        assert!(parse_record(&record("docs", "1.0.0"), "docs", "1.0.0").is_some());
+        for bad in ["../../x", "/etc", "..", "current", "a/b"] {
+            assert!(parse_record(&record("docs", bad), "docs", bad).is_none(), "{bad}");
+        }
+        assert!(parse_record(&record("docs", "2.0.0"), "docs", "1.0.0").is_none(), "not the file's version");
+        assert!(parse_record(&record("other", "1.0.0"), "docs", "1.0.0").is_none(), "not the folder's name");
+    }
+
+    #[test]
+    fn rotation_removes_nothing_outside_the_bundles() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home { root: tmp.path().join("bundles") };
+        let outside = tmp.path().join("victim");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("keep.txt"), "x").unwrap();
+        let installs = home.dir("docs").join(".installs");
+        std::fs::create_dir_all(&installs).unwrap();
+        // A record planted with a version that walks out of the bundle's folder.
+        std::fs::write(installs.join("..%2F..%2Fvictim.json"), record("docs", "../../victim")).unwrap();
+        assert!(home.records("docs").is_empty());
+        home.rotate_locked("docs", 1);
+        assert!(outside.join("keep.txt").is_file());
+    }
+
+    proptest::proptest! {
+        /// Any text as an install record: refused, or a record of that name and version.
+        #[test]
+        fn install_records_are_theirs_or_refused(
+            text in "\\PC{0,120}",
+            version in "\\PC{0,16}",
+        ) {
+            for t in [text, record("docs", &version)] {
+                if let Some(r) = parse_record(&t, "docs", &version) {
+                    proptest::prop_assert_eq!(&r.name, "docs");
+                    proptest::prop_assert!(check_component("version", &r.version).is_ok());
+                }
+            }
+        }
+    }
+}

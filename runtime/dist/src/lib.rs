@@ -51,6 +51,10 @@ pub enum Error {
     /// A remote (GitHub, object storage, an HTTP server) said no or could not be reached.
     #[error("{0}")]
     Remote(String),
+    /// A remote answered that what was asked for is not there (404, no such object):
+    /// final, never retried.
+    #[error("{0}")]
+    NotFound(String),
     /// The user's input is wrong (a source, a name, a version); nothing changed.
     #[error("{0}")]
     Usage(String),

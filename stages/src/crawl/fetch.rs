@@ -90,7 +90,14 @@ impl Fetcher {
                 Ok(resp) => {
                     let status = resp.status();
                     match status {
-                        StatusCode::NOT_MODIFIED => return Outcome::NotModified,
+                        // A 304 answers only a conditional GET; to any other it is a broken
+                        // server, and that page fails (not the crawl).
+                        StatusCode::NOT_MODIFIED if etag.is_some() || last_modified.is_some() => {
+                            return Outcome::NotModified;
+                        }
+                        StatusCode::NOT_MODIFIED => {
+                            return Outcome::Failed("HTTP 304 Not Modified to an unconditional GET".to_owned());
+                        }
                         StatusCode::NOT_FOUND | StatusCode::GONE => return Outcome::Gone(status.as_u16()),
                         s if s.is_success() => {
                             let headers = resp.headers().clone();

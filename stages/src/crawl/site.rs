@@ -184,6 +184,20 @@ pub fn crawl_llms(
     for (url, why) in &meta.failures {
         notes.push(format!("failed {url}: {why}"));
     }
+    // Links to other hosts are out of the source's scope (allow_hosts is the maintainer's
+    // word on it), so they are not failures and do not count towards max_error_ratio;
+    // the run says how many there were and how to take them (docs/pipeline.md).
+    if !meta.offsite.is_empty() {
+        let listed = meta.pages.len() + meta.offsite.len();
+        let hosts: std::collections::BTreeSet<String> =
+            meta.offsite.iter().filter_map(|(_, u)| Url::parse(u).ok()?.host_str().map(str::to_owned)).collect();
+        notes.push(format!(
+            "{} of {listed} listed pages are on other hosts and were not crawled ({}); add them to the source's \
+             allow_hosts to crawl them",
+            meta.offsite.len(),
+            hosts.into_iter().take(5).collect::<Vec<_>>().join(", ")
+        ));
+    }
     for (title, url) in &meta.offsite {
         notes.push(format!("not fetched (other host): {title} <{url}>"));
     }
@@ -542,8 +556,13 @@ async fn fetch_page(
     let outcome =
         fetcher.get(&entry.url, etag.as_deref(), lm.as_deref(), params.max_body_bytes, &mut page.retries).await;
     match outcome {
+        Outcome::NotModified if have.is_none() => {
+            // The fetcher sends validators only for a page we hold; fail the page, never the run.
+            page.status = "error".to_owned();
+            page.error = Some("HTTP 304 Not Modified to an unconditional GET".to_owned());
+        }
         Outcome::NotModified => {
-            let prev = have.cloned().expect("304 only answers a conditional GET");
+            let Some(prev) = have.cloned() else { return page };
             page.status = "not-modified".to_owned();
             page.etag = prev.etag;
             page.last_modified = prev.last_modified;
