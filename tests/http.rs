@@ -313,10 +313,11 @@ pub fn request(
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
-    if !body.is_empty() || method == "POST" {
+    if !body.is_empty() || method == "POST" || method == "PUT" {
         head.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
-    write!(conn, "{head}\r\n{body}").expect("send");
+    // A server may answer (and close) before it has read everything: read its answer.
+    let _ = write!(conn, "{head}\r\n{body}");
     let mut raw = Vec::new();
     conn.read_to_end(&mut raw).expect("read");
     let text = String::from_utf8_lossy(&raw).into_owned();

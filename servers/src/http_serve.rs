@@ -27,6 +27,8 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 pub const MAX_HEAD_BYTES: usize = 32 << 10;
 /// The longest request line.
 pub const MAX_REQUEST_LINE_BYTES: usize = 16 << 10;
+/// What is read and dropped after refusing an over-long head.
+const MAX_DRAIN_BYTES: usize = 1 << 20;
 /// How long a client may take to send its request head.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -130,6 +132,19 @@ async fn read_head(mut stream: tokio::net::TcpStream, peer: SocketAddr) -> Optio
             resp.push_str(&body);
             let _ = stream.write_all(resp.as_bytes()).await;
             let _ = stream.shutdown().await;
+            // A lingering close: read (and drop) what the client is still sending, a
+            // bounded while, so its kernel does not answer our close with a reset
+            // that loses the response.
+            let drain = async {
+                let mut left = MAX_DRAIN_BYTES;
+                while left > 0 {
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => left = left.saturating_sub(n),
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
             None
         }
     }

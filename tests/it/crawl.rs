@@ -569,3 +569,46 @@ fn slow_real_sites_over_real_http() {
     run(pipeline().arg("-c").arg(&c.cfg).args(["run", "--until", "chunk", "--max-pages", "10"])).success();
     assert_eq!(c.meta()["pages"].as_object().unwrap().len(), 10);
 }
+
+/// Hardening item 10: a server that answers 304 to a GET that carried no validator.
+#[test]
+fn a_304_to_an_unconditional_get_fails_that_page_not_the_crawl() {
+    let special = || -> Special { Box::new(|req, _| (req.path == "/docs/b.md").then(|| Response::new(304, ""))) };
+    let (_s, c) = fixture_crawl(special(), &[]);
+    let r = c.run();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    failed_with(&c, "root/b.md", "304 not modified to an unconditional get");
+    assert_eq!(c.page("root/a.md")["status"], "fetched");
+    // Past max_error_ratio the run fails, in one line and without a panic.
+    let (_s, c) = fixture_crawl(special(), &[("max_error_ratio", "0.05")]);
+    let r = c.run();
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(!r.stderr.contains("panicked") && !r.stderr.contains("RUST_BACKTRACE"), "{}", r.stderr);
+    let errors: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert!(errors.len() == 1 && errors[0].contains("1 of 3 pages failed"), "{}", r.stderr);
+}
+
+/// Hardening item 19: links to other hosts are out of scope, not failures; the run
+/// sums them up and names the fix.
+#[test]
+fn links_to_other_hosts_do_not_count_as_failures_and_are_summed_up() {
+    let (_s, c) = fixture_crawl(
+        Box::new(|req, _| {
+            (req.path == "/docs/llms.txt").then(|| {
+                Response::new(
+                    200,
+                    "# F\n\n- [Alpha](a.md)\n- [Far](https://far.example/x.md)\n- [Farther](https://far.example/y.md)\n",
+                )
+            })
+        }),
+        &[("max_error_ratio", "0.05")],
+    );
+    let r = c.run().success();
+    assert!(
+        r.stderr.contains("2 of 3 listed pages are on other hosts and were not crawled (far.example); add them to the source's allow_hosts"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(c.page("root/a.md")["status"], "fetched");
+}

@@ -38,7 +38,7 @@ pub(crate) fn atlas(h: &Path) -> Command {
 }
 
 /// The fixture bundle at `version` (with `extra` text in one page) and its archive.
-fn build(work: &Path, version: &str, extra: &str) -> PathBuf {
+pub(crate) fn build(work: &Path, version: &str, extra: &str) -> PathBuf {
     write_fixture_site(&work.join("site"));
     write_fixture_code(&work.join("code"));
     if !extra.is_empty() {
@@ -56,25 +56,25 @@ fn build(work: &Path, version: &str, extra: &str) -> PathBuf {
 }
 
 /// `tmp/work` with version 1.0.0 of the fixture built in it, and its archive.
-fn work_v1(tmp: &Path) -> (PathBuf, PathBuf) {
+pub(crate) fn work_v1(tmp: &Path) -> (PathBuf, PathBuf) {
     let work = tmp.join("work");
     std::fs::create_dir_all(&work).unwrap();
     let v1 = build(&work, "1.0.0", "");
     (work, v1)
 }
 
-fn keygen(work: &Path) -> (PathBuf, String) {
+pub(crate) fn keygen(work: &Path) -> (PathBuf, String) {
     let out = run(pipeline().current_dir(work).args(["keygen", "--out", "keys", "--name", "release"])).success();
     let pk = out.stdout.lines().find_map(|l| l.trim().strip_prefix("public_key: ")).expect("public key").to_owned();
     (work.join("keys/release.key"), pk)
 }
 
-fn current(h: &Path) -> Option<String> {
+pub(crate) fn current(h: &Path) -> Option<String> {
     std::fs::read_link(h.join("bundles/fixture/current")).ok().map(|p| p.display().to_string())
 }
 
 #[track_caller]
-fn no_staging_left(h: &Path) {
+pub(crate) fn no_staging_left(h: &Path) {
     let left: Vec<String> = std::fs::read_dir(h.join("bundles"))
         .into_iter()
         .flatten()
@@ -87,7 +87,7 @@ fn no_staging_left(h: &Path) {
 
 /// A one-line error and exit 1.
 #[track_caller]
-fn fails_with(r: &Run, needle: &str) {
+pub(crate) fn fails_with(r: &Run, needle: &str) {
     assert_eq!(r.code, Some(1), "expected a failure: {r:?}");
     let err: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("error: ")).collect();
     assert_eq!(err.len(), 1, "one error line: {}", r.stderr);
@@ -99,7 +99,7 @@ async fn bundle_version(c: &crate::mcp::Client) -> String {
     r.structured_content.as_ref().and_then(|v| v["version"].as_str()).unwrap_or_default().to_owned()
 }
 
-async fn wait_version(c: &crate::mcp::Client, want: &str) {
+pub(crate) async fn wait_version(c: &crate::mcp::Client, want: &str) {
     let t = Instant::now();
     loop {
         let v = bundle_version(c).await;
@@ -279,7 +279,7 @@ fn slow_republishing_the_same_bytes_is_a_no_op_and_other_bytes_need_replace() {
 
 /// Installs v1 of the fixture into `h` from a local archive; returns the work folder
 /// and the archive.
-fn installed_v1(tmp: &Path, h: &Path) -> (PathBuf, PathBuf) {
+pub(crate) fn installed_v1(tmp: &Path, h: &Path) -> (PathBuf, PathBuf) {
     let (work, v1) = work_v1(tmp);
     run(atlas(h).arg("install").arg(&v1)).success();
     assert_eq!(current(h).as_deref(), Some("1.0.0"));
@@ -518,7 +518,7 @@ fn faults_leave_the_current_version_serving() {
     let r = run(atlas(&h).args(["restore", "fixture", "9.9.9"]));
     assert_eq!(r.code, Some(2), "{r:?}");
     assert!(r.stderr.contains("kept versions: 1.0.0, 2.0.0"), "{}", r.stderr);
-    // Concurrent installs of the same name.
+    // Concurrent installs of the same name (2.0.0 after 3.0.0 is a step back: asked for).
     let v3 = build(&work, "3.0.0", "Version three.");
     let kids: Vec<_> = [&v2, &v3, &v3]
         .iter()
@@ -526,6 +526,7 @@ fn faults_leave_the_current_version_serving() {
             atlas(&h)
                 .arg("install")
                 .arg(a)
+                .arg("--allow-downgrade")
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::piped())
                 .spawn()

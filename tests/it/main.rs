@@ -9,6 +9,7 @@ mod distribution;
 mod embed;
 mod eval;
 mod git;
+mod hardening;
 mod hostile;
 mod hostile_servers;
 mod incremental;

@@ -10,9 +10,6 @@ use atlas_e2e::{copy_tree, pipeline, run, write_fixture_code, write_fixture_site
 /// A machine: its own folder with the fixture sources and pipeline.yaml (naming
 /// `remote` when given), and its own local cache.
 fn machine(root: &Path, remote: Option<&str>) -> PathBuf {
-    std::fs::create_dir_all(root).unwrap();
-    write_fixture_site(&root.join("site"));
-    write_fixture_code(&root.join("code"));
     // One writer: the remote is marked trusted (the signed case has its own test).
     let cache = remote.map(|r| format!("cache:\n  remote: {r}\n  timeout_s: 2\n  trusted: true\n")).unwrap_or_default();
     machine_with(root, &cache)
@@ -20,6 +17,9 @@ fn machine(root: &Path, remote: Option<&str>) -> PathBuf {
 
 /// A machine whose pipeline.yaml ends with `cache` (a `cache:` block).
 fn machine_with(root: &Path, cache: &str) -> PathBuf {
+    std::fs::create_dir_all(root).unwrap();
+    write_fixture_site(&root.join("site"));
+    write_fixture_code(&root.join("code"));
     std::fs::write(
         root.join("pipeline.yaml"),
         format!(
@@ -203,8 +203,9 @@ fn refs_on_a_shared_remote_are_used_only_when_signed_by_a_trusted_key() {
         assert_eq!(r.stage(stage).0, "cached", "{stage}: {}", r.stderr);
     }
     assert_eq!(artifacts(&ci), artifacts(&dev));
-    // A machine that trusts no key uses none of it, with one warning.
-    let other = machine_with(&tmp.path().join("other"), &format!("cache:\n  remote: {url}\n"));
+    // A machine that trusts no key uses none of it, with one warning (it only reads:
+    // a writer without the key would replace the signed records with unsigned ones).
+    let other = machine_with(&tmp.path().join("other"), &format!("cache:\n  remote: {url}\n  read_only: true\n"));
     let r = build(&other, &env).success();
     assert_eq!(r.stage("pack").0, "ran");
     let w: Vec<&str> = r.stderr.lines().filter(|l| l.contains("keys this machine does not trust")).collect();

@@ -17,7 +17,7 @@ use crate::embed::model_ready;
 
 /// A running `atlas serve web`, killed on drop.
 pub(crate) struct Web {
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     child: std::process::Child,
     log: tempfile::NamedTempFile,
 }
@@ -30,7 +30,7 @@ impl Drop for Web {
 }
 
 impl Web {
-    fn start(extra: &[&str]) -> Web {
+    pub(crate) fn start(extra: &[&str]) -> Web {
         Web::start_with(&[fixture()], extra)
     }
 
@@ -54,7 +54,7 @@ impl Web {
         web
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
 
@@ -67,12 +67,12 @@ impl Web {
         atlas_e2e::http::post(self.addr, path, &self.addr.to_string(), headers, form)
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 }
 
-fn header<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
     h.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
@@ -176,7 +176,7 @@ fn allow_host_admits_a_named_host_and_mcp_shares_the_port() {
 }
 
 /// Debian's Chromium, or None (with the reason printed) unless ATLAS_REQUIRE_CHROMIUM.
-fn chromium() -> Option<PathBuf> {
+pub(crate) fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("ATLAS_CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
     if path.is_file() {
         return Some(path);

@@ -334,6 +334,7 @@ async fn ask_form(State(web): State<Web>, req: Request) -> Response {
 
 async fn ask_page(State(web): State<Web>, req: Request) -> Response {
     if let Err(e) = same_origin(&req) {
+        tracing::warn!("refused a cross-site ask: {e}");
         return (StatusCode::FORBIDDEN, html_response(esc_p(&e))).into_response();
     }
     let q = match posted_question(req).await {
