@@ -562,7 +562,8 @@ impl Cache {
                 return Ok(None);
             }
             Err(trust::Refused::Poisoned(why)) => {
-                let msg = format!("remote cache ref refs/{entry} refused: {why}; it was not used and will be recomputed");
+                let msg =
+                    format!("remote cache ref refs/{entry} refused: {why}; it was not used and will be recomputed");
                 self.corruptions.lock().unwrap_or_else(|e| e.into_inner()).push(msg);
                 return Ok(None);
             }

@@ -103,7 +103,10 @@ impl RefRecord {
         let r: RefRecord = serde_json::from_slice(bytes)
             .map_err(|_| Refused::Poisoned("it is not a ref record bound to its entry".into()))?;
         if r.entry != entry {
-            return Err(Refused::Poisoned(format!("its record is for {}", r.entry.chars().take(120).collect::<String>())));
+            return Err(Refused::Poisoned(format!(
+                "its record is for {}",
+                r.entry.chars().take(120).collect::<String>()
+            )));
         }
         if let Some(verify) = &policy.verifier {
             let Some(sig) = &r.signature else { return Err(Refused::Unsigned) };

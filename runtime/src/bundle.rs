@@ -447,7 +447,7 @@ fn load_embedder(spec: &'static ModelSpec, o: &OpenOptions, want_sha: &str) -> s
 fn open_text(dir: &Path, manifest: &Manifest) -> Result<TextIndex> {
     let terr = |e: tantivy::TantivyError| corrupt(dir.to_owned(), format!("tantivy index: {e}"));
     // Read-only: serving never writes into a bundle (no lock files either).
-    let index = Index::open(text_index::ReadOnlyDir::open(dir).map_err(|e| terr(e.into()))?).map_err(terr)?;
+    let index = Index::open(text_index::ReadOnlyDir::open(dir).map_err(terr)?).map_err(terr)?;
     // tantivy's own per-file checksums (crc32 footers).
     let damaged = index.validate_checksum().map_err(terr)?;
     if let Some(file) = damaged.iter().next() {

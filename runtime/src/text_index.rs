@@ -259,7 +259,10 @@ impl tantivy::Directory for ReadOnlyDir {
         &self,
         path: &std::path::Path,
     ) -> Result<tantivy::directory::WritePtr, tantivy::directory::error::OpenWriteError> {
-        Err(tantivy::directory::error::OpenWriteError::IoError { io_error: read_only_error(), filepath: path.to_owned() })
+        Err(tantivy::directory::error::OpenWriteError::IoError {
+            io_error: read_only_error(),
+            filepath: path.to_owned(),
+        })
     }
 
     fn atomic_read(&self, path: &std::path::Path) -> Result<Vec<u8>, tantivy::directory::error::OpenReadError> {

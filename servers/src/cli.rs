@@ -399,7 +399,8 @@ fn open_libraries(
     let mut lives = Vec::new();
     let mut broken_libs = located.broken;
     for (dir, origin) in located.found {
-        let b = match Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display())) {
+        let b = match Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display()))
+        {
             Ok(b) => b,
             Err(e) if !single => {
                 broken_libs.push(broken(&dir, &origin, &e));
@@ -433,7 +434,7 @@ fn open_mirrors(rt: &tokio::runtime::Runtime, located: Located) -> anyhow::Resul
         };
         let live = Live::new(std::sync::Arc::new(fs));
         let _guard = rt.enter();
-        crate::live::follow(live.clone(), origin, |d| crate::fs::Fs::bundle(d), |fs| fs.label());
+        crate::live::follow(live.clone(), origin, crate::fs::Fs::bundle, |fs| fs.label());
         lives.push(live);
     }
     crate::fs::FsServer::libraries(lives, broken_libs).map_err(|e| UsageError(e).into())

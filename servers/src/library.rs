@@ -61,9 +61,13 @@ pub enum Version {
     Range(semver::VersionReq),
 }
 
-/// Parses `name`, `name@version` or `name@range`.
+/// Parses `name`, `name@version` or `name@range`. Errors echo the argument cut short
+/// and on one line (an agent may send 10 KB of anything).
 pub fn parse_spec(spec: &str) -> Result<(String, Version), String> {
-    let spec = spec.trim();
+    parse_spec_inner(spec.trim()).map_err(|e| crate::output::inert(&e))
+}
+
+fn parse_spec_inner(spec: &str) -> Result<(String, Version), String> {
     let (name, v) = match spec.split_once('@') {
         Some((n, v)) => (n.trim(), Some(v.trim())),
         None => (spec, None),
@@ -173,14 +177,18 @@ impl Libraries {
         }
         if named.is_empty() {
             return Err(format!(
-                "no library {name:?} is served; served: {} (list_libraries describes them)",
+                "no library {:?} is served; served: {} (list_libraries describes them)",
+                crate::output::inert(&name),
                 all.iter().map(|b| b.library()).collect::<Vec<_>>().join(", ")
             ));
         }
         let mut hits: Vec<Arc<Bundle>> =
             named.iter().filter(|b| version.matches(&b.manifest.version)).cloned().collect();
         if hits.is_empty()
-            && let Some(b) = self.1.iter().find(|b| b.library == format!("{name}@{}", spec.split_once('@').map_or("", |x| x.1).trim()))
+            && let Some(b) = self
+                .1
+                .iter()
+                .find(|b| b.library == format!("{name}@{}", spec.split_once('@').map_or("", |x| x.1).trim()))
         {
             return Err(b.line());
         }
@@ -195,11 +203,11 @@ impl Libraries {
                     installed.join(", ")
                 ),
             };
-            return Err(format!(
+            return Err(crate::output::inert(&format!(
                 "{name}@{} is not served; the versions served are {}{more}",
                 spec.split_once('@').map_or("", |x| x.1).trim(),
                 named.iter().map(|b| b.manifest.version.as_str()).collect::<Vec<_>>().join(", ")
-            ));
+            )));
         }
         if !matches!(version, Version::Exact(_)) && hits.len() > 1 {
             // `name` alone or a range: the highest version (semver order, then text).

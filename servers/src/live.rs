@@ -55,9 +55,12 @@ impl Origin {
 
 /// Follows `origin` with the rag server's bundle.
 pub fn watch(live: Live, origin: Origin, opts: OpenOptions) {
-    follow(live, origin, move |d| Bundle::open(d, opts.clone()).map_err(anyhow::Error::from), |b| {
-        format!("{} {}", b.manifest.name, b.manifest.version)
-    });
+    follow(
+        live,
+        origin,
+        move |d| Bundle::open(d, opts.clone()).map_err(anyhow::Error::from),
+        |b| format!("{} {}", b.manifest.name, b.manifest.version),
+    );
 }
 
 /// Follows `origin` for as long as the runtime runs: `open` makes what serves from a

@@ -180,16 +180,20 @@ fn remote_cache(cfg: &Loaded) -> anyhow::Result<Option<RemoteCache>> {
     let trusted = user.trusted.or(team.trusted).unwrap_or(false);
     let mut keys = Vec::new();
     for k in team.trusted_keys.iter().map(|k| (k, true)).chain(user.trusted_keys.iter().map(|k| (k, false))) {
-        let text = if k.1 && !k.0.starts_with("RW") { cfg.resolve(Path::new(k.0)).display().to_string() } else { k.0.clone() };
-        keys.push(atlas_dist::sign::parse_public_key(&text).map_err(|e| {
-            runner::ConfigError(format!("cache.trusted_keys: {e}"))
-        })?);
+        let text =
+            if k.1 && !k.0.starts_with("RW") { cfg.resolve(Path::new(k.0)).display().to_string() } else { k.0.clone() };
+        keys.push(
+            atlas_dist::sign::parse_public_key(&text)
+                .map_err(|e| runner::ConfigError(format!("cache.trusted_keys: {e}")))?,
+        );
     }
     let sign_path = team.sign.as_ref().map(|p| cfg.resolve(p)).or(user.sign);
     let signer: Option<atlas_cache::trust::Signer> = match (&sign_path, read_only) {
         (Some(p), false) => {
             let sk = atlas_dist::sign::load_secret(p).map_err(atlas_dist::edge)?;
-            Some(Box::new(move |m: &[u8]| atlas_dist::sign::sign_with(&sk, m, "atlas-cache-ref").map_err(|e| e.to_string())))
+            Some(Box::new(move |m: &[u8]| {
+                atlas_dist::sign::sign_with(&sk, m, "atlas-cache-ref").map_err(|e| e.to_string())
+            }))
         }
         _ => None,
     };

@@ -83,7 +83,7 @@ pub fn publish(cfg: &Loaded, out_dir: &Path, f: &Flags) -> anyhow::Result<String
         .api_url
         .clone()
         .or_else(|| p.api_url.clone())
-        .or(user.api_url.clone())
+        .or(user.api_url)
         .unwrap_or_else(atlas_dist::github::api_from_env);
     let rt = atlas_dist::runtime().map_err(edge)?;
     let mut text = String::new();

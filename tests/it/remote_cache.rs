@@ -138,7 +138,8 @@ fn a_remote_cache_that_is_down_slow_or_corrupt_costs_a_warning_not_the_run() {
 fn ref_files(shared: &Path) -> Vec<Vec<PathBuf>> {
     let mut out = Vec::new();
     for ns in std::fs::read_dir(shared.join("refs")).unwrap() {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(ns.unwrap().path()).unwrap().map(|e| e.unwrap().path()).collect();
+        let mut files: Vec<PathBuf> =
+            std::fs::read_dir(ns.unwrap().path()).unwrap().map(|e| e.unwrap().path()).collect();
         files.sort();
         out.push(files);
     }
@@ -191,7 +192,11 @@ fn refs_on_a_shared_remote_are_used_only_when_signed_by_a_trusted_key() {
     // The CI machine signs what it writes.
     let ci = machine_with(
         &tmp.path().join("ci"),
-        &format!("cache:\n  remote: {url}\n  sign: {}\n  trusted_keys: [{}]\n", keys.join("ci.key").display(), public.display()),
+        &format!(
+            "cache:\n  remote: {url}\n  sign: {}\n  trusted_keys: [{}]\n",
+            keys.join("ci.key").display(),
+            public.display()
+        ),
     );
     let r = build(&ci, &env).success();
     assert!(r.stderr.contains("refs signed"), "{}", r.stderr);

@@ -63,7 +63,12 @@ impl Web {
     }
 
     /// A POST of `form` with `headers`, as this page's own script sends it.
-    pub(crate) fn post(&self, path: &str, headers: &[(&str, &str)], form: &str) -> (u16, Vec<(String, String)>, String) {
+    pub(crate) fn post(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        form: &str,
+    ) -> (u16, Vec<(String, String)>, String) {
         atlas_e2e::http::post(self.addr, path, &self.addr.to_string(), headers, form)
     }
 

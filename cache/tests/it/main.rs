@@ -246,7 +246,8 @@ fn a_remote_ref_is_bound_to_its_key_and_a_copied_one_is_refused_and_recomputed()
     let remote = MemRemote::default();
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let ca = open(a.path()).with_remote(Box::new(remote.clone()), RemotePolicy::trusted());
-    let (readme, trouble) = (KeyBuilder::new("t").str("page", "readme").finish(), KeyBuilder::new("t").str("page", "trouble").finish());
+    let (readme, trouble) =
+        (KeyBuilder::new("t").str("page", "readme").finish(), KeyBuilder::new("t").str("page", "trouble").finish());
     let (dr, dt) = (ca.put(b"readme text").unwrap(), ca.put(b"troubleshooting text").unwrap());
     ca.set_ref("clean-item", readme, dr).unwrap();
     ca.set_ref("clean-item", trouble, dt).unwrap();
@@ -258,7 +259,7 @@ fn a_remote_ref_is_bound_to_its_key_and_a_copied_one_is_refused_and_recomputed()
     // A plain digest (no record) is refused too: it names no entry.
     let other = KeyBuilder::new("t").str("page", "other").finish();
     remote.map.lock().unwrap().insert(names(other), dt.to_hex().into_bytes());
-    let cb = open(b.path()).with_remote(Box::new(remote.clone()), RemotePolicy::trusted());
+    let cb = open(b.path()).with_remote(Box::new(remote), RemotePolicy::trusted());
     assert_eq!(cb.get_ref("clean-item", readme).unwrap(), None, "the copied record is never used");
     assert_eq!(cb.get_ref("clean-item", other).unwrap(), None);
     assert_eq!(cb.get_ref("clean-item", trouble).unwrap(), Some(dt), "the honest record still is");
@@ -302,7 +303,7 @@ fn refs_from_a_shared_remote_are_used_only_when_signed_by_a_trusted_key() {
     replayed.entry = Cache::ref_name("memo", victim);
     remote.map.lock().unwrap().insert(names(victim), serde_json::to_vec(&replayed).unwrap());
     let r = tempfile::tempdir().unwrap();
-    let cr = open(r.path()).with_remote(Box::new(remote.clone()), reader("ci"));
+    let cr = open(r.path()).with_remote(Box::new(remote), reader("ci"));
     assert_eq!(cr.get_ref("memo", victim).unwrap(), None);
     assert!(cr.take_corruptions()[0].contains("signature does not verify"));
 }

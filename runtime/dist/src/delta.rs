@@ -429,7 +429,8 @@ pub fn parse_recipe(bytes: &[u8], size: u64) -> Result<Vec<Piece>, String> {
     if let Some(p) = listed.iter().find(|p| p.size == 0 || p.size > PIECE_MAX as u64) {
         return Err(format!("lists a piece of {} bytes (pieces are 1 to {PIECE_MAX})", p.size));
     }
-    if listed.iter().any(|p| p.blake3.len() != 64 || !p.blake3.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))) {
+    if listed.iter().any(|p| p.blake3.len() != 64 || !p.blake3.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+    {
         return Err("names a piece by something other than 64 lowercase hex digits".into());
     }
     let total = listed.iter().try_fold(0u64, |sum, p| sum.checked_add(p.size));
@@ -558,7 +559,8 @@ mod tests {
     fn a_recipe_whose_sizes_wrap_or_pass_the_piece_maximum_is_refused() {
         let h = "a".repeat(64);
         let recipe = |sizes: &[u64]| {
-            serde_json::to_vec(&sizes.iter().map(|&size| Piece { blake3: h.clone(), size }).collect::<Vec<_>>()).unwrap()
+            serde_json::to_vec(&sizes.iter().map(|&size| Piece { blake3: h.clone(), size }).collect::<Vec<_>>())
+                .unwrap()
         };
         assert!(parse_recipe(&recipe(&[u64::MAX, 100_001]), 100_000).is_err(), "the wrapping sum");
         assert!(parse_recipe(&recipe(&[PIECE_MAX as u64 + 1]), PIECE_MAX as u64 + 1).is_err());

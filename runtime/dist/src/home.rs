@@ -184,7 +184,8 @@ impl Home {
             .into_iter()
             .map(|name| {
                 let versions = self.records(&name);
-                let bytes = versions.iter().filter_map(|r| self.version_dir(&name, &r.version)).map(|d| dir_size(&d)).sum();
+                let bytes =
+                    versions.iter().filter_map(|r| self.version_dir(&name, &r.version)).map(|d| dir_size(&d)).sum();
                 Installed { current: self.current(&name), versions, bytes, name }
             })
             .collect()
@@ -302,7 +303,11 @@ impl Home {
         write_atomic(&rec_path, &serde_json::to_vec_pretty(&rec).expect("plain data"))?;
         self.switch_locked(&record.name, &record.version)?;
         self.rotate_locked(&record.name, keep);
-        Ok(Committed { path: target, changed: !already || previous.as_deref() != Some(record.version.as_str()), previous })
+        Ok(Committed {
+            path: target,
+            changed: !already || previous.as_deref() != Some(record.version.as_str()),
+            previous,
+        })
     }
 
     /// Points `current` at `version` (which must be installed), atomically.

@@ -72,7 +72,8 @@ impl std::fmt::Debug for Credential {
 impl Credential {
     /// `Authorization: Bearer <token>` for the origin of `for_url`.
     pub fn bearer(for_url: &str, token: &str) -> Result<Credential> {
-        let u = url::Url::parse(for_url).map_err(|e| Error::Usage(format!("{}: not a URL ({e})", redact_url(for_url))))?;
+        let u =
+            url::Url::parse(for_url).map_err(|e| Error::Usage(format!("{}: not a URL ({e})", redact_url(for_url))))?;
         let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|_| Error::Usage("the token holds characters a header cannot carry".into()))?;
         value.set_sensitive(true);

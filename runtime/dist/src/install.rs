@@ -343,7 +343,9 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
         How::Http(client, url) => {
             fetch::download(&home.downloads(), &r.sha256, &label, |off| {
                 let (client, url) = (client.clone(), url.clone());
-                Box::pin(async move { fetch::http_open(&client, client.get(url.clone()), None, off, url.as_str()).await })
+                Box::pin(
+                    async move { fetch::http_open(&client, client.get(url.clone()), None, off, url.as_str()).await },
+                )
             })
             .await?
         }
@@ -518,9 +520,10 @@ async fn store_open(store: &Store, path: &object_store::path::Path, offset: u64)
         ..Default::default()
     };
     let r = store.store.get_opts(path, opts).await.map_err(|e| match e {
-        object_store::Error::NotFound { .. } => {
-            Error::NotFound(format!("{}/{path}: not found (latest.json names an archive the store does not hold)", store.url))
-        }
+        object_store::Error::NotFound { .. } => Error::NotFound(format!(
+            "{}/{path}: not found (latest.json names an archive the store does not hold)",
+            store.url
+        )),
         e => Error::Remote(format!("{}/{path}: {e}", store.url)),
     })?;
     let total = Some(r.meta.size);

@@ -277,13 +277,13 @@ fn source_body(b: &Bundle, id: &str) -> Result<(String, String), String> {
 pub fn same_origin(req: &Request) -> Result<(), String> {
     let h = req.headers();
     let host = h.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if let Some(site) = h.get("sec-fetch-site") {
-        if site.as_bytes() != b"same-origin" {
-            return Err(format!(
-                "a {} request cannot ask (Sec-Fetch-Site); use this page's Ask form",
-                String::from_utf8_lossy(site.as_bytes()).chars().take(20).collect::<String>()
-            ));
-        }
+    if let Some(site) = h.get("sec-fetch-site")
+        && site.as_bytes() != b"same-origin"
+    {
+        return Err(format!(
+            "a {} request cannot ask (Sec-Fetch-Site); use this page's Ask form",
+            String::from_utf8_lossy(site.as_bytes()).chars().take(20).collect::<String>()
+        ));
     }
     if let Some(origin) = h.get(header::ORIGIN) {
         let o = origin.to_str().ok().and_then(|o| url::Url::parse(o).ok());
