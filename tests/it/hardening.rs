@@ -619,6 +619,15 @@ fn messages_are_short_honest_and_final() {
     let r = run(atlas(&h).arg("update"));
     fails_with(&r, "not found");
     assert!(!r.stderr.contains("attempt 2"), "{}", r.stderr);
+    // A sha256 that differs is reported as a sha256, not as two equal blake3s.
+    let installed = h.join("bundles/fixture/1.1.0");
+    let mpath = installed.join("manifest.json");
+    let mut m: Value = serde_json::from_slice(&std::fs::read(&mpath).unwrap()).unwrap();
+    m["artifacts"][0]["sha256"] = json!("0".repeat(64));
+    std::fs::write(&mpath, serde_json::to_vec(&m).unwrap()).unwrap();
+    let r = run(atlas(&h).arg("verify").arg(&installed));
+    assert!(r.stderr.contains("(sha256 ") && r.stderr.contains(&format!("listed {})", "0".repeat(64))), "{}", r.stderr);
+    assert!(!r.stderr.contains("blake3"), "{}", r.stderr);
     // A 10 KB bundle name is cut in its one-line error.
     let r = run(atlas(&h).args(["update", &"n".repeat(10_000)]));
     assert_eq!(r.code, Some(2));
