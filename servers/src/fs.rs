@@ -437,22 +437,10 @@ impl FsServer {
     /// A server over bundles' mirrors (with several, each under `name@version/`), each
     /// following its origin; `broken` are those given that did not open.
     pub fn libraries(each: Vec<Live<Fs>>, broken: Vec<Broken>) -> Result<FsServer, String> {
-        let mut keys = std::collections::BTreeSet::new();
+        crate::library::check_served(each.iter().map(|l| l.get().label()), &broken)?;
         for l in &each {
             let fs = l.get();
-            if !keys.insert(fs.label()) {
-                return Err(format!(
-                    "two bundles are {}: serve each name and version once (drop one --bundle)",
-                    fs.label()
-                ));
-            }
             tracing::info!("fs server for {} at {}", fs.label(), fs.root.path().display());
-        }
-        if each.is_empty() {
-            if !broken.is_empty() {
-                return Err(broken.iter().map(Broken::line).collect::<Vec<_>>().join("; "));
-            }
-            return Err("no bundle to serve: pass --bundle NAME|DIR (several times) or --all".into());
         }
         Ok(FsServer { sources: Arc::new(each), broken: Arc::new(broken), tool_router: Self::tool_router() })
     }

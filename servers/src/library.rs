@@ -33,6 +33,23 @@ pub struct Broken {
     pub fix: String,
 }
 
+/// What a server of several may serve: each `name@version` once, and at least one
+/// (else the broken ones, named, are the error).
+pub fn check_served(labels: impl Iterator<Item = String>, broken: &[Broken]) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for label in labels {
+        if seen.contains(&label) {
+            return Err(format!("two bundles are {label}: serve each name and version once (drop one --bundle)"));
+        }
+        seen.insert(label);
+    }
+    match (seen.is_empty(), broken.is_empty()) {
+        (false, _) => Ok(()),
+        (true, false) => Err(broken.iter().map(Broken::line).collect::<Vec<_>>().join("; ")),
+        (true, true) => Err("no bundle to serve: pass --bundle NAME|DIR (several times) or --all".into()),
+    }
+}
+
 impl Broken {
     /// A library that did not open: `installed` when it is an installed name.
     pub fn new(library: String, name: String, error: String, installed: bool) -> Broken {
@@ -119,22 +136,7 @@ impl Libraries {
     /// The libraries (and the broken ones, named); two with the same `name@version` are
     /// refused.
     pub fn new(libs: Vec<Live>, broken: Vec<Broken>) -> Result<Libraries, String> {
-        let mut seen = std::collections::BTreeSet::new();
-        for l in &libs {
-            let b = l.get();
-            if !seen.insert(b.library()) {
-                return Err(format!(
-                    "two bundles are {}: serve each name and version once (drop one --bundle)",
-                    b.library()
-                ));
-            }
-        }
-        if libs.is_empty() {
-            if !broken.is_empty() {
-                return Err(broken.iter().map(Broken::line).collect::<Vec<_>>().join("; "));
-            }
-            return Err("no bundle to serve: pass --bundle NAME|DIR (several times) or --all".into());
-        }
+        check_served(libs.iter().map(|l| l.get().library()), &broken)?;
         Ok(Libraries(Arc::new(libs), Arc::new(broken)))
     }
 

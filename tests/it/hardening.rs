@@ -88,6 +88,22 @@ fn published(store: &Path) -> PathBuf {
     store.join("fixture")
 }
 
+/// ATLAS_HOME `h` with version 1.0.0 of the fixture installed from a file:// store:
+/// `(h, work, store folder, store URL)`.
+fn installed_from_store(tmp: &Path) -> (PathBuf, PathBuf, PathBuf, String) {
+    let h = home(&tmp.join("h"));
+    let (work, _) = crate::distribution::work_v1(tmp);
+    let store = tmp.join("pub");
+    let url = format!("file://{}", store.display());
+    publish_to(&work, &url);
+    run(atlas(&h).args(["install", &format!("{url}/fixture")])).success();
+    (h, work, store, url)
+}
+
+fn publish_to(work: &Path, url: &str) {
+    run(pipeline().current_dir(work).args(["publish", "--to", url])).success();
+}
+
 /// Item 3: Versions only move forward: a latest.json rewritten to an older, validly signed
 /// version is refused (the archive path and the delta path), and `--allow-downgrade`
 /// takes it.
@@ -194,12 +210,7 @@ fn updating_one_bundle_never_installs_another() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let h = home(&tmp.path().join("h"));
-    let (work, _) = crate::distribution::work_v1(tmp.path());
-    let store = tmp.path().join("pub");
-    let url = format!("file://{}", store.display());
-    run(pipeline().current_dir(&work).args(["publish", "--to", &url])).success();
-    run(atlas(&h).args(["install", &format!("{url}/fixture")])).success();
+    let (h, _work, store, _url) = installed_from_store(tmp.path());
     // The store now says it holds another bundle (its latest.json, its archive).
     let mut l: Value = serde_json::from_slice(&std::fs::read(published(&store).join("latest.json")).unwrap()).unwrap();
     l["name"] = json!("other");
@@ -220,14 +231,9 @@ fn a_crafted_delta_recipe_is_refused_without_a_large_allocation() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let h = home(&tmp.path().join("h"));
-    let (work, _) = crate::distribution::work_v1(tmp.path());
-    let store = tmp.path().join("pub");
-    let url = format!("file://{}", store.display());
-    run(pipeline().current_dir(&work).args(["publish", "--to", &url])).success();
-    run(atlas(&h).args(["install", &format!("{url}/fixture")])).success();
+    let (h, work, store, url) = installed_from_store(tmp.path());
     build(&work, "2.0.0", "Version two.");
-    run(pipeline().current_dir(&work).args(["publish", "--to", &url])).success();
+    publish_to(&work, &url);
     // The new manifest claims one more file of 200,000 bytes, published in pieces.
     let dir = published(&store);
     let mpath = dir.join("2.0.0/manifest.json");
@@ -265,7 +271,6 @@ fn a_crafted_delta_recipe_is_refused_without_a_large_allocation() {
 /// own POST still asks.
 #[test]
 fn a_cross_site_request_never_reaches_the_llm() {
-    use headless_chrome::{Browser, LaunchOptions};
     if !model_ready() {
         return;
     }
@@ -307,22 +312,7 @@ fn a_cross_site_request_never_reaches_the_llm() {
             .header("Content-Type", "text/html")
         });
         let profile = tempfile::tempdir().unwrap();
-        let args: Vec<&std::ffi::OsStr> =
-            ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-component-update"]
-                .iter()
-                .map(std::ffi::OsStr::new)
-                .collect();
-        let browser = Browser::new(
-            LaunchOptions::default_builder()
-                .path(Some(chrome))
-                .headless(true)
-                .sandbox(false)
-                .user_data_dir(Some(profile.path().to_owned()))
-                .args(args)
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
+        let browser = crate::web::launch(chrome, profile.path());
         let tab = browser.new_tab().unwrap();
         tab.navigate_to(&evil.url("/")).unwrap().wait_until_navigated().unwrap();
         std::thread::sleep(Duration::from_secs(2));
@@ -582,14 +572,9 @@ fn messages_are_short_honest_and_final() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let h = home(&tmp.path().join("h"));
-    let (work, _) = crate::distribution::work_v1(tmp.path());
-    let store = tmp.path().join("pub");
-    let url = format!("file://{}", store.display());
-    run(pipeline().current_dir(&work).args(["publish", "--to", &url])).success();
-    run(atlas(&h).args(["install", &format!("{url}/fixture")])).success();
+    let (h, work, store, url) = installed_from_store(tmp.path());
     build(&work, "1.1.0", "One one.");
-    run(pipeline().current_dir(&work).args(["publish", "--to", &url])).success();
+    publish_to(&work, &url);
     // Four updates at once: one installs, the others find it done.
     let children: Vec<std::process::Child> = (0..4)
         .map(|_| {

@@ -198,10 +198,32 @@ fn screenshots() -> PathBuf {
     dir
 }
 
+/// Headless Chromium with a fresh profile in `profile`, as the probe starts it.
+pub(crate) fn launch(chrome: PathBuf, profile: &Path) -> headless_chrome::Browser {
+    use headless_chrome::{Browser, LaunchOptions};
+    let args: Vec<&std::ffi::OsStr> =
+        ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-component-update"]
+            .iter()
+            .map(std::ffi::OsStr::new)
+            .collect();
+    Browser::new(
+        LaunchOptions::default_builder()
+            .path(Some(chrome))
+            .headless(true)
+            .sandbox(false)
+            .window_size(Some((1280, 900)))
+            .user_data_dir(Some(profile.to_owned()))
+            .idle_browser_timeout(Duration::from_secs(120))
+            .args(args)
+            .build()
+            .unwrap(),
+    )
+    .unwrap()
+}
+
 #[test]
 fn slow_the_page_works_in_a_real_browser() {
     use headless_chrome::protocol::cdp::{Emulation, Page};
-    use headless_chrome::{Browser, LaunchOptions};
     if !model_ready() {
         return;
     }
@@ -215,24 +237,7 @@ fn slow_the_page_works_in_a_real_browser() {
     });
     let web = Web::start(&["--llm", &llm.url("/v1"), "--model", "tiny"]);
     let profile = tempfile::tempdir().unwrap();
-    let args: Vec<&std::ffi::OsStr> =
-        ["--disable-gpu", "--disable-quic", "--no-first-run", "--disable-component-update"]
-            .iter()
-            .map(std::ffi::OsStr::new)
-            .collect();
-    let browser = Browser::new(
-        LaunchOptions::default_builder()
-            .path(Some(chrome))
-            .headless(true)
-            .sandbox(false)
-            .window_size(Some((1280, 900)))
-            .user_data_dir(Some(profile.path().to_owned()))
-            .idle_browser_timeout(Duration::from_secs(120))
-            .args(args)
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
+    let browser = launch(chrome, profile.path());
     let tab = browser.new_tab().unwrap();
     tab.set_default_timeout(Duration::from_secs(30));
     let eval = |js: &str| -> Value { tab.evaluate(js, false).unwrap().value.unwrap_or(Value::Null) };
