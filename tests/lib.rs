@@ -5,6 +5,7 @@
 
 pub mod dist;
 pub mod http;
+pub mod layout;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

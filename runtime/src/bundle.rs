@@ -12,11 +12,11 @@ use tantivy::{Index, IndexReader, ReloadPolicy};
 
 use crate::chunk_table::ChunkRecord;
 use crate::encoder::{Encoder, EncoderOptions};
+use crate::hit::Hit;
 use crate::hnsw::HnswIndex;
 use crate::manifest::{Manifest, read_manifest};
 use crate::model::{self, ModelSpec};
 use crate::rerank::CrossEncoder;
-use crate::search::Hit;
 use crate::vectors::{EmbeddingsMeta, MappedMatrix};
 use crate::{Error, Result, corrupt, text_index};
 

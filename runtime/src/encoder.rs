@@ -11,7 +11,6 @@ use std::sync::{Mutex, OnceLock};
 use ndarray::Array2;
 use ort::session::Session;
 use ort::value::TensorRef;
-use sha2::Digest as _;
 use tokenizers::Tokenizer;
 
 use crate::model::{ModelSpec, Pooling};
@@ -199,26 +198,6 @@ fn ort_err(what: &str) -> impl FnOnce(ort::Error) -> Error + '_ {
     move |e| Error::Model(format!("{what}: {e}"))
 }
 
-pub fn sha256_file(path: &Path) -> Result<String> {
-    use std::io::Read as _;
-    let io = |error| Error::Io { path: path.to_owned(), error };
-    let mut f = std::fs::File::open(path).map_err(io)?;
-    let mut h = sha2::Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex(&h.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 impl Encoder {
     /// Loads `spec` from `dir` (model.onnx, tokenizer.json), checking pinned hashes.
     pub fn load(spec: &'static ModelSpec, dir: &Path, lib: &Path, opts: &EncoderOptions) -> Result<Encoder> {
@@ -236,10 +215,14 @@ impl Encoder {
         };
         let model_path = file("model.onnx")?;
         let tok_path = file("tokenizer.json")?;
-        let model_sha256 = sha256_file(&model_path)?;
+        let model_sha256 = crate::hash::sha256_file(&model_path)?;
         for f in spec.files {
             if let Some(want) = f.sha256 {
-                let got = if f.name == "model.onnx" { model_sha256.clone() } else { sha256_file(&dir.join(f.name))? };
+                let got = if f.name == "model.onnx" {
+                    model_sha256.clone()
+                } else {
+                    crate::hash::sha256_file(&dir.join(f.name))?
+                };
                 if got != want {
                     return Err(Error::DataCorruption {
                         path: dir.join(f.name),

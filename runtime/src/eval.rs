@@ -12,9 +12,15 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::bundle::Bundle;
-use crate::search::{Hit, MAX_QUERY_BYTES, Mode, SearchOptions};
+use crate::hit::Hit;
+use crate::search::{MAX_QUERY_BYTES, Mode, SearchOptions};
 use crate::{Error, Result};
 
+/// The refusal threshold for a bundle that ships no eval: hybrid's confidence (the
+/// nearest chunk's cosine) below which a question is taken as not in the corpus.
+/// Calibrated on the negatives of the development sets (docs/decisions.md, "Ask");
+/// `atlas ask` and the merged search of several libraries read it.
+pub const DEFAULT_THRESHOLD: f32 = 0.39;
 /// The most queries one golden file may hold.
 pub const MAX_QUERIES: usize = 10_000;
 /// The largest golden file read, in bytes.

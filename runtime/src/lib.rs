@@ -10,6 +10,8 @@ pub mod chunk_table;
 pub mod encoder;
 pub mod eval;
 pub mod exit;
+pub mod hash;
+pub mod hit;
 pub mod hnsw;
 pub mod int8;
 pub mod manifest;
@@ -51,4 +53,5 @@ pub(crate) fn corrupt(path: std::path::PathBuf, reason: impl Into<String>) -> Er
 }
 
 pub use bundle::{Bundle, OpenOptions};
-pub use search::{Hit, Mode, SearchOptions, Searched};
+pub use hit::Hit;
+pub use search::{Mode, SearchOptions, Searched};

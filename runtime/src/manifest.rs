@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::Digest as _;
 
 use crate::{Error, Result, corrupt};
 
@@ -111,14 +110,10 @@ impl Artifact {
         Artifact {
             path: path.to_owned(),
             size: bytes.len() as u64,
-            blake3: blake3_hex(bytes),
-            sha256: sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect(),
+            blake3: crate::hash::blake3_bytes(bytes),
+            sha256: crate::hash::sha256_bytes(bytes),
         }
     }
-}
-
-fn blake3_hex(bytes: &[u8]) -> String {
-    blake3::hash(bytes).to_hex().to_string()
 }
 
 /// Reads and checks a bundle's manifest: present, parseable, a format this build reads.
@@ -167,7 +162,7 @@ fn listed<'m>(dir: &Path, m: &'m Manifest, rel: &str) -> Result<(PathBuf, &'m Ar
 pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
     let (path, a) = listed(dir, m, rel)?;
     let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
-    if bytes.len() as u64 != a.size || blake3_hex(&bytes) != a.blake3 {
+    if bytes.len() as u64 != a.size || crate::hash::blake3_bytes(&bytes) != a.blake3 {
         return Err(corrupt(
             path,
             format!(
@@ -185,7 +180,7 @@ pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
 /// it in memory.
 pub fn check_artifact(dir: &Path, m: &Manifest, rel: &str) -> Result<()> {
     let (path, a) = listed(dir, m, rel)?;
-    let (b3, _) = hash_file(&path)?;
+    let (b3, _) = crate::hash::blake3_and_sha256_file(&path)?;
     if b3 != a.blake3 {
         return Err(corrupt(path, "does not match the manifest; the bundle is damaged or was tampered with"));
     }
@@ -207,7 +202,7 @@ pub fn verify(dir: &Path) -> Result<Manifest> {
         if meta.len() != a.size {
             return Err(corrupt(path, format!("is {} bytes, the manifest says {}", meta.len(), a.size)));
         }
-        let (b3, sha) = hash_file(&path)?;
+        let (b3, sha) = crate::hash::blake3_and_sha256_file(&path)?;
         // Name the hash that differs: a sha256 mismatch is not two equal blake3s.
         if b3 != a.blake3 {
             return Err(corrupt(path, format!("does not match the manifest (blake3 {b3}, listed {})", a.blake3)));
@@ -240,22 +235,4 @@ fn is_tantivy_lock(path: &Path) -> bool {
     matches!(name, ".tantivy-meta.lock" | ".tantivy-writer.lock")
         && path.parent().is_some_and(|p| p.ends_with("tantivy"))
         && std::fs::metadata(path).is_ok_and(|m| m.len() == 0)
-}
-
-/// blake3 and sha256 of a file, streamed.
-fn hash_file(path: &Path) -> Result<(String, String)> {
-    use std::io::Read as _;
-    let io = |error| Error::Io { path: path.to_owned(), error };
-    let mut f = std::fs::File::open(path).map_err(io)?;
-    let (mut b3, mut sha) = (blake3::Hasher::new(), sha2::Sha256::new());
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        b3.update(&buf[..n]);
-        sha.update(&buf[..n]);
-    }
-    Ok((b3.finalize().to_hex().to_string(), sha.finalize().iter().map(|b| format!("{b:02x}")).collect()))
 }

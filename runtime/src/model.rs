@@ -263,7 +263,7 @@ impl Provision {
         match (self.path.is_file(), self.sha256) {
             (false, _) => "missing",
             (true, None) => "installed",
-            (true, Some(want)) => match crate::encoder::sha256_file(&self.path) {
+            (true, Some(want)) => match crate::hash::sha256_file(&self.path) {
                 Ok(got) if got == want => "installed",
                 _ => "corrupt",
             },

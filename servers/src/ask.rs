@@ -21,10 +21,7 @@ use crate::library::Libraries;
 use crate::llm::{self, Llm, Message};
 use crate::output::inert;
 
-/// The refusal threshold for a bundle that ships no eval: hybrid's confidence (the
-/// nearest chunk's cosine) below which a question is taken as not in the corpus.
-/// Calibrated on the negatives of the development sets (docs/decisions.md, "Ask").
-pub const DEFAULT_THRESHOLD: f32 = 0.39;
+pub use atlas_runtime::eval::DEFAULT_THRESHOLD;
 /// Tokens of sources given to the LLM by default.
 pub const DEFAULT_BUDGET_TOKENS: usize = 3000;
 /// Sources at most.

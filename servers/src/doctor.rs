@@ -77,7 +77,7 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
         let name = format!("model {} {}", p.owner, p.file);
         out.push(match (p.path.is_file(), p.sha256) {
             (false, _) => check(name, Status::Fail, format!("missing at {}", p.path.display()), "run `atlas setup`"),
-            (true, Some(want)) => match atlas_runtime::encoder::sha256_file(&p.path) {
+            (true, Some(want)) => match atlas_runtime::hash::sha256_file(&p.path) {
                 Ok(got) if got == want => check(name, Status::Ok, format!("sha256 {}…", &got[..12]), ""),
                 Ok(got) => check(
                     name,

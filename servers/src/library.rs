@@ -274,7 +274,7 @@ impl Libraries {
 /// The confidence below which a library's search is taken as not answering: the
 /// bundle's calibrated threshold, else Atlas's default.
 fn threshold(b: &Bundle) -> f32 {
-    b.manifest.eval.as_ref().and_then(|e| e.threshold).unwrap_or(crate::ask::DEFAULT_THRESHOLD)
+    b.manifest.eval.as_ref().and_then(|e| e.threshold).unwrap_or(atlas_runtime::eval::DEFAULT_THRESHOLD)
 }
 
 /// Merges each library's ranked hits (with its refusal threshold) into `top_k`:

@@ -199,7 +199,7 @@ pub fn backup(name: &str, out: &Path) -> anyhow::Result<()> {
     let f = atlas_dist::archive::write(std::io::BufWriter::new(f), name, 10, &mut iter).map_err(edge)?;
     f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     std::fs::rename(&tmp, &path)?;
-    let sha = atlas_runtime::encoder::sha256_file(&path)?;
+    let sha = atlas_runtime::hash::sha256_file(&path)?;
     std::fs::write(out.join(format!("{file_name}.sha256")), format!("{sha}  {file_name}\n"))?;
     eprintln!("atlas: backed up {name} {} to {}", rec.version, path.display());
     Ok(print(&format!("{}\n", path.display()))?)

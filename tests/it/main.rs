@@ -13,6 +13,7 @@ mod hardening;
 mod hostile;
 mod hostile_servers;
 mod incremental;
+mod layout;
 mod libraries;
 mod mcp;
 mod pack;

@@ -25,7 +25,9 @@ use object_store::ObjectStoreExt as _;
 use object_store::path::Path as ObjPath;
 
 use crate::home::{Home, Record};
-use crate::install::{Latest, Outcome};
+use crate::latest::Latest;
+use crate::outcome::Outcome;
+pub use crate::outcome::Transfer;
 use crate::store::Store;
 use crate::{Error, Result, io, sign};
 
@@ -108,18 +110,6 @@ fn pieces(data: &[u8]) -> Vec<(Piece, std::ops::Range<usize>)> {
             (Piece { blake3: blake3::hash(&data[r.clone()]).to_hex().to_string(), size: r.len() as u64 }, r)
         })
         .collect()
-}
-
-/// What a delta update moved.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct Transfer {
-    /// Bytes read from the remote (the manifest and the compressed files).
-    pub fetched_bytes: u64,
-    pub fetched_files: usize,
-    /// Files hard-linked (or copied) from the installed version.
-    pub reused_files: usize,
-    /// The full archive's size, for comparison.
-    pub archive_bytes: u64,
 }
 
 /// Publishing: the archive's files not yet under `<name>/files/`, compressed, then
@@ -213,7 +203,7 @@ pub async fn update(
     base: &Record,
     keys: &[PublicKey],
     source: &str,
-    opts: &crate::install::Options,
+    opts: &crate::outcome::Options,
 ) -> Result<Option<(Outcome, Transfer)>> {
     let Some(manifest_sha) = latest.manifest_sha256.as_deref().filter(|_| latest.files) else { return Ok(None) };
     if !keys.is_empty() && latest.manifest_signature.is_none() {
@@ -226,7 +216,7 @@ pub async fn update(
     };
     let mut transfer =
         Transfer { fetched_bytes: bytes.len() as u64, archive_bytes: latest.size, ..Transfer::default() };
-    let got = crate::publish::sha256_bytes(&bytes);
+    let got = atlas_runtime::hash::sha256_bytes(&bytes);
     if got != manifest_sha {
         return Err(Error::DataCorruption(format!(
             "{source}: manifest.json of {} has sha256 {got}, latest.json says {manifest_sha}; nothing was installed",
@@ -409,7 +399,7 @@ fn check_signature(
     for k in keys {
         match sign::verify_bytes(k, sig, manifest) {
             Ok(comment) => {
-                crate::install::check_signed_comment(&comment, &latest.name, &latest.version, source)?;
+                crate::latest::check_signed_comment(&comment, &latest.name, &latest.version, source)?;
                 return Ok(Some((sign::key_id(k), k.to_base64())));
             }
             Err(e) => last = Some(e),

@@ -6,40 +6,15 @@
 use std::path::{Path, PathBuf};
 
 use minisign::PublicKey;
-use serde::{Deserialize, Serialize};
 
-use crate::archive::Limits;
 use crate::fetch::{self, Opened};
 use crate::github::GitHub;
 use crate::home::{Home, Record};
+pub use crate::latest::{Latest, check_signed_comment, parse_latest};
+pub use crate::outcome::{Options, Outcome};
 use crate::store::Store;
 use crate::target::Source;
 use crate::{Error, Result, sign};
-
-/// `<name>/latest.json` on object storage: what the newest published version is.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Latest {
-    pub name: String,
-    pub version: String,
-    /// The archive's file name under `<name>/<version>/`.
-    pub archive: String,
-    pub sha256: String,
-    pub size: u64,
-    pub created: String,
-    /// The `.minisig` text, when the archive is signed.
-    #[serde(default)]
-    pub signature: Option<String>,
-    /// Every file of the bundle is published beside the archive, under
-    /// `<name>/files/<blake3>.zst`: `atlas update` can fetch only what changed.
-    #[serde(default)]
-    pub files: bool,
-    /// sha256 of `<name>/<version>/manifest.json` (for a delta update).
-    #[serde(default)]
-    pub manifest_sha256: Option<String>,
-    /// The `.minisig` text of the manifest, when the release is signed.
-    #[serde(default)]
-    pub manifest_signature: Option<String>,
-}
 
 /// What a source resolves to before any download.
 #[derive(Debug)]
@@ -59,48 +34,6 @@ enum How {
     GitHub(GitHub, crate::github::Asset),
     /// The archive's path, and the bundle's folder with its `latest.json` (for a delta).
     Store(Store, object_store::path::Path, object_store::path::Path, Box<Latest>),
-}
-
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub trust: Vec<String>,
-    pub keep: usize,
-    pub limits: Limits,
-    /// The sha256 of a local archive or URL without a `.sha256` beside it.
-    pub sha256: Option<String>,
-    /// GitHub's API root.
-    pub github_api: String,
-    /// Install a version older than the current one (a rollback is refused otherwise).
-    pub allow_downgrade: bool,
-    /// The bundle the source must hold (`atlas update NAME`): another is refused.
-    pub expect_name: Option<String>,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            trust: Vec::new(),
-            keep: 5,
-            limits: Limits::default(),
-            sha256: None,
-            github_api: crate::github::api_from_env(),
-            allow_downgrade: false,
-            expect_name: None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Outcome {
-    pub name: String,
-    pub version: String,
-    pub path: PathBuf,
-    /// False when the source had nothing new.
-    pub changed: bool,
-    pub signed_by: Option<String>,
-    pub previous: Option<String>,
-    /// What a delta update moved (None for a full download or a local archive).
-    pub transfer: Option<crate::delta::Transfer>,
 }
 
 const SMALL: u64 = 1 << 20;
@@ -246,39 +179,6 @@ async fn read_latest(store: &Store) -> Result<(Latest, object_store::path::Path)
     }
 }
 
-pub fn parse_latest(url: &url::Url, b: &[u8]) -> Result<Latest> {
-    let l: Latest =
-        serde_json::from_slice(b).map_err(|e| Error::DataCorruption(format!("{url}: unreadable latest.json ({e})")))?;
-    crate::check_component("bundle", &l.name)?;
-    crate::check_component("version", &l.version)?;
-    // The hash names the download's file: 64 hex digits, nothing else, compared in
-    // lower case (as every hash here is written).
-    let mut l = l;
-    l.sha256.make_ascii_lowercase();
-    if let Some(m) = &mut l.manifest_sha256 {
-        m.make_ascii_lowercase();
-        if m.len() != 64 || !m.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(Error::DataCorruption(format!(
-                "{url}: latest.json's manifest_sha256 {:?} is not 64 hex digits",
-                crate::short(m)
-            )));
-        }
-    }
-    if l.sha256.len() != 64 || !l.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Error::DataCorruption(format!(
-            "{url}: latest.json's sha256 {:?} is not 64 hex digits",
-            crate::short(&l.sha256)
-        )));
-    }
-    if l.archive.contains('/') || !l.archive.ends_with(".tar.zst") {
-        return Err(Error::DataCorruption(format!(
-            "{url}: latest.json names an odd archive {:?}",
-            crate::short(&l.archive)
-        )));
-    }
-    Ok(l)
-}
-
 async fn get_small(client: &reqwest::Client, url: &url::Url) -> Result<Option<Vec<u8>>> {
     let resp = crate::http::get(client, url.as_str()).await?;
     if resp.status() == reqwest::StatusCode::NOT_FOUND {
@@ -366,7 +266,7 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
         }
     };
     let downloaded = !matches!(r.how, How::Local(_));
-    let got = atlas_runtime::encoder::sha256_file(&archive)?;
+    let got = atlas_runtime::hash::sha256_file(&archive)?;
     if got != r.sha256 {
         if downloaded {
             let _ = std::fs::remove_file(&archive);
@@ -416,19 +316,6 @@ struct Signed {
     key: Option<String>,
     /// The signature's trusted comment (`atlas-bundle name=… version=… sha256=…`).
     comment: String,
-}
-
-/// The `name=` and `version=` of a signature's trusted comment must both be the
-/// bundle's: a signature for another bundle or version is no signature of this one.
-pub fn check_signed_comment(comment: &str, name: &str, version: &str, what: &str) -> Result<()> {
-    let field = |k: &str| comment.split_whitespace().find_map(|w| w.strip_prefix(k));
-    if field("name=") == Some(name) && field("version=") == Some(version) {
-        return Ok(());
-    }
-    Err(Error::Signature(format!(
-        "{what}: the signature's trusted comment is {:?}, not for {name} {version}; nothing was installed",
-        crate::short(comment)
-    )))
 }
 
 /// The outcome of a source that has nothing new.
@@ -530,67 +417,4 @@ async fn store_open(store: &Store, path: &object_store::path::Path, offset: u64)
     let start = r.range.start;
     let stream = r.into_stream().map(|b| b.map_err(|e| e.to_string()));
     Ok(Opened { stream: Box::pin(stream), start, total })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn url() -> url::Url {
-        url::Url::parse("s3://b/docs").unwrap()
-    }
-
-    #[test]
-    fn a_latest_json_in_upper_case_hex_is_compared_in_lower_case() {
-        let l = Latest {
-            name: "docs".into(),
-            version: "1.0.0".into(),
-            archive: "docs-1.0.0.tar.zst".into(),
-            sha256: "AB".repeat(32),
-            size: 1,
-            created: String::new(),
-            signature: None,
-            files: false,
-            manifest_sha256: Some("CD".repeat(32)),
-            manifest_signature: None,
-        };
-        let got = parse_latest(&url(), &serde_json::to_vec(&l).unwrap()).unwrap();
-        assert_eq!(got.sha256, "ab".repeat(32));
-        assert_eq!(got.manifest_sha256.as_deref(), Some("cd".repeat(32).as_str()));
-    }
-
-    #[test]
-    fn a_signature_must_name_the_bundle_and_its_version() {
-        let ok = "atlas-bundle name=docs version=1.0.0 sha256=x";
-        assert!(check_signed_comment(ok, "docs", "1.0.0", "s").is_ok());
-        assert!(check_signed_comment(ok, "other", "1.0.0", "s").is_err());
-        assert!(check_signed_comment(ok, "docs", "0.9.0", "s").is_err());
-        assert!(check_signed_comment("atlas-bundle name=docs", "docs", "1.0.0", "s").is_err(), "no version=");
-        assert!(check_signed_comment("atlas-bundle version=1.0.0", "docs", "1.0.0", "s").is_err(), "no name=");
-    }
-
-    proptest::proptest! {
-        /// Any bytes as latest.json: refused, or names that are folder names, a hash of
-        /// 64 lowercase hex digits and a plain archive name.
-        #[test]
-        fn latest_json_from_a_store_is_safe_or_refused(
-            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
-            name in "\\PC{0,20}",
-            version in "\\PC{0,12}",
-            sha in "[0-9a-fA-FxZ/.]{0,70}",
-            archive in "\\PC{0,30}",
-        ) {
-            let v = serde_json::json!({
-                "name": name, "version": version, "archive": archive, "sha256": sha, "size": 1, "created": ""
-            });
-            for b in [bytes, serde_json::to_vec(&v).unwrap()] {
-                if let Ok(l) = parse_latest(&url(), &b) {
-                    proptest::prop_assert!(crate::check_component("bundle", &l.name).is_ok());
-                    proptest::prop_assert!(crate::check_component("version", &l.version).is_ok());
-                    proptest::prop_assert!(l.sha256.len() == 64 && l.sha256.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
-                    proptest::prop_assert!(!l.archive.contains('/') && l.archive.ends_with(".tar.zst"));
-                }
-            }
-        }
-    }
 }

@@ -26,6 +26,8 @@ pub mod github;
 pub mod home;
 pub mod http;
 pub mod install;
+pub mod latest;
+pub mod outcome;
 pub mod publish;
 pub mod setup;
 pub mod sign;

@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::github::GitHub;
-use crate::install::Latest;
+use crate::latest::Latest;
 use crate::store::Store;
 use crate::target::Target;
-use atlas_runtime::encoder::sha256_file;
+use atlas_runtime::hash::{sha256_bytes, sha256_file};
 
 use crate::{Error, Result, io};
 
@@ -208,11 +208,6 @@ async fn publish_files(rel: &Release, store: &Store) -> Result<()> {
         .map_err(|e| Error::DataCorruption(format!("{}: unreadable manifest.json ({e})", rel.archive.display())))?;
     crate::delta::publish_files(store, &rel.name, &rel.archive, &m).await?;
     Ok(())
-}
-
-pub(crate) fn sha256_bytes(b: &[u8]) -> String {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn release_notes(rel: &Release) -> String {

@@ -7,7 +7,7 @@
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use atlas_runtime::encoder::sha256_file;
+use atlas_runtime::hash::sha256_file;
 use atlas_runtime::model::{Provision, provisions};
 
 use crate::{Error, Result, fetch, io};

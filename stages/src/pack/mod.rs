@@ -292,10 +292,7 @@ impl Stage for Pack {
         if out.archive {
             let name = format!("{}-{}.tar.zst", m.name, m.version);
             let bytes = archive::tar_zst(out.cache, &m)?;
-            let sha: String = {
-                use sha2::Digest as _;
-                sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
-            };
+            let sha = atlas_runtime::hash::sha256_bytes(&bytes);
             out.write(&name, &bytes, true)?;
             out.write(&format!("{name}.sha256"), format!("{sha}  {name}\n").as_bytes(), false)?;
         }

@@ -1,0 +1,93 @@
+//! A search hit and how it is cited: the vocabulary the bundle, the search and every
+//! server share, below all of them.
+
+use serde::{Deserialize, Serialize};
+
+/// A chunk another hit links to: the docs that mention a code chunk's symbol.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Link {
+    pub chunk_id: String,
+    pub path: String,
+    pub heading: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hit {
+    pub score: f32,
+    pub chunk_id: String,
+    /// The bundle the hit comes from, as `name@version`: what a server of several
+    /// bundles takes as `library`, and the first path segment of its fs tools.
+    pub library: String,
+    /// The file in the bundle's mirror (`<source>/<path>`).
+    pub path: String,
+    pub url: Option<String>,
+    pub title: String,
+    pub heading_path: Vec<String>,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub snippet: String,
+    pub kind: String,
+    pub language: Option<String>,
+    pub section: String,
+    pub repo: Option<String>,
+    pub commit: Option<String>,
+    pub symbol: Option<String>,
+    pub symbol_kind: Option<String>,
+    /// Docs: the corpus symbols this chunk mentions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<String>,
+    /// Code: the docs chunks that mention this chunk's symbols.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentioned_in: Vec<Link>,
+}
+
+impl Hit {
+    /// Where a reader goes to check the hit. A crawled page: its URL with the heading
+    /// anchor the site gives the chunk's section ([`Hit::anchor`]), since no web page
+    /// understands a line fragment. A file (or a repository file on a forge, which
+    /// does): its path or URL with `#Lstart-Lend`. The line range is always in
+    /// `start_line`/`end_line` too.
+    pub fn citation(&self) -> String {
+        match (&self.url, self.kind.as_str()) {
+            (Some(url), "docs") => match self.anchor() {
+                Some(a) => format!("{url}#{a}"),
+                None => url.clone(),
+            },
+            (url, _) => {
+                let base = url.as_deref().unwrap_or(&self.path);
+                format!("{base}#L{}-L{}", self.start_line, self.end_line)
+            }
+        }
+    }
+
+    /// Where the chunk is, for people: its heading path (`Install › With Helm`), or
+    /// the title when it has none.
+    pub fn place(&self) -> String {
+        if self.heading_path.is_empty() { self.title.clone() } else { self.heading_path.join(" › ") }
+    }
+
+    /// The heading anchor of the chunk's section on its page: the slug of its last
+    /// heading below the page title (none for the page's opening).
+    pub fn anchor(&self) -> Option<String> {
+        match self.heading_path.as_slice() {
+            [_, .., last] => Some(slug(last)).filter(|s| !s.is_empty()),
+            _ => None,
+        }
+    }
+}
+
+/// A heading's anchor as GitBook and GitHub write it: lower case, letters, digits,
+/// `-` and `_` kept, each space a `-`, everything else dropped.
+pub fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            '-' | '_' => Some(c),
+            c if c.is_alphanumeric() => Some(c),
+            _ => None,
+        })
+        .flat_map(char::to_lowercase)
+        .collect()
+}
