@@ -79,8 +79,18 @@ impl GitHub {
     }
 
     async fn send(&self, what: &str, r: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+        self.send_with(what, r, self.credential()).await
+    }
+
+    /// Sends `r` with `cred` on its own origin only; a failure status is one line.
+    async fn send_with(
+        &self,
+        what: &str,
+        r: reqwest::RequestBuilder,
+        cred: Option<&Credential>,
+    ) -> Result<reqwest::Response> {
         let req = r.build().map_err(|e| Error::Usage(format!("GitHub: {what}: {e}")))?;
-        let resp = crate::http::send(&self.client, req, self.credential(), Redirects::Follow)
+        let resp = crate::http::send(&self.client, req, cred, Redirects::Follow)
             .await
             .map_err(|e| Error::Remote(format!("GitHub: {what}: {e}")))?;
         let status = resp.status();
@@ -145,8 +155,26 @@ impl GitHub {
         let what = format!("uploading {name}");
         let r =
             self.request(reqwest::Method::POST, &url).header("Content-Type", "application/octet-stream").body(bytes);
-        let resp = self.send(&what, r).await?;
+        let cred = self.upload_credential(&url)?;
+        let resp = self.send_with(&what, r, cred.as_ref()).await?;
         Self::json(&what, resp).await
+    }
+
+    /// The token for GitHub's upload host: uploads go to `uploads.github.com` for
+    /// api.github.com (and to the API's own host on GitHub Enterprise). The token goes
+    /// to that origin and no other; an upload URL elsewhere is refused.
+    fn upload_credential(&self, url: &str) -> Result<Option<Credential>> {
+        let Some(token) = self.token.as_ref().and_then(Credential::secret) else { return Ok(None) };
+        let u = url::Url::parse(url).map_err(|e| Error::Remote(format!("GitHub: an upload URL {url:?} ({e})")))?;
+        let api = url::Url::parse(&self.api).map_err(|e| Error::Usage(format!("GitHub API {:?}: {e}", self.api)))?;
+        let github_pair = api.host_str() == Some("api.github.com") && u.host_str() == Some("uploads.github.com");
+        if u.origin() != api.origin() && !(github_pair && u.scheme() == "https") {
+            return Err(Error::Remote(format!(
+                "GitHub: the release's upload URL is on {}, not the API's host; refusing to send the token there",
+                crate::short(u.host_str().unwrap_or("?"))
+            )));
+        }
+        Credential::bearer(url, token).map(Some)
     }
 
     pub async fn delete_asset(&self, asset: &Asset) -> Result<()> {
@@ -177,4 +205,23 @@ impl GitHub {
 
 fn urlencode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GitHub;
+
+    #[test]
+    fn the_token_goes_to_the_api_and_github_s_upload_host_only() {
+        let gh = GitHub::new("https://api.github.com", "o", "r", Some("t0k".into())).unwrap();
+        let up = gh.upload_credential("https://uploads.github.com/repos/o/r/releases/1/assets?name=x").unwrap();
+        assert!(up.is_some_and(|c| c.applies_to(&url::Url::parse("https://uploads.github.com/x").unwrap())));
+        assert!(gh.upload_credential("https://evil.example/upload").is_err());
+        assert!(gh.upload_credential("http://uploads.github.com/x").is_err(), "not over plain HTTP");
+        let ghe = GitHub::new("https://ghe.example.com/api/v3", "o", "r", Some("t0k".into())).unwrap();
+        assert!(ghe.upload_credential("https://ghe.example.com/api/uploads/x").unwrap().is_some());
+        assert!(ghe.upload_credential("https://uploads.github.com/x").is_err());
+        let anon = GitHub::new("https://api.github.com", "o", "r", None).unwrap();
+        assert!(anon.upload_credential("https://evil.example/upload").unwrap().is_none());
+    }
 }
