@@ -7,22 +7,22 @@
 //! denied here.
 #![deny(clippy::print_stdout)]
 
-pub mod ask;
+pub(crate) mod ask;
 pub mod cli;
-pub mod doctor;
-pub mod eval;
-pub mod fs;
-pub mod http_serve;
-pub mod library;
-pub mod live;
-pub mod llm;
-pub mod manage;
-pub mod output;
-pub mod rag;
-pub mod smoke;
+pub(crate) mod doctor;
+pub(crate) mod eval;
+pub(crate) mod fs;
+pub(crate) mod http_serve;
+pub(crate) mod library;
+pub(crate) mod live;
+pub(crate) mod llm;
+pub(crate) mod manage;
+pub(crate) mod output;
+pub(crate) mod rag;
+pub(crate) mod smoke;
 mod test_hooks;
-pub mod transport;
-pub mod web;
+pub(crate) mod transport;
+pub(crate) mod web;
 
 /// The tools docs/servers.md lists in the table under `heading`, sorted.
 #[cfg(test)]

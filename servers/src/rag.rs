@@ -1,10 +1,8 @@
 //! The rag server: ranked search over the bundle (the runtime's engine), with a
 //! citation on every hit.
 
-use std::sync::Arc;
-
 use atlas_runtime::search::{Filters, Fusion};
-use atlas_runtime::{Bundle, Hit, Mode, SearchOptions};
+use atlas_runtime::{Hit, Mode, SearchOptions};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
@@ -14,7 +12,6 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::library::Libraries;
-use crate::live::Live;
 use crate::output::{self, fence, inert};
 
 #[derive(Debug, Clone)]
@@ -169,16 +166,6 @@ impl RagServer {
 
 #[tool_router]
 impl RagServer {
-    pub fn new(bundle: Arc<Bundle>, rerank_default: bool) -> RagServer {
-        RagServer::live(Live::new(bundle), rerank_default)
-    }
-
-    /// A server over a bundle that can be swapped while it serves (`atlas serve rag`
-    /// of an installed name): each call takes the bundle current when it starts.
-    pub fn live(bundle: Live, rerank_default: bool) -> RagServer {
-        RagServer::libraries(Libraries::single(bundle), rerank_default)
-    }
-
     /// A server over several libraries.
     pub fn libraries(libs: Libraries, rerank_default: bool) -> RagServer {
         RagServer { libs, rerank_default, tool_router: Self::tool_router() }

@@ -38,8 +38,6 @@ use crate::ask::{self, AskOptions, Event};
 use crate::library::Libraries;
 use render::{Facets, SearchQuery};
 
-/// The policy every response carries (set by [`crate::http_serve::security_headers`]).
-pub use crate::http_serve::CSP;
 /// Hits on the search page.
 const PAGE_HITS: usize = 10;
 /// The pool facets are counted in.
