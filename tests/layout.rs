@@ -7,14 +7,19 @@ use std::path::{Path, PathBuf};
 
 /// Every `.rs` file below `src`.
 pub fn rust_files(src: &Path) -> Vec<PathBuf> {
+    files_with_ext(src, "rs")
+}
+
+/// Every file named `*.<ext>` below `root`, sorted.
+pub fn files_with_ext(root: &Path, ext: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let mut todo = vec![src.to_owned()];
+    let mut todo = vec![root.to_owned()];
     while let Some(dir) = todo.pop() {
         for e in std::fs::read_dir(&dir).expect("reading a source folder") {
             let path = e.expect("entry").path();
             if path.is_dir() {
                 todo.push(path);
-            } else if path.extension().is_some_and(|x| x == "rs") {
+            } else if path.extension().is_some_and(|x| x == ext) {
                 out.push(path);
             }
         }

@@ -14,20 +14,7 @@ use atlas_stages::chunk::code::chunk_code;
 use atlas_stages::text::language_of;
 
 fn files(root: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_owned()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("readable folder") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == ext) {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    atlas_e2e::layout::files_with_ext(root, ext)
 }
 
 fn tokens(s: &str) -> usize {

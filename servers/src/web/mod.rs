@@ -76,7 +76,6 @@ pub fn router(web: Web) -> axum::Router {
             let hosts = hosts.clone();
             async move { guard(req, next, &hosts).await }
         }))
-        .layer(axum::middleware::from_fn(crate::http_serve::security_headers))
 }
 
 /// The Host check (the security headers are the server's, on every response).
