@@ -91,3 +91,42 @@ pub fn slug(heading: &str) -> String {
         .flat_map(char::to_lowercase)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headings_slug_as_the_sites_do() {
+        let check = |h: &str, want: &str| assert_eq!(slug(h), want, "{h}");
+        check("Getting started", "getting-started");
+        check("GET /apps", "get-apps");
+        check("With Helm (v3+)", "with-helm-v3");
+        check("snake_case & kebab-case", "snake_case--kebab-case");
+        check("Über Größe", "über-größe");
+        check("  Trim  me ", "trim--me");
+    }
+
+    #[test]
+    fn web_pages_are_cited_by_anchor_files_by_lines() {
+        let hit = |kind: &str, url: Option<&str>, heading: &[&str]| Hit {
+            path: "site/guides/install.md".into(),
+            url: url.map(str::to_owned),
+            title: "Install".into(),
+            heading_path: heading.iter().map(|h| (*h).to_owned()).collect(),
+            start_line: 3,
+            end_line: 9,
+            kind: kind.into(),
+            ..Hit::default()
+        };
+        let page = Some("https://docs.x.test/guides/install");
+        assert_eq!(
+            hit("docs", page, &["Install", "With Helm"]).citation(),
+            "https://docs.x.test/guides/install#with-helm"
+        );
+        assert_eq!(hit("docs", page, &["Install"]).citation(), "https://docs.x.test/guides/install");
+        assert_eq!(hit("docs", None, &["Install", "With Helm"]).citation(), "site/guides/install.md#L3-L9");
+        let blob = Some("https://github.com/o/r/blob/abc/net/retry.rs");
+        assert_eq!(hit("code", blob, &[]).citation(), "https://github.com/o/r/blob/abc/net/retry.rs#L3-L9");
+    }
+}

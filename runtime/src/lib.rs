@@ -22,6 +22,7 @@ pub mod search;
 pub mod text_index;
 pub mod text_store;
 pub mod vectors;
+pub mod words;
 
 /// Errors of the runtime crate.
 #[derive(Debug, thiserror::Error)]

@@ -474,27 +474,14 @@ pub struct Picked {
     pub score: f32,
 }
 
-/// Words that say nothing about the topic.
-const STOP: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "i", "in", "is", "it",
-    "of", "on", "or", "that", "the", "this", "to", "what", "when", "where", "which", "who", "why", "with", "you",
-    "your", "my", "we", "there", "should", "use", "using", "get",
-];
+/// Stems of words a question uses that say nothing about its topic, beyond the
+/// function words ([`atlas_runtime::words::STOPWORDS`]).
+const TOPICLESS: &[&str] = &["there", "should", "use", "get"];
 
+/// The topic words of `text`, as the keyword index's English stems (`install`,
+/// `installs` and `installing` agree).
 fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric() && c != '_')
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .filter(|w| !STOP.contains(&w.as_str()))
-        .collect()
-}
-
-/// A crude stem: the first five characters (`install`, `installs`, `installing` agree).
-fn stem(w: &str) -> &str {
-    match w.char_indices().nth(5) {
-        Some((i, _)) => &w[..i],
-        None => w,
-    }
+    atlas_runtime::words::stems(text).into_iter().filter(|w| !TOPICLESS.contains(&w.as_str())).collect()
 }
 
 /// The share of the question's words that `sentence` holds.
@@ -502,8 +489,8 @@ fn overlap(question: &[String], sentence: &str) -> f32 {
     if question.is_empty() {
         return 0.0;
     }
-    let have: BTreeSet<String> = words(sentence).iter().map(|w| stem(w).to_owned()).collect();
-    let hit = question.iter().filter(|w| have.contains(stem(w))).count();
+    let have: BTreeSet<String> = words(sentence).into_iter().collect();
+    let hit = question.iter().filter(|w| have.contains(*w)).count();
     hit as f32 / question.len() as f32
 }
 

@@ -1,0 +1,195 @@
+//! The candidate generators: vector (best window per chunk), keyword (boosted BM25
+//! over the fields) and the chunks that hold a query's exact strings.
+
+use std::collections::{HashMap, HashSet};
+
+use tantivy::Term;
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, TermQuery};
+use tantivy::schema::IndexRecordOption;
+
+use super::exact::{contains_at_boundaries, exact_strings, is_only_literal, normalise};
+use super::fusion::sort_desc;
+use super::query::query_words;
+use super::{Filters, SearchOptions};
+use crate::bundle::Bundle;
+use crate::{Error, Result};
+
+/// A string found verbatim in more files than this is not promoted (see
+/// [`Bundle::exact_matches`]).
+pub const EXACT_MAX_FILES: usize = 20;
+/// Phrase matches checked for the verbatim string.
+const EXACT_CANDIDATES: usize = 200;
+
+impl Bundle {
+    /// Vector candidates: the best window per chunk, exact f16 scan up to the
+    /// threshold, HNSW above it.
+    pub(crate) fn vector(&self, q: &[f32], opts: &SearchOptions, want: usize) -> Vec<(usize, f32)> {
+        let (filters, first_window_only) = (&opts.filters, opts.first_window_only);
+        let keep_row = |row: usize| {
+            let c = self.window_chunk[row] as usize;
+            (!first_window_only || self.first_window[c] == row as u32)
+                && (filters.is_empty() || filters.keep(&self.chunks[c]))
+        };
+        let rows: Vec<(usize, f32)> = match &self.hnsw {
+            // Loaded only above the exact-scan threshold (see `open::EXACT_MAX_ROWS`).
+            Some(h) => {
+                let all = filters.is_empty() && !first_window_only;
+                // Windows of one chunk compete for slots: ask for more rows than chunks.
+                let k = want * 3;
+                if all { h.search(q, k, None) } else { h.search(q, k, Some(&keep_row)) }
+            }
+            _ => self.vectors.scan(q, want * 3, &keep_row),
+        };
+        let mut best: HashMap<usize, f32> = HashMap::new();
+        for (row, s) in rows {
+            let c = self.window_chunk[row] as usize;
+            let s = if self.first_window[c] == row as u32 { s } else { s * opts.later_window_weight };
+            let e = best.entry(c).or_insert(f32::MIN);
+            *e = e.max(s);
+        }
+        let mut out: Vec<(usize, f32)> = best.into_iter().collect();
+        sort_desc(&mut out);
+        out.truncate(want);
+        out
+    }
+
+    /// Keyword candidates: boosted BM25 over the fields, with morphological variants
+    /// of plain words (identifiers stay as typed).
+    pub(crate) fn keyword(&self, query: &str, filters: &Filters, want: usize) -> Result<Vec<(usize, f32)>> {
+        let t = &self.text;
+        let words = query_words(query);
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut seen: HashSet<Term> = HashSet::new();
+        for (field, _, boost) in &t.fields {
+            let mut analyzer = t.index.tokenizer_for_field(*field).map_err(tantivy_err)?;
+            for (word, weight) in &words {
+                let mut stream = analyzer.token_stream(word);
+                while let Some(tok) = stream.next() {
+                    let term = Term::from_field_text(*field, &tok.text);
+                    if !seen.insert(term.clone()) {
+                        continue;
+                    }
+                    let q = TermQuery::new(term, IndexRecordOption::WithFreqs);
+                    should.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost * weight))));
+                }
+            }
+        }
+        if should.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.run_filtered(Box::new(BooleanQuery::new(should)), filters, want)
+    }
+
+    /// Runs `query` within `filters`: the ones the index holds (kind, section,
+    /// language) as Must clauses, the others (repo, path prefix, symbol kind) on a
+    /// longer candidate list.
+    fn run_filtered(&self, query: Box<dyn Query>, filters: &Filters, want: usize) -> Result<Vec<(usize, f32)>> {
+        let t = &self.text;
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, query)];
+        for (field, value) in [(t.kind, &filters.kind), (t.section, &filters.section), (t.language, &filters.language)]
+        {
+            if let Some(v) = value {
+                let q = TermQuery::new(Term::from_field_text(field, v), IndexRecordOption::Basic);
+                clauses.push((Occur::Must, Box::new(q)));
+            }
+        }
+        let query = BooleanQuery::new(clauses);
+        let searcher = t.reader.searcher();
+        let post = filters.repo.is_some() || filters.path_prefix.is_some() || filters.symbol_kind.is_some();
+        let limit = if post { want * 20 } else { want };
+        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score()).map_err(tantivy_err)?;
+        let mut out = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let col = searcher
+                .segment_reader(addr.segment_ord)
+                .fast_fields()
+                .u64("chunk")
+                .map_err(tantivy_err)?
+                .first(addr.doc_id)
+                .unwrap_or(u64::MAX) as usize;
+            if let Some(c) = self.chunks.get(col)
+                && (!post || filters.keep(c))
+            {
+                out.push((col, score));
+            }
+            if out.len() == want {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Chunks that hold one of the query's exact strings ([`exact_strings`]) verbatim
+    /// (ASCII case aside, whitespace collapsed, at word boundaries), best first: more
+    /// strings matched, then the phrase's BM25. A string inside a longer query counts
+    /// when one file holds it (a name that rare is what the user means); a query that
+    /// is nothing but the string, when up to [`EXACT_MAX_FILES`] files do. Beyond
+    /// that, the string names nothing in particular and is left to the ranking.
+    pub(super) fn exact_matches(&self, query: &str, filters: &Filters) -> Result<Vec<usize>> {
+        let t = &self.text;
+        let Some(&(field, _, _)) = t.fields.iter().find(|(_, name, _)| *name == "text") else {
+            return Ok(Vec::new());
+        };
+        let mut analyzer = t.index.tokenizer_for_field(field).map_err(tantivy_err)?;
+        let mut found: HashMap<usize, (usize, f32)> = HashMap::new();
+        // Each candidate chunk's text, normalised once for all the strings.
+        let mut normalised: HashMap<usize, String> = HashMap::new();
+        for literal in exact_strings(query) {
+            let max_files = if is_only_literal(query, &literal) { EXACT_MAX_FILES } else { 1 };
+            let Some(q) = phrase(&mut analyzer, field, &literal) else { continue };
+            let needle = normalise(&literal);
+            let mut files: HashSet<&str> = HashSet::new();
+            let mut hits = Vec::new();
+            for (i, score) in self.run_filtered(q, filters, EXACT_CANDIDATES)? {
+                let text = normalised.entry(i).or_insert_with(|| normalise(self.text(i)));
+                if contains_at_boundaries(text, &needle) {
+                    files.insert(self.chunks[i].path.as_str());
+                    hits.push((i, score));
+                }
+            }
+            if files.len() > max_files {
+                continue;
+            }
+            for (i, score) in hits {
+                let e = found.entry(i).or_insert((0, 0.0));
+                e.0 += 1;
+                e.1 = e.1.max(score);
+            }
+        }
+        let mut out: Vec<(usize, (usize, f32))> = found.into_iter().collect();
+        out.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(b.1.1.total_cmp(&a.1.1)).then(a.0.cmp(&b.0)));
+        Ok(out.into_iter().map(|(i, _)| i).collect())
+    }
+}
+
+fn tantivy_err(e: tantivy::TantivyError) -> Error {
+    Error::Query(format!("keyword search: {e}"))
+}
+
+/// `literal` as a query on `field`: a phrase of one term per position (the segment
+/// itself, not a dotted path or a part), or a term query for a single position.
+fn phrase(
+    analyzer: &mut tantivy::tokenizer::TextAnalyzer,
+    field: tantivy::schema::Field,
+    literal: &str,
+) -> Option<Box<dyn Query>> {
+    let mut at: Vec<(usize, String)> = Vec::new();
+    let mut stream = analyzer.token_stream(literal);
+    while let Some(tok) = stream.next() {
+        if tok.text.contains('.') || tok.text.contains("::") {
+            continue;
+        }
+        match at.iter_mut().find(|(p, _)| *p == tok.position) {
+            Some((_, best)) if best.len() >= tok.text.len() => {}
+            Some((_, best)) => *best = tok.text.clone(),
+            None => at.push((tok.position, tok.text.clone())),
+        }
+    }
+    let mut terms: Vec<(usize, Term)> = at.into_iter().map(|(p, w)| (p, Term::from_field_text(field, &w))).collect();
+    match terms.len() {
+        0 => None,
+        1 => Some(Box::new(TermQuery::new(terms.remove(0).1, IndexRecordOption::WithFreqs))),
+        _ => Some(Box::new(PhraseQuery::new_with_offset(terms))),
+    }
+}

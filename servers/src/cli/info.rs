@@ -1,0 +1,46 @@
+//! `atlas info`: what a bundle holds.
+
+use super::locate::{locate, open};
+use atlas_dist::config::Config;
+use atlas_runtime::OpenOptions;
+use atlas_runtime::bundle::BundleInfo;
+use std::collections::BTreeMap;
+
+#[derive(Debug, clap::Args)]
+pub(super) struct Args {
+    /// An installed bundle's name or a bundle folder.
+    #[arg(env = "ATLAS_BUNDLE")]
+    bundle: Option<String>,
+    /// Print stable JSON (what the rag server's get_bundle_info returns).
+    #[arg(long)]
+    json: bool,
+}
+
+impl Args {
+    pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
+        let (dir, _) = locate(self.bundle, cfg)?;
+        let info = open(&dir, OpenOptions { keyword_only: true, ..OpenOptions::default() })?.info();
+        let text = if self.json { format!("{}\n", serde_json::to_string_pretty(&info)?) } else { render(&info) };
+        super::print(&text)
+    }
+}
+
+/// A bundle's summary for people.
+fn render(i: &BundleInfo) -> String {
+    let mut s = format!(
+        "{} {} (built {})\n  {} chunks, {} vectors from {} ({}-d, {} index)\n",
+        i.name, i.version, i.created, i.chunks, i.embedding_rows, i.model, i.dims, i.vector_index
+    );
+    let counts = |m: &BTreeMap<String, usize>| {
+        m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+    };
+    s.push_str(&format!("  by kind: {}\n  by section: {}\n", counts(&i.by_kind), counts(&i.by_section)));
+    for src in &i.sources {
+        s.push_str(&format!("  source {} ({}): {} files", src.name, src.kind, src.files));
+        if let Some(u) = &src.url {
+            s.push_str(&format!(" from {u}"));
+        }
+        s.push('\n');
+    }
+    s
+}

@@ -1,0 +1,184 @@
+//! Where a command's bundles are: `--bundle` as an installed name, NAME@VERSION or a
+//! folder, and how servers open the ones they were given.
+
+use crate::library::{Broken, Libraries};
+use crate::live::{Live, Origin};
+use anyhow::Context as _;
+use atlas_dist::config::Config;
+use atlas_runtime::exit::UsageError;
+use atlas_runtime::{Bundle, OpenOptions};
+use std::path::{Path, PathBuf};
+
+/// Where `--bundle` points: an installed name (its current version) or a folder; the
+/// config file's `bundle` when the flag and ATLAS_BUNDLE are absent.
+pub(super) fn locate(arg: Option<String>, cfg: &Config) -> anyhow::Result<(PathBuf, Origin)> {
+    let Some(arg) = arg.or_else(|| cfg.bundle.clone()) else {
+        anyhow::bail!(UsageError(
+            "no bundle: pass --bundle NAME|DIR, set ATLAS_BUNDLE, or `bundle` in the config file".into()
+        ));
+    };
+    let home = atlas_dist::home::Home::from_env();
+    let as_path = PathBuf::from(&arg);
+    if as_path.join("manifest.json").is_file() {
+        return Ok((as_path.clone(), Origin::Folder(as_path)));
+    }
+    if let Some(dir) = home.resolve(&arg) {
+        return Ok((dir, Origin::Installed { home, name: arg }));
+    }
+    if let Some((name, version)) = arg.split_once('@')
+        && let Some(dir) = home.resolve_version(name, version)
+    {
+        return Ok((dir.clone(), Origin::Folder(dir)));
+    }
+    if as_path.is_dir() {
+        return Ok((as_path.clone(), Origin::Folder(as_path)));
+    }
+    anyhow::bail!(UsageError(format!(
+        "{arg:?} is neither a bundle folder nor an installed bundle (`atlas bundles` lists them; `atlas install` adds one)"
+    )))
+}
+
+/// Opens the bundle a one-shot command was given.
+pub(super) fn open(dir: &Path, opts: OpenOptions) -> anyhow::Result<Bundle> {
+    Bundle::open(dir, opts).with_context(|| format!("opening the bundle {}", dir.display()))
+}
+
+/// The bundles a server was given: those found, and installed names whose `current`
+/// is broken (half-installed, its folder gone).
+#[derive(Default)]
+pub(super) struct Located {
+    pub(super) found: Vec<(PathBuf, Origin)>,
+    pub(super) broken: Vec<Broken>,
+}
+
+/// Every `--bundle` (the config's one when none is given), or with `--all` every
+/// installed bundle at its current version.
+pub(super) fn locate_many(args: Vec<String>, all: bool, cfg: &Config) -> anyhow::Result<Located> {
+    let home = atlas_dist::home::Home::from_env();
+    let broken_install = |name: &str| {
+        let v = home.current(name).unwrap_or_default();
+        Broken::new(
+            format!("{name}@{v}"),
+            name.to_owned(),
+            format!("its current version {v} has no readable bundle folder"),
+            true,
+        )
+    };
+    let mut located = Located::default();
+    if all {
+        for name in home.names() {
+            match home.resolve(&name) {
+                Some(dir) => located.found.push((dir, Origin::Installed { home: home.clone(), name })),
+                None if home.current(&name).is_some() => located.broken.push(broken_install(&name)),
+                None => {}
+            }
+        }
+        if located.found.is_empty() && located.broken.is_empty() {
+            anyhow::bail!(UsageError("--all: no bundle is installed; `atlas install` adds one".into()));
+        }
+        return Ok(located);
+    }
+    if args.is_empty() {
+        located.found.push(locate(None, cfg)?);
+        return Ok(located);
+    }
+    let several = args.len() > 1;
+    for a in args {
+        match locate(Some(a.clone()), cfg) {
+            Ok(l) => located.found.push(l),
+            // With several, an installed name whose install is broken does not stop the rest.
+            Err(_) if several && atlas_dist::check_component("bundle", &a).is_ok() && home.current(&a).is_some() => {
+                located.broken.push(broken_install(&a));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    // Two of one name and version: refused before anything is opened.
+    let mut seen = std::collections::BTreeSet::new();
+    for (dir, _) in &located.found {
+        let Ok(m) = atlas_runtime::manifest::read_manifest(dir) else { continue };
+        if !seen.insert(format!("{}@{}", m.name, m.version)) {
+            anyhow::bail!(UsageError(format!(
+                "two bundles are {}@{}: serve each name and version once (drop one --bundle)",
+                m.name, m.version
+            )));
+        }
+    }
+    Ok(located)
+}
+
+/// A located bundle that did not open, as the server names it.
+fn broken(dir: &Path, origin: &Origin, e: &anyhow::Error) -> Broken {
+    let (library, name) = match atlas_runtime::manifest::read_manifest(dir) {
+        Ok(m) => (format!("{}@{}", m.name, m.version), m.name),
+        Err(_) => match origin {
+            Origin::Installed { name, .. } => (name.clone(), name.clone()),
+            Origin::Folder(p) => (p.display().to_string(), p.display().to_string()),
+        },
+    };
+    let b = Broken::new(library, name, format!("{e:#}"), matches!(origin, Origin::Installed { .. }));
+    tracing::warn!("{}", b.line());
+    b
+}
+
+/// Opens every located bundle with one set of options (so bundles of one model share
+/// it), each following its origin. With several, one that does not open is named and
+/// left out; the others serve.
+pub(super) fn open_libraries(
+    rt: &tokio::runtime::Runtime,
+    located: Located,
+    opts: &OpenOptions,
+) -> anyhow::Result<Libraries> {
+    let single = located.found.len() + located.broken.len() == 1;
+    let mut lives = Vec::new();
+    let mut broken_libs = located.broken;
+    for (dir, origin) in located.found {
+        let b = match Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display()))
+        {
+            Ok(b) => b,
+            Err(e) if !single => {
+                broken_libs.push(broken(&dir, &origin, &e));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        tracing::info!("serving {} ({} chunks) from {}", b.library(), b.chunk_count(), dir.display());
+        let live = Live::new(std::sync::Arc::new(b));
+        let _guard = rt.enter();
+        crate::live::watch(live.clone(), origin, opts.clone());
+        lives.push(live);
+    }
+    Libraries::new(lives, broken_libs).map_err(|e| UsageError(e).into())
+}
+
+/// The fs view of every located bundle, each following its origin like the rag
+/// server's; with several, one that does not open is named and left out.
+pub(super) fn open_mirrors(rt: &tokio::runtime::Runtime, located: Located) -> anyhow::Result<crate::fs::FsServer> {
+    let single = located.found.len() + located.broken.len() == 1;
+    let mut lives = Vec::new();
+    let mut broken_libs = located.broken;
+    for (dir, origin) in located.found {
+        let fs = match crate::fs::Fs::bundle(&dir).with_context(|| format!("opening the bundle {}", dir.display())) {
+            Ok(fs) => fs,
+            Err(e) if !single => {
+                broken_libs.push(broken(&dir, &origin, &e));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let live = Live::new(std::sync::Arc::new(fs));
+        let _guard = rt.enter();
+        crate::live::follow(live.clone(), origin, crate::fs::Fs::bundle, |fs| fs.label());
+        lives.push(live);
+    }
+    crate::fs::FsServer::libraries(lives, broken_libs).map_err(|e| UsageError(e).into())
+}
+
+/// Bundle opening options with the query backend from ATLAS_EMBED_BACKEND or the config.
+pub(super) fn open_options(cfg: &Config, base: OpenOptions) -> anyhow::Result<OpenOptions> {
+    let mut o = base;
+    if let Some(b) = cfg.embed_backend() {
+        o.embed.backend = b.parse().map_err(|e: String| UsageError(format!("ATLAS_EMBED_BACKEND: {e}")))?;
+    }
+    Ok(o)
+}

@@ -1,0 +1,107 @@
+//! `atlas search`: ranked search over a bundle, as text for people or stable JSON.
+
+use super::locate::{locate, open, open_options};
+use super::{parse_fusion, parse_min_score, parse_mode, parse_top_k};
+use atlas_dist::config::Config;
+use atlas_runtime::search::{Filters, Fusion};
+use atlas_runtime::{Hit, Mode, OpenOptions, SearchOptions};
+use clap::ValueEnum;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Kind {
+    Docs,
+    Code,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct Args {
+    /// What to look for, in words or identifiers.
+    query: String,
+    /// An installed bundle's name or a bundle folder.
+    #[arg(long, env = "ATLAS_BUNDLE")]
+    bundle: Option<String>,
+    #[arg(long, default_value = "hybrid", value_parser = parse_mode)]
+    mode: Mode,
+    /// How many hits (1 to 1000).
+    #[arg(short = 'k', long = "top-k", default_value_t = 5, value_parser = parse_top_k)]
+    top_k: usize,
+    #[arg(long, value_enum)]
+    kind: Option<Kind>,
+    #[arg(long)]
+    section: Option<String>,
+    #[arg(long)]
+    language: Option<String>,
+    #[arg(long)]
+    repo: Option<String>,
+    #[arg(long)]
+    path_prefix: Option<String>,
+    #[arg(long)]
+    symbol_kind: Option<String>,
+    #[arg(long, value_parser = parse_min_score)]
+    min_score: Option<f32>,
+    /// Hybrid fusion: rrf (reciprocal ranks) or score (normalised scores).
+    #[arg(long, default_value = "rrf", value_parser = parse_fusion)]
+    fusion: Fusion,
+    /// Rerank with the cross-encoder.
+    #[arg(long)]
+    rerank: bool,
+    /// Print stable JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Args {
+    pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
+        let (dir, _) = locate(self.bundle, cfg)?;
+        let keyword_only = self.mode == Mode::Keyword && !self.rerank;
+        let b = open(&dir, open_options(cfg, OpenOptions { keyword_only, ..OpenOptions::default() })?)?;
+        let kind = self.kind.map(|k| match k {
+            Kind::Docs => "docs".to_owned(),
+            Kind::Code => "code".to_owned(),
+        });
+        let filters = Filters {
+            kind,
+            section: self.section,
+            language: self.language,
+            repo: self.repo,
+            path_prefix: self.path_prefix,
+            symbol_kind: self.symbol_kind,
+        };
+        let opts = SearchOptions {
+            mode: self.mode,
+            top_k: self.top_k,
+            min_score: self.min_score,
+            fusion: self.fusion,
+            rerank: self.rerank,
+            filters,
+            ..SearchOptions::default()
+        };
+        let hits = b.search(&self.query, &opts)?;
+        let text = if self.json {
+            format!("{}\n", serde_json::to_string_pretty(&crate::output::search_json(&self.query, self.mode, &hits))?)
+        } else {
+            render(&hits)
+        };
+        super::print(&text)
+    }
+}
+
+/// Hits for people: rank, score, where, and the first lines of the snippet.
+fn render(hits: &[Hit]) -> String {
+    if hits.is_empty() {
+        return "no hits\n".to_owned();
+    }
+    let mut s = String::new();
+    for (i, h) in hits.iter().enumerate() {
+        let place = h.place();
+        let what = match (&h.symbol, &h.language) {
+            (Some(sym), Some(lang)) => format!("{} {sym} ({lang})", h.symbol_kind.as_deref().unwrap_or("symbol")),
+            _ => h.kind.clone(),
+        };
+        s.push_str(&format!("{:>2}. {:.4}  {place}  [{what}]\n    {}\n", i + 1, h.score, h.citation()));
+        for line in h.snippet.lines().filter(|l| !l.trim().is_empty()).take(3) {
+            s.push_str(&format!("    │ {line}\n"));
+        }
+    }
+    s
+}
