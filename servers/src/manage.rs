@@ -190,15 +190,15 @@ pub fn backup(name: &str, out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let file_name = format!("{name}-{}.tar.zst", rec.version);
     let path = out.join(&file_name);
-    let tmp = out.join(format!(".{file_name}.partial"));
-    let f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let tmp = atlas_dist::atomic::temp_in(out).with_context(|| format!("writing in {}", out.display()))?;
+    let f = tmp.reopen()?;
     let mut iter = files.into_iter().map(|rel| {
         let p = dir.join(&rel);
         std::fs::read(&p).map(|b| (rel, b)).map_err(|error| atlas_dist::Error::Io { path: p, error })
     });
     let f = atlas_dist::archive::write(std::io::BufWriter::new(f), name, 10, &mut iter).map_err(edge)?;
     f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
+    atlas_dist::atomic::persist(tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     let sha = atlas_runtime::hash::sha256_file(&path)?;
     std::fs::write(out.join(format!("{file_name}.sha256")), format!("{sha}  {file_name}\n"))?;
     eprintln!("atlas: backed up {name} {} to {}", rec.version, path.display());

@@ -390,19 +390,9 @@ pub fn parse_record(text: &str, name: &str, version: &str) -> Option<Record> {
     (r.name == name && r.version == version && check_component("version", &r.version).is_ok()).then_some(r)
 }
 
-/// Writes through a temp file and a rename.
+/// Writes `bytes` to `path` atomically ([`atlas_cache::atomic`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write as _;
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))?;
-    if let Some(dir) = path.parent()
-        && let Ok(d) = std::fs::File::open(dir)
-    {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    atlas_cache::write_file_atomic(path, bytes).map_err(io(path))
 }
 
 fn alive(pid: u32) -> bool {

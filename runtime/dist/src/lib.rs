@@ -17,6 +17,9 @@
 //! of the unpacked folder is: a version folder appears under `ATLAS_HOME/bundles` only
 //! by the rename of a verified staging folder.
 
+/// The one atomic write (it lives in the cache crate, below every user).
+pub use atlas_cache::atomic;
+
 pub mod archive;
 pub mod config;
 pub mod delta;

