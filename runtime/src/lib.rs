@@ -10,6 +10,8 @@ pub mod chunk_table;
 pub mod encoder;
 pub mod eval;
 pub mod exit;
+pub mod failpoint;
+pub mod grammar;
 pub mod hash;
 pub mod hit;
 pub mod hnsw;

@@ -344,19 +344,12 @@ fn describe(info: &atlas_runtime::bundle::BundleInfo) -> String {
     format!("{} {}: {sources}", info.name, info.version)
 }
 
-/// Whole days since an RFC 3339 UTC time (`YYYY-MM-DDTHH:MM:SSZ`).
+/// Whole days since the date of an RFC 3339 UTC time (`YYYY-MM-DDTHH:MM:SSZ`).
 pub(crate) fn age_days(t: &str) -> Option<i64> {
-    let (y, m, d) =
-        (t.get(0..4)?.parse::<i64>().ok()?, t.get(5..7)?.parse::<i64>().ok()?, t.get(8..10)?.parse::<i64>().ok()?);
-    // Days from civil (Howard Hinnant).
-    let y2 = if m <= 2 { y - 1 } else { y };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs() as i64 / 86_400;
-    Some(now - days)
+    let secs = |at: std::time::SystemTime| at.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_secs() as i64);
+    let then = secs(humantime::parse_rfc3339_weak(t).ok()?)?;
+    let now = secs(std::time::SystemTime::now())?;
+    Some(now / 86_400 - then / 86_400)
 }
 
 #[tool_handler(router = self.tool_router)]

@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 
 use crate::registry::registry;
 use crate::runner::dag::{self, Freshness, RunOptions};
-use crate::runner::{self, Loaded, Progress, failpoint};
+use crate::runner::{self, Loaded, Progress};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -127,7 +127,9 @@ fn open_cache(cli: &Cli, cfg: &Loaded, progress: &Progress) -> anyhow::Result<Ca
     let cache = Cache::open(&dir, wait, |holder| {
         progress.log(&format!("waiting up to {}s for the cache lock held by {holder}", cli.lock_wait));
     })?;
-    failpoint::lock_taken();
+    if let Some(ms) = atlas_runtime::failpoint::armed("hold-lock", None) {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
     Ok(match remote_cache(cfg)? {
         Some(r) => {
             progress.log(&format!("remote cache {} ({})", r.url, r.describe()));

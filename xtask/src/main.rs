@@ -98,6 +98,10 @@ pub fn say(s: &str) {
     println!("{s}");
 }
 
+/// The features of the build the tests run against (and only of it): release and
+/// dist binaries, what users run, hold no failpoint.
+pub const TEST_FEATURES: &str = "atlas-runtime/failpoints";
+
 /// Which build the product's binaries come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
@@ -116,7 +120,10 @@ impl Profile {
         let mut cmd = cargo();
         cmd.args(["build", "--locked", "--workspace", "--bins"]);
         match self {
-            Profile::Debug => {}
+            // The test build: the fault tests' failpoints compiled in.
+            Profile::Debug => {
+                cmd.args(["--features", TEST_FEATURES]);
+            }
             Profile::Release => {
                 cmd.arg("--release");
             }

@@ -12,7 +12,9 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 
-use crate::{Error, Result, failpoint, io};
+use atlas_runtime::failpoint;
+
+use crate::{Error, Result, io};
 
 /// Writes the archive of `files` (bundle-relative path → bytes, any order) under
 /// `<name>/` to `out`.
@@ -181,9 +183,12 @@ fn walk(archive: &Path, limits: &Limits, target: Option<&Path>) -> Result<Extrac
                     }
                     written += n as u64;
                     if let (Some(out), Some(dest)) = (&mut out, &dest) {
-                        failpoint::on_write(written)?;
+                        if failpoint::armed("extract-enospc", None).is_some_and(|n| written > n) {
+                            let full = std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device (failpoint)");
+                            return Err(Error::Io { path: "ATLAS_HOME/bundles".into(), error: full });
+                        }
                         out.write_all(&buf[..n]).map_err(io(dest))?;
-                        failpoint::extracting(files);
+                        failpoint::abort_at("extract-abort", None, files);
                     }
                 }
                 if written != size {

@@ -23,7 +23,6 @@ pub use atlas_cache::atomic;
 pub mod archive;
 pub mod config;
 pub mod delta;
-pub mod failpoint;
 pub mod fetch;
 pub mod github;
 pub mod home;

@@ -44,20 +44,12 @@ fn config(language: &str) -> Option<&'static HighlightConfiguration> {
     static CONFIGS: OnceLock<HashMap<&'static str, HighlightConfiguration>> = OnceLock::new();
     CONFIGS
         .get_or_init(|| {
-            let ts_query =
-                format!("{}\n{}", tree_sitter_typescript::HIGHLIGHTS_QUERY, tree_sitter_javascript::HIGHLIGHT_QUERY);
-            let langs: [(&str, tree_sitter::Language, &str); 6] = [
-                ("python", tree_sitter_python::LANGUAGE.into(), tree_sitter_python::HIGHLIGHTS_QUERY),
-                ("rust", tree_sitter_rust::LANGUAGE.into(), tree_sitter_rust::HIGHLIGHTS_QUERY),
-                ("javascript", tree_sitter_javascript::LANGUAGE.into(), tree_sitter_javascript::HIGHLIGHT_QUERY),
-                ("typescript", tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(), &ts_query),
-                ("go", tree_sitter_go::LANGUAGE.into(), tree_sitter_go::HIGHLIGHTS_QUERY),
-                ("java", tree_sitter_java::LANGUAGE.into(), tree_sitter_java::HIGHLIGHTS_QUERY),
-            ];
-            langs
-                .into_iter()
-                .filter_map(|(name, lang, query)| {
-                    let mut c = HighlightConfiguration::new(lang, name, query, "", "")
+            atlas_runtime::grammar::NAMES
+                .iter()
+                .filter_map(|name| atlas_runtime::grammar::by_name(name))
+                .filter_map(|g| {
+                    let name = g.name;
+                    let mut c = HighlightConfiguration::new(g.language, name, &g.highlights, "", "")
                         .map_err(|e| tracing::warn!("highlight query for {name}: {e}"))
                         .ok()?;
                     c.configure(NAMES);
@@ -69,9 +61,9 @@ fn config(language: &str) -> Option<&'static HighlightConfiguration> {
 }
 
 /// The lines of `source` as HTML (highlighted when it can be), without newlines.
-fn lines(source: &str, language: Option<&str>) -> Vec<String> {
+fn lines(source: &str, grammar: Option<&str>) -> Vec<String> {
     let plain = || source.lines().map(esc).collect::<Vec<_>>();
-    let Some(cfg) = language.filter(|_| source.len() <= MAX_HIGHLIGHT_BYTES).and_then(config) else {
+    let Some(cfg) = grammar.filter(|_| source.len() <= MAX_HIGHLIGHT_BYTES).and_then(config) else {
         return plain();
     };
     let mut hl = Highlighter::new();
@@ -85,11 +77,12 @@ fn lines(source: &str, language: Option<&str>) -> Vec<String> {
     r.lines().map(|l| l.trim_end_matches('\n').to_owned()).collect()
 }
 
-/// A code file as a table of numbered lines, `cited` marked (the first cited line
-/// carries `id="cited"`).
-pub fn code(source: &str, language: Option<&str>, cited: (u32, u32)) -> String {
+/// A code file (at `path`, in `language`) as a table of numbered lines, `cited`
+/// marked (the first cited line carries `id="cited"`).
+pub fn code(source: &str, path: &str, language: Option<&str>, cited: (u32, u32)) -> String {
+    let grammar = language.and_then(|l| atlas_runtime::grammar::of(l, path)).map(|g| g.name);
     let mut out = String::from("<div class=\"code\"><table><tbody>\n");
-    for (i, line) in lines(source, language).iter().enumerate() {
+    for (i, line) in lines(source, grammar).iter().enumerate() {
         let n = i as u32 + 1;
         let on = (cited.0..=cited.1).contains(&n);
         let id = if n == cited.0 { " id=\"cited\"" } else { "" };
@@ -107,13 +100,13 @@ pub fn code(source: &str, language: Option<&str>, cited: (u32, u32)) -> String {
 mod tests {
     #[test]
     fn code_is_highlighted_and_escaped() {
-        let html = super::code("fn main() {\n    let s = \"<script>\";\n}\n", Some("rust"), (2, 2));
+        let html = super::code("fn main() {\n    let s = \"<script>\";\n}\n", "main.rs", Some("rust"), (2, 2));
         assert!(html.contains("hl-keyword"), "{html}");
         assert!(html.contains("&lt;script&gt;") && !html.contains("<script"), "{html}");
         assert!(html.contains(r#"<tr class="cited" id="cited"><td class="ln" id="L2">"#), "{html}");
-        let plain = super::code("<b>x</b>\n", Some("cobol"), (1, 1));
+        let plain = super::code("<b>x</b>\n", "x.cob", Some("cobol"), (1, 1));
         assert!(plain.contains("&lt;b&gt;x&lt;/b&gt;"), "{plain}");
-        for lang in ["python", "rust", "javascript", "typescript", "go", "java"] {
+        for lang in atlas_runtime::grammar::NAMES {
             assert!(super::config(lang).is_some(), "{lang}");
         }
     }

@@ -253,7 +253,7 @@ fn source_body(b: &Bundle, id: &str) -> Result<(String, String), String> {
     let text = String::from_utf8_lossy(&bytes);
     let lines = (hit.start_line, hit.end_line);
     let body = if hit.kind == "code" {
-        highlight::code(&text, hit.language.as_deref(), lines)
+        highlight::code(&text, &hit.path, hit.language.as_deref(), lines)
     } else {
         format!("<div class=\"md\">{}</div>", render::markdown(&text, lines))
     };

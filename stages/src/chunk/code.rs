@@ -57,16 +57,7 @@ impl CodeChunks {
 
 /// The tree-sitter grammar of a language, by the name `source::language_of` gives.
 pub fn grammar(language: &str, path: &str) -> Option<Language> {
-    Some(match language {
-        "python" => tree_sitter_python::LANGUAGE.into(),
-        "rust" => tree_sitter_rust::LANGUAGE.into(),
-        "javascript" => tree_sitter_javascript::LANGUAGE.into(),
-        "typescript" if path.ends_with(".tsx") => tree_sitter_typescript::LANGUAGE_TSX.into(),
-        "typescript" => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
-        "go" => tree_sitter_go::LANGUAGE.into(),
-        "java" => tree_sitter_java::LANGUAGE.into(),
-        _ => return None,
-    })
+    atlas_runtime::grammar::of(language, path).map(|g| g.language)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,11 +6,10 @@
 //! - [`config`]: `pipeline.yaml`, its sources, and each stage's params section;
 //! - [`dag`]: plan, run, status and the summary, over the registry;
 //! - [`outputs`]: the build folder, written through each stage's `materialize`;
-//! - [`progress`], [`failpoint`]: bars and logs; fault injection for the crash tests.
+//! - [`progress`]: bars and logs.
 
 pub mod config;
 pub mod dag;
-pub mod failpoint;
 pub mod outputs;
 pub mod progress;
 pub mod remote;

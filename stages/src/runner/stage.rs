@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::config::Loaded;
-use super::failpoint;
+use atlas_runtime::failpoint;
 use super::outputs::Outputs;
 use super::progress::Progress;
 
@@ -234,7 +234,7 @@ impl Ctx<'_> {
                 let bytes = compute(item)?;
                 let d = self.cache.put(&bytes)?;
                 self.cache.set_ref(&ns, k, d)?;
-                failpoint::item_done(self.stage);
+                failpoint::count("crash-after", Some(self.stage));
                 bar.inc();
                 Ok((k, d, false))
             })
@@ -255,7 +255,7 @@ impl Ctx<'_> {
     /// Called after each item the stage computes itself (not for memo hits), for the
     /// crash tests' fault injection.
     pub fn item_done(&self) {
-        failpoint::item_done(self.stage);
+        failpoint::count("crash-after", Some(self.stage));
     }
 }
 

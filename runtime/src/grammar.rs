@@ -1,0 +1,47 @@
+//! The tree-sitter grammars Atlas knows: the chunker parses code with them and the
+//! web page highlights it with the same ones (each grammar's own highlight query).
+//! One table, so a language the chunker reads is one the page colours (TSX included).
+
+use tree_sitter::Language;
+
+/// A grammar: the name a highlighter keys it by, the parser's language and the
+/// grammar's highlight query.
+#[derive(Debug, Clone)]
+pub struct Grammar {
+    /// `python`, `rust`, `javascript`, `typescript`, `tsx`, `go` or `java`.
+    pub name: &'static str,
+    pub language: Language,
+    pub highlights: String,
+}
+
+/// The grammars in the table, by name.
+pub const NAMES: &[&str] = &["python", "rust", "javascript", "typescript", "tsx", "go", "java"];
+
+/// The grammar of a language (the name `language_of` gives a file), TSX for a
+/// `.tsx` file.
+pub fn of(language: &str, path: &str) -> Option<Grammar> {
+    let name = match language {
+        "typescript" if path.ends_with(".tsx") => "tsx",
+        other => other,
+    };
+    by_name(name)
+}
+
+/// A grammar by its table name.
+pub fn by_name(name: &str) -> Option<Grammar> {
+    // TypeScript's query extends JavaScript's (it holds only what TypeScript adds).
+    let ts = || format!("{}\n{}", tree_sitter_typescript::HIGHLIGHTS_QUERY, tree_sitter_javascript::HIGHLIGHT_QUERY);
+    let (name, language, highlights): (&'static str, Language, String) = match name {
+        "python" => ("python", tree_sitter_python::LANGUAGE.into(), tree_sitter_python::HIGHLIGHTS_QUERY.into()),
+        "rust" => ("rust", tree_sitter_rust::LANGUAGE.into(), tree_sitter_rust::HIGHLIGHTS_QUERY.into()),
+        "javascript" => {
+            ("javascript", tree_sitter_javascript::LANGUAGE.into(), tree_sitter_javascript::HIGHLIGHT_QUERY.into())
+        }
+        "typescript" => ("typescript", tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(), ts()),
+        "tsx" => ("tsx", tree_sitter_typescript::LANGUAGE_TSX.into(), ts()),
+        "go" => ("go", tree_sitter_go::LANGUAGE.into(), tree_sitter_go::HIGHLIGHTS_QUERY.into()),
+        "java" => ("java", tree_sitter_java::LANGUAGE.into(), tree_sitter_java::HIGHLIGHTS_QUERY.into()),
+        _ => return None,
+    };
+    Some(Grammar { name, language, highlights })
+}
