@@ -73,7 +73,6 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
     move |error| Error::Io { path: path.to_owned(), error }
 }
 
-
 /// Milliseconds since the Unix epoch (0 before it).
 pub fn now_unix_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)

@@ -5,9 +5,7 @@ use std::fs::{self};
 use std::io::{self};
 use std::path::PathBuf;
 
-
 use crate::{Cache, Digest, RefRecord, Result, io_err};
-
 
 impl Cache {
     pub(crate) fn ref_path(&self, namespace: &str, key: Digest) -> PathBuf {

@@ -4,10 +4,8 @@
 use std::fmt;
 use std::sync::atomic::Ordering;
 
-
 use crate::trust;
 use crate::{Cache, Digest, RefRecord, RemotePolicy, Result};
-
 
 /// A shared cache behind the local one, named by paths relative to its root:
 /// `objects/<hex>` and `refs/<namespace>/<hex>`. Implementations bound every call in

@@ -8,9 +8,6 @@ use serde::{Deserialize, Serialize};
 use crate::store::read_dir_paths;
 use crate::{Cache, Digest, Result, io_err};
 
-
-
-
 /// What a finished run references; `gc` keeps everything the kept runs list.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {

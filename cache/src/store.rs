@@ -8,12 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::{Digest, Error, Remote, RemotePolicy, Result, io_err, now_unix_ms};
 use std::fs::{OpenOptions, TryLockError};
 use std::sync::Mutex;
-use crate::{Remote, Digest, Error, RemotePolicy, Result, io_err, now_unix_ms};
-
-
-
 
 /// Counters that tests and the summary read.
 #[derive(Debug, Default)]
@@ -244,4 +241,3 @@ fn read_holder(lock_path: &Path) -> String {
         _ => "holder unknown".to_owned(),
     }
 }
-

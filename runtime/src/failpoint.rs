@@ -36,7 +36,10 @@ pub fn abort_at(point: &str, scope: Option<&str>, done: u64) {
     if let Some(n) = armed(point, scope)
         && done >= n
     {
-        eprintln!("failpoint {point}: aborting after {done}");
+        match scope {
+            Some(scope) => eprintln!("failpoint: aborting in {scope} after {n} items"),
+            None => eprintln!("failpoint {point}: aborting"),
+        }
         std::process::abort();
     }
 }

@@ -53,12 +53,13 @@ pub fn variants(w: &str) -> Vec<String> {
     v
 }
 
-
 /// The English stems of `text`'s words, lowercased, function words left out: what
 /// the keyword index's English fields hold (tantivy's Snowball stemmer).
 pub fn stems(text: &str) -> Vec<String> {
-    let mut analyzer =
-        TextAnalyzer::builder(SimpleTokenizer::default()).filter(LowerCaser).filter(Stemmer::new(Language::English)).build();
+    let mut analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(LowerCaser)
+        .filter(Stemmer::new(Language::English))
+        .build();
     let mut out = Vec::new();
     for word in text.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty() && !is_stopword(w)) {
         let mut stream = analyzer.token_stream(word);

@@ -35,6 +35,7 @@ impl Stage for Bm25 {
     const VERSION: u32 = 2;
     const DEPS: &'static [&'static str] = &["chunk"];
     type Params = Bm25Params;
+    type Prepared = ();
 
     fn check(p: &Bm25Params) -> Result<(), ParamError> {
         for (field, b) in &p.boosts {
@@ -50,7 +51,7 @@ impl Stage for Bm25 {
         Ok(())
     }
 
-    fn run(&self, p: &Bm25Params, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
+    fn run(&self, p: &Bm25Params, ctx: &Ctx<'_>, (): ()) -> anyhow::Result<StageOutput> {
         let manifest: ChunkManifest = ctx.input("chunk")?;
         let chunks = atlas_runtime::chunk_table::from_parquet(&ctx.cache.get_required(manifest.chunks)?)?;
         // Build in the cache's tmp/ (cleared when a run starts), then store each file.

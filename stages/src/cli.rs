@@ -237,7 +237,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         return write_stdout(&crate::publish::keygen(out, &name, *password)?);
     }
     // Validate everything the user gave before touching the cache.
-    let cfg = runner::load(&cli.config, &registry)?;
+    let mut cfg = runner::load(&cli.config, &registry)?;
     let progress = Progress::new();
     match &cli.command {
         Command::Keygen { .. } => unreachable!("handled above"),
@@ -265,8 +265,8 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                 anyhow::bail!(runner::ConfigError("--publish needs the whole pipeline; drop --until".into()));
             }
             let cache = open_cache(cli, &cfg, &progress)?;
-            let opts =
-                RunOptions { until: until.as_deref(), force, offline: *offline, sections, max_pages: *max_pages };
+            cfg.override_crawl(sections, *max_pages);
+            let opts = RunOptions { until: until.as_deref(), force, offline: *offline };
             let summary = dag::run(&cache, &cfg, &registry, &opts, &progress)?;
             cache.flush_remote();
             for c in summary.corruptions.iter().chain(&cache.take_warnings()) {

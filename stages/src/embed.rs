@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
-use atlas_cache::{Cache, Digest, KeyBuilder};
+use atlas_cache::{Digest, KeyBuilder};
 use atlas_runtime::encoder::{Backend, Encoder, EncoderOptions};
 use atlas_runtime::model;
 use half::f16;
@@ -110,6 +110,7 @@ impl Stage for Embed {
     const VERSION: u32 = 2;
     const DEPS: &'static [&'static str] = &["chunk"];
     type Params = EmbedParams;
+    type Prepared = ();
 
     fn check(e: &EmbedParams) -> Result<(), ParamError> {
         if model::spec(&e.model).is_none() {
@@ -135,13 +136,13 @@ impl Stage for Embed {
         v
     }
     /// The model file itself: a new file under the same id must not reuse vectors.
-    fn external_inputs(&self, p: &EmbedParams, _ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
+    fn external_inputs(&self, p: &EmbedParams, _ctx: &Ctx<'_>) -> anyhow::Result<(BTreeMap<String, Digest>, ())> {
         let path = model::model_dir(&p.model).join("model.onnx");
         let bytes = std::fs::read(&path)
             .with_context(|| format!("model {} is not provisioned ({}); run `atlas setup`", p.model, path.display()))?;
-        Ok(BTreeMap::from([("model".to_owned(), Digest::of(&bytes))]))
+        Ok((BTreeMap::from([("model".to_owned(), Digest::of(&bytes))]), ()))
     }
-    fn run(&self, p: &EmbedParams, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
+    fn run(&self, p: &EmbedParams, ctx: &Ctx<'_>, (): ()) -> anyhow::Result<StageOutput> {
         let chunks_manifest: ChunkManifest = ctx.input("chunk")?;
         let records = atlas_runtime::chunk_table::from_parquet(&ctx.cache.get_required(chunks_manifest.chunks)?)?;
         // Embed::check (at config load) made sure the id is registered.
@@ -165,18 +166,10 @@ impl Stage for Embed {
                 .digest("text", Digest::of(text.as_bytes()))
                 .finish()
         };
-        let ns = "item-embed";
-        // Hits and misses.
         let passages: Vec<String> =
             records.par_iter().map(|r| if p.header { with_header(r) } else { r.text.clone() }).collect();
-        let keys: Vec<Digest> = passages.par_iter().map(|t| key(t)).collect();
-        let mut have: Vec<Option<Digest>> = vec![None; records.len()];
-        if !ctx.force {
-            for (i, k) in keys.iter().enumerate() {
-                have[i] = ctx.cache.get_ref(ns, *k)?;
-            }
-        }
-        let missing: Vec<usize> = (0..records.len()).filter(|&i| have[i].is_none()).collect();
+        let mut memo = ctx.memo(passages.par_iter().map(|t| key(t)).collect())?;
+        let missing = memo.missing();
         // Tokenise the misses in parallel.
         let t0 = Instant::now();
         let tokenized: Vec<Vec<u32>> = missing
@@ -211,10 +204,7 @@ impl Stage for Embed {
                     }
                     let item =
                         ChunkVectors { windows: vectors[*m].len() as u32, tokens: tokenized[*m].len() as u32, data };
-                    let d = ctx.cache.put(&item.encode())?;
-                    ctx.cache.set_ref(ns, keys[i], d)?;
-                    have[i] = Some(d);
-                    ctx.item_done();
+                    memo.store(i, &item.encode())?;
                     bar.inc();
                 }
             }
@@ -233,8 +223,7 @@ impl Stage for Embed {
         let mut data: Vec<f16> = Vec::new();
         let mut window_chunk = Vec::new();
         let (mut over_chunks, mut over_windows, mut tokens) = (0, 0, 0u64);
-        for (i, d) in have.iter().enumerate() {
-            let d = d.context("every chunk has vectors")?;
+        for (i, d) in memo.finish(&mut out)?.into_iter().enumerate() {
             let item = ChunkVectors::decode(&ctx.cache.get_required(d)?)?;
             if item.data.len() != item.windows as usize * spec.dims * 2 {
                 bail!("cached vectors of chunk {} have the wrong size", records[i].chunk_id);
@@ -246,11 +235,7 @@ impl Stage for Embed {
                 over_windows += item.windows as usize;
             }
             tokens += u64::from(item.tokens);
-            out.objects.insert(d);
-            out.refs.insert(Cache::ref_name(ns, keys[i]));
         }
-        out.items = records.len();
-        out.reused = records.len() - missing.len();
         if over_chunks > 0 {
             out.notes.push(format!(
                 "{over_chunks} of {} chunks run past the {size}-token window: embedded as {over_windows} overlapping windows ({overlap} tokens shared), none truncated",

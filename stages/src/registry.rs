@@ -6,7 +6,7 @@ use crate::runner::DynStage;
 /// Every stage of the pipeline, each after the stages it reads.
 pub fn registry() -> Vec<Box<dyn DynStage>> {
     vec![
-        Box::new(crate::crawl::Crawl::default()),
+        Box::new(crate::crawl::Crawl),
         Box::new(crate::clean::CleanGitbook),
         Box::new(crate::chunk::Chunk),
         Box::new(crate::embed::Embed),

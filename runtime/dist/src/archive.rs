@@ -184,7 +184,10 @@ fn walk(archive: &Path, limits: &Limits, target: Option<&Path>) -> Result<Extrac
                     written += n as u64;
                     if let (Some(out), Some(dest)) = (&mut out, &dest) {
                         if failpoint::armed("extract-enospc", None).is_some_and(|n| written > n) {
-                            let full = std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device (failpoint)");
+                            let full = std::io::Error::new(
+                                std::io::ErrorKind::StorageFull,
+                                "No space left on device (failpoint)",
+                            );
                             return Err(Error::Io { path: "ATLAS_HOME/bundles".into(), error: full });
                         }
                         out.write_all(&buf[..n]).map_err(io(dest))?;

@@ -189,33 +189,68 @@ enum Get {
     Pieces(Vec<(Piece, Option<std::ops::Range<usize>>)>, Option<PathBuf>),
 }
 
-/// Updates the installed `base` (the current version of `latest.name`) to `latest`
-/// through the per-file layout. `Ok(None)`: the source cannot give a delta (an older
-/// publish, a file missing, or more bytes than the archive); the caller downloads the
-/// archive instead.
-#[allow(clippy::too_many_arguments)]
-pub async fn update(
-    home: &Home,
-    lock: &crate::home::NameLock,
-    store: &Store,
-    dir: &ObjPath,
-    latest: &Latest,
-    base: &Record,
-    keys: &[PublicKey],
-    source: &str,
-    opts: &crate::outcome::Options,
-) -> Result<Option<(Outcome, Transfer)>> {
+/// What an update is asked: move the installed `base` (the current version of
+/// `latest.name`, its lock held) to `latest`, from the per-file layout under `dir`.
+#[derive(Debug)]
+pub struct Request<'a> {
+    pub home: &'a Home,
+    pub lock: &'a crate::home::NameLock,
+    pub store: &'a Store,
+    pub dir: &'a ObjPath,
+    pub latest: &'a Latest,
+    pub base: &'a Record,
+    pub keys: &'a [PublicKey],
+    /// The source as the user named it, for messages and the install record.
+    pub source: &'a str,
+    pub opts: &'a crate::outcome::Options,
+}
+
+/// The new version's manifest, checked against `latest.json` (and its signature).
+struct Checked {
+    bytes: Vec<u8>,
+    manifest: Manifest,
+    signed_by: Option<(String, String)>,
+}
+
+/// How each file of the new version is obtained, and what reading the plan cost.
+struct Plan {
+    gets: Vec<Get>,
+    transfer: Transfer,
+}
+
+/// Updates the installed base to the new version in three phases: **plan** (the new
+/// manifest, checked; what each file takes; the bytes to fetch), **fetch** (each file
+/// into a staging folder, linked, pieced or downloaded, checked as it is written), and
+/// **verify** (the whole folder against the manifest, then the same commit as a full
+/// install). `Ok(None)`: the source cannot give a delta (an older publish, a file
+/// missing, or more bytes than the archive); the caller downloads the archive instead.
+pub async fn update(req: &Request<'_>) -> Result<Option<(Outcome, Transfer)>> {
+    let Some(new) = checked_manifest(req).await? else { return Ok(None) };
+    let Some(plan) = plan(req, &new).await? else { return Ok(None) };
+    let staging = req.home.staging()?;
+    let result = async {
+        let root = staging.join(&new.manifest.name);
+        let transfer = fetch(req, &new.manifest, plan, &root).await?;
+        verify_and_commit(req, &new, &root, transfer).map(Some)
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&staging);
+    result
+}
+
+/// Plan, first step: the new version's manifest, when the source publishes files,
+/// its sha256 that of `latest.json`, its signature good when a key is trusted.
+async fn checked_manifest(req: &Request<'_>) -> Result<Option<Checked>> {
+    let (latest, source) = (req.latest, req.source);
     let Some(manifest_sha) = latest.manifest_sha256.as_deref().filter(|_| latest.files) else { return Ok(None) };
-    if !keys.is_empty() && latest.manifest_signature.is_none() {
+    if !req.keys.is_empty() && latest.manifest_signature.is_none() {
         // Signed archive, unsigned manifest: the archive's signature is the check.
         return Ok(None);
     }
-    let mpath = dir.clone().join(latest.version.as_str()).join("manifest.json");
-    let Some(bytes) = store.get_small(&mpath, atlas_runtime::manifest::MAX_MANIFEST_BYTES).await? else {
+    let mpath = req.dir.clone().join(latest.version.as_str()).join("manifest.json");
+    let Some(bytes) = req.store.get_small(&mpath, atlas_runtime::manifest::MAX_MANIFEST_BYTES).await? else {
         return Ok(None);
     };
-    let mut transfer =
-        Transfer { fetched_bytes: bytes.len() as u64, archive_bytes: latest.size, ..Transfer::default() };
     let got = atlas_runtime::hash::sha256_bytes(&bytes);
     if got != manifest_sha {
         return Err(Error::DataCorruption(format!(
@@ -223,28 +258,39 @@ pub async fn update(
             latest.version
         )));
     }
-    let signed_by = check_signature(keys, latest, &bytes, source)?;
-    let m: Manifest = serde_json::from_slice(&bytes)
+    let signed_by = check_signature(req.keys, latest, &bytes, source)?;
+    let manifest: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| Error::DataCorruption(format!("{source}: unreadable manifest.json ({e})")))?;
-    if m.name != latest.name || m.version != latest.version {
+    if manifest.name != latest.name || manifest.version != latest.version {
         return Err(Error::DataCorruption(format!(
             "{source}: manifest.json is {} {}, latest.json says {} {}",
-            m.name, m.version, latest.name, latest.version
+            manifest.name, manifest.version, latest.name, latest.version
         )));
     }
-    let old_dir = home.dir(&base.name).join(&base.version);
+    Ok(Some(Checked { bytes, manifest, signed_by }))
+}
+
+/// `root/rel` for a name from the source's manifest or recipes.
+fn inside(source: &str, root: &Path, rel: &str) -> Result<PathBuf> {
+    atlas_runtime::safe_path::join_inside(root, rel).map_err(|e| Error::DataCorruption(format!("{source}: {e}")))
+}
+
+/// Plan, second step: per file a link to the installed copy, one object, or pieces
+/// (each from the installed file or fetched); `None` when an object is not published
+/// or the delta would move as many bytes as the archive.
+async fn plan(req: &Request<'_>, new: &Checked) -> Result<Option<Plan>> {
+    let (store, source) = (req.store, req.source);
+    let mut transfer =
+        Transfer { fetched_bytes: new.bytes.len() as u64, archive_bytes: req.latest.size, ..Transfer::default() };
+    let old_dir = req.home.dir(&req.base.name).join(&req.base.version);
     let old = atlas_runtime::manifest::read_manifest(&old_dir)?;
-    let inside = |root: &Path, rel: &str| {
-        atlas_runtime::safe_path::join_inside(root, rel).map_err(|e| Error::DataCorruption(format!("{source}: {e}")))
-    };
-    // The plan: what each file takes, and the bytes to fetch.
     let by_hash: HashMap<&str, &str> = old.artifacts.iter().map(|a| (a.blake3.as_str(), a.path.as_str())).collect();
-    let files = dir.clone().join(FILES);
-    let mut plan = Vec::with_capacity(m.artifacts.len());
+    let files = req.dir.clone().join(FILES);
+    let mut gets = Vec::with_capacity(new.manifest.artifacts.len());
     let mut to_fetch: Vec<ObjPath> = Vec::new();
-    for a in &m.artifacts {
+    for a in &new.manifest.artifacts {
         if let Some(from) = by_hash.get(a.blake3.as_str()) {
-            plan.push(Get::Link(inside(&old_dir, from)?));
+            gets.push(Get::Link(inside(source, &old_dir, from)?));
             continue;
         }
         let recipe = match a.size > PIECES_OVER {
@@ -254,14 +300,14 @@ pub async fn update(
         let Some(recipe) = recipe else {
             let obj = files.clone().join(object_name(&a.blake3).as_str());
             to_fetch.push(obj.clone());
-            plan.push(Get::Whole(obj));
+            gets.push(Get::Whole(obj));
             continue;
         };
         transfer.fetched_bytes = transfer.fetched_bytes.saturating_add(recipe.len() as u64);
         let listed = parse_recipe(&recipe, a.size)
             .map_err(|why| Error::DataCorruption(format!("{source}: the recipe of {} {why}", a.path)))?;
         // The installed file at the same path, cut the same way.
-        let local_path = old.artifact(&a.path).map(|_| inside(&old_dir, &a.path)).transpose()?;
+        let local_path = old.artifact(&a.path).map(|_| inside(source, &old_dir, &a.path)).transpose()?;
         let local: HashMap<String, std::ops::Range<usize>> = match &local_path {
             Some(p) => pieces(&std::fs::read(p).map_err(io(p))?).into_iter().map(|(p, r)| (p.blake3, r)).collect(),
             None => HashMap::new(),
@@ -274,7 +320,7 @@ pub async fn update(
             }
             ps.push((p, have));
         }
-        plan.push(Get::Pieces(ps, local_path));
+        gets.push(Get::Pieces(ps, local_path));
     }
     to_fetch.sort();
     to_fetch.dedup();
@@ -289,96 +335,101 @@ pub async fn update(
             Err(e) => return Err(Error::Remote(format!("{}/{obj}: {e}", store.url))),
         }
     }
-    if planned >= latest.size {
+    if planned >= req.latest.size {
         eprintln!(
             "atlas: {source}: the changed files come to {planned} bytes, the archive to {}; downloading the archive",
-            latest.size
+            req.latest.size
         );
         return Ok(None);
     }
-    let staging = home.staging()?;
-    let result = async {
-        let root = staging.join(&m.name);
-        for (a, get) in m.artifacts.iter().zip(plan) {
-            let to = inside(&root, &a.path)?;
-            if let Some(parent) = to.parent() {
-                std::fs::create_dir_all(parent).map_err(io(parent))?;
+    Ok(Some(Plan { gets, transfer }))
+}
+
+/// Fetch: every file of `manifest` under `root` as the plan says, each checked
+/// against its size and blake3 as it is written.
+async fn fetch(req: &Request<'_>, manifest: &Manifest, plan: Plan, root: &Path) -> Result<Transfer> {
+    let Plan { gets, mut transfer } = plan;
+    let files = req.dir.clone().join(FILES);
+    for (a, get) in manifest.artifacts.iter().zip(gets) {
+        let to = inside(req.source, root, &a.path)?;
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        match get {
+            Get::Link(from) => {
+                if std::fs::hard_link(&from, &to).is_err() {
+                    std::fs::copy(&from, &to).map_err(io(&to))?;
+                }
+                transfer.reused_files += 1;
             }
-            match get {
-                Get::Link(from) => {
-                    if std::fs::hard_link(&from, &to).is_err() {
-                        std::fs::copy(&from, &to).map_err(io(&to))?;
-                    }
-                    transfer.reused_files += 1;
-                }
-                Get::Whole(obj) => {
-                    let mut out = Written::create(&to, a.size)?;
-                    let got = fetch_into(store, &obj, &mut out).await?;
-                    transfer.fetched_bytes = transfer.fetched_bytes.saturating_add(got);
-                    out.finish(a)?;
-                    transfer.fetched_files += 1;
-                }
-                Get::Pieces(ps, local) => {
-                    let local = match local {
-                        Some(p) => std::fs::read(&p).map_err(io(&p))?,
-                        None => Vec::new(),
-                    };
-                    let mut out = Written::create(&to, a.size)?;
-                    for (p, have) in ps {
-                        match have {
-                            Some(r) => out.put(&local[r])?,
-                            None => {
-                                // Streamed to the file as it comes, the piece hashed on the way.
-                                let obj = files.clone().join(object_name(&p.blake3).as_str());
-                                out.begin_piece(p.size);
-                                let got = fetch_into(store, &obj, &mut out).await?;
-                                transfer.fetched_bytes = transfer.fetched_bytes.saturating_add(got);
-                                out.end_piece(&p.blake3, &obj)?;
-                            }
+            Get::Whole(obj) => {
+                let mut out = Written::create(&to, a.size)?;
+                let got = fetch_into(req.store, &obj, &mut out).await?;
+                transfer.fetched_bytes = transfer.fetched_bytes.saturating_add(got);
+                out.finish(a)?;
+                transfer.fetched_files += 1;
+            }
+            Get::Pieces(ps, local) => {
+                let local = match local {
+                    Some(p) => std::fs::read(&p).map_err(io(&p))?,
+                    None => Vec::new(),
+                };
+                let mut out = Written::create(&to, a.size)?;
+                for (p, have) in ps {
+                    match have {
+                        Some(r) => out.put(&local[r])?,
+                        None => {
+                            // Streamed to the file as it comes, the piece hashed on the way.
+                            let obj = files.clone().join(object_name(&p.blake3).as_str());
+                            out.begin_piece(p.size);
+                            let got = fetch_into(req.store, &obj, &mut out).await?;
+                            transfer.fetched_bytes = transfer.fetched_bytes.saturating_add(got);
+                            out.end_piece(&p.blake3, &obj)?;
                         }
                     }
-                    out.finish(a)?;
-                    transfer.fetched_files += 1;
                 }
+                out.finish(a)?;
+                transfer.fetched_files += 1;
             }
         }
-        std::fs::write(root.join("manifest.json"), &bytes).map_err(io(root.join("manifest.json")))?;
-        // Linked files are checked too: an installed file changed on disk is caught here.
-        atlas_runtime::manifest::verify(&root).map_err(|e| {
-            Error::DataCorruption(format!(
-                "{source}: the updated bundle does not match its manifest ({e}); nothing was installed"
-            ))
-        })?;
-        let record = Record {
-            name: m.name.clone(),
-            version: m.version.clone(),
-            source: source.to_owned(),
-            sha256: latest.sha256.clone(),
-            remote_id: None,
-            size: latest.size,
-            installed: crate::home::now(),
-            signed_by: signed_by.as_ref().map(|(id, _)| id.clone()),
-            trust: signed_by.as_ref().map(|(_, k)| k.clone()),
-            created: m.created.clone(),
-        };
-        home.check_forward(&m.name, &m.version, &m.created, opts.allow_downgrade)?;
-        let c = home.commit(lock, &root, &record, opts.keep)?;
-        Ok(Some((
-            Outcome {
-                name: m.name.clone(),
-                version: m.version.clone(),
-                path: c.path,
-                changed: c.changed,
-                signed_by: record.signed_by,
-                previous: c.previous,
-                transfer: None,
-            },
-            transfer,
-        )))
     }
-    .await;
-    let _ = std::fs::remove_dir_all(&staging);
-    result
+    Ok(transfer)
+}
+
+/// Verify: the staged folder against the manifest (linked files too: an installed
+/// file changed on disk is caught here), forward-only, then the commit.
+fn verify_and_commit(req: &Request<'_>, new: &Checked, root: &Path, transfer: Transfer) -> Result<(Outcome, Transfer)> {
+    let (m, source) = (&new.manifest, req.source);
+    std::fs::write(root.join("manifest.json"), &new.bytes).map_err(io(root.join("manifest.json")))?;
+    atlas_runtime::manifest::verify(root).map_err(|e| {
+        Error::DataCorruption(format!(
+            "{source}: the updated bundle does not match its manifest ({e}); nothing was installed"
+        ))
+    })?;
+    let record = Record {
+        name: m.name.clone(),
+        version: m.version.clone(),
+        source: source.to_owned(),
+        sha256: req.latest.sha256.clone(),
+        remote_id: None,
+        size: req.latest.size,
+        installed: crate::home::now(),
+        signed_by: new.signed_by.as_ref().map(|(id, _)| id.clone()),
+        trust: new.signed_by.as_ref().map(|(_, k)| k.clone()),
+        created: m.created.clone(),
+    };
+    req.home.check_forward(&m.name, &m.version, &m.created, req.opts.allow_downgrade)?;
+    let c = req.home.commit(req.lock, root, &record, req.opts.keep)?;
+    let outcome = Outcome {
+        name: m.name.clone(),
+        version: m.version.clone(),
+        path: c.path,
+        changed: c.changed,
+        signed_by: record.signed_by,
+        previous: c.previous,
+        transfer: None,
+    };
+    Ok((outcome, transfer))
 }
 
 /// With trusted keys, the manifest's signature must verify with one of them and name

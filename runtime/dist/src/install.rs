@@ -227,8 +227,18 @@ pub async fn install(home: &Home, source: &Source, opts: &Options) -> Result<Out
     // An update from object storage: only the files that changed, when published so.
     if let (How::Store(store, _, dir, latest), Some(base), Some(lock)) = (&r.how, &known, &lock)
         && base.name == latest.name
-        && let Some((out, transfer)) =
-            crate::delta::update(home, lock, store, dir, latest, base, &keys, &source.to_string(), opts).await?
+        && let Some((out, transfer)) = crate::delta::update(&crate::delta::Request {
+            home,
+            lock,
+            store,
+            dir,
+            latest,
+            base,
+            keys: &keys,
+            source: &source.to_string(),
+            opts,
+        })
+        .await?
     {
         return Ok(Outcome { transfer: Some(transfer), ..out });
     }

@@ -27,8 +27,8 @@ pub use retrieve::EXACT_MAX_FILES;
 
 use std::collections::HashSet;
 
-use crate::{Error, Result};
 use crate::bundle::Bundle;
+use crate::{Error, Result};
 use fusion::{diversify, promote, sort_desc};
 use snippet::{passage, snippet};
 

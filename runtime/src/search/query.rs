@@ -39,7 +39,6 @@ pub fn query_words(query: &str) -> Vec<(String, f32)> {
     out
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,8 @@
 //! 3. Assemble the numbered sources within a token budget.
 //! 4. Generate through an OpenAI-compatible endpoint ([`crate::llm`]), streaming, each
 //!    `[n]` checked by [`Citations`]; or, with no endpoint or when it fails, an
-//!    extractive answer: the sentences of the sources that best match the question.//!
+//!    extractive answer: the sentences of the sources that best match the question.
+//!
 //! `prompt` assembles the sources and the messages, `cite` checks the citations,
 //! `extract` is the answer without an LLM.
 

@@ -39,9 +39,7 @@ impl Args {
         let (dir, _) = locate(self.bundle, cfg)?;
         let b = open(&dir, open_options(cfg, OpenOptions::default())?)?;
         let opts = AskOptions {
-            budget_tokens: self
-                .budget
-                .map_or(cfg.ask.budget_tokens.unwrap_or(DEFAULT_BUDGET_TOKENS), |b| b as usize),
+            budget_tokens: self.budget.map_or(cfg.ask.budget_tokens.unwrap_or(DEFAULT_BUDGET_TOKENS), |b| b as usize),
             threshold: self.threshold.or(cfg.ask.threshold),
             llm: crate::ask::llm_from(&cfg.ask, self.llm, self.model, self.timeout)?,
         };

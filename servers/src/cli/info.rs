@@ -31,9 +31,7 @@ fn render(i: &BundleInfo) -> String {
         "{} {} (built {})\n  {} chunks, {} vectors from {} ({}-d, {} index)\n",
         i.name, i.version, i.created, i.chunks, i.embedding_rows, i.model, i.dims, i.vector_index
     );
-    let counts = |m: &BTreeMap<String, usize>| {
-        m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
-    };
+    let counts = |m: &BTreeMap<String, usize>| m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ");
     s.push_str(&format!("  by kind: {}\n  by section: {}\n", counts(&i.by_kind), counts(&i.by_section)));
     for src in &i.sources {
         s.push_str(&format!("  source {} ({}): {} files", src.name, src.kind, src.files));

@@ -14,8 +14,8 @@ pub(super) struct Args {
 impl Args {
     pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
         let (dir, _) = locate(self.bundle, cfg)?;
-        let m = atlas_runtime::manifest::verify(&dir)
-            .with_context(|| format!("verifying the bundle {}", dir.display()))?;
+        let m =
+            atlas_runtime::manifest::verify(&dir).with_context(|| format!("verifying the bundle {}", dir.display()))?;
         super::print(&format!("ok: {} {}: {} files match the manifest\n", m.name, m.version, m.artifacts.len()))
     }
 }

@@ -2,7 +2,8 @@
 //! a file by line range, greps. Nothing ranked, nothing invented.
 //!
 //! Every path an agent passes is resolved beneath the mirror root (see
-//! [`MirrorRoot::resolve`]); anything else is a tool error that says why.//!
+//! [`MirrorRoot::resolve`]); anything else is a tool error that says why.
+//!
 //! `root` is the path guard and name escaping, `read` the line windows, `grep` the
 //! search sink; the tools and the routing between libraries are here.
 
@@ -234,7 +235,6 @@ pub struct SearchArgs {
     #[serde(default)]
     pub max_results: Option<usize>,
 }
-
 
 fn tool_error(msg: impl Into<String>) -> Result<CallToolResult, ErrorData> {
     Ok(output::error(msg))

@@ -162,6 +162,7 @@ impl Stage for Chunk {
     const VERSION: u32 = 3;
     const DEPS: &'static [&'static str] = &["clean-gitbook"];
     type Params = ChunkParams;
+    type Prepared = ();
 
     fn check(c: &ChunkParams) -> Result<(), ParamError> {
         if !(1..=6).contains(&c.split_level) {
@@ -175,7 +176,7 @@ impl Stage for Chunk {
         range("code_merge_max_lines", c.code_merge_max_lines, 1.0, 10_000.0)
     }
 
-    fn run(&self, params: &ChunkParams, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
+    fn run(&self, params: &ChunkParams, ctx: &Ctx<'_>, (): ()) -> anyhow::Result<StageOutput> {
         let cleaned: CleanManifest = ctx.input("clean-gitbook")?;
         let mut out = StageOutput::default();
         let digests = ctx.memoised(

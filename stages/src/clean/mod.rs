@@ -42,8 +42,9 @@ impl Stage for CleanGitbook {
     const VERSION: u32 = 2;
     const DEPS: &'static [&'static str] = &["crawl"];
     type Params = CleanParams;
+    type Prepared = ();
 
-    fn run(&self, params: &CleanParams, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
+    fn run(&self, params: &CleanParams, ctx: &Ctx<'_>, (): ()) -> anyhow::Result<StageOutput> {
         let crawl: CrawlManifest = ctx.input("crawl")?;
         let mut out = StageOutput::default();
         let digests = ctx.memoised(

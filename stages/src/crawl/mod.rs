@@ -21,7 +21,6 @@ pub mod robots;
 pub mod site;
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use anyhow::{Context as _, bail};
 use atlas_cache::Digest;
@@ -85,16 +84,12 @@ impl Default for CrawlParams {
 /// The source stage. Its external input is a snapshot digest of each source, so an
 /// unchanged source tree makes the stage (and everything after it) a cache hit.
 #[derive(Debug, Default)]
-pub struct Crawl {
-    scans: Mutex<Option<BTreeMap<String, Scan>>>,
-}
+pub struct Crawl;
 
 impl Crawl {
-    fn scan_all(&self, p: &CrawlParams, ctx: &Ctx<'_>) -> anyhow::Result<()> {
-        let mut guard = self.scans.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.is_some() {
-            return Ok(());
-        }
+    /// Every source brought up to date and read: what the snapshot digests are of,
+    /// and what `run` stores.
+    fn scan_all(p: &CrawlParams, ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Scan>> {
         let cfg = ctx.cfg;
         let mut scans = BTreeMap::new();
         for (name, src) in &cfg.config.sources {
@@ -106,9 +101,7 @@ impl Crawl {
                     scans.insert(name.clone(), scan);
                 }
                 SourceConfig::LlmsTxt { url, sections, max_pages, allow_hosts } => {
-                    let sections = if ctx.sections.is_empty() { sections.as_slice() } else { ctx.sections };
-                    let src =
-                        site::LlmsSource { name, url, sections, max_pages: ctx.max_pages.or(*max_pages), allow_hosts };
+                    let src = site::LlmsSource { name, url, sections, max_pages: *max_pages, allow_hosts };
                     scans.insert(name.clone(), site::scan(ctx, p, &src)?);
                 }
                 SourceConfig::Git { url, rev, branch, include, exclude } => {
@@ -127,8 +120,7 @@ impl Crawl {
                 bail!("{}", empty_source(name, &cfg.config.sources[name], scan));
             }
         }
-        *guard = Some(scans);
-        Ok(())
+        Ok(scans)
     }
 }
 
@@ -138,6 +130,8 @@ impl Stage for Crawl {
     const VERSION: u32 = 3;
     const DEPS: &'static [&'static str] = &[];
     type Params = CrawlParams;
+    /// The scans `external_inputs` made (their snapshot digests are the inputs).
+    type Prepared = BTreeMap<String, Scan>;
 
     fn check(p: &CrawlParams) -> Result<(), ParamError> {
         let range = |key: &str, v: f64, lo: f64, hi: f64| check_range(Self::NAME, key, v, lo, hi);
@@ -157,21 +151,21 @@ impl Stage for Crawl {
         range("retry_after_cap_s", p.retry_after_cap_s, 0.0, 3600.0)?;
         range("max_error_ratio", p.max_error_ratio, 0.0, 1.0)
     }
-    fn external_inputs(&self, p: &CrawlParams, ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
-        self.scan_all(p, ctx)?;
-        let guard = self.scans.lock().unwrap_or_else(|e| e.into_inner());
-        let scans = guard.as_ref().expect("scanned above");
-        Ok(scans.iter().map(|(name, s)| (format!("source:{name}"), s.snapshot(name))).collect())
+    fn external_inputs(
+        &self,
+        p: &CrawlParams,
+        ctx: &Ctx<'_>,
+    ) -> anyhow::Result<(BTreeMap<String, Digest>, Self::Prepared)> {
+        let scans = Self::scan_all(p, ctx)?;
+        let inputs = scans.iter().map(|(name, s)| (format!("source:{name}"), s.snapshot(name))).collect();
+        Ok((inputs, scans))
     }
-    fn run(&self, p: &CrawlParams, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
-        self.scan_all(p, ctx)?;
-        let guard = self.scans.lock().unwrap_or_else(|e| e.into_inner());
-        let scans = guard.as_ref().expect("scanned above");
+    fn run(&self, _p: &CrawlParams, ctx: &Ctx<'_>, scans: Self::Prepared) -> anyhow::Result<StageOutput> {
         let total = scans.values().map(|s| s.files.len()).sum();
         let bar = ctx.progress.stage("crawl", total);
         let mut out = StageOutput::default();
         let mut manifest = CrawlManifest { docs: Vec::new(), skipped: Vec::new(), fetched_at: BTreeMap::new() };
-        for (name, scan) in scans {
+        for (name, scan) in &scans {
             if let Some(t) = &scan.fetched_at {
                 manifest.fetched_at.insert(name.clone(), t.clone());
             }

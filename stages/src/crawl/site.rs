@@ -54,14 +54,42 @@ pub fn scan(ctx: &Ctx<'_>, p: &CrawlParams, src: &LlmsSource<'_>) -> anyhow::Res
     Ok(scan)
 }
 
+/// What became of a page in the last crawl (`crawl_meta.json` spells it kebab-case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PageStatus {
+    /// Downloaded (new or changed) into the mirror.
+    Fetched,
+    /// The server answered 304: the mirror's copy stands.
+    NotModified,
+    /// No longer listed in llms.txt (or gone at the site): out of the mirror.
+    Removed,
+    /// Not fetched on purpose: robots.txt, an unsafe path, a binary body.
+    Skipped,
+    /// The fetch failed; the next run retries it.
+    Error,
+}
+
+impl PageStatus {
+    /// The name `crawl_meta.json` and the run's notes use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PageStatus::Fetched => "fetched",
+            PageStatus::NotModified => "not-modified",
+            PageStatus::Removed => "removed",
+            PageStatus::Skipped => "skipped",
+            PageStatus::Error => "error",
+        }
+    }
+}
+
 /// A page as recorded in `crawl_meta.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PageMeta {
     pub url: String,
     pub title: String,
     pub section: String,
-    /// `fetched`, `not-modified`, `removed`, `skipped` or `error`.
-    pub status: String,
+    pub status: PageStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etag: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -220,7 +248,7 @@ fn mirrored(meta: &CrawlMeta, state: &Path) -> Vec<MirroredPage> {
     let markdown = state.join("markdown");
     meta.pages
         .iter()
-        .filter(|(_, p)| p.digest.is_some() && p.status != "removed")
+        .filter(|(_, p)| p.digest.is_some() && p.status != PageStatus::Removed)
         .filter_map(|(rel, p)| {
             Some(MirroredPage {
                 rel: rel.clone(),
@@ -243,6 +271,10 @@ struct Shared {
     journal: std::fs::File,
 }
 
+/// The crawl in three phases: [`plan`] (the index, its filters, robots.txt, what an
+/// interrupted crawl's journal already holds), [`fetch_pages`] (every other page,
+/// politely in parallel, each journaled as it lands) and [`reconcile`] (pages that
+/// left llms.txt, the counts, `crawl_meta.json`).
 async fn crawl_async(
     src: &LlmsSource<'_>,
     params: &CrawlParams,
@@ -250,11 +282,37 @@ async fn crawl_async(
     previous: Option<CrawlMeta>,
     progress: &Progress,
 ) -> anyhow::Result<CrawlMeta> {
-    let llms_url = Url::parse(src.url).with_context(|| format!("source {}: bad url {}", src.name, src.url))?;
     let fetcher = Fetcher::new(params)?;
-    let started_at = now_rfc3339();
+    let plan = plan(src, params, &fetcher, state).await?;
+    let previous = previous.unwrap_or_default();
+    let fetched = fetch_pages(src, params, fetcher, &plan, &previous, progress).await?;
+    let meta = reconcile(fetched, &plan, &previous);
+    write_atomic(&state.join("crawl_meta.json"), &serde_json::to_vec_pretty(&meta)?)?;
+    let _ = std::fs::remove_file(&plan.journal_path);
+    check_yield(src, &meta, params.max_error_ratio)?;
+    Ok(meta)
+}
 
-    // The index itself.
+/// What a crawl is to do, before any page is fetched.
+struct Plan {
+    started_at: String,
+    index: llms::Index,
+    /// The entries to crawl (the index within the source's sections and page cap).
+    entries: Vec<llms::Entry>,
+    /// robots.txt per origin.
+    robots: BTreeMap<String, Robots>,
+    /// The mirror folder.
+    markdown: PathBuf,
+    journal_path: PathBuf,
+    /// Pages an interrupted crawl already landed (from its journal).
+    resumed: BTreeMap<String, PageMeta>,
+}
+
+/// Plan: the index fetched and parsed, the filters applied, robots.txt once per host,
+/// the journal of an interrupted crawl read back.
+async fn plan(src: &LlmsSource<'_>, params: &CrawlParams, fetcher: &Fetcher, state: &Path) -> anyhow::Result<Plan> {
+    let llms_url = Url::parse(src.url).with_context(|| format!("source {}: bad url {}", src.name, src.url))?;
+    let started_at = now_rfc3339();
     let mut notes = Vec::new();
     let index_text = match fetcher.get(&llms_url, None, None, params.max_body_bytes, &mut notes).await {
         Outcome::Fetched { body, .. } => String::from_utf8_lossy(&body).into_owned(),
@@ -264,8 +322,34 @@ async fn crawl_async(
     };
     let index = llms::parse_with(&index_text, &llms_url, src.allow_hosts)
         .map_err(|e| anyhow::anyhow!("source {}: {}: {e}", src.name, src.url))?;
+    let entries = filtered(src, &index)?;
 
-    // Filters.
+    // robots.txt, once per run and host.
+    let mut robots = BTreeMap::new();
+    for url in std::iter::once(&llms_url).chain(entries.iter().map(|e| &e.url)) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = robots.entry(url.origin().ascii_serialization()) {
+            slot.insert(fetch_robots(fetcher, url, params).await);
+        }
+    }
+
+    let markdown = state.join("markdown");
+    std::fs::create_dir_all(&markdown).with_context(|| format!("creating {}", markdown.display()))?;
+    let journal_path = state.join("journal.jsonl");
+    let mut resumed: BTreeMap<String, PageMeta> = BTreeMap::new();
+    if let Ok(text) = std::fs::read_to_string(&journal_path) {
+        for line in text.lines() {
+            // A torn last line from a kill is just skipped.
+            if let Ok(e) = serde_json::from_str::<JournalEntry>(line) {
+                resumed.insert(e.rel, e.page);
+            }
+        }
+    }
+    Ok(Plan { started_at, index, entries, robots, markdown, journal_path, resumed })
+}
+
+/// The index's entries within the source's `sections` (an unknown one is an error
+/// that lists those there are) and `max_pages`.
+fn filtered(src: &LlmsSource<'_>, index: &llms::Index) -> anyhow::Result<Vec<llms::Entry>> {
     let mut entries = index.entries.clone();
     if !src.sections.is_empty() {
         let available: std::collections::BTreeSet<String> =
@@ -289,55 +373,44 @@ async fn crawl_async(
     if let Some(max) = src.max_pages {
         entries.truncate(max);
     }
+    Ok(entries)
+}
 
-    // robots.txt, once per run and host.
-    let mut robots = BTreeMap::new();
-    for url in std::iter::once(&llms_url).chain(entries.iter().map(|e| &e.url)) {
-        if let std::collections::btree_map::Entry::Vacant(slot) = robots.entry(url.origin().ascii_serialization()) {
-            slot.insert(fetch_robots(&fetcher, url, params).await);
-        }
-    }
-
-    // Previous state and an interrupted crawl's journal.
-    let markdown = state.join("markdown");
-    std::fs::create_dir_all(&markdown).with_context(|| format!("creating {}", markdown.display()))?;
-    let journal_path = state.join("journal.jsonl");
-    let mut resumed: BTreeMap<String, PageMeta> = BTreeMap::new();
-    if let Ok(text) = std::fs::read_to_string(&journal_path) {
-        for line in text.lines() {
-            // A torn last line from a kill is just skipped.
-            if let Ok(e) = serde_json::from_str::<JournalEntry>(line) {
-                resumed.insert(e.rel, e.page);
-            }
-        }
-    }
-    let previous = previous.unwrap_or_default();
+/// Fetch: every planned page the journal does not hold, at most `max_concurrent` at
+/// once, each appended to the journal (fsynced) as it lands; failures are not
+/// journaled, so a resume retries them.
+async fn fetch_pages(
+    src: &LlmsSource<'_>,
+    params: &CrawlParams,
+    fetcher: Fetcher,
+    plan: &Plan,
+    previous: &CrawlMeta,
+    progress: &Progress,
+) -> anyhow::Result<CrawlMeta> {
     let journal = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&journal_path)
-        .with_context(|| format!("opening {}", journal_path.display()))?;
+        .open(&plan.journal_path)
+        .with_context(|| format!("opening {}", plan.journal_path.display()))?;
     let shared = Arc::new(Mutex::new(Shared {
         meta: CrawlMeta {
             source_url: src.url.to_owned(),
-            started_at,
-            offsite: index.offsite.clone(),
-            duplicates: index.duplicates.clone(),
-            refused: index.refused.clone(),
+            started_at: plan.started_at.clone(),
+            offsite: plan.index.offsite.clone(),
+            duplicates: plan.index.duplicates.clone(),
+            refused: plan.index.refused.clone(),
             ..CrawlMeta::default()
         },
         journal,
     }));
-
-    let bar = progress.stage(&format!("crawl {}", src.name), entries.len());
-    let bar = Arc::new(bar);
+    let bar = Arc::new(progress.stage(&format!("crawl {}", src.name), plan.entries.len()));
     let sem = Arc::new(Semaphore::new(params.max_concurrent.max(1)));
     let fetcher = Arc::new(fetcher);
-    let robots = Arc::new(robots);
+    let robots = Arc::new(plan.robots.clone());
     let mut tasks = tokio::task::JoinSet::new();
-    for entry in entries.clone() {
+    for entry in plan.entries.clone() {
         let section = llms::section_of(&entry);
-        if let Some(page) = resumed.get(&entry.mirror) {
+        if let Some(page) = plan.resumed.get(&entry.mirror) {
             let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
             s.meta.pages.insert(entry.mirror.clone(), page.clone());
             bar.inc();
@@ -346,7 +419,7 @@ async fn crawl_async(
         let prev = previous.pages.get(&entry.mirror).cloned();
         let (sem, fetcher, robots, shared, bar) =
             (sem.clone(), fetcher.clone(), robots.clone(), shared.clone(), bar.clone());
-        let (markdown, params) = (markdown.clone(), params.clone());
+        let (markdown, params) = (plan.markdown.clone(), params.clone());
         tasks.spawn(async move {
             let _permit = sem.acquire_owned().await.expect("semaphore is never closed");
             let host_robots = robots.get(&entry.url.origin().ascii_serialization()).unwrap_or(&Robots::AllowAll);
@@ -354,12 +427,10 @@ async fn crawl_async(
             let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
             let line = serde_json::to_string(&JournalEntry { rel: entry.mirror.clone(), page: page.clone() })
                 .expect("journal entries serialise");
-            if page.status != "error" {
-                // Failures are not journaled: a resume retries them.
-                let _ = writeln!(s.journal, "{line}").and_then(|()| s.journal.sync_data());
-            }
-            if page.status == "error" {
+            if page.status == PageStatus::Error {
                 bar.error();
+            } else {
+                let _ = writeln!(s.journal, "{line}").and_then(|()| s.journal.sync_data());
             }
             s.meta.pages.insert(entry.mirror.clone(), page);
             bar.inc();
@@ -369,17 +440,20 @@ async fn crawl_async(
         r.context("a crawl task panicked")?;
     }
     bar.finish();
+    let shared = Arc::try_unwrap(shared).map_err(|_| anyhow::anyhow!("crawl tasks still hold the state"))?;
+    Ok(shared.into_inner().unwrap_or_else(|e| e.into_inner()).meta)
+}
 
-    let mut shared = Arc::try_unwrap(shared).map_err(|_| anyhow::anyhow!("crawl tasks still hold the state"))?;
-    let meta = &mut shared.get_mut().unwrap_or_else(|e| e.into_inner()).meta;
-
-    // Pages that left llms.txt (and were not filtered out on purpose) leave the mirror.
-    let listed: std::collections::HashSet<&str> = index.entries.iter().map(|e| e.mirror.as_str()).collect();
+/// Reconcile: pages that left llms.txt (and were not filtered out on purpose) leave
+/// the mirror; the per-section counts and the failures are summed up.
+fn reconcile(mut meta: CrawlMeta, plan: &Plan, previous: &CrawlMeta) -> CrawlMeta {
+    let markdown = &plan.markdown;
+    let listed: std::collections::HashSet<&str> = plan.index.entries.iter().map(|e| e.mirror.as_str()).collect();
     for (rel, old) in &previous.pages {
-        if meta.pages.contains_key(rel) || old.status == "removed" {
+        if meta.pages.contains_key(rel) || old.status == PageStatus::Removed {
             continue;
         }
-        let Some(path) = page_path(&markdown, rel) else {
+        let Some(path) = page_path(markdown, rel) else {
             // An unsafe key from an older crawl_meta.json: forget it, touch nothing.
             continue;
         };
@@ -389,7 +463,7 @@ async fn crawl_async(
         }
         let _ = std::fs::remove_file(&path);
         let mut gone = old.clone();
-        gone.status = "removed".to_owned();
+        gone.status = PageStatus::Removed;
         gone.error = Some("no longer listed in llms.txt".to_owned());
         gone.digest = None;
         meta.pages.insert(rel.clone(), gone);
@@ -397,42 +471,37 @@ async fn crawl_async(
     // Counts and failures.
     for (rel, p) in &meta.pages {
         let c = meta.sections.entry(p.section.clone()).or_default();
-        match p.status.as_str() {
-            "fetched" => c.fetched += 1,
-            "not-modified" => c.not_modified += 1,
-            "skipped" => c.skipped += 1,
-            "removed" => c.removed += 1,
-            _ => c.errors += 1,
+        match p.status {
+            PageStatus::Fetched => c.fetched += 1,
+            PageStatus::NotModified => c.not_modified += 1,
+            PageStatus::Skipped => c.skipped += 1,
+            PageStatus::Removed => c.removed += 1,
+            PageStatus::Error => c.errors += 1,
         }
-        if p.status != "removed" {
+        if p.status != PageStatus::Removed {
             c.found += 1;
         }
-        if p.status == "fetched"
-            && let Some(path) = page_path(&markdown, rel)
+        if p.status == PageStatus::Fetched
+            && let Some(path) = page_path(markdown, rel)
         {
             c.bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         }
-        if p.status == "removed" || p.status == "error" || p.status == "skipped" {
-            meta.failures.push((p.url.clone(), p.error.clone().unwrap_or_else(|| p.status.clone())));
+        if p.status == PageStatus::Removed || p.status == PageStatus::Error || p.status == PageStatus::Skipped {
+            meta.failures.push((p.url.clone(), p.error.clone().unwrap_or_else(|| p.status.as_str().to_owned())));
         }
     }
     meta.finished_at = now_rfc3339();
-    let meta = meta.clone();
-    write_atomic(&state.join("crawl_meta.json"), &serde_json::to_vec_pretty(&meta)?)?;
-    let _ = std::fs::remove_file(&journal_path);
-
-    check_yield(src, &meta, params.max_error_ratio)?;
-    Ok(meta)
+    meta
 }
 
 /// Fails the run when the crawl mirrored nothing, or when more than `max_ratio` of
 /// the listed pages failed or were skipped: one line that says why and what to do.
 fn check_yield(src: &LlmsSource<'_>, meta: &CrawlMeta, max_ratio: f64) -> anyhow::Result<()> {
-    let count = |status: &str| meta.pages.values().filter(|p| p.status == status).count();
-    let (errors, skipped) = (count("error"), count("skipped"));
-    let held = meta.pages.values().filter(|p| p.digest.is_some() && p.status != "removed").count();
-    let found = meta.pages.values().filter(|p| p.status != "removed").count();
-    let first = |status: &str| {
+    let count = |status: PageStatus| meta.pages.values().filter(|p| p.status == status).count();
+    let (errors, skipped) = (count(PageStatus::Error), count(PageStatus::Skipped));
+    let held = meta.pages.values().filter(|p| p.digest.is_some() && p.status != PageStatus::Removed).count();
+    let found = meta.pages.values().filter(|p| p.status != PageStatus::Removed).count();
+    let first = |status: PageStatus| {
         meta.pages
             .values()
             .find(|p| p.status == status)
@@ -451,10 +520,10 @@ fn check_yield(src: &LlmsSource<'_>, meta: &CrawlMeta, max_ratio: f64) -> anyhow
             ));
         }
         if skipped > 0 {
-            why.push(format!("{skipped} skipped{}", first("skipped")));
+            why.push(format!("{skipped} skipped{}", first(PageStatus::Skipped)));
         }
         if errors > 0 {
-            why.push(format!("{errors} failed{}", first("error")));
+            why.push(format!("{errors} failed{}", first(PageStatus::Error)));
         }
         if !meta.refused.is_empty() {
             why.push(format!("{} refused for an unsafe path", meta.refused.len()));
@@ -474,7 +543,7 @@ fn check_yield(src: &LlmsSource<'_>, meta: &CrawlMeta, max_ratio: f64) -> anyhow
         let list: Vec<String> = meta
             .pages
             .values()
-            .filter(|p| p.status == "error")
+            .filter(|p| p.status == PageStatus::Error)
             .map(|p| format!("{} ({})", p.url, p.error.as_deref().unwrap_or("?")))
             .collect();
         bail!(
@@ -488,7 +557,7 @@ fn check_yield(src: &LlmsSource<'_>, meta: &CrawlMeta, max_ratio: f64) -> anyhow
             "source {}: {skipped} of {found} pages were skipped{}, over max_error_ratio {max_ratio}; \
              check robots.txt and the listed URLs, or raise stages.crawl.max_error_ratio",
             src.name,
-            first("skipped"),
+            first(PageStatus::Skipped),
         );
     }
     Ok(())
@@ -519,7 +588,7 @@ async fn fetch_page(
         url: page_url(&entry.url),
         title: entry.title.clone(),
         section: section.to_owned(),
-        status: String::new(),
+        status: PageStatus::Error,
         etag: None,
         last_modified: None,
         fetched_at: None,
@@ -532,14 +601,14 @@ async fn fetch_page(
     let path = match atlas_runtime::safe_path::join_inside(markdown, &entry.mirror) {
         Ok(p) => p,
         Err(e) => {
-            page.status = "skipped".to_owned();
+            page.status = PageStatus::Skipped;
             page.error = Some(e.to_string());
             return page;
         }
     };
     let target = entry.url.path().to_owned() + entry.url.query().map(|q| format!("?{q}")).as_deref().unwrap_or("");
     if !robots.allows(&target) {
-        page.status = "skipped".to_owned();
+        page.status = PageStatus::Skipped;
         page.error = Some(match robots {
             Robots::DisallowAll(why) => why.clone(),
             _ => "disallowed by robots.txt".to_owned(),
@@ -558,12 +627,12 @@ async fn fetch_page(
     match outcome {
         Outcome::NotModified if have.is_none() => {
             // The fetcher sends validators only for a page we hold; fail the page, never the run.
-            page.status = "error".to_owned();
+            page.status = PageStatus::Error;
             page.error = Some("HTTP 304 Not Modified to an unconditional GET".to_owned());
         }
         Outcome::NotModified => {
             let Some(prev) = have.cloned() else { return page };
-            page.status = "not-modified".to_owned();
+            page.status = PageStatus::NotModified;
             page.etag = prev.etag;
             page.last_modified = prev.last_modified;
             page.fetched_at = prev.fetched_at;
@@ -571,7 +640,7 @@ async fn fetch_page(
             page.from_html = prev.from_html;
         }
         Outcome::Fetched { body, .. } if body.contains(&0) => {
-            page.status = "skipped".to_owned();
+            page.status = PageStatus::Skipped;
             page.error = Some("binary (the body holds NUL bytes)".to_owned());
         }
         Outcome::Fetched { body, etag, last_modified, content_type } => {
@@ -584,7 +653,7 @@ async fn fetch_page(
             match write_atomic(&path, text.as_bytes()) {
                 Ok(()) => {
                     let digest = Digest::of(text.as_bytes());
-                    page.status = "fetched".to_owned();
+                    page.status = PageStatus::Fetched;
                     // Same bytes as before: keep the first fetch time, so an unchanged
                     // source leaves the crawl output (and the bundle) byte-identical.
                     page.fetched_at = match have {
@@ -597,18 +666,18 @@ async fn fetch_page(
                     page.from_html = from_html;
                 }
                 Err(e) => {
-                    page.status = "error".to_owned();
+                    page.status = PageStatus::Error;
                     page.error = Some(format!("{e:#}"));
                 }
             }
         }
         Outcome::Gone(code) => {
             let _ = std::fs::remove_file(&path);
-            page.status = "removed".to_owned();
+            page.status = PageStatus::Removed;
             page.error = Some(format!("HTTP {code} upstream"));
         }
         Outcome::Failed(why) => {
-            page.status = "error".to_owned();
+            page.status = PageStatus::Error;
             page.error = Some(why);
             // A transient failure keeps the copy we had, so the bundle does not lose it.
             if let Some(p) = have {

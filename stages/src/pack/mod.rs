@@ -131,6 +131,7 @@ impl Stage for Pack {
     /// It also reads the sources (crawl) and the mirror (clean-gitbook).
     const DEPS: &'static [&'static str] = &["crawl", "clean-gitbook", "chunk", "embed", "bm25"];
     type Params = PackParams;
+    type Prepared = ();
 
     fn check(p: &PackParams) -> Result<(), ParamError> {
         if let Some(d) = &p.description
@@ -156,8 +157,8 @@ impl Stage for Pack {
         serde_json::json!({ "name": cfg.config.name, "pack": canonical(p) })
     }
     /// The golden set, by content: a new set re-packs.
-    fn external_inputs(&self, p: &PackParams, ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
-        let Some(path) = golden_path(p, ctx.cfg) else { return Ok(BTreeMap::new()) };
+    fn external_inputs(&self, p: &PackParams, ctx: &Ctx<'_>) -> anyhow::Result<(BTreeMap<String, Digest>, ())> {
+        let Some(path) = golden_path(p, ctx.cfg) else { return Ok((BTreeMap::new(), ())) };
         let bytes = std::fs::read(&path).map_err(|e| {
             atlas_runtime::exit::UsageError(format!(
                 "stages.pack.eval: cannot read {}: {e}; fix the path (relative to pipeline.yaml)",
@@ -169,9 +170,9 @@ impl Stage for Pack {
         })?;
         atlas_runtime::eval::parse_golden(text)
             .map_err(|e| atlas_runtime::exit::UsageError(format!("stages.pack.eval: {}: {e}", path.display())))?;
-        Ok(BTreeMap::from([("eval".to_owned(), ctx.cache.put(&bytes)?)]))
+        Ok((BTreeMap::from([("eval".to_owned(), ctx.cache.put(&bytes)?)]), ()))
     }
-    fn run(&self, p: &PackParams, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
+    fn run(&self, p: &PackParams, ctx: &Ctx<'_>, (): ()) -> anyhow::Result<StageOutput> {
         let crawl: CrawlManifest = ctx.input("crawl")?;
         let clean: CleanManifest = ctx.input("clean-gitbook")?;
         let chunk: ChunkManifest = ctx.input("chunk")?;

@@ -191,6 +191,22 @@ impl Loaded {
             .unwrap_or_else(|| panic!("stage {name} is not registered with these params"))
     }
 
+    /// `atlas-pipeline run --sections/--max-pages`: replaces every llms.txt source's
+    /// own `sections` (when `sections` is not empty) and `max_pages`, so the stages see
+    /// one config and no stage reads the command line.
+    pub fn override_crawl(&mut self, sections: &[String], max_pages: Option<usize>) {
+        for src in self.config.sources.values_mut() {
+            if let SourceConfig::LlmsTxt { sections: s, max_pages: m, .. } = src {
+                if !sections.is_empty() {
+                    *s = sections.to_vec();
+                }
+                if max_pages.is_some() {
+                    *m = max_pages;
+                }
+            }
+        }
+    }
+
     /// Every stage's params as canonical JSON, by stage name.
     pub fn canonical_params(&self) -> &BTreeMap<&'static str, serde_json::Value> {
         &self.canonical

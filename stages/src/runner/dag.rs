@@ -112,8 +112,6 @@ pub struct RunOptions<'a> {
     pub until: Option<&'a str>,
     pub force: &'a [String],
     pub offline: bool,
-    pub sections: &'a [String],
-    pub max_pages: Option<usize>,
 }
 
 /// What `stage` runs with under `opts`, before its inputs are known.
@@ -136,8 +134,6 @@ fn context<'a>(
         inputs: &NO_INPUTS,
         force: opts.force.iter().any(|f| f == stage.name()),
         offline: opts.offline,
-        sections: opts.sections,
-        max_pages: opts.max_pages,
     }
 }
 
@@ -160,7 +156,8 @@ pub fn run(
         let ts = Instant::now();
         let params = stage.key_params(cfg);
         let mut ctx = context(cache, cfg, progress, stage, &params, opts);
-        let mut inputs = stage.external_inputs(&ctx).with_context(|| format!("stage {name}: reading its inputs"))?;
+        let (mut inputs, prepared) =
+            stage.external_inputs(&ctx).with_context(|| format!("stage {name}: reading its inputs"))?;
         for dep in stage.deps() {
             let d = outputs.get(dep).with_context(|| format!("stage {name}: input {dep} was not produced"))?;
             inputs.insert((*dep).to_owned(), *d);
@@ -174,7 +171,7 @@ pub fn run(
                 (rec, Outcome::Cached, n, n)
             }
             None => {
-                let out = stage.run(&ctx).with_context(|| format!("stage {name} failed"))?;
+                let out = stage.run(&ctx, prepared).with_context(|| format!("stage {name} failed"))?;
                 for note in &out.notes {
                     progress.log(&format!("{name}: {note}"));
                 }
@@ -311,10 +308,10 @@ pub fn status(
         diff_params(name, &prev.params, &params, &mut why);
         let mut inputs = BTreeMap::new();
         if let Some(cache) = cache {
-            let offline = RunOptions { until: None, force: &[], offline: true, sections: &[], max_pages: None };
+            let offline = RunOptions { until: None, force: &[], offline: true };
             let ctx = context(cache, cfg, progress, stage, &params, &offline);
             match stage.external_inputs(&ctx) {
-                Ok(i) => inputs = i,
+                Ok((i, _)) => inputs = i,
                 Err(e) => why.push(format!("its sources cannot be read offline ({e:#})")),
             }
         }

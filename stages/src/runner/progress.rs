@@ -74,9 +74,17 @@ pub struct StageBar {
 
 impl StageBar {
     pub fn inc(&self) {
-        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        self.inc_by(1);
+    }
+
+    /// Counts `n` items done at once (the memo hits of a stage).
+    pub fn inc_by(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let done = self.done.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
         match &self.bar {
-            Some(b) => b.inc(1),
+            Some(b) => b.inc(n as u64),
             None => {
                 let mut last = self.last_log.lock().unwrap_or_else(|e| e.into_inner());
                 if last.elapsed() >= Duration::from_secs(2) && done < self.total {

@@ -15,9 +15,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::config::Loaded;
-use atlas_runtime::failpoint;
 use super::outputs::Outputs;
 use super::progress::Progress;
+use atlas_runtime::failpoint;
 
 /// What a stage's run hands to the runner.
 #[derive(Debug, Default)]
@@ -76,6 +76,9 @@ pub trait Stage: Send + Sync + 'static {
     const DEPS: &'static [&'static str];
     /// `stages.<NAME>` in pipeline.yaml; every field has a default.
     type Params: Serialize + DeserializeOwned + Default + Send + Sync + 'static;
+    /// What [`Stage::external_inputs`] read that [`Stage::run`] needs again (the source
+    /// stage's scans), handed over by the runner; `()` for the other stages.
+    type Prepared: Default + Send + 'static;
 
     /// Checks the params beyond their types, at config load, before anything runs.
     fn check(_p: &Self::Params) -> Result<(), ParamError> {
@@ -85,11 +88,17 @@ pub trait Stage: Send + Sync + 'static {
     fn key_params(p: &Self::Params, _cfg: &Loaded) -> serde_json::Value {
         canonical(p)
     }
-    /// Inputs from outside the cache (only the source stage has any).
-    fn external_inputs(&self, _p: &Self::Params, _ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
-        Ok(BTreeMap::new())
+    /// Inputs from outside the cache (only the source stage has any), and what was
+    /// read to find them, for [`Stage::run`].
+    fn external_inputs(
+        &self,
+        _p: &Self::Params,
+        _ctx: &Ctx<'_>,
+    ) -> anyhow::Result<(BTreeMap<String, Digest>, Self::Prepared)> {
+        Ok((BTreeMap::new(), Self::Prepared::default()))
     }
-    fn run(&self, p: &Self::Params, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput>;
+    /// Computes the output, given what `external_inputs` prepared.
+    fn run(&self, p: &Self::Params, ctx: &Ctx<'_>, prepared: Self::Prepared) -> anyhow::Result<StageOutput>;
     /// Writes the stage's output into the build folder (default: nothing).
     fn materialize(_output: Digest, _out: &mut Outputs<'_>) -> anyhow::Result<()> {
         Ok(())
@@ -106,8 +115,8 @@ pub trait DynStage: Send + Sync {
     fn parse_params(&self, text: &str) -> Result<Box<dyn Any + Send + Sync>, ParamFailure>;
     fn canonical_params(&self, typed: &(dyn Any + Send + Sync)) -> serde_json::Value;
     fn key_params(&self, cfg: &Loaded) -> serde_json::Value;
-    fn external_inputs(&self, ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>>;
-    fn run(&self, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput>;
+    fn external_inputs(&self, ctx: &Ctx<'_>) -> anyhow::Result<(BTreeMap<String, Digest>, Prepared)>;
+    fn run(&self, ctx: &Ctx<'_>, prepared: Prepared) -> anyhow::Result<StageOutput>;
     fn materialize(&self, output: Digest, out: &mut Outputs<'_>) -> anyhow::Result<()>;
 }
 
@@ -116,6 +125,9 @@ impl std::fmt::Debug for dyn DynStage {
         write!(f, "{} v{}", self.name(), self.version())
     }
 }
+
+/// A stage's [`Stage::Prepared`] behind `dyn`, from `external_inputs` to `run`.
+pub type Prepared = Box<dyn Any + Send>;
 
 /// Why a stage's params were refused.
 #[derive(Debug)]
@@ -147,11 +159,13 @@ impl<S: Stage> DynStage for S {
     fn key_params(&self, cfg: &Loaded) -> serde_json::Value {
         S::key_params(cfg.params::<S::Params>(S::NAME), cfg)
     }
-    fn external_inputs(&self, ctx: &Ctx<'_>) -> anyhow::Result<BTreeMap<String, Digest>> {
-        Stage::external_inputs(self, ctx.cfg.params::<S::Params>(S::NAME), ctx)
+    fn external_inputs(&self, ctx: &Ctx<'_>) -> anyhow::Result<(BTreeMap<String, Digest>, Prepared)> {
+        let (inputs, prepared) = Stage::external_inputs(self, ctx.cfg.params::<S::Params>(S::NAME), ctx)?;
+        Ok((inputs, Box::new(prepared)))
     }
-    fn run(&self, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
-        Stage::run(self, ctx.cfg.params::<S::Params>(S::NAME), ctx)
+    fn run(&self, ctx: &Ctx<'_>, prepared: Prepared) -> anyhow::Result<StageOutput> {
+        let prepared = prepared.downcast::<S::Prepared>().map_or_else(|_| S::Prepared::default(), |p| *p);
+        Stage::run(self, ctx.cfg.params::<S::Params>(S::NAME), ctx, prepared)
     }
     fn materialize(&self, output: Digest, out: &mut Outputs<'_>) -> anyhow::Result<()> {
         S::materialize(output, out)
@@ -179,13 +193,9 @@ pub struct Ctx<'a> {
     /// Recompute items even when memoised (`--force STAGE`).
     pub force: bool,
     pub offline: bool,
-    /// `--sections`: replaces the llms.txt sources' `sections` when not empty.
-    pub sections: &'a [String],
-    /// `--max-pages`: replaces the llms.txt sources' `max_pages`.
-    pub max_pages: Option<usize>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
     /// The output of stage `dep`, decoded as `T` (its manifest type).
     pub fn input<T: DeserializeOwned>(&self, dep: &str) -> anyhow::Result<T> {
         let d = self.inputs.get(dep).copied().with_context(|| format!("missing input {dep}"))?;
@@ -210,8 +220,24 @@ impl Ctx<'_> {
         k.digest("content", content).finish()
     }
 
+    /// Per-item memoisation for a stage that computes its misses itself (the embed
+    /// stage batches windows across items): each item's memo entry looked up under
+    /// `item-<stage>/<key>` (none with `--force`), stored as the stage completes it.
+    pub fn memo(&self, keys: Vec<Digest>) -> anyhow::Result<Memo<'_, 'a>> {
+        let ns = format!("item-{}", self.stage);
+        let mut have = vec![None; keys.len()];
+        if !self.force {
+            for (slot, k) in have.iter_mut().zip(&keys) {
+                *slot = self.cache.get_ref(&ns, *k)?;
+            }
+        }
+        let reused = have.iter().filter(|d| d.is_some()).count();
+        Ok(Memo { ctx: self, ns, keys, have, reused })
+    }
+
     /// Runs `compute` for each item in parallel, memoised in the cache under
-    /// `item-<stage>/<key>`. Returns each item's output digest, in input order.
+    /// `item-<stage>/<key>` (the plain form of [`Ctx::memo`]). Returns each item's
+    /// output digest, in input order.
     pub fn memoised<T: Sync>(
         &self,
         items: &[T],
@@ -219,43 +245,79 @@ impl Ctx<'_> {
         compute: impl Fn(&T) -> anyhow::Result<Vec<u8>> + Sync,
         out: &mut StageOutput,
     ) -> anyhow::Result<Vec<Digest>> {
-        let ns = format!("item-{}", self.stage);
+        let memo = self.memo(items.par_iter().map(&key).collect())?;
         let bar = self.progress.stage(self.stage, items.len());
-        let results: Vec<anyhow::Result<(Digest, Digest, bool)>> = items
-            .par_iter()
-            .map(|item| {
-                let k = key(item);
-                if !self.force
-                    && let Some(d) = self.cache.get_ref(&ns, k)?
-                {
-                    bar.inc();
-                    return Ok((k, d, true));
-                }
-                let bytes = compute(item)?;
-                let d = self.cache.put(&bytes)?;
-                self.cache.set_ref(&ns, k, d)?;
-                failpoint::count("crash-after", Some(self.stage));
+        bar.inc_by(memo.reused);
+        let computed: Vec<anyhow::Result<(usize, Digest)>> = memo
+            .missing()
+            .into_par_iter()
+            .map(|i| {
+                let d = memo.put(i, &compute(&items[i])?)?;
                 bar.inc();
-                Ok((k, d, false))
+                Ok((i, d))
             })
             .collect();
         bar.finish();
-        let mut digests = Vec::with_capacity(items.len());
-        for r in results {
-            let (k, d, reused) = r?;
-            out.refs.insert(Cache::ref_name(&ns, k));
-            out.objects.insert(d);
-            out.items += 1;
-            out.reused += usize::from(reused);
-            digests.push(d);
+        let mut memo = memo;
+        for r in computed {
+            let (i, d) = r?;
+            memo.have[i] = Some(d);
         }
-        Ok(digests)
+        memo.finish(out)
     }
 
     /// Called after each item the stage computes itself (not for memo hits), for the
     /// crash tests' fault injection.
     pub fn item_done(&self) {
         failpoint::count("crash-after", Some(self.stage));
+    }
+}
+
+/// The memo entries of one stage run's items (see [`Ctx::memo`]).
+#[derive(Debug)]
+pub struct Memo<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+    ns: String,
+    keys: Vec<Digest>,
+    have: Vec<Option<Digest>>,
+    reused: usize,
+}
+
+impl Memo<'_, '_> {
+    /// The items without a memo entry, in order.
+    pub fn missing(&self) -> Vec<usize> {
+        (0..self.have.len()).filter(|&i| self.have[i].is_none()).collect()
+    }
+
+    /// Stores item `i`'s output and its memo entry; returns the output's digest.
+    /// Safe from several threads; record the digest with [`Memo::set`].
+    pub fn put(&self, i: usize, bytes: &[u8]) -> anyhow::Result<Digest> {
+        let d = self.ctx.cache.put(bytes)?;
+        self.ctx.cache.set_ref(&self.ns, self.keys[i], d)?;
+        self.ctx.item_done();
+        Ok(d)
+    }
+
+    /// Stores item `i`'s output (as [`Memo::put`]) and records it.
+    pub fn store(&mut self, i: usize, bytes: &[u8]) -> anyhow::Result<Digest> {
+        let d = self.put(i, bytes)?;
+        self.have[i] = Some(d);
+        Ok(d)
+    }
+
+    /// Each item's output digest, in order, once every item has one; the refs,
+    /// objects and counts go into `out`.
+    pub fn finish(self, out: &mut StageOutput) -> anyhow::Result<Vec<Digest>> {
+        let mut digests = Vec::with_capacity(self.have.len());
+        for (k, d) in self.keys.iter().zip(self.have) {
+            let d = d.context("an item was neither memoised nor computed")?;
+            out.refs.insert(Cache::ref_name(&self.ns, *k));
+            out.objects.insert(d);
+            digests.push(d);
+        }
+        out.items += digests.len();
+        out.reused += self.reused;
+        Ok(digests)
     }
 }
 
