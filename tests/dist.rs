@@ -55,7 +55,7 @@ impl Moto {
                 std::env::var_os("ATLAS_REQUIRE_S3").is_none(),
                 "moto's server is not installed (pip install 'moto[server]') and ATLAS_REQUIRE_S3 is set"
             );
-            eprintln!("skipped: moto's server is not installed (pip install 'moto[server]')");
+            crate::skip("moto's server is not installed (pip install 'moto[server]')");
             None
         };
         let Ok(child) = child else { return missing() };

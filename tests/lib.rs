@@ -11,6 +11,33 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Path of a workspace binary, building it if this test run did not.
+/// The file `cargo xtask test` reads skips from (one `<kind>\t<test>\t<reason>` line
+/// each), so its summary counts a skipped test as skipped, not passed.
+pub const SKIP_LOG: &str = "ATLAS_SKIP_LOG";
+
+/// Reports the running test as skipped (its caller returns at once): the reason on
+/// stderr and in [`SKIP_LOG`].
+pub fn skip(reason: &str) {
+    log_skip("test", reason);
+}
+
+/// Reports one check of the running test as skipped (the test goes on without it).
+pub fn skip_check(reason: &str) {
+    log_skip("check", reason);
+}
+
+fn log_skip(kind: &str, reason: &str) {
+    use std::io::Write as _;
+    eprintln!("skipped: {reason}");
+    let Some(log) = std::env::var_os(SKIP_LOG) else { return };
+    let test = std::thread::current().name().unwrap_or("(unnamed)").to_owned();
+    let line = format!("{kind}\t{test}\t{}\n", reason.replace(['\t', '\n'], " "));
+    // One write of one short line with O_APPEND: lines of parallel tests do not interleave.
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // target/<profile>/deps/it-<hash> → target/<profile>/<name>

@@ -532,7 +532,7 @@ fn slow_kill_mid_crawl_then_resume_refetches_nothing_stored() {
 #[test]
 fn slow_real_sites_over_real_http() {
     let Some(corpora) = std::env::var_os("ATLAS_CORPORA") else {
-        eprintln!("skipped: ATLAS_CORPORA is unset (set it to ../shared/corpora)");
+        atlas_e2e::skip("ATLAS_CORPORA is unset (set it to ../shared/corpora)");
         return;
     };
     let corpora = PathBuf::from(corpora);

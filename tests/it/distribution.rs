@@ -158,7 +158,7 @@ fn slow_publish_install_smoke_update_and_restore_the_full_loop() {
         let out = Command::new("minisign").arg("-Vm").arg(&v1).arg("-x").arg(&sig).args(["-P", &pk]).output().unwrap();
         assert!(out.status.success(), "minisign -V: {}", String::from_utf8_lossy(&out.stderr));
     } else {
-        eprintln!("skipped the minisign CLI check: minisign is not installed (apt-get install minisign)");
+        atlas_e2e::skip_check("the minisign CLI check: minisign is not installed (apt-get install minisign)");
     }
     // 4. install from each, trusting the key
     let (h1, h2) = (home(&tmp.path().join("h1")), home(&tmp.path().join("h2")));
@@ -620,7 +620,7 @@ fn setup_from_a_folder_of_wheels_works_offline_and_refuses_wrong_bytes() {
             "no wheels in {}: run `cargo xtask setup`",
             wheels.display()
         );
-        eprintln!("skipped the offline install: no wheels in {} (run `cargo xtask setup`)", wheels.display());
+        atlas_e2e::skip(&format!("the offline install: no wheels in {} (run `cargo xtask setup`)", wheels.display()));
         return;
     }
     let h = tmp.path().join("h1");

@@ -12,7 +12,7 @@ pub fn model_ready() -> bool {
         && atlas_runtime::model::ort_dylib().is_file();
     if !ok {
         assert!(std::env::var_os("ATLAS_REQUIRE_MODELS").is_none(), "the model is not provisioned: run `atlas setup`");
-        eprintln!("skipped: the embedding model is not provisioned (run `atlas setup`)");
+        atlas_e2e::skip("the embedding model is not provisioned (run `atlas setup`)");
     }
     ok
 }

@@ -206,7 +206,7 @@ fn corpus_files(root: &Path) -> Vec<PathBuf> {
 #[test]
 fn slow_exact_strings_rank_first_in_keyword_and_hybrid_over_the_real_corpora() {
     let Some(corpora) = std::env::var_os("ATLAS_CORPORA") else {
-        eprintln!("skipped: ATLAS_CORPORA is unset (set it to ../shared/corpora)");
+        atlas_e2e::skip("ATLAS_CORPORA is unset (set it to ../shared/corpora)");
         return;
     };
     if !crate::embed::model_ready() {

@@ -74,7 +74,7 @@ fn incremental_runs_on_a_fixture_site() {
 #[test]
 fn slow_incremental_runs_on_the_devtron_site() {
     let Some(corpora) = std::env::var_os("ATLAS_CORPORA") else {
-        eprintln!("skipped: ATLAS_CORPORA is unset (set it to ../shared/corpora)");
+        atlas_e2e::skip("ATLAS_CORPORA is unset (set it to ../shared/corpora)");
         return;
     };
     let site = tempfile::tempdir().unwrap();

@@ -19,4 +19,5 @@ mod mcp;
 mod pack;
 mod remote_cache;
 mod search;
+mod snapshots;
 mod web;

@@ -419,7 +419,7 @@ fn slow_the_mcp_inspector_cli_lists_and_calls_tools_on_both_servers() {
     });
     if node_major.is_none_or(|m| m < 20) || std::process::Command::new("npx").arg("--version").output().is_err() {
         assert!(std::env::var_os("ATLAS_REQUIRE_NODE").is_none(), "node >= 20 and npx are needed");
-        eprintln!("skipped: the MCP Inspector test needs node >= 20 and npx (found node {node_major:?})");
+        atlas_e2e::skip(&format!("the MCP Inspector test needs node >= 20 and npx (found node {node_major:?})"));
         return;
     }
     let inspector = |args: &[&str]| -> Value {

@@ -187,7 +187,7 @@ pub(crate) fn chromium() -> Option<PathBuf> {
         return Some(path);
     }
     assert!(std::env::var_os("ATLAS_REQUIRE_CHROMIUM").is_none(), "no Chromium at {}", path.display());
-    eprintln!("skipped: no Chromium at {} (apt-get install chromium, or set ATLAS_CHROMIUM)", path.display());
+    atlas_e2e::skip(&format!("no Chromium at {} (apt-get install chromium, or set ATLAS_CHROMIUM)", path.display()));
     None
 }
 

@@ -44,13 +44,57 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         cmd.args(["--skip", SLOW]);
     }
-    let Totals { passed, failed, ignored, filtered } = run_tests(cmd)?;
+    // Tests that cannot run here (no corpora, no browser…) say so through
+    // `atlas_e2e::skip`, into this file; the summary counts them as skipped.
+    let skip_log = crate::project_root().join("target").join("xtask-skipped.tsv");
+    let _ = std::fs::remove_file(&skip_log);
+    cmd.env("ATLAS_SKIP_LOG", &skip_log);
+    let totals = run_tests(cmd);
+    let skips = Skips::read(&skip_log);
+    let Totals { passed, failed, ignored, filtered } = totals?;
     check_invariants()?;
-    // The closing line CI reads: the totals over every test binary.
+    // The closing lines CI reads: what was skipped and why, then the totals over every
+    // test binary (a skipped test is not counted as passed).
     eprintln!();
+    for (test, reason) in &skips.tests {
+        say(&format!("xtask: skipped {test}: {reason}"));
+    }
+    for (test, reason) in &skips.checks {
+        say(&format!("xtask: a check of {test} skipped: {reason}"));
+    }
+    let skipped = skips.tests.len() as u64;
     let fast = if args.fast { format!(" ({filtered} slow tests left out by --fast)") } else { String::new() };
-    say(&format!("xtask: {passed} passed, {failed} failed, {ignored} skipped{fast}"));
+    let ignored = if ignored > 0 { format!(", {ignored} ignored") } else { String::new() };
+    let checks = match skips.checks.len() {
+        0 => String::new(),
+        n => format!(" ({n} checks within passing tests skipped)"),
+    };
+    say(&format!(
+        "xtask: {} passed, {failed} failed, {skipped} skipped{ignored}{checks}{fast}",
+        passed.saturating_sub(skipped)
+    ));
     Ok(())
+}
+
+/// What the tests reported skipped (`atlas_e2e::skip`): whole tests and single checks,
+/// each once, with the reason.
+#[derive(Debug, Default)]
+struct Skips {
+    tests: std::collections::BTreeMap<String, String>,
+    checks: std::collections::BTreeMap<String, String>,
+}
+
+impl Skips {
+    fn read(path: &Path) -> Skips {
+        let mut s = Skips::default();
+        for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
+            let mut f = line.splitn(3, '\t');
+            let (Some(kind), Some(test), Some(reason)) = (f.next(), f.next(), f.next()) else { continue };
+            let into = if kind == "check" { &mut s.checks } else { &mut s.tests };
+            into.entry(test.to_owned()).or_insert_with(|| reason.to_owned());
+        }
+        s
+    }
 }
 
 /// The sums of the `test result:` lines of every test binary.

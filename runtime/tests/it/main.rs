@@ -13,7 +13,7 @@ pub fn default_embedder(opts: &EncoderOptions) -> Option<Encoder> {
     match Encoder::load(spec, &model::model_dir(spec.id), &model::ort_dylib(), opts) {
         Ok(e) => Some(e),
         Err(e) if std::env::var_os("ATLAS_REQUIRE_MODELS").is_none() => {
-            eprintln!("skipped: {e} (set ATLAS_REQUIRE_MODELS=1 to make this a failure)");
+            atlas_e2e::skip(&format!("{e} (set ATLAS_REQUIRE_MODELS=1 to make this a failure)"));
             None
         }
         Err(e) => panic!("{e}"),

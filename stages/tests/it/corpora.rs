@@ -15,7 +15,7 @@ pub fn corpora() -> Option<PathBuf> {
     match std::env::var_os("ATLAS_CORPORA") {
         Some(p) => Some(PathBuf::from(p)),
         None => {
-            eprintln!("skipped: ATLAS_CORPORA is unset (set it to ../shared/corpora to run the real-corpus tests)");
+            atlas_e2e::skip("ATLAS_CORPORA is unset (set it to ../shared/corpora to run the real-corpus tests)");
             None
         }
     }
