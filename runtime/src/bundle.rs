@@ -399,7 +399,7 @@ impl Bundle {
         let mut by_kind = BTreeMap::new();
         let mut by_section = BTreeMap::new();
         for c in &self.chunks {
-            *by_kind.entry(c.kind.clone()).or_insert(0) += 1;
+            *by_kind.entry(c.kind.as_str().to_owned()).or_insert(0) += 1;
             *by_section.entry(c.section.clone()).or_insert(0) += 1;
         }
         let mut modes = vec!["keyword".to_owned()];

@@ -19,12 +19,51 @@ use crate::{Error, Result};
 /// Bumped when a column changes meaning or type.
 pub const SCHEMA_VERSION: u32 = 2;
 
+/// What a chunk comes from: a docs page (markdown) or a source file (any other text).
+/// Stored, filtered and printed as `docs` or `code`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChunkKind {
+    #[default]
+    Docs,
+    Code,
+}
+
+impl ChunkKind {
+    /// Every kind, in the order searches pool them.
+    pub const ALL: [ChunkKind; 2] = [ChunkKind::Code, ChunkKind::Docs];
+
+    /// `docs` or `code`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChunkKind::Docs => "docs",
+            ChunkKind::Code => "code",
+        }
+    }
+}
+
+impl std::fmt::Display for ChunkKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ChunkKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ChunkKind, String> {
+        match s {
+            "docs" => Ok(ChunkKind::Docs),
+            "code" => Ok(ChunkKind::Code),
+            other => Err(format!("unknown kind {other:?}; use docs or code")),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChunkRecord {
     /// blake3(source, path, heading path, part), 32 hex chars.
     pub chunk_id: String,
-    /// `docs` (markdown) or `code` (any other text file).
-    pub kind: String,
+    pub kind: ChunkKind,
     /// Language of a code chunk, from the file extension.
     pub language: Option<String>,
     /// Name of the pipeline source.
@@ -123,7 +162,7 @@ pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
     };
     let columns: Vec<ArrayRef> = vec![
         s(|c| &c.chunk_id),
-        s(|c| &c.kind),
+        s(|c| c.kind.as_str()),
         opt(|c| c.language.as_deref()),
         s(|c| &c.source),
         s(|c| &c.section),
@@ -233,7 +272,9 @@ fn decode(bytes: &[u8], with_text: bool) -> Result<Vec<ChunkRecord>> {
             let heads = strings(heading_path, i);
             out.push(ChunkRecord {
                 chunk_id: id.value(i).to_owned(),
-                kind: kind.value(i).to_owned(),
+                kind: kind.value(i).parse().map_err(|e: String| {
+                    Error::Parquet(parquet::errors::ParquetError::General(format!("chunks.parquet: {e}")))
+                })?,
                 language: opt(language, i),
                 source: source.value(i).to_owned(),
                 section: section.value(i).to_owned(),
@@ -271,7 +312,7 @@ mod tests {
     fn roundtrip_is_exact_and_deterministic() {
         let c = ChunkRecord {
             chunk_id: "ab".into(),
-            kind: "docs".into(),
+            kind: ChunkKind::Docs,
             language: None,
             source: "s".into(),
             section: "setup".into(),

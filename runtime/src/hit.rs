@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::chunk_table::ChunkKind;
+
 /// A chunk another hit links to: the docs that mention a code chunk's symbol.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Link {
@@ -26,7 +28,7 @@ pub struct Hit {
     pub start_line: u32,
     pub end_line: u32,
     pub snippet: String,
-    pub kind: String,
+    pub kind: ChunkKind,
     pub language: Option<String>,
     pub section: String,
     pub repo: Option<String>,
@@ -48,8 +50,8 @@ impl Hit {
     /// does): its path or URL with `#Lstart-Lend`. The line range is always in
     /// `start_line`/`end_line` too.
     pub fn citation(&self) -> String {
-        match (&self.url, self.kind.as_str()) {
-            (Some(url), "docs") => match self.anchor() {
+        match (&self.url, self.kind) {
+            (Some(url), ChunkKind::Docs) => match self.anchor() {
                 Some(a) => format!("{url}#{a}"),
                 None => url.clone(),
             },
@@ -109,24 +111,24 @@ mod tests {
 
     #[test]
     fn web_pages_are_cited_by_anchor_files_by_lines() {
-        let hit = |kind: &str, url: Option<&str>, heading: &[&str]| Hit {
+        let hit = |kind: ChunkKind, url: Option<&str>, heading: &[&str]| Hit {
             path: "site/guides/install.md".into(),
             url: url.map(str::to_owned),
             title: "Install".into(),
             heading_path: heading.iter().map(|h| (*h).to_owned()).collect(),
             start_line: 3,
             end_line: 9,
-            kind: kind.into(),
+            kind,
             ..Hit::default()
         };
         let page = Some("https://docs.x.test/guides/install");
         assert_eq!(
-            hit("docs", page, &["Install", "With Helm"]).citation(),
+            hit(ChunkKind::Docs, page, &["Install", "With Helm"]).citation(),
             "https://docs.x.test/guides/install#with-helm"
         );
-        assert_eq!(hit("docs", page, &["Install"]).citation(), "https://docs.x.test/guides/install");
-        assert_eq!(hit("docs", None, &["Install", "With Helm"]).citation(), "site/guides/install.md#L3-L9");
+        assert_eq!(hit(ChunkKind::Docs, page, &["Install"]).citation(), "https://docs.x.test/guides/install");
+        assert_eq!(hit(ChunkKind::Docs, None, &["Install", "With Helm"]).citation(), "site/guides/install.md#L3-L9");
         let blob = Some("https://github.com/o/r/blob/abc/net/retry.rs");
-        assert_eq!(hit("code", blob, &[]).citation(), "https://github.com/o/r/blob/abc/net/retry.rs#L3-L9");
+        assert_eq!(hit(ChunkKind::Code, blob, &[]).citation(), "https://github.com/o/r/blob/abc/net/retry.rs#L3-L9");
     }
 }

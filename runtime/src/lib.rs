@@ -56,5 +56,6 @@ pub(crate) fn corrupt(path: std::path::PathBuf, reason: impl Into<String>) -> Er
 }
 
 pub use bundle::{Bundle, OpenOptions};
+pub use chunk_table::ChunkKind;
 pub use hit::Hit;
 pub use search::{Mode, SearchOptions, Searched};

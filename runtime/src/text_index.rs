@@ -35,7 +35,7 @@ pub fn document(schema: &Schema, i: usize, c: &crate::chunk_table::ChunkRecord) 
     doc.add_text(f("file_path"), path_text(&c.path));
     let symbols: Vec<&str> = c.symbol.iter().chain(&c.symbols).map(String::as_str).collect();
     doc.add_text(f("symbol"), symbols.join(" "));
-    doc.add_text(f("kind"), &c.kind);
+    doc.add_text(f("kind"), c.kind.as_str());
     doc.add_text(f("section"), &c.section);
     doc.add_text(f("language"), c.language.as_deref().unwrap_or(""));
     doc

@@ -1,6 +1,7 @@
 //! The rag server: ranked search over the bundle (the runtime's engine), with a
 //! citation on every hit.
 
+use atlas_runtime::ChunkKind;
 use atlas_runtime::search::{Filters, Fusion};
 use atlas_runtime::{Hit, Mode, SearchOptions};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -185,7 +186,7 @@ impl RagServer {
             min_score: a.min_score,
             fusion: Fusion::default(),
             rerank: a.rerank.unwrap_or(self.rerank_default),
-            filters: Filters { kind: Some("docs".into()), section: a.section, ..Filters::default() },
+            filters: Filters { kind: Some(ChunkKind::Docs), section: a.section, ..Filters::default() },
             ..SearchOptions::default()
         };
         self.run_search(a.query, opts, a.library, ct).await
@@ -204,7 +205,7 @@ impl RagServer {
             top_k: a.top_k.unwrap_or(5).clamp(1, 50),
             rerank: self.rerank_default,
             filters: Filters {
-                kind: Some("code".into()),
+                kind: Some(ChunkKind::Code),
                 language: a.language,
                 repo: a.repo,
                 symbol_kind: a.symbol_kind,

@@ -7,6 +7,7 @@
 //! every core. Vectors are stored as f16. The memo key is (model sha256, window
 //! params, chunk text digest), so unchanged chunks are never embedded again.
 
+use atlas_runtime::ChunkKind;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -278,7 +279,7 @@ impl Stage for Embed {
 /// title). Code: the file's path in its source and the symbol with its kind (a
 /// function's body rarely says which module or type it belongs to).
 pub fn with_header(r: &atlas_runtime::chunk_table::ChunkRecord) -> String {
-    let header = if r.kind == "code" {
+    let header = if r.kind == ChunkKind::Code {
         let path = r.path.split_once('/').map_or(r.path.as_str(), |(_, p)| p);
         match (&r.symbol, &r.symbol_kind) {
             (Some(s), Some(k)) => format!("{path}: {k} {s}"),

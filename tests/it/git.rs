@@ -66,7 +66,7 @@ fn a_new_commit_flows_through_only_the_files_it_changed() {
     let c = chunks(work.path());
     assert!(c.iter().all(|ch| ch.commit.as_deref() == Some(first.as_str())));
     assert!(c.iter().all(|ch| ch.section == "tool"));
-    assert!(c.iter().any(|ch| ch.kind == "code" && ch.path == "tool/src/lib.rs"));
+    assert!(c.iter().any(|ch| ch.kind == atlas_runtime::ChunkKind::Code && ch.path == "tool/src/lib.rs"));
 
     // One file changes in a new commit.
     std::fs::write(

@@ -155,7 +155,7 @@ fn code_chunks_and_docs_code_cross_links() {
     let r = run(pipeline().arg("-c").arg(&cfg).args(["run", "--until", "chunk"])).success();
     assert!(r.stderr.contains("dropped 1 licence-header lines in 1 files"), "{}", r.stderr);
     let all = chunks(work.path());
-    let code: Vec<_> = all.iter().filter(|c| c.kind == "code").collect();
+    let code: Vec<_> = all.iter().filter(|c| c.kind == atlas_runtime::ChunkKind::Code).collect();
     assert_eq!(code.len(), 1, "a small class is one chunk");
     let model = code[0];
     assert_eq!(model.symbol.as_deref(), Some("Model"));

@@ -92,10 +92,10 @@ fn filters_narrow_every_mode() {
         )
     };
     for m in [Mode::Keyword, Mode::Vector, Mode::Hybrid] {
-        let code = with(Filters { kind: Some("code".into()), ..Filters::default() }, m);
-        assert!(!code.is_empty() && code.iter().all(|h| h.kind == "code"), "{m:?}");
-        let docs = with(Filters { kind: Some("docs".into()), ..Filters::default() }, m);
-        assert!(!docs.is_empty() && docs.iter().all(|h| h.kind == "docs"), "{m:?}");
+        let code = with(Filters { kind: Some(atlas_runtime::ChunkKind::Code), ..Filters::default() }, m);
+        assert!(!code.is_empty() && code.iter().all(|h| h.kind == atlas_runtime::ChunkKind::Code), "{m:?}");
+        let docs = with(Filters { kind: Some(atlas_runtime::ChunkKind::Docs), ..Filters::default() }, m);
+        assert!(!docs.is_empty() && docs.iter().all(|h| h.kind == atlas_runtime::ChunkKind::Docs), "{m:?}");
         let py = with(Filters { language: Some("python".into()), ..Filters::default() }, m);
         assert!(!py.is_empty() && py.iter().all(|h| h.language.as_deref() == Some("python")), "{m:?}");
         let guides = with(Filters { section: Some("guides".into()), ..Filters::default() }, m);
@@ -159,7 +159,10 @@ fn rerank_reorders_the_pooled_candidates_with_a_real_onnx_cross_encoder() {
     assert_eq!(hits[0].path, "site/guides/install.md", "{hits:#?}");
     assert!(hits[0].score >= 1000.0, "the logit is the sum of passage ids: {}", hits[0].score);
     // Code and docs both made the pool.
-    assert!(hits.iter().any(|h| h.kind == "code") && hits.iter().any(|h| h.kind == "docs"));
+    assert!(
+        hits.iter().any(|h| h.kind == atlas_runtime::ChunkKind::Code)
+            && hits.iter().any(|h| h.kind == atlas_runtime::ChunkKind::Docs)
+    );
 
     // A missing reranker is a clear error, not a crash.
     let empty = tempfile::tempdir().unwrap();

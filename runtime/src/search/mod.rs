@@ -28,6 +28,7 @@ pub use retrieve::EXACT_MAX_FILES;
 use std::collections::HashSet;
 
 use crate::bundle::Bundle;
+use crate::chunk_table::ChunkKind;
 use crate::{Error, Result};
 use fusion::{diversify, promote, sort_desc};
 use snippet::{passage, snippet};
@@ -144,13 +145,13 @@ impl Bundle {
         let reranker = self.reranker()?;
         let mut pool = Vec::new();
         let mut confidence = 0f32;
-        for kind in ["code", "docs"] {
-            if opts.filters.kind.as_deref().is_some_and(|k| k != kind) {
+        for kind in ChunkKind::ALL {
+            if opts.filters.kind.is_some_and(|k| k != kind) {
                 continue;
             }
             let mut o = opts.clone();
             o.mode = Mode::Hybrid;
-            o.filters.kind = Some(kind.to_owned());
+            o.filters.kind = Some(kind);
             let (mut r, c) = self.ranked(query, qvec, &o, CANDIDATES)?;
             confidence = confidence.max(c);
             self.cluster_boost(query, &mut r);
@@ -205,7 +206,7 @@ impl Bundle {
             start_line: c.start_line,
             end_line: c.end_line,
             snippet: snippet(c, self.text(i)),
-            kind: c.kind.clone(),
+            kind: c.kind,
             language: c.language.clone(),
             section: c.section.clone(),
             repo: c.repo.clone(),

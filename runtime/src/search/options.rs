@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::chunk_table::ChunkRecord;
+use crate::chunk_table::{ChunkKind, ChunkRecord};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -51,8 +51,7 @@ pub enum Fusion {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Filters {
-    /// `docs` or `code`.
-    pub kind: Option<String>,
+    pub kind: Option<ChunkKind>,
     pub section: Option<String>,
     pub language: Option<String>,
     /// Matches the repository URL or its last path segment.
@@ -65,7 +64,7 @@ pub struct Filters {
 impl Filters {
     pub fn keep(&self, c: &ChunkRecord) -> bool {
         let eq = |want: &Option<String>, got: Option<&str>| want.as_deref().is_none_or(|w| got == Some(w));
-        eq(&self.kind, Some(&c.kind))
+        self.kind.is_none_or(|k| k == c.kind)
             && eq(&self.section, Some(&c.section))
             && eq(&self.language, c.language.as_deref())
             && eq(&self.symbol_kind, c.symbol_kind.as_deref())

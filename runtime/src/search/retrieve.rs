@@ -87,8 +87,8 @@ impl Bundle {
     fn run_filtered(&self, query: Box<dyn Query>, filters: &Filters, want: usize) -> Result<Vec<(usize, f32)>> {
         let t = &self.text;
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, query)];
-        for (field, value) in [(t.kind, &filters.kind), (t.section, &filters.section), (t.language, &filters.language)]
-        {
+        let kind = filters.kind.map(|k| k.as_str().to_owned());
+        for (field, value) in [(t.kind, &kind), (t.section, &filters.section), (t.language, &filters.language)] {
             if let Some(v) = value {
                 let q = TermQuery::new(Term::from_field_text(field, v), IndexRecordOption::Basic);
                 clauses.push((Occur::Must, Box::new(q)));

@@ -1,5 +1,6 @@
 //! The extractive answer: the sentences of the sources that best match the question.
 
+use atlas_runtime::ChunkKind;
 use std::collections::BTreeSet;
 
 use atlas_runtime::Bundle;
@@ -115,7 +116,7 @@ pub fn extract(bundle: &Bundle, question: &str, sources: &[Source]) -> Vec<Picke
     let q = words(question);
     let mut cands: Vec<(Picked, String)> = Vec::new();
     for s in sources {
-        let mut own: Vec<String> = if s.hit.kind == "code" {
+        let mut own: Vec<String> = if s.hit.kind == ChunkKind::Code {
             let mut v: Vec<String> = s
                 .hit
                 .symbol

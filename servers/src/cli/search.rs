@@ -3,6 +3,7 @@
 use super::locate::{locate, open, open_options};
 use super::{parse_fusion, parse_min_score, parse_mode, parse_top_k};
 use atlas_dist::config::Config;
+use atlas_runtime::ChunkKind;
 use atlas_runtime::search::{Filters, Fusion};
 use atlas_runtime::{Hit, Mode, OpenOptions, SearchOptions};
 use clap::ValueEnum;
@@ -56,8 +57,8 @@ impl Args {
         let keyword_only = self.mode == Mode::Keyword && !self.rerank;
         let b = open(&dir, open_options(cfg, OpenOptions { keyword_only, ..OpenOptions::default() })?)?;
         let kind = self.kind.map(|k| match k {
-            Kind::Docs => "docs".to_owned(),
-            Kind::Code => "code".to_owned(),
+            Kind::Docs => ChunkKind::Docs,
+            Kind::Code => ChunkKind::Code,
         });
         let filters = Filters {
             kind,
@@ -96,7 +97,7 @@ fn render(hits: &[Hit]) -> String {
         let place = h.place();
         let what = match (&h.symbol, &h.language) {
             (Some(sym), Some(lang)) => format!("{} {sym} ({lang})", h.symbol_kind.as_deref().unwrap_or("symbol")),
-            _ => h.kind.clone(),
+            _ => h.kind.to_string(),
         };
         s.push_str(&format!("{:>2}. {:.4}  {place}  [{what}]\n    {}\n", i + 1, h.score, h.citation()));
         for line in h.snippet.lines().filter(|l| !l.trim().is_empty()).take(3) {

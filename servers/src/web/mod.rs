@@ -24,6 +24,7 @@
 mod highlight;
 pub mod render;
 
+use atlas_runtime::ChunkKind;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -121,13 +122,7 @@ fn get<'a>(p: &'a [(String, String)], key: &str) -> Option<&'a str> {
 
 fn search_query(p: &[(String, String)]) -> Result<SearchQuery, String> {
     let mode = get(p, "mode").map_or(Ok(Mode::Hybrid), str::parse)?;
-    let kind = get(p, "kind").map(str::to_owned);
-    if let Some(k) = &kind
-        && k != "docs"
-        && k != "code"
-    {
-        return Err(format!("unknown kind {k:?}; use docs or code"));
-    }
+    let kind = get(p, "kind").map(str::parse::<ChunkKind>).transpose()?;
     Ok(SearchQuery {
         q: get(p, "q").unwrap_or("").trim().to_owned(),
         mode,
@@ -144,7 +139,7 @@ fn options(s: &SearchQuery, top_k: usize, facets: bool) -> SearchOptions {
         mode: s.mode,
         top_k,
         filters: Filters {
-            kind: s.kind.clone(),
+            kind: s.kind,
             section: s.section.clone().filter(|_| facets),
             language: s.language.clone().filter(|_| facets),
             repo: s.repo.clone().filter(|_| facets),
@@ -252,7 +247,7 @@ fn source_body(b: &Bundle, id: &str) -> Result<(String, String), String> {
     let bytes = atlas_runtime::manifest::read_checked(&b.dir, &b.manifest, &rel).map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&bytes);
     let lines = (hit.start_line, hit.end_line);
-    let body = if hit.kind == "code" {
+    let body = if hit.kind == ChunkKind::Code {
         highlight::code(&text, &hit.path, hit.language.as_deref(), lines)
     } else {
         format!("<div class=\"md\">{}</div>", render::markdown(&text, lines))

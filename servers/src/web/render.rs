@@ -2,6 +2,7 @@
 //! [`esc`] (or the sanitising markdown renderer, or the highlighter, which escapes),
 //! so a page that holds `<script>` shows it as text.
 
+use atlas_runtime::ChunkKind;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -48,7 +49,7 @@ pub fn safe_href(href: &str) -> String {
 pub struct SearchQuery {
     pub q: String,
     pub mode: Mode,
-    pub kind: Option<String>,
+    pub kind: Option<ChunkKind>,
     pub section: Option<String>,
     pub language: Option<String>,
     pub repo: Option<String>,
@@ -59,8 +60,9 @@ impl SearchQuery {
     /// The page URL of this search with one parameter changed (`None` drops it).
     pub fn url_with(&self, key: &str, value: Option<&str>) -> String {
         let mut pairs: Vec<(&str, String)> = vec![("q", self.q.clone()), ("mode", self.mode.as_str().to_owned())];
+        let kind = self.kind.map(|k| k.as_str().to_owned());
         for (k, v) in [
-            ("kind", &self.kind),
+            ("kind", &kind),
             ("section", &self.section),
             ("language", &self.language),
             ("repo", &self.repo),
@@ -94,7 +96,7 @@ impl Facets {
     pub fn of(hits: &[Hit]) -> Facets {
         let mut f = Facets { pool: hits.len(), ..Facets::default() };
         for h in hits {
-            *f.kind.entry(h.kind.clone()).or_default() += 1;
+            *f.kind.entry(h.kind.to_string()).or_default() += 1;
             *f.section.entry(h.section.clone()).or_default() += 1;
             if let Some(l) = &h.language {
                 *f.language.entry(l.clone()).or_default() += 1;
@@ -158,8 +160,8 @@ pub fn search_form(s: &SearchQuery) -> String {
         opt("keyword", "keyword", s.mode == Mode::Keyword),
         opt("vector", "vector", s.mode == Mode::Vector),
         opt("", "docs and code", s.kind.is_none()),
-        opt("docs", "docs", s.kind.as_deref() == Some("docs")),
-        opt("code", "code", s.kind.as_deref() == Some("code")),
+        opt("docs", "docs", s.kind == Some(ChunkKind::Docs)),
+        opt("code", "code", s.kind == Some(ChunkKind::Code)),
     );
     for (k, v) in [("section", &s.section), ("language", &s.language), ("repo", &s.repo), ("library", &s.library)] {
         if let Some(v) = v {
@@ -227,7 +229,7 @@ fn citation(h: &Hit) -> String {
 }
 
 fn badges(h: &Hit) -> String {
-    let mut b = format!(r#"<span class="badge">{}</span>"#, esc(&h.kind));
+    let mut b = format!(r#"<span class="badge">{}</span>"#, esc(h.kind.as_str()));
     if let Some(l) = &h.language {
         let _ = write!(b, r#" <span class="badge">{}</span>"#, esc(l));
     }
@@ -266,7 +268,7 @@ pub fn results(s: &SearchQuery, hits: &[Hit], facets: &Facets, error: Option<&st
     h.push_str(r#"<ol class="hits">"#);
     for hit in hits {
         let snippet = mark(hit.snippet.trim(), &s.q);
-        let snippet = if hit.kind == "code" {
+        let snippet = if hit.kind == ChunkKind::Code {
             format!(r#"<pre class="snippet">{snippet}</pre>"#)
         } else {
             format!(r#"<p class="snippet">{snippet}</p>"#)

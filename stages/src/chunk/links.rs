@@ -1,6 +1,7 @@
 //! What chunks learn from each other: docs ↔ code cross-links, and `cluster_tags`
 //! (the sibling files of each document).
 
+use atlas_runtime::ChunkKind;
 use std::collections::{BTreeMap, BTreeSet};
 
 use atlas_runtime::chunk_table::ChunkRecord;
@@ -16,7 +17,7 @@ const MAX_LINKS: usize = 32;
 /// the docs chunk.
 pub fn cross_link(all: &mut [ChunkRecord]) {
     let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (i, c) in all.iter().enumerate().filter(|(_, c)| c.kind == "code") {
+    for (i, c) in all.iter().enumerate().filter(|(_, c)| c.kind == ChunkKind::Code) {
         for sym in c.symbol.iter().chain(&c.symbols) {
             if sym.starts_with("impl ") {
                 continue;
@@ -32,7 +33,7 @@ pub fn cross_link(all: &mut [ChunkRecord]) {
         return;
     }
     let mut back: Vec<(usize, String)> = Vec::new();
-    for doc in all.iter_mut().filter(|c| c.kind == "docs") {
+    for doc in all.iter_mut().filter(|c| c.kind == ChunkKind::Docs) {
         let mut mentions: Vec<String> = Vec::new();
         // Its own text: the overlap belongs to the previous chunk.
         for (path, last) in code_identifiers(&doc.text[doc.overlap_chars as usize..]) {

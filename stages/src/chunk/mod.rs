@@ -9,6 +9,7 @@ pub mod code;
 pub mod links;
 pub mod markdown;
 
+use atlas_runtime::ChunkKind;
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context as _, bail};
@@ -88,7 +89,7 @@ pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkPara
     let path = doc.path();
     let record = |c: DocChunk, i: usize, title: &str| ChunkRecord {
         chunk_id: chunk_id(&doc.source, &path, &c.heading_path, c.part),
-        kind: if markdown { "docs" } else { "code" }.to_owned(),
+        kind: if markdown { ChunkKind::Docs } else { ChunkKind::Code },
         language: language.map(str::to_owned),
         source: doc.source.clone(),
         section: doc.section.clone(),

@@ -267,7 +267,7 @@ fn text_files_without_a_grammar_chunk_as_line_windows_cut_at_blank_lines() {
     "#]]
     .assert_eq(&render("scripts/build.sh", src, &params));
     let c = chunk_document(&doc("scripts/build.sh"), &clean(src, &CleanParams::default()), &params);
-    assert!(c.iter().all(|c| c.kind == "code" && c.language.as_deref() == Some("shell")));
+    assert!(c.iter().all(|c| c.kind == atlas_runtime::ChunkKind::Code && c.language.as_deref() == Some("shell")));
 }
 
 /// Every non-blank line of a code file lies in exactly one window.
