@@ -6,6 +6,12 @@
 //! that could leave `root`: absolute paths, `..`, empty or `.` components, NUL and
 //! other control bytes, over-long names. Callers report the refusal and go on; they
 //! never fall back to a plain `Path::join`.
+//!
+//! Paths that people and tools type (an MCP request's path, an archive entry) go
+//! through [`components`], the lenient form of the same rule: `.` and empty
+//! components are dropped, what could leave the root is refused with a
+//! [`Refusal`] the caller can phrase. The fs server's mirror root and the archive
+//! extractor are built on it.
 
 use std::path::{Path, PathBuf};
 
@@ -20,41 +26,84 @@ pub const MAX_COMPONENT_BYTES: usize = 255;
 pub struct UnsafePath {
     pub rel: String,
     pub why: &'static str,
+    pub kind: Refusal,
+}
+
+/// What was wrong with a refused name, for callers that word it their own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    Empty,
+    TooLong,
+    Absolute,
+    /// A NUL byte ([`components`]) or any control character ([`check`]).
+    Control,
+    EmptyComponent,
+    /// A `.` or `..` component ([`check`]); [`components`] drops `.`.
+    Dot,
+    Parent,
+    ComponentTooLong,
+    /// `\\` or `:`, separators or drive prefixes on this system.
+    Separator,
+    NotPlain,
 }
 
 /// Checks that `rel` is a relative, `/`-separated path whose every component is a
 /// plain name, so that `root.join(rel)` stays inside `root` whatever `root` is.
 pub fn check(rel: &str) -> Result<(), UnsafePath> {
-    let refuse = |why| Err(UnsafePath { rel: rel.to_owned(), why });
+    let refuse = |kind, why| Err(UnsafePath { rel: rel.to_owned(), why, kind });
     if rel.is_empty() {
-        return refuse("it is empty");
-    }
-    if rel.len() > MAX_REL_BYTES {
-        return refuse("it is longer than 4096 bytes");
-    }
-    if rel.starts_with('/') {
-        return refuse("it is absolute");
+        return refuse(Refusal::Empty, "it is empty");
     }
     if rel.chars().any(char::is_control) {
-        return refuse("it holds a NUL or another control character");
+        return refuse(Refusal::Control, "it holds a NUL or another control character");
     }
     for part in rel.split('/') {
         match part {
-            "" => return refuse("it has an empty component (`//` or a trailing `/`)"),
-            "." | ".." => return refuse("it has a `.` or `..` component"),
-            p if p.len() > MAX_COMPONENT_BYTES => return refuse("a component is longer than 255 bytes"),
-            // On Windows these would be separators or drive prefixes.
-            p if cfg!(windows) && (p.contains('\\') || p.contains(':')) => {
-                return refuse("it holds `\\` or `:`, which are separators on this system");
+            "" if !rel.starts_with('/') => {
+                return refuse(Refusal::EmptyComponent, "it has an empty component (`//` or a trailing `/`)");
             }
+            "." => return refuse(Refusal::Dot, "it has a `.` or `..` component"),
             _ => {}
         }
     }
-    // Belt and braces: what the platform's own parser makes of it.
-    if !Path::new(rel).components().all(|c| matches!(c, std::path::Component::Normal(_))) {
-        return refuse("it is not a plain relative path on this system");
+    components(rel).map(drop)
+}
+
+/// The plain components of `rel`, a `/`-separated relative path: `.` and empty
+/// components dropped, NUL bytes, absolute paths, `..`, this system's separators and
+/// over-long names refused. Control characters other than NUL pass (a served file
+/// may be named with them; the fs tools show them escaped).
+pub fn components(rel: &str) -> Result<Vec<&str>, UnsafePath> {
+    let refuse = |kind, why| Err(UnsafePath { rel: rel.to_owned(), why, kind });
+    if rel.len() > MAX_REL_BYTES {
+        return refuse(Refusal::TooLong, "it is longer than 4096 bytes");
     }
-    Ok(())
+    if rel.contains('\0') {
+        return refuse(Refusal::Control, "it holds a NUL or another control character");
+    }
+    if rel.starts_with('/') || Path::new(rel).is_absolute() || (cfg!(windows) && rel.get(1..2) == Some(":")) {
+        return refuse(Refusal::Absolute, "it is absolute");
+    }
+    let mut out = Vec::new();
+    for part in rel.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return refuse(Refusal::Parent, "it has a `.` or `..` component"),
+            p if p.len() > MAX_COMPONENT_BYTES => {
+                return refuse(Refusal::ComponentTooLong, "a component is longer than 255 bytes");
+            }
+            // On Windows these would be separators or drive prefixes.
+            p if cfg!(windows) && (p.contains('\\') || p.contains(':')) => {
+                return refuse(Refusal::Separator, "it holds `\\` or `:`, which are separators on this system");
+            }
+            p => out.push(p),
+        }
+    }
+    // Belt and braces: what the platform's own parser makes of each component.
+    if !out.iter().all(|p| matches!(Path::new(p).components().next(), Some(std::path::Component::Normal(_)))) {
+        return refuse(Refusal::NotPlain, "it is not a plain relative path on this system");
+    }
+    Ok(out)
 }
 
 /// `root/rel`, when [`check`] accepts `rel`.

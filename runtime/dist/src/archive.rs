@@ -10,9 +10,10 @@
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use atlas_runtime::failpoint;
+use atlas_runtime::safe_path::{self, Refusal};
 
 use crate::{Error, Result, io};
 
@@ -295,24 +296,18 @@ fn kind_name(t: tar::EntryType) -> &'static str {
 /// anything that is not plain relative names.
 fn entry_path(raw: &[u8]) -> Result<(String, PathBuf), &'static str> {
     let s = std::str::from_utf8(raw).map_err(|_| "is not UTF-8")?;
+    // A tar path never holds a backslash; on Windows it would be a separator.
     if s.contains('\\') || s.contains('\0') {
         return Err("holds a backslash or NUL");
     }
-    if s.starts_with('/') {
-        return Err("is an absolute path");
-    }
-    let mut parts = Vec::new();
-    for c in Path::new(s).components() {
-        match c {
-            Component::Normal(p) => parts.push(p.to_str().ok_or("is not UTF-8")?.to_owned()),
-            Component::CurDir => {}
-            Component::ParentDir => return Err("holds a '..' component"),
-            Component::RootDir | Component::Prefix(_) => return Err("is an absolute path"),
-        }
-    }
+    let parts = safe_path::components(s).map_err(|e| match e.kind {
+        Refusal::Absolute => "is an absolute path",
+        Refusal::Parent => "holds a '..' component",
+        _ => "is not a plain relative path",
+    })?;
     let Some((top, rest)) = parts.split_first() else { return Err("is empty") };
     crate::check_component("the bundle folder", top).map_err(|_| "has a top folder that is not a bundle name")?;
-    Ok((top.clone(), rest.iter().collect()))
+    Ok(((*top).to_owned(), rest.iter().collect()))
 }
 
 #[cfg(test)]

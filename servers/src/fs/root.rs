@@ -1,6 +1,8 @@
 //! The path guard of the fs tools and the escaping of file names in their output.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use atlas_runtime::safe_path::{self, Refusal};
 
 /// The mirror root, canonical (a root reached through a symlink works).
 #[derive(Debug, Clone)]
@@ -36,23 +38,21 @@ impl MirrorRoot {
     /// leaves the root, such as a sibling `/m/docs_evil` of root `/m/docs`.
     pub fn resolve(&self, rel: &str) -> Result<PathBuf, PathError> {
         let refuse = |why: &str| Err(PathError(format!("path {rel:?} refused: {why}")));
-        if rel.contains('\0') {
-            return refuse("it contains a NUL byte");
-        }
-        if rel.starts_with('/') || Path::new(rel).is_absolute() || (cfg!(windows) && rel.get(1..2) == Some(":")) {
-            return refuse(
-                "absolute paths are not accepted; pass a path relative to the mirror, as list_files shows it",
-            );
-        }
-        let mut joined = self.root.clone();
-        for c in Path::new(rel).components() {
-            match c {
-                Component::Normal(part) => joined.push(part),
-                Component::CurDir => {}
-                Component::ParentDir => return refuse("`..` is not allowed; paths stay inside the mirror"),
-                Component::RootDir | Component::Prefix(_) => return refuse("absolute paths are not accepted"),
+        let parts = match safe_path::components(rel) {
+            Ok(parts) => parts,
+            Err(e) => {
+                return refuse(match e.kind {
+                    Refusal::Control => "it contains a NUL byte",
+                    Refusal::Absolute => {
+                        "absolute paths are not accepted; pass a path relative to the mirror, as list_files shows it"
+                    }
+                    Refusal::Parent => "`..` is not allowed; paths stay inside the mirror",
+                    _ => e.why,
+                });
             }
-        }
+        };
+        let mut joined = self.root.clone();
+        joined.extend(parts);
         let real = match joined.canonicalize() {
             Ok(p) => p,
             Err(_) if joined.symlink_metadata().is_ok() => {
