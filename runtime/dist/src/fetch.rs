@@ -32,6 +32,9 @@ type OpenFuture<'a> = Pin<Box<dyn Future<Output = Result<Opened>> + Send + 'a>>;
 
 /// How many times a cut download is resumed in one run.
 const ATTEMPTS: u32 = 5;
+/// The waits between resumes (the one retry policy, [`crate::http::Backoff`]).
+const RESUME_BACKOFF: crate::http::Backoff =
+    crate::http::Backoff { base: std::time::Duration::from_millis(200), max: std::time::Duration::from_secs(5) };
 
 /// Downloads into `dir/<sha256>.download` (resuming `dir/<sha256>.part`) with a
 /// progress bar; returns the finished file, whose sha256 the caller checks.
@@ -54,7 +57,7 @@ pub async fn download<'a>(
         let have = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
         if attempt > 0 {
             eprintln!("atlas: {label}: {last_error}; resuming at byte {have} (attempt {})", attempt + 1);
-            tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt))).await;
+            tokio::time::sleep(RESUME_BACKOFF.wait(attempt - 1)).await;
         }
         let opened = match open(have).await {
             Ok(o) => o,

@@ -53,12 +53,24 @@ pub fn api_from_env() -> String {
 
 impl GitHub {
     pub fn new(api: &str, owner: &str, repo: &str, token: Option<String>) -> Result<GitHub> {
+        GitHub::with_client(crate::http::client()?, api, owner, repo, token)
+    }
+
+    /// [`GitHub::new`] over a client of the caller's (the crawl's timeouts and user
+    /// agent); `repo` may be empty for owner-level calls.
+    pub fn with_client(
+        client: reqwest::Client,
+        api: &str,
+        owner: &str,
+        repo: &str,
+        token: Option<String>,
+    ) -> Result<GitHub> {
         let api = api.trim_end_matches('/').to_owned();
         let token = match token.filter(|t| !t.is_empty()) {
             Some(t) => Some(Credential::bearer(&api, &t)?),
             None => None,
         };
-        Ok(GitHub { client: crate::http::client()?, api, owner: owner.to_owned(), repo: repo.to_owned(), token })
+        Ok(GitHub { client, api, owner: owner.to_owned(), repo: repo.to_owned(), token })
     }
 
     /// A request to the API (the token is added by [`GitHub::send`], on the API's origin only).

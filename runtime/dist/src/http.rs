@@ -98,6 +98,18 @@ pub enum Redirects {
     Follow,
     /// None: a 3xx answer is returned as it came.
     Refuse,
+    /// Up to this many, every hop on the first URL's host and port and none twice
+    /// (a crawl stays on its site).
+    SameHost(usize),
+}
+
+/// Why [`send_raw`] gave no response.
+#[derive(Debug)]
+pub enum SendError {
+    /// The request failed at `url` (a connection, a timeout, a cut body): worth a retry.
+    Transport { url: String, error: reqwest::Error },
+    /// A redirect that is not followed: off the host, a loop, too many, not HTTP.
+    Redirect(String),
 }
 
 /// Sends `req`, following redirects by `redirects`; `cred` is attached to each hop on
@@ -109,25 +121,54 @@ pub async fn send(
     cred: Option<&Credential>,
     redirects: Redirects,
 ) -> Result<reqwest::Response> {
+    send_raw(client, req, cred, redirects).await.map_err(|e| match e {
+        SendError::Transport { url, error } => Error::Remote(format!("{url}: {}", describe(&error))),
+        SendError::Redirect(why) => Error::Remote(why),
+    })
+}
+
+/// [`send`], with the transport error kept whole (for callers that retry on it).
+pub async fn send_raw(
+    client: &reqwest::Client,
+    req: reqwest::Request,
+    cred: Option<&Credential>,
+    redirects: Redirects,
+) -> std::result::Result<reqwest::Response, SendError> {
+    let max = match redirects {
+        Redirects::Follow => MAX_REDIRECTS,
+        Redirects::Refuse => 0,
+        Redirects::SameHost(n) => n,
+    };
+    let first = req.url().clone();
+    let mut seen = vec![first.clone()];
     let mut req = req;
-    for _hop in 0..=MAX_REDIRECTS {
+    for _hop in 0..=max {
         req.headers_mut().remove(AUTHORIZATION);
         if let Some(c) = cred.filter(|c| c.applies_to(req.url())) {
             req.headers_mut().insert(AUTHORIZATION, c.value.clone());
         }
         let next = match redirects {
             Redirects::Refuse => None,
-            Redirects::Follow => req.try_clone(),
+            Redirects::Follow | Redirects::SameHost(_) => req.try_clone(),
         };
         let what = redact_url(req.url().as_str());
-        let resp = client.execute(req).await.map_err(|e| Error::Remote(format!("{what}: {}", describe(&e))))?;
+        let resp = client.execute(req).await.map_err(|error| SendError::Transport { url: what.clone(), error })?;
         let status = resp.status().as_u16();
         let (Some(mut next), true) = (next, matches!(status, 301 | 302 | 303 | 307 | 308)) else {
             return Ok(resp);
         };
         let Some(to) = location(&resp) else { return Ok(resp) };
         if !matches!(to.scheme(), "http" | "https") {
-            return Err(Error::Remote(format!("{what}: redirected to a {} URL; refusing", to.scheme())));
+            return Err(SendError::Redirect(format!("{what}: redirected to a {} URL; refusing", to.scheme())));
+        }
+        if let Redirects::SameHost(_) = redirects {
+            if first.host_str() != to.host_str() || first.port_or_known_default() != to.port_or_known_default() {
+                return Err(SendError::Redirect(format!("off-site redirect to {to}")));
+            }
+            if seen.contains(&to) {
+                return Err(SendError::Redirect(format!("redirect loop at {to}")));
+            }
+            seen.push(to.clone());
         }
         if status == 303 || (matches!(status, 301 | 302) && next.method() == reqwest::Method::POST) {
             *next.method_mut() = reqwest::Method::GET;
@@ -138,7 +179,39 @@ pub async fn send(
         *next.url_mut() = to;
         req = next;
     }
-    Err(Error::Remote(format!("{}: more than {MAX_REDIRECTS} redirects", redact_url(req.url().as_str()))))
+    Err(SendError::Redirect(match redirects {
+        Redirects::SameHost(n) => format!("more than {n} redirects"),
+        _ => format!("{}: more than {max} redirects", redact_url(req.url().as_str())),
+    }))
+}
+
+/// Retry waits: exponential backoff with full jitter (uniform in
+/// `[0, min(max, base·2^attempt)]`), and the server's `Retry-After` capped. The one
+/// retry policy of every HTTP client (the crawl, downloads).
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Backoff {
+    /// The wait before retry number `attempt + 1`.
+    pub fn wait(&self, attempt: u32) -> Duration {
+        let base = self.base.as_millis() as u64;
+        let ceiling = base.saturating_mul(1u64 << attempt.min(20)).min(self.max.as_millis() as u64);
+        Duration::from_millis(fastrand::u64(0..=ceiling))
+    }
+}
+
+/// Parses Retry-After: delay-seconds or an HTTP date. A past date or garbage is an
+/// error, and the caller falls back to backoff.
+pub fn retry_after(value: &str, now: std::time::SystemTime) -> std::result::Result<Duration, &'static str> {
+    let v = value.trim();
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        return v.parse::<u64>().map(Duration::from_secs).map_err(|_| "is out of range");
+    }
+    let when = httpdate::parse_http_date(v).map_err(|_| "is neither seconds nor an HTTP date")?;
+    when.duration_since(now).map_err(|_| "is in the past")
 }
 
 /// A redirect's target, resolved against the URL that answered.

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use atlas_dist::http;
 use reqwest::StatusCode;
 use reqwest::header::{
     CONTENT_LENGTH, CONTENT_TYPE, ETAG, HeaderMap, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, RETRY_AFTER,
@@ -29,6 +30,7 @@ pub enum Outcome {
 pub struct Fetcher {
     client: reqwest::Client,
     p: CrawlParams,
+    backoff: http::Backoff,
 }
 
 /// The User-Agent: product token, version and a contact URL.
@@ -37,35 +39,20 @@ pub fn user_agent(p: &CrawlParams) -> String {
 }
 
 impl Fetcher {
+    /// The one HTTP client policy (`atlas_dist::http`) with the crawl's timeouts; the
+    /// redirects are followed by hand, on the site's own host only.
     pub fn new(p: &CrawlParams) -> anyhow::Result<Fetcher> {
-        // reqwest is built without a default crypto provider; install ring once.
-        atlas_dist::http::install_crypto();
-        let max_redirects = p.max_redirects;
-        let policy = reqwest::redirect::Policy::custom(move |attempt| {
-            let first = attempt.previous().first().cloned();
-            if attempt.previous().len() > max_redirects {
-                attempt.error(format!("more than {max_redirects} redirects"))
-            } else if first.is_some_and(|f| {
-                f.host_str() != attempt.url().host_str()
-                    || f.port_or_known_default() != attempt.url().port_or_known_default()
-            }) {
-                let to = attempt.url().to_string();
-                attempt.error(format!("off-site redirect to {to}"))
-            } else if attempt.previous().iter().any(|u| u == attempt.url()) {
-                let to = attempt.url().to_string();
-                attempt.error(format!("redirect loop at {to}"))
-            } else {
-                attempt.follow()
-            }
-        });
-        let client = reqwest::Client::builder()
-            .user_agent(user_agent(p))
-            .connect_timeout(Duration::from_secs_f64(p.connect_timeout_s))
-            .read_timeout(Duration::from_secs_f64(p.read_timeout_s))
-            .timeout(Duration::from_secs_f64(p.total_timeout_s))
-            .redirect(policy)
-            .build()?;
-        Ok(Fetcher { client, p: p.clone() })
+        let client = http::client_with(
+            &user_agent(p),
+            Duration::from_secs_f64(p.connect_timeout_s),
+            Some(Duration::from_secs_f64(p.total_timeout_s)),
+            Some(Duration::from_secs_f64(p.read_timeout_s)),
+        )?;
+        let backoff = http::Backoff {
+            base: Duration::from_millis(p.backoff_base_ms),
+            max: Duration::from_millis(p.backoff_max_ms),
+        };
+        Ok(Fetcher { client, p: p.clone(), backoff })
     }
 
     /// GETs `url`, retrying what is worth retrying. `notes` collects one line per retry.
@@ -86,7 +73,12 @@ impl Fetcher {
             if let Some(m) = last_modified {
                 req = req.header(IF_MODIFIED_SINCE, m);
             }
-            let wait = match req.send().await {
+            let req = match req.build() {
+                Ok(r) => r,
+                Err(e) => return Outcome::Failed(error_chain(&e)),
+            };
+            let sent = http::send_raw(&self.client, req, None, http::Redirects::SameHost(self.p.max_redirects)).await;
+            let wait = match sent {
                 Ok(resp) => {
                     let status = resp.status();
                     match status {
@@ -142,12 +134,9 @@ impl Fetcher {
                         s => return Outcome::Failed(format!("HTTP {}", s.as_u16())),
                     }
                 }
-                Err(e) => {
-                    let why = error_chain(&e);
-                    if e.is_redirect() || e.is_builder() {
-                        return Outcome::Failed(why);
-                    }
-                    notes.push(format!("attempt {}: {why}", attempt + 1));
+                Err(http::SendError::Redirect(why)) => return Outcome::Failed(why),
+                Err(http::SendError::Transport { error, .. }) => {
+                    notes.push(format!("attempt {}: {}", attempt + 1, error_chain(&error)));
                     self.backoff(attempt)
                 }
             };
@@ -164,10 +153,8 @@ impl Fetcher {
         Duration::from_secs_f64(self.p.retry_after_cap_s)
     }
 
-    /// Exponential backoff with full jitter: uniform in [0, min(max, base·2^attempt)].
     fn backoff(&self, attempt: u32) -> Duration {
-        let ceiling = self.p.backoff_base_ms.saturating_mul(1u64 << attempt.min(20)).min(self.p.backoff_max_ms);
-        Duration::from_millis(fastrand::u64(0..=ceiling))
+        self.backoff.wait(attempt)
     }
 }
 
@@ -202,16 +189,7 @@ pub(crate) async fn read_capped(mut resp: reqwest::Response, limit: usize) -> Re
     }
 }
 
-/// Parses Retry-After: delay-seconds or an HTTP date. A past date or garbage is an
-/// error, and the caller falls back to backoff.
-pub fn retry_after(value: &str, now: SystemTime) -> Result<Duration, &'static str> {
-    let v = value.trim();
-    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
-        return v.parse::<u64>().map(Duration::from_secs).map_err(|_| "is out of range");
-    }
-    let when = httpdate::parse_http_date(v).map_err(|_| "is neither seconds nor an HTTP date")?;
-    when.duration_since(now).map_err(|_| "is in the past")
-}
+pub use atlas_dist::http::retry_after;
 
 /// An error and its causes on one line.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
-use reqwest::header::{ACCEPT, HeaderMap, LINK};
+use reqwest::header::{HeaderMap, LINK};
 use serde::Deserialize;
 
 use super::CrawlParams;
@@ -44,9 +44,10 @@ pub async fn list_repos(
         Some(Duration::from_secs_f64(p.total_timeout_s)),
         None,
     )?;
-    let api = api.trim_end_matches('/');
-    // The token is bound to the API's origin: a redirect elsewhere never carries it.
-    let cred = token.map(|t| atlas_dist::http::Credential::bearer(api, t)).transpose()?;
+    // The one GitHub client: its API headers, and the token bound to the API's origin
+    // (a redirect elsewhere never carries it).
+    let gh = atlas_dist::github::GitHub::with_client(client, api, owner, "", token.map(str::to_owned))?;
+    let api = gh.api.as_str();
     let mut all = Vec::new();
     let mut next = Some(format!("{api}/orgs/{owner}/repos?per_page=100&type=all"));
     let mut tried_user = false;
@@ -64,13 +65,8 @@ pub async fn list_repos(
         }
         let mut attempt = 0;
         let resp = loop {
-            let req = client
-                .get(&url)
-                .header(ACCEPT, "application/vnd.github+json")
-                .header("X-GitHub-Api-Version", "2022-11-28")
-                .build()
-                .with_context(|| format!("GET {url}"))?;
-            let resp = atlas_dist::http::send(&client, req, cred.as_ref(), atlas_dist::http::Redirects::Follow)
+            let req = gh.request(reqwest::Method::GET, &url).build().with_context(|| format!("GET {url}"))?;
+            let resp = atlas_dist::http::send(&gh.client, req, gh.credential(), atlas_dist::http::Redirects::Follow)
                 .await
                 .with_context(|| format!("GET {url}"))?;
             let status = resp.status().as_u16();
