@@ -184,44 +184,9 @@ pub fn html_table_to_markdown(html: &str) -> (Vec<String>, bool) {
     (out, too_deep)
 }
 
-/// Decodes numeric character references and the common named entities.
+/// Decodes character references: numeric ones and every HTML5 named entity
+/// (html-escape's table: `&mdash;`, `&hellip;`, `&rarr;` …); `&nbsp;` becomes a plain
+/// space, as the text around it is searched and chunked by words.
 pub fn decode_entities(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find('&') {
-        out.push_str(&rest[..i]);
-        rest = &rest[i..];
-        let end = rest.char_indices().take(12).find(|&(_, c)| c == ';').map(|(i, _)| i);
-        let decoded = end.and_then(|e| {
-            let body = &rest[1..e];
-            let c = if let Some(hex) = body.strip_prefix("#x").or_else(|| body.strip_prefix("#X")) {
-                u32::from_str_radix(hex, 16).ok().and_then(char::from_u32)
-            } else if let Some(dec) = body.strip_prefix('#') {
-                dec.parse().ok().and_then(char::from_u32)
-            } else {
-                match body {
-                    "amp" => Some('&'),
-                    "lt" => Some('<'),
-                    "gt" => Some('>'),
-                    "quot" => Some('"'),
-                    "apos" => Some('\''),
-                    "nbsp" => Some(' '),
-                    _ => None,
-                }
-            };
-            c.map(|c| (c, e + 1))
-        });
-        match decoded {
-            Some((c, len)) => {
-                out.push(c);
-                rest = &rest[len..];
-            }
-            None => {
-                out.push('&');
-                rest = &rest[1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+    html_escape::decode_html_entities(&s.replace("&nbsp;", " ")).into_owned()
 }

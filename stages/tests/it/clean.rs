@@ -470,3 +470,13 @@ fn balanced_hint_may_hold_an_h2() {
         "#]],
     );
 }
+
+/// Every HTML5 named entity decodes (html-escape's table), numeric ones too; a
+/// no-break space is a plain space; an unknown name stays as written.
+#[test]
+fn character_references_decode_by_the_html5_table() {
+    use atlas_stages::text::html::decode_entities;
+    assert_eq!(decode_entities("a &mdash; b &hellip; &rarr; &eacute;"), "a — b … → é");
+    assert_eq!(decode_entities("&lt;x&gt; &amp;&#65;&#x42; &nbsp;y"), "<x> &AB  y");
+    assert_eq!(decode_entities("&notanentity; & done"), "&notanentity; & done");
+}
