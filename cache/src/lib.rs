@@ -41,7 +41,7 @@ pub mod trust;
 
 pub use atomic::write_file_atomic;
 pub use digest::{Digest, KeyBuilder};
-pub use remote::Remote;
+pub use remote::{Remote, RemoteError};
 pub use runs::{GcReport, RunRecord};
 pub use store::{Cache, LockWait, Stats};
 pub use trust::{RefRecord, RemotePolicy};

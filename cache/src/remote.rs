@@ -7,20 +7,37 @@ use std::sync::atomic::Ordering;
 use crate::trust;
 use crate::{Cache, Digest, RefRecord, RemotePolicy, Result};
 
+/// Why a remote call failed, in one line (the remote is then off for the run).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RemoteError(pub String);
+
+impl From<String> for RemoteError {
+    fn from(s: String) -> RemoteError {
+        RemoteError(s)
+    }
+}
+
+impl From<&str> for RemoteError {
+    fn from(s: &str) -> RemoteError {
+        RemoteError(s.to_owned())
+    }
+}
+
 /// A shared cache behind the local one, named by paths relative to its root:
 /// `objects/<hex>` and `refs/<namespace>/<hex>`. Implementations bound every call in
 /// time; an `Err` is a reason in one line.
 pub trait Remote: Send + Sync + fmt::Debug {
     /// The bytes at `name`; `Ok(None)` when it is not there.
-    fn get(&self, name: &str) -> std::result::Result<Option<Vec<u8>>, String>;
+    fn get(&self, name: &str) -> std::result::Result<Option<Vec<u8>>, RemoteError>;
     /// Several reads at once (in parallel where the remote allows), in order.
-    fn get_many(&self, names: &[String]) -> Vec<std::result::Result<Option<Vec<u8>>, String>> {
+    fn get_many(&self, names: &[String]) -> Vec<std::result::Result<Option<Vec<u8>>, RemoteError>> {
         names.iter().map(|n| self.get(n)).collect()
     }
     /// Queues a write; failures come back from [`Remote::flush`].
     fn put(&self, name: &str, bytes: Vec<u8>);
     /// Waits for the queued writes; returns the first failure, if any.
-    fn flush(&self) -> std::result::Result<(), String>;
+    fn flush(&self) -> std::result::Result<(), RemoteError>;
 }
 
 impl Cache {
@@ -57,7 +74,7 @@ impl Cache {
         if let Some(r) = self.remote()
             && let Err(why) = r.flush()
         {
-            self.remote_failed(&why);
+            self.remote_failed(&why.0);
         }
     }
 
@@ -84,7 +101,7 @@ impl Cache {
             Ok(Some(bytes)) => self.accept_remote(d, bytes),
             Ok(None) => Ok(false),
             Err(why) => {
-                self.remote_failed(&why);
+                self.remote_failed(&why.0);
                 Ok(false)
             }
         }
@@ -104,7 +121,7 @@ impl Cache {
                     }
                     Ok(None) => {}
                     Err(why) => {
-                        self.remote_failed(&why);
+                        self.remote_failed(&why.0);
                         return Ok(());
                     }
                 }
@@ -133,7 +150,7 @@ impl Cache {
             Ok(Some(t)) => t,
             Ok(None) => return Ok(None),
             Err(why) => {
-                self.remote_failed(&why);
+                self.remote_failed(&why.0);
                 return Ok(None);
             }
         };

@@ -176,7 +176,7 @@ struct MemRemote {
 }
 
 impl atlas_cache::Remote for MemRemote {
-    fn get(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, name: &str) -> Result<Option<Vec<u8>>, atlas_cache::RemoteError> {
         self.gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.down.load(std::sync::atomic::Ordering::Relaxed) {
             return Err("connection refused".into());
@@ -186,7 +186,7 @@ impl atlas_cache::Remote for MemRemote {
     fn put(&self, name: &str, bytes: Vec<u8>) {
         self.map.lock().unwrap().insert(name.to_owned(), bytes);
     }
-    fn flush(&self) -> Result<(), String> {
+    fn flush(&self) -> Result<(), atlas_cache::RemoteError> {
         if self.down.load(std::sync::atomic::Ordering::Relaxed) { Err("connection refused".into()) } else { Ok(()) }
     }
 }

@@ -6,6 +6,7 @@
 //! Reads run concurrently and each is bounded by the timeout; writes are queued
 //! (write-behind), run 16 at a time, and `flush` waits for them, bounded too.
 
+use atlas_cache::RemoteError;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -98,11 +99,11 @@ fn worker(rt: tokio::runtime::Runtime, store: Store, rx: mpsc::Receiver<Req>, ti
 }
 
 impl atlas_cache::Remote for StoreRemote {
-    fn get(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, name: &str) -> Result<Option<Vec<u8>>, RemoteError> {
         self.get_many(&[name.to_owned()]).pop().unwrap_or(Ok(None))
     }
 
-    fn get_many(&self, names: &[String]) -> Vec<Result<Option<Vec<u8>>, String>> {
+    fn get_many(&self, names: &[String]) -> Vec<Result<Option<Vec<u8>>, RemoteError>> {
         let replies: Vec<_> = names
             .iter()
             .map(|n| {
@@ -116,6 +117,7 @@ impl atlas_cache::Remote for StoreRemote {
             .into_iter()
             .map(|r| {
                 r.and_then(|rx| rx.recv_timeout(wait).unwrap_or_else(|_| Err("the remote cache did not answer".into())))
+                    .map_err(RemoteError)
             })
             .collect()
     }
@@ -124,11 +126,12 @@ impl atlas_cache::Remote for StoreRemote {
         let _ = self.send(Req::Put(name.to_owned(), bytes));
     }
 
-    fn flush(&self) -> Result<(), String> {
+    fn flush(&self) -> Result<(), RemoteError> {
         let (tx, rx) = mpsc::channel();
         self.send(Req::Flush(tx))?;
         // Every write is bounded by the timeout; a long queue gets a minute more.
         rx.recv_timeout(self.timeout + Duration::from_secs(60))
             .unwrap_or_else(|_| Err("the remote cache's queued writes did not finish".into()))
+            .map_err(RemoteError)
     }
 }
