@@ -1,4 +1,4 @@
-//! `chunks.parquet`: one row per chunk. The schema is documented in ARCHITECTURE.md;
+//! `chunks.parquet`: one row per chunk. The schema is documented in docs/bundle-format.md;
 //! [`schema`] is its single definition, used by the writer (the chunk stage) and the
 //! reader (servers, tests).
 

@@ -41,7 +41,8 @@ impl std::str::FromStr for Mode {
 #[serde(rename_all = "lowercase")]
 pub enum Fusion {
     /// Reciprocal-rank fusion, k = 60: ranks only, scale-free. The default: it beats
-    /// score fusion on every measure of the devtron evaluation (see ARCHITECTURE.md).
+    /// score fusion on every measure of the devtron evaluation (docs/benchmarks.md,
+    /// "Retrieval quality").
     #[default]
     Rrf,
     /// Min-max-normalised scores, weighted equally.
@@ -120,5 +121,5 @@ impl Default for SearchOptions {
 
 /// A chunk's later windows count this much against its first: the first window holds
 /// the title and the section's opening, and the devtron evaluation ranks better when
-/// tails count a little less (see ARCHITECTURE.md, "Long chunks").
+/// tails count a little less (docs/benchmarks.md, "Long chunks").
 pub const LATER_WINDOW_WEIGHT: f32 = 0.9;
