@@ -11,7 +11,6 @@ pub mod encoder;
 pub mod eval;
 pub mod exit;
 pub mod failpoint;
-pub mod grammar;
 pub mod hash;
 pub mod hit;
 pub mod hnsw;

@@ -5,8 +5,16 @@
 use std::path::Path;
 
 /// Every crate's source folder, relative to the workspace root.
-const CRATES: &[&str] =
-    &["cache/src", "stages/src", "runtime/src", "runtime/dist/src", "servers/src", "xtask/src", "tests"];
+const CRATES: &[&str] = &[
+    "cache/src",
+    "stages/src",
+    "runtime/src",
+    "runtime/dist/src",
+    "runtime/grammar/src",
+    "servers/src",
+    "xtask/src",
+    "tests",
+];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root")

@@ -141,6 +141,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("atlas-runtime", &["atlas-stages", "atlas-cache", "atlas-dist", "reqwest", "rmcp", "scraper", "clap"]),
     ("atlas-dist", &["atlas-stages", "rmcp", "clap"]),
     ("atlas-cache", &["atlas-stages", "atlas-runtime", "reqwest", "rmcp"]),
+    ("atlas-grammar", &["atlas-stages", "atlas-runtime", "atlas-dist", "atlas-cache"]),
     ("atlas-stages", &["rmcp"]),
     ("xtask", &["atlas-runtime", "atlas-dist", "atlas-stages", "atlas-cache", "tantivy", "ort", "parquet"]),
 ];

@@ -44,9 +44,9 @@ fn config(language: &str) -> Option<&'static HighlightConfiguration> {
     static CONFIGS: OnceLock<HashMap<&'static str, HighlightConfiguration>> = OnceLock::new();
     CONFIGS
         .get_or_init(|| {
-            atlas_runtime::grammar::NAMES
+            atlas_grammar::NAMES
                 .iter()
-                .filter_map(|name| atlas_runtime::grammar::by_name(name))
+                .filter_map(|name| atlas_grammar::by_name(name))
                 .filter_map(|g| {
                     let name = g.name;
                     let mut c = HighlightConfiguration::new(g.language, name, &g.highlights, "", "")
@@ -80,7 +80,7 @@ fn lines(source: &str, grammar: Option<&str>) -> Vec<String> {
 /// A code file (at `path`, in `language`) as a table of numbered lines, `cited`
 /// marked (the first cited line carries `id="cited"`).
 pub fn code(source: &str, path: &str, language: Option<&str>, cited: (u32, u32)) -> String {
-    let grammar = language.and_then(|l| atlas_runtime::grammar::of(l, path)).map(|g| g.name);
+    let grammar = language.and_then(|l| atlas_grammar::of(l, path)).map(|g| g.name);
     let mut out = String::from("<div class=\"code\"><table><tbody>\n");
     for (i, line) in lines(source, grammar).iter().enumerate() {
         let n = i as u32 + 1;
@@ -106,7 +106,7 @@ mod tests {
         assert!(html.contains(r#"<tr class="cited" id="cited"><td class="ln" id="L2">"#), "{html}");
         let plain = super::code("<b>x</b>\n", "x.cob", Some("cobol"), (1, 1));
         assert!(plain.contains("&lt;b&gt;x&lt;/b&gt;"), "{plain}");
-        for lang in atlas_runtime::grammar::NAMES {
+        for lang in atlas_grammar::NAMES {
             assert!(super::config(lang).is_some(), "{lang}");
         }
     }

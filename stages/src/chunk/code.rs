@@ -57,7 +57,7 @@ impl CodeChunks {
 
 /// The tree-sitter grammar of a language, by the name `source::language_of` gives.
 pub fn grammar(language: &str, path: &str) -> Option<Language> {
-    atlas_runtime::grammar::of(language, path).map(|g| g.language)
+    atlas_grammar::of(language, path).map(|g| g.language)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! The tree-sitter grammars Atlas knows: the chunker parses code with them and the
 //! web page highlights it with the same ones (each grammar's own highlight query).
 //! One table, so a language the chunker reads is one the page colours (TSX included).
+//! A crate of its own, below both, so the grammars' C sources build beside the runtime.
 
 use tree_sitter::Language;
 
