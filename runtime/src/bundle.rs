@@ -17,6 +17,7 @@ use crate::hnsw::HnswIndex;
 use crate::manifest::{Manifest, read_manifest};
 use crate::model::{self, ModelSpec};
 use crate::rerank::CrossEncoder;
+use crate::symbols::{Reference, SymbolTable};
 use crate::vectors::{EmbeddingsMeta, MappedMatrix};
 use crate::{Error, Result, corrupt, text_index};
 
@@ -120,6 +121,12 @@ pub struct Bundle {
     pub(crate) first_window: Vec<u32>,
     pub(crate) hnsw: Option<HnswIndex>,
     pub(crate) text: TextIndex,
+    /// The code's definitions (empty for a bundle without `symbols.parquet`), and the
+    /// chunk index of each.
+    pub(crate) symbols: SymbolTable,
+    pub(crate) def_chunk: Vec<u32>,
+    /// The references, read on first use.
+    references: OnceLock<std::result::Result<Vec<Reference>, String>>,
     spec: &'static ModelSpec,
     opts: OpenOptions,
     embedder: Lazy<Encoder>,
@@ -135,6 +142,28 @@ impl std::fmt::Debug for Bundle {
             .field("hnsw", &self.hnsw.is_some())
             .finish()
     }
+}
+
+/// The definitions of `symbols.parquet` (none when the manifest lists no such file),
+/// each resolved to its chunk; a definition naming a chunk the bundle lacks is
+/// corruption.
+fn open_symbols(dir: &Path, manifest: &Manifest, by_id: &HashMap<String, u32>) -> Result<(SymbolTable, Vec<u32>)> {
+    if manifest.artifact(crate::symbols::DEFINITIONS_FILE).is_none() {
+        return Ok((SymbolTable::default(), Vec::new()));
+    }
+    let path = dir.join(crate::symbols::DEFINITIONS_FILE);
+    let bytes = crate::manifest::read_checked(dir, manifest, crate::symbols::DEFINITIONS_FILE)?;
+    let defs = crate::symbols::definitions_from_parquet(&bytes).map_err(|e| corrupt(path.clone(), e.to_string()))?;
+    let mut chunk = Vec::with_capacity(defs.len());
+    for d in &defs {
+        match by_id.get(&d.chunk_id) {
+            Some(&i) => chunk.push(i),
+            None => {
+                return Err(corrupt(path, format!("definition {:?} names a chunk the bundle does not hold", d.name)));
+            }
+        }
+    }
+    Ok((SymbolTable::new(defs), chunk))
 }
 
 /// A chunk as `get_chunk` returns it: the hit's fields and the chunk's own text.
@@ -281,6 +310,7 @@ impl Bundle {
         for v in by_file.values_mut() {
             v.sort_by_key(|&i| chunks[i as usize].ordinal);
         }
+        let (symbols, def_chunk) = open_symbols(dir, &manifest, &by_id)?;
         let key = match manifest.model.sha256.as_str() {
             "" => format!("{}:{}", spec.id, model_dir.display()),
             sha => format!("{}:{sha}", spec.id),
@@ -299,6 +329,9 @@ impl Bundle {
             first_window,
             hnsw,
             text,
+            symbols,
+            def_chunk,
+            references: OnceLock::new(),
             spec,
             opts: OpenOptions { model_dir: Some(model_dir), ..opts },
             embedder,
@@ -315,6 +348,39 @@ impl Bundle {
             });
         }
         Ok(bundle)
+    }
+
+    /// The code's definitions.
+    pub fn symbols(&self) -> &SymbolTable {
+        &self.symbols
+    }
+
+    /// The chunk index of definition `i` of [`Bundle::symbols`].
+    pub fn definition_chunk(&self, i: u32) -> usize {
+        self.def_chunk[i as usize] as usize
+    }
+
+    /// The references by name (`references.parquet`), read and checked on first use;
+    /// empty for a bundle without them.
+    pub fn references(&self) -> Result<&[Reference]> {
+        let r = self.references.get_or_init(|| {
+            if self.manifest.artifact(crate::symbols::REFERENCES_FILE).is_none() {
+                return Ok(Vec::new());
+            }
+            let bytes = crate::manifest::read_checked(&self.dir, &self.manifest, crate::symbols::REFERENCES_FILE)
+                .map_err(|e| e.to_string())?;
+            let refs = crate::symbols::references_from_parquet(&bytes)
+                .map_err(|e| corrupt(self.dir.join(crate::symbols::REFERENCES_FILE), e.to_string()).to_string())?;
+            if let Some(r) = refs.iter().find(|r| !self.by_id.contains_key(&r.chunk_id)) {
+                return Err(corrupt(
+                    self.dir.join(crate::symbols::REFERENCES_FILE),
+                    format!("a reference names chunk {}, which the bundle does not hold", r.chunk_id),
+                )
+                .to_string());
+            }
+            Ok(refs)
+        });
+        r.as_deref().map_err(|e| Error::Query(e.clone()))
     }
 
     /// The query embedder, loaded on first use.

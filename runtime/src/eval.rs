@@ -13,14 +13,26 @@ use serde::{Deserialize, Serialize};
 
 use crate::bundle::Bundle;
 use crate::hit::Hit;
-use crate::search::{MAX_QUERY_BYTES, Mode, SearchOptions};
+use crate::search::{Filters, MAX_QUERY_BYTES, Mode, SearchOptions, Signals, Tuning};
 use crate::{Error, Result};
 
 /// The refusal threshold for a bundle that ships no eval: hybrid's confidence (the
-/// nearest chunk's cosine) below which a question is taken as not in the corpus.
-/// Calibrated on the negatives of the development sets (docs/decisions.md, "Ask");
-/// `atlas ask` and the merged search of several libraries read it.
-pub const DEFAULT_THRESHOLD: f32 = 0.39;
+/// probability of [`crate::search::CALIBRATION`]) below which a question is taken as
+/// not in the corpus. Fitted on the tune halves of the development sets
+/// (docs/decisions.md, "Refusal"); `atlas ask`, the web page and the merged search of
+/// several libraries read it through [`threshold`].
+pub const DEFAULT_THRESHOLD: f32 = 0.25;
+
+/// The refusal threshold for a bundle: the one its shipped eval fitted, when fitted
+/// on the confidence model this build computes, else [`DEFAULT_THRESHOLD`].
+pub fn threshold(manifest: &crate::manifest::Manifest) -> f32 {
+    manifest
+        .eval
+        .as_ref()
+        .filter(|e| e.calibration.as_deref() == Some(crate::search::CALIBRATION.model))
+        .and_then(|e| e.threshold)
+        .unwrap_or(DEFAULT_THRESHOLD)
+}
 /// The most queries one golden file may hold.
 pub const MAX_QUERIES: usize = 10_000;
 /// The largest golden file read, in bytes.
@@ -197,12 +209,45 @@ pub struct EvalOptions {
     pub rerank: bool,
     /// The cutoff of Recall@k, Hit@k and P@k (1 to [`DEPTH`]).
     pub k: usize,
+    /// The ranking's knobs (the default unless `atlas eval --tuning` tries others).
+    #[serde(default, skip)]
+    pub tuning: Tuning,
+    /// Filters every query is searched with (`atlas eval --kind code`).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub filters: Filters,
+}
+
+fn is_default(f: &Filters) -> bool {
+    *f == Filters::default()
 }
 
 impl Default for EvalOptions {
     fn default() -> Self {
-        EvalOptions { modes: vec![Mode::Keyword, Mode::Vector, Mode::Hybrid], rerank: false, k: 10 }
+        EvalOptions {
+            modes: vec![Mode::Keyword, Mode::Vector, Mode::Hybrid],
+            rerank: false,
+            k: 10,
+            tuning: Tuning::default(),
+            filters: Filters::default(),
+        }
     }
+}
+
+/// The half of a development set a query belongs to: `tune` (changes are fitted on
+/// it) or `test` (they are judged on it). Fixed by a seeded hash of the query text, so
+/// a query keeps its half as a set grows and every tool splits the same way.
+pub fn half(query: &str) -> &'static str {
+    let h = blake3::hash(format!("atlas-eval-split/1\0{}", query.trim()).as_bytes());
+    if h.as_bytes()[0] & 1 == 0 { "tune" } else { "test" }
+}
+
+/// The tags a query is judged under: its own, plus `half` ([`half`]) and `shape`
+/// ([`crate::search::shape`]) unless the golden line sets them.
+pub fn tags_of(q: &GoldenQuery) -> BTreeMap<String, String> {
+    let mut t = q.tags.clone();
+    t.entry("half".into()).or_insert_with(|| half(&q.query).to_owned());
+    t.entry("shape".into()).or_insert_with(|| crate::search::shape(&q.query).as_str().to_owned());
+    t
 }
 
 /// The name of the reranked hybrid row.
@@ -249,6 +294,9 @@ pub struct QueryOutcome {
     pub p_k: f64,
     /// The search's confidence ([`crate::search::Searched::confidence`]).
     pub confidence: f32,
+    /// What the confidence was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signals: Option<Signals>,
     /// The first file ranked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top: Option<String>,
@@ -324,6 +372,32 @@ pub fn separate(answerable: &[f32], negatives: &[f32]) -> Separation {
     }
 }
 
+/// Refusals at a fixed threshold: what a user of `atlas ask` would see.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Refusals {
+    pub threshold: f32,
+    pub negatives: usize,
+    /// Negatives at or above the threshold (answered though the corpus cannot).
+    pub false_answers: usize,
+    pub answerable: usize,
+    /// Answerable queries below it (refused though the corpus answers).
+    pub false_refusals: usize,
+}
+
+impl Refusals {
+    fn at(threshold: f32, outcomes: &[&QueryOutcome]) -> Refusals {
+        let neg: Vec<_> = outcomes.iter().filter(|o| o.negative).collect();
+        let pos: Vec<_> = outcomes.iter().filter(|o| !o.negative).collect();
+        Refusals {
+            threshold,
+            negatives: neg.len(),
+            false_answers: neg.iter().filter(|o| o.confidence >= threshold).count(),
+            answerable: pos.len(),
+            false_refusals: pos.iter().filter(|o| o.confidence < threshold).count(),
+        }
+    }
+}
+
 /// One mode's results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModeReport {
@@ -336,6 +410,10 @@ pub struct ModeReport {
     /// Present when the set has both answerable queries and negatives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub negatives: Option<Separation>,
+    /// Refusals at the threshold Atlas ships ([`DEFAULT_THRESHOLD`]), over the whole
+    /// set (`all`) and each half; vector and hybrid, when the set has negatives.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refusals: BTreeMap<String, Refusals>,
     /// Median search time, informational (never compared; not stored in a bundle, whose
     /// files stay byte-identical for equal inputs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -372,17 +450,29 @@ impl Report {
                 .map(|m| (m.mode.clone(), EvalSummary { mrr10: m.metrics.mrr10, recall5: m.metrics.recall5 }))
                 .collect(),
             threshold: self.mode("hybrid").and_then(|m| m.negatives).map(|s| s.threshold),
+            calibration: Some(crate::search::CALIBRATION.model.to_owned()),
         }
     }
     /// The options that produced it (to rerun it).
     pub fn options(&self) -> EvalOptions {
         let modes = self.modes.iter().filter_map(|m| m.mode.parse().ok()).collect();
-        EvalOptions { modes, rerank: self.mode(RERANKED).is_some(), k: self.k }
+        EvalOptions { modes, rerank: self.mode(RERANKED).is_some(), k: self.k, ..EvalOptions::default() }
     }
 }
 
 /// Judges one ranked hit list against a query's expected entries.
 pub fn judge(q: &GoldenQuery, hits: &[Judged], k: usize, confidence: f32) -> QueryOutcome {
+    judge_with(q, tags_of(q), hits, k, confidence, None)
+}
+
+fn judge_with(
+    q: &GoldenQuery,
+    tags: BTreeMap<String, String>,
+    hits: &[Judged],
+    k: usize,
+    confidence: f32,
+    signals: Option<Signals>,
+) -> QueryOutcome {
     let mut files: Vec<&str> = Vec::new();
     for h in hits {
         if !files.contains(&h.path.as_str()) {
@@ -412,7 +502,7 @@ pub fn judge(q: &GoldenQuery, hits: &[Judged], k: usize, confidence: f32) -> Que
     let idcg = dcg(&mut ideal.into_iter());
     QueryOutcome {
         query: q.query.clone(),
-        tags: q.tags.clone(),
+        tags,
         negative: q.is_negative(),
         rr: first.filter(|&r| r < MRR_AT).map_or(0.0, |r| 1.0 / (r as f64 + 1.0)),
         ndcg10: if idcg > 0.0 { dcg(&mut gains.iter().copied()) / idcg } else { 0.0 },
@@ -421,6 +511,7 @@ pub fn judge(q: &GoldenQuery, hits: &[Judged], k: usize, confidence: f32) -> Que
         hit_k: if first.is_some_and(|r| r < k) { 1.0 } else { 0.0 },
         p_k: gains.iter().take(k).filter(|&&g| g > 0).count() as f64 / k as f64,
         confidence,
+        signals,
         top: files.first().map(|f| (*f).to_owned()),
         expected: q.expected.iter().zip(&ranks).map(|(e, r)| (e.path.clone(), r.map(|r| r + 1))).collect(),
     }
@@ -460,11 +551,42 @@ pub fn summarise(mode: String, queries: Vec<QueryOutcome>, p50_ms: Option<f64>) 
     let conf = |neg: bool| -> Vec<f32> { queries.iter().filter(|o| o.negative == neg).map(|o| o.confidence).collect() };
     let (pos, neg) = (conf(false), conf(true));
     let negatives = (!pos.is_empty() && !neg.is_empty()).then(|| separate(&pos, &neg));
-    ModeReport { mode, metrics, by_tag, negatives, p50_ms, queries }
+    let mut refusals = BTreeMap::new();
+    if negatives.is_some() && mode != "keyword" {
+        let all: Vec<&QueryOutcome> = queries.iter().collect();
+        refusals.insert("all".to_owned(), Refusals::at(DEFAULT_THRESHOLD, &all));
+        for h in ["tune", "test"] {
+            let part: Vec<&QueryOutcome> =
+                all.iter().copied().filter(|o| o.tags.get("half").is_some_and(|x| x == h)).collect();
+            if !part.is_empty() {
+                refusals.insert(h.to_owned(), Refusals::at(DEFAULT_THRESHOLD, &part));
+            }
+        }
+    }
+    ModeReport { mode, metrics, by_tag, negatives, refusals, p50_ms, queries }
 }
+
+/// One search as the evaluation sees it: the judged hits, the confidence, its signals.
+pub type Judgement = (Vec<Judged>, f32, Option<Signals>);
 
 /// Runs every query of `golden` in every mode of `opts` over `bundle`.
 pub fn evaluate(bundle: &Bundle, golden: &[GoldenQuery], opts: &EvalOptions) -> Result<Report> {
+    let name = format!("{}@{}", bundle.manifest.name, bundle.manifest.version);
+    evaluate_with(&name, golden, opts, &|query, search| {
+        let s = bundle.search_scored(query, search)?;
+        let judged = s.hits.iter().map(|h| Judged::of(bundle, h)).collect();
+        Ok((judged, s.confidence, (search.mode != Mode::Keyword || search.rerank).then_some(s.signals)))
+    })
+}
+
+/// Runs every query of `golden` in every mode of `opts` through `search` (one
+/// bundle's, or a server's merged search over several); `name` names what was searched.
+pub fn evaluate_with(
+    name: &str,
+    golden: &[GoldenQuery],
+    opts: &EvalOptions,
+    search: &dyn Fn(&str, &SearchOptions) -> Result<Judgement>,
+) -> Result<Report> {
     if !(1..=DEPTH).contains(&opts.k) {
         return Err(Error::Query(format!("k is {}; use 1 to {DEPTH}", opts.k)));
     }
@@ -472,15 +594,21 @@ pub fn evaluate(bundle: &Bundle, golden: &[GoldenQuery], opts: &EvalOptions) -> 
     // Each mode as asked, then (with `rerank`) hybrid reranked, side by side.
     let runs = opts.modes.iter().map(|&m| (m, false)).chain(opts.rerank.then_some((Mode::Hybrid, true)));
     for (mode, rerank) in runs {
-        let search = SearchOptions { mode, top_k: DEPTH, rerank, ..SearchOptions::default() };
+        let options = SearchOptions {
+            mode,
+            top_k: DEPTH,
+            rerank,
+            tuning: opts.tuning,
+            filters: opts.filters.clone(),
+            ..SearchOptions::default()
+        };
         let mut outcomes = Vec::with_capacity(golden.len());
         let mut times = Vec::with_capacity(golden.len());
         for q in golden {
             let t0 = Instant::now();
-            let s = bundle.search_scored(&q.query, &search)?;
+            let (judged, confidence, signals) = search(&q.query, &options)?;
             times.push(t0.elapsed().as_secs_f64() * 1e3);
-            let judged: Vec<Judged> = s.hits.iter().map(|h| Judged::of(bundle, h)).collect();
-            outcomes.push(judge(q, &judged, opts.k, s.confidence));
+            outcomes.push(judge_with(q, tags_of(q), &judged, opts.k, confidence, signals));
         }
         times.sort_by(f64::total_cmp);
         let p50 = times.get(times.len() / 2).copied();
@@ -488,13 +616,70 @@ pub fn evaluate(bundle: &Bundle, golden: &[GoldenQuery], opts: &EvalOptions) -> 
         modes.push(summarise(name, outcomes, p50));
     }
     let negatives = golden.iter().filter(|q| q.is_negative()).count();
-    Ok(Report {
-        bundle: format!("{}@{}", bundle.manifest.name, bundle.manifest.version),
-        k: opts.k,
-        answerable: golden.len() - negatives,
-        negatives,
-        modes,
-    })
+    Ok(Report { bundle: name.to_owned(), k: opts.k, answerable: golden.len() - negatives, negatives, modes })
+}
+
+/// A symbol-lookup set drawn from a bundle's own definitions: `n` names that one
+/// definition holds (4 characters or more), sampled with a fixed seed, each asked the
+/// way a user pastes it, in turn: bare (`numpy_erf`), as a call (`numpy_erf()`),
+/// qualified as the code qualifies it (`ServerKey::new`, `Foo.bar`), and qualified the
+/// other way or by module (`ServerKey.new`, `compile.compile_torch_model`). A query
+/// counts when a hit of its defining file holds the definition's first line.
+pub fn symbol_set(table: &crate::symbols::SymbolTable, n: usize, seed: u64) -> Vec<GoldenQuery> {
+    use crate::symbols::segments;
+    let mut once: Vec<&crate::symbols::Definition> =
+        table.defs.iter().filter(|d| d.kind != "impl" && d.short().len() >= 4 && table.count(d.short()) == 1).collect();
+    once.sort_by(|a, b| (&a.name, &a.path).cmp(&(&b.name, &b.path)));
+    // A seeded Fisher–Yates (xorshift64*), so the set is the same on every machine.
+    let mut x = seed.max(1);
+    let mut next = move || {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    for i in (1..once.len()).rev() {
+        let j = (next() % (i as u64 + 1)) as usize;
+        once.swap(i, j);
+    }
+    once.into_iter()
+        .take(n)
+        .enumerate()
+        .map(|(i, d)| {
+            let segs = segments(&d.name);
+            let callable = matches!(d.kind.as_str(), "function" | "method");
+            let (form, query) = match i % 4 {
+                0 => ("bare", d.short().to_owned()),
+                1 if callable => ("call", format!("{}()", d.short())),
+                2 if segs.len() > 1 => ("qualified", d.name.trim_end_matches('!').to_owned()),
+                3 if segs.len() > 1 => {
+                    let other = if d.name.contains("::") { segs.join(".") } else { segs.join("::") };
+                    ("qualified-other", other)
+                }
+                _ => {
+                    // Qualified by the file's module: `compile.compile_torch_model`.
+                    let stem = d.path.rsplit('/').next().and_then(|f| f.rsplit_once('.')).map_or("", |(s, _)| s);
+                    let sep = if d.language == "rust" { "::" } else { "." };
+                    if stem.is_empty() || matches!(stem, "mod" | "__init__" | "lib" | "main" | "index") {
+                        ("bare", d.short().to_owned())
+                    } else {
+                        ("module", format!("{stem}{sep}{}", d.short()))
+                    }
+                }
+            };
+            GoldenQuery {
+                id: None,
+                query,
+                expected: vec![Expected {
+                    path: d.path.clone(),
+                    grade: 3,
+                    symbols: Vec::new(),
+                    lines: Some([d.start_line, d.start_line]),
+                }],
+                tags: BTreeMap::from([("form".to_owned(), form.to_owned()), ("kind".to_owned(), d.kind.clone())]),
+            }
+        })
+        .collect()
 }
 
 /// Where a rerun differs from the stored report beyond [`NOISE`]: one line each.

@@ -20,6 +20,7 @@ pub mod model;
 pub mod rerank;
 pub mod safe_path;
 pub mod search;
+pub mod symbols;
 pub mod text_index;
 pub mod text_store;
 pub mod vectors;

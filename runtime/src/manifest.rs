@@ -67,6 +67,11 @@ pub struct EvalInfo {
     /// has negatives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threshold: Option<f32>,
+    /// The confidence model the threshold was fitted on
+    /// (`atlas_runtime::search::CALIBRATION`); a threshold of another model (or of a
+    /// bundle from before models had names, whose confidence was a cosine) is not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -17,10 +17,180 @@ pub struct Args {
     pub compare: Option<PathBuf>,
     pub min_mrr: Option<f64>,
     pub explain: bool,
+    /// With several bundles: the library each query is pinned to.
+    pub library: Option<String>,
+    /// Ranking knobs to compare (`--tuning`).
+    pub tuning: Option<PathBuf>,
+    /// A symbol-lookup set of this many names instead of a golden file.
+    pub symbol_set: Option<usize>,
 }
 
-pub fn run(dir: &Path, open: OpenOptions, args: Args) -> anyhow::Result<()> {
+/// The seed of `--symbol-set`: the same names on every machine.
+const SYMBOL_SET_SEED: u64 = 2025;
+
+/// One bundle: its golden set or its shipped eval. Several: the merged search of a
+/// server holding them all, on a golden set.
+pub fn run(dirs: &[PathBuf], open: OpenOptions, args: Args) -> anyhow::Result<()> {
+    if let [dir] = dirs
+        && args.library.is_none()
+    {
+        return run_one(dir, open, args);
+    }
+    let golden_path =
+        args.golden.clone().ok_or_else(|| UsageError("evaluating several bundles needs --golden FILE.jsonl".into()))?;
+    let golden = golden_set(&golden_path)?;
+    let mut lives = Vec::new();
+    for dir in dirs {
+        let b = Bundle::open(dir, open.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
+        lives.push(crate::live::Live::new(std::sync::Arc::new(b)));
+    }
+    let libs = crate::library::Libraries::new(lives, Vec::new()).map_err(UsageError)?;
+    let name = libs.bundles().iter().map(|b| b.library()).collect::<Vec<_>>().join(" + ");
+    let name = match &args.library {
+        Some(l) => format!("{name}, pinned to {l}"),
+        None => format!("{name}, unpinned"),
+    };
+    let search = |query: &str, o: &atlas_runtime::SearchOptions| -> atlas_runtime::Result<eval::Judgement> {
+        let (s, _) = libs.search(query, o, args.library.as_deref()).map_err(atlas_runtime::Error::Query)?;
+        let judged = s
+            .hits
+            .iter()
+            .map(|h| {
+                let b = libs.bundles().into_iter().find(|b| b.library() == h.library);
+                match b {
+                    Some(b) => eval::Judged::of(&b, h),
+                    None => {
+                        eval::Judged { path: h.path.clone(), symbols: Vec::new(), lines: (h.start_line, h.end_line) }
+                    }
+                }
+            })
+            .collect();
+        Ok((judged, s.confidence, Some(s.signals)))
+    };
+    if let Some(t) = &args.tuning {
+        return compare_tunings(&name, &golden, &args, t, &search);
+    }
+    let report = eval::evaluate_with(&name, &golden, &args.opts, &search)?;
+    finish(report, &args)
+}
+
+/// The golden set at `path`, parsed (a bad line is a usage error naming it).
+fn golden_set(path: &Path) -> anyhow::Result<Vec<eval::GoldenQuery>> {
+    let text =
+        String::from_utf8(read(path)?).map_err(|_| UsageError(format!("{} is not UTF-8 text", path.display())))?;
+    Ok(eval::parse_golden(&text).map_err(|e| UsageError(format!("{}: {e}", path.display())))?)
+}
+
+/// Prints the report (compared, saved, gated as asked).
+fn finish(report: Report, args: &Args) -> anyhow::Result<()> {
+    let mut out = render(&report, args.explain);
+    if let Some(old) = &args.compare {
+        let old: Report = serde_json::from_slice(&read(old)?)
+            .map_err(|e| UsageError(format!("{}: not an `atlas eval --json` report: {e}", old.display())))?;
+        out.push_str(&compare(&old, &report));
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    print(&out)?;
+    if let Some(min) = args.min_mrr {
+        gate(&report, min)?;
+    }
+    Ok(())
+}
+
+/// One named set of ranking knobs, as `--tuning` lists them.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NamedTuning {
+    name: String,
+    #[serde(default)]
+    tuning: atlas_runtime::search::Tuning,
+}
+
+/// `--tuning`: hybrid under each set of knobs, per half and per shape, one line each.
+fn compare_tunings(
+    name: &str,
+    golden: &[eval::GoldenQuery],
+    args: &Args,
+    path: &Path,
+    search: &dyn Fn(&str, &atlas_runtime::SearchOptions) -> atlas_runtime::Result<eval::Judgement>,
+) -> anyhow::Result<()> {
+    let tunings: Vec<NamedTuning> = serde_json::from_slice(&read(path)?)
+        .map_err(|e| UsageError(format!("{}: not a JSON array of {{\"name\", \"tuning\"}}: {e}", path.display())))?;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<24} {:>15} {:>15} {:>15}   {:>10} {:>10} {:>10}",
+        "hybrid (MRR@10 / R@5)", "tune", "test", "all", "identifier", "keywords", "question"
+    );
+    let mut reports = Vec::new();
+    for t in tunings {
+        let opts = EvalOptions {
+            modes: vec![atlas_runtime::Mode::Hybrid],
+            rerank: false,
+            tuning: t.tuning,
+            ..args.opts.clone()
+        };
+        let r = eval::evaluate_with(name, golden, &opts, search)?;
+        let m = &r.modes[0];
+        let pair =
+            |x: Option<&eval::Metrics>| x.map_or("-".to_owned(), |x| format!("{:.3} / {:.3}", x.mrr10, x.recall5));
+        let mrr = |x: Option<&eval::Metrics>| x.map_or("-".to_owned(), |x| format!("{:.3}", x.mrr10));
+        let _ = writeln!(
+            s,
+            "{:<24} {:>15} {:>15} {:>15}   {:>10} {:>10} {:>10}",
+            t.name,
+            pair(m.by_tag.get("half=tune")),
+            pair(m.by_tag.get("half=test")),
+            pair(Some(&m.metrics)),
+            mrr(m.by_tag.get("shape=identifier")),
+            mrr(m.by_tag.get("shape=keywords")),
+            mrr(m.by_tag.get("shape=question")),
+        );
+        reports.push((t.name, r));
+    }
+    print(&s)?;
+    if let Some(path) = &args.json {
+        let all: Vec<serde_json::Value> =
+            reports.iter().map(|(n, r)| serde_json::json!({"name": n, "report": r})).collect();
+        std::fs::write(path, serde_json::to_vec_pretty(&all)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// One bundle's search, as the evaluation judges it.
+fn one_search(
+    b: &Bundle,
+) -> impl Fn(&str, &atlas_runtime::SearchOptions) -> atlas_runtime::Result<eval::Judgement> + '_ {
+    move |query, o| {
+        let s = b.search_scored(query, o)?;
+        let judged = s.hits.iter().map(|h| eval::Judged::of(b, h)).collect();
+        Ok((judged, s.confidence, Some(s.signals)))
+    }
+}
+
+fn run_one(dir: &Path, open: OpenOptions, args: Args) -> anyhow::Result<()> {
     let b = Bundle::open(dir, open).with_context(|| format!("opening the bundle {}", dir.display()))?;
+    if let Some(n) = args.symbol_set {
+        if b.symbols().is_empty() {
+            return Err(UsageError(format!(
+                "the bundle {} has no symbol table (no code, or built before symbol tables); rebuild it",
+                dir.display()
+            ))
+            .into());
+        }
+        let golden = eval::symbol_set(b.symbols(), n, SYMBOL_SET_SEED);
+        if let Some(t) = &args.tuning {
+            return compare_tunings(&b.library(), &golden, &args, t, &one_search(&b));
+        }
+        return finish(eval::evaluate(&b, &golden, &args.opts)?, &args);
+    }
+    if let (Some(t), Some(g)) = (&args.tuning, &args.golden) {
+        return compare_tunings(&b.library(), &golden_set(g)?, &args, t, &one_search(&b));
+    }
     let (golden_path, opts, stored) = match &args.golden {
         Some(g) => (g.clone(), args.opts.clone(), None),
         None => {
@@ -41,23 +211,11 @@ pub fn run(dir: &Path, open: OpenOptions, args: Args) -> anyhow::Result<()> {
             (inside(&info.golden)?, stored.options(), Some(stored))
         }
     };
-    let text = String::from_utf8(read(&golden_path)?)
-        .map_err(|_| UsageError(format!("{} is not UTF-8 text", golden_path.display())))?;
-    let golden = eval::parse_golden(&text).map_err(|e| UsageError(format!("{}: {e}", golden_path.display())))?;
+    let golden = golden_set(&golden_path)?;
     let report = eval::evaluate(&b, &golden, &opts)?;
-    let mut out = render(&report, args.explain);
-    if let Some(old) = &args.compare {
-        let old: Report = serde_json::from_slice(&read(old)?)
-            .map_err(|e| UsageError(format!("{}: not an `atlas eval --json` report: {e}", old.display())))?;
-        out.push_str(&compare(&old, &report));
-    }
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    print(&out)?;
-    if let Some(stored) = stored {
-        let drift = eval::drift(&stored, &report);
+    let drift = stored.as_ref().map(|s| eval::drift(s, &report));
+    finish(report, &args)?;
+    if let Some(drift) = drift {
         if !drift.is_empty() {
             anyhow::bail!(
                 "the shipped eval no longer gives the figures stored at pack time ({}); the index, the model or \
@@ -66,9 +224,6 @@ pub fn run(dir: &Path, open: OpenOptions, args: Args) -> anyhow::Result<()> {
             );
         }
         print("shipped eval: every figure matches the one stored at pack time\n")?;
-    }
-    if let Some(min) = args.min_mrr {
-        gate(&report, min)?;
     }
     Ok(())
 }
@@ -155,9 +310,16 @@ pub fn render(r: &Report, explain: bool) -> String {
             let _ = writeln!(s, "{:<16} negatives   {}", "", five(n.negatives));
             let _ = writeln!(
                 s,
-                "{:<16} threshold {:.3}: {} of {} negatives answered, {} of {} answerable refused",
+                "{:<16} best threshold {:.3}: {} of {} negatives answered, {} of {} answerable refused",
                 "", n.threshold, n.false_answers, n.negatives.n, n.false_refusals, n.answerable.n
             );
+            for (part, f) in &m.refusals {
+                let _ = writeln!(
+                    s,
+                    "{:<16} shipped {:.3} ({part}): {} of {} negatives answered, {} of {} answerable refused",
+                    "", f.threshold, f.false_answers, f.negatives, f.false_refusals, f.answerable
+                );
+            }
         }
     }
     if explain {

@@ -236,7 +236,7 @@ impl Libraries {
         let mut failed = Vec::new();
         for b in &bundles {
             match b.search_scored(query, opts) {
-                Ok(s) => each.push((threshold(b), s)),
+                Ok(s) => each.push(s),
                 Err(e @ atlas_runtime::Error::Query(_)) => return Err(e.to_string()),
                 Err(e) => failed.push(format!("{} was not searched: {e}", b.library())),
             }
@@ -244,7 +244,7 @@ impl Libraries {
         if each.is_empty() {
             return Err(failed.join("; "));
         }
-        Ok((merge(each, opts.top_k, opts.mode), failed))
+        Ok((merge(each, opts.top_k, opts.mode, opts.tuning.library_sharpness), failed))
     }
 
     /// The bundle holding chunk `id`: the named library's, or the one library holding
@@ -271,43 +271,66 @@ impl Libraries {
     }
 }
 
-/// The confidence below which a library's search is taken as not answering: the
-/// bundle's calibrated threshold, else Atlas's default.
-fn threshold(b: &Bundle) -> f32 {
-    b.manifest.eval.as_ref().and_then(|e| e.threshold).unwrap_or(atlas_runtime::eval::DEFAULT_THRESHOLD)
-}
-
-/// Merges each library's ranked hits (with its refusal threshold) into `top_k`:
-/// libraries take turns, each keeping its own order, the most confident first, so no
-/// library's scale of scores (BM25 differs per corpus) can crowd out the others. In
-/// vector and hybrid mode, whose confidence is a cosine comparable across bundles, a
-/// library below its threshold goes after every library above its own. The merged
-/// confidence is the best library's.
-pub fn merge(mut each: Vec<(f32, Searched)>, top_k: usize, mode: Mode) -> Searched {
+/// Merges each library's ranked hits into `top_k`.
+///
+/// In vector and hybrid mode the hits form one relevance order, built from each
+/// library's calibrated confidence ([`atlas_runtime::search::Signals::logit`]: the
+/// nearest chunk's cosine, which every library of one model shares a scale for, and
+/// the question's words the library has never seen). A library's weight is
+/// `exp(−s · gap)`, the gap being how far its log-odds are behind the best library's,
+/// in cosine units (`s`: [`atlas_runtime::search::Tuning::library_sharpness`]; a
+/// library that found a name or a quoted string verbatim leads). A hit's merge score
+/// is its library's weight times its score relative to that library's first hit, so
+/// the right library's second hit beats another library's weak first. Keyword scores
+/// (BM25) differ per corpus and come without a cosine: there the libraries take turns,
+/// the most confident first. The merged confidence is the best library's.
+pub fn merge(mut each: Vec<Searched>, top_k: usize, mode: Mode, sharpness: f32) -> Searched {
     if each.len() == 1 {
-        return each.pop().map(|(_, s)| s).unwrap_or(Searched { hits: Vec::new(), confidence: 0.0 });
+        return each.pop().unwrap_or_else(empty);
     }
-    let confidence = each.iter().map(|(_, s)| s.confidence).fold(0.0, f32::max);
-    let comparable = mode != Mode::Keyword;
-    let any_answers = comparable && each.iter().any(|(t, s)| s.confidence >= *t);
-    let tier = |t: f32, s: &Searched| usize::from(any_answers && s.confidence < t);
-    each.sort_by(|a, b| tier(a.0, &a.1).cmp(&tier(b.0, &b.1)).then(b.1.confidence.total_cmp(&a.1.confidence)));
+    let best = each.iter().max_by(|a, b| a.confidence.total_cmp(&b.confidence));
+    let (confidence, signals) = best.map_or((0.0, Default::default()), |s| (s.confidence, s.signals));
     let mut hits: Vec<Hit> = Vec::with_capacity(top_k);
-    for group in [0, 1] {
-        let lists: Vec<&Vec<Hit>> = each.iter().filter(|(t, s)| tier(*t, s) == group).map(|(_, s)| &s.hits).collect();
-        let longest = lists.iter().map(|l| l.len()).max().unwrap_or(0);
-        for rank in 0..longest {
-            for l in &lists {
-                if hits.len() == top_k {
-                    return Searched { hits, confidence };
-                }
-                if let Some(h) = l.get(rank) {
-                    hits.push(h.clone());
-                }
+    if mode != Mode::Keyword {
+        let c = &atlas_runtime::search::CALIBRATION;
+        let nearest = |s: &Searched| s.signals.logit(c) / c.top_cosine;
+        let lead = each.iter().map(nearest).fold(f32::MIN, f32::max);
+        let mut scored: Vec<(f32, usize, &Hit)> = Vec::new();
+        for s in &each {
+            let weight = (-sharpness * (lead - nearest(s))).exp();
+            for (rank, h) in s.hits.iter().enumerate() {
+                scored.push((weight * relative(&s.hits, rank), rank, h));
+            }
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        hits.extend(scored.into_iter().take(top_k).map(|(_, _, h)| h.clone()));
+        return Searched { hits, confidence, signals };
+    }
+    each.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
+    let longest = each.iter().map(|s| s.hits.len()).max().unwrap_or(0);
+    'turns: for rank in 0..longest {
+        for s in &each {
+            if hits.len() == top_k {
+                break 'turns;
+            }
+            if let Some(h) = s.hits.get(rank) {
+                hits.push(h.clone());
             }
         }
     }
-    Searched { hits, confidence }
+    Searched { hits, confidence, signals }
+}
+
+fn empty() -> Searched {
+    Searched { hits: Vec::new(), confidence: 0.0, signals: Default::default() }
+}
+
+/// How a library's hit at `rank` compares with its first: the ratio of their scores
+/// (both positive), else a decay by rank (a reranker's logits can be negative).
+fn relative(hits: &[Hit], rank: usize) -> f32 {
+    let top = hits.first().map_or(0.0, |h| h.score);
+    let s = hits[rank].score;
+    if top > 0.0 && s > 0.0 { (s / top).min(1.0) } else { 1.0 / (1.0 + 0.1 * rank as f32) }
 }
 
 #[cfg(test)]
@@ -366,25 +389,40 @@ mod tests {
         Hit { library: lib.into(), chunk_id: format!("{lib}-{n}"), ..Hit::default() }
     }
 
-    fn searched(lib: &str, n: usize, confidence: f32) -> Searched {
-        Searched { hits: (0..n).map(|i| hit(lib, i)).collect(), confidence }
+    fn searched(lib: &str, scores: &[f32], top_cosine: f32) -> Searched {
+        let hits = scores.iter().enumerate().map(|(i, &score)| Hit { score, ..hit(lib, i) }).collect();
+        let signals = atlas_runtime::search::Signals { top_cosine, words: 3, ..Default::default() };
+        Searched { hits, confidence: top_cosine, signals }
+    }
+
+    fn ids(s: &Searched) -> Vec<String> {
+        s.hits.iter().map(|h| h.chunk_id.clone()).collect()
     }
 
     #[test]
-    fn merging_takes_turns_and_puts_libraries_that_do_not_answer_last() {
-        let ids = |s: &Searched| s.hits.iter().map(|h| h.chunk_id.clone()).collect::<Vec<_>>();
-        // Turns, the more confident library first.
-        let m = merge(vec![(0.4, searched("a", 3, 0.5)), (0.4, searched("b", 3, 0.7))], 4, Mode::Hybrid);
+    fn a_weak_first_hit_of_one_library_never_outranks_a_strong_second_hit_of_another() {
+        // a is nearer (0.80 against 0.72, no unseen words: the log-odds gap in cosine
+        // units is 0.08): b weighs exp(−20 · 0.08) = 0.20 of a, so
+        // b's first (0.20 × 1) ranks after a's second (0.97) and third (0.93), and
+        // after a's fourth at half of a's first.
+        let a = searched("a", &[0.030, 0.029, 0.028, 0.015], 0.80);
+        let b = searched("b", &[0.031, 0.020], 0.72);
+        let m = merge(vec![b, a], 5, Mode::Hybrid, 20.0);
+        assert_eq!(ids(&m), ["a-0", "a-1", "a-2", "a-3", "b-0"]);
+        assert_eq!(m.confidence, 0.80);
+        // Two libraries as near as each other interleave by their hits' own scores.
+        let m = merge(vec![searched("a", &[0.9, 0.5], 0.8), searched("b", &[0.9, 0.8], 0.8)], 4, Mode::Vector, 20.0);
+        assert_eq!(ids(&m), ["a-0", "b-0", "b-1", "a-1"]);
+    }
+
+    #[test]
+    fn a_library_that_found_the_name_leads_and_keyword_takes_turns() {
+        let mut named = searched("a", &[0.5, 0.4], 0.3);
+        named.signals.exact = true;
+        let m = merge(vec![searched("b", &[0.9, 0.9], 0.7), named], 3, Mode::Hybrid, 20.0);
+        assert_eq!(ids(&m), ["a-0", "a-1", "b-0"]);
+        // Keyword confidence (BM25) is not comparable: turns only, the surer first.
+        let m = merge(vec![searched("a", &[5.0, 4.0], 0.2), searched("b", &[9.0, 1.0], 9.0)], 4, Mode::Keyword, 20.0);
         assert_eq!(ids(&m), ["b-0", "a-0", "b-1", "a-1"]);
-        assert_eq!(m.confidence, 0.7);
-        // A library below its threshold goes after the answering ones.
-        let m = merge(vec![(0.4, searched("a", 2, 0.2)), (0.4, searched("b", 2, 0.6))], 4, Mode::Hybrid);
-        assert_eq!(ids(&m), ["b-0", "b-1", "a-0", "a-1"]);
-        // Keyword confidence (BM25) is not comparable: turns only.
-        let m = merge(vec![(0.4, searched("a", 2, 0.2)), (0.4, searched("b", 2, 9.0))], 4, Mode::Keyword);
-        assert_eq!(ids(&m), ["b-0", "a-0", "b-1", "a-1"]);
-        // Nobody answers: turns, by confidence.
-        let m = merge(vec![(0.4, searched("a", 1, 0.1)), (0.4, searched("b", 2, 0.2))], 5, Mode::Hybrid);
-        assert_eq!(ids(&m), ["b-0", "a-0", "b-1"]);
     }
 }

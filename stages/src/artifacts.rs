@@ -119,6 +119,12 @@ pub struct ChunkManifest {
     pub doc_count: usize,
     #[serde(default)]
     pub license_lines_dropped: u64,
+    /// symbols.parquet: the definitions of the code (`atlas_runtime::symbols`).
+    pub symbols: Digest,
+    /// references.parquet: the uses of defined names.
+    pub references: Digest,
+    pub definition_count: usize,
+    pub reference_count: usize,
 }
 
 // ---------------------------------------------------------------------- embed

@@ -265,10 +265,95 @@ fn rerank_adds_a_reranked_hybrid_row_beside_the_modes() {
     let b = Bundle::open(dir, OpenOptions { reranker_dir: Some(models.path().to_owned()), ..OpenOptions::default() })
         .unwrap();
     let golden = parse_golden(r#"{"query": "list the apps endpoint", "expected": ["guides/install.md"]}"#).unwrap();
-    let r = evaluate(&b, &golden, &EvalOptions { modes: vec![Mode::Hybrid], rerank: true, k: 10 }).unwrap();
+    let opts = EvalOptions { modes: vec![Mode::Hybrid], rerank: true, k: 10, ..EvalOptions::default() };
+    let r = evaluate(&b, &golden, &opts).unwrap();
     let names: Vec<&str> = r.modes.iter().map(|m| m.mode.as_str()).collect();
     assert_eq!(names, ["hybrid", "hybrid+rerank"]);
     assert!(r.modes[0].metrics.mrr10 < 1.0, "{:?}", r.modes[0].metrics);
     assert_eq!(r.modes[1].metrics.mrr10, 1.0);
-    assert_eq!(r.options(), EvalOptions { modes: vec![Mode::Hybrid], rerank: true, k: 10 });
+    assert_eq!(r.options(), opts);
+}
+
+/// `(corpus, defining file, query, shape)`: names defined once in the real corpora,
+/// each used, re-exported or documented in other files that would outrank the
+/// definition on words alone.
+const DEFINITIONS: &[(&str, &str, &str, &str)] = &[
+    ("tfhe-rs/repo", "tfhe/src/high_level_api/global_state.rs", "with_server_key_as_context", "bare snake_case"),
+    ("tfhe-rs/repo", "tfhe/src/high_level_api/global_state.rs", "unset_server_key()", "call"),
+    (
+        "tfhe-rs/repo",
+        "tfhe/src/high_level_api/xof_key_set/parts.rs",
+        "CompressedXofKeySet::decompress_parts",
+        "Type::method",
+    ),
+    (
+        "tfhe-rs/repo",
+        "tfhe/src/high_level_api/xof_key_set/parts.rs",
+        "CompressedXofKeySet.decompress_parts()",
+        "Type.method()",
+    ),
+    ("concrete-ml/repo", "src/concrete/ml/onnx/ops_impl.py", "numpy_erf", "bare snake_case"),
+    ("concrete-ml/repo", "src/concrete/ml/torch/compile.py", "compile_torch_model()", "call"),
+    (
+        "concrete-ml/repo",
+        "src/concrete/ml/quantization/quantizers.py",
+        "quantizers.fill_from_kwargs",
+        "module.function",
+    ),
+    ("concrete-ml/repo", "src/concrete/ml/quantization/quantized_module.py", "QuantizedModule", "CamelCase class"),
+    ("concrete-ml/repo", "src/concrete/ml/quantization/quantized_module.py", "QuantizedModule.compile", "Class.method"),
+];
+
+/// A query that names a symbol defined once ranks its defining chunk first, above the
+/// re-exports, imports, callers, tests and docs that mention it, in keyword and hybrid
+/// mode, for every shape of name (bare, `()`, `Type::method`, `Type.method`,
+/// `module.function`). The bundle holds each defining file and up to six other files
+/// that mention the name.
+#[test]
+fn slow_definitions_rank_first_for_every_shape_of_name_over_the_real_corpora() {
+    let Some(corpora) = std::env::var_os("ATLAS_CORPORA") else {
+        atlas_e2e::skip("ATLAS_CORPORA is unset (set it to ../shared/corpora)");
+        return;
+    };
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let corpora = PathBuf::from(corpora);
+    let work = tempfile::tempdir().unwrap();
+    let site = work.path().join("corpus");
+    for (corpus, file, name, _) in DEFINITIONS {
+        let root = corpora.join(corpus);
+        let bare = atlas_runtime::symbols::segments(name).last().copied().unwrap().to_owned();
+        let users = corpus_files(&root)
+            .into_iter()
+            .filter(|f| *f != root.join(file))
+            .filter(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains(&bare)))
+            .take(6);
+        for f in std::iter::once(root.join(file)).chain(users) {
+            let to = site.join(corpus.split('/').next().unwrap()).join(f.strip_prefix(&root).unwrap());
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(&f, to).unwrap();
+        }
+    }
+    let cfg = work.path().join("pipeline.yaml");
+    std::fs::write(&cfg, format!("name: defs\nsources:\n  c:\n    kind: local\n    path: {}\n", site.display()))
+        .unwrap();
+    run(pipeline().arg("-c").arg(&cfg).arg("run")).success();
+    let b = Bundle::open(&work.path().join(".atlas/build/bundle"), OpenOptions::default()).unwrap();
+    let mut failures = Vec::new();
+    for (corpus, file, name, shape) in DEFINITIONS {
+        let want = format!("c/{}/{file}", corpus.split('/').next().unwrap());
+        let defs = b.symbols().lookup(name);
+        assert_eq!(defs.len(), 1, "{name:?} must be defined once: {defs:?}");
+        let def = &b.symbols().defs[defs[0] as usize];
+        for mode in [Mode::Keyword, Mode::Hybrid] {
+            let hits = b.search(name, &SearchOptions { mode, top_k: 3, ..SearchOptions::default() }).unwrap();
+            let first = hits.first().map(|h| (h.path.as_str(), h.start_line, h.end_line));
+            let holds = first.is_some_and(|(p, a, z)| p == want && a <= def.start_line && def.start_line <= z);
+            if !holds {
+                failures.push(format!("{shape} {name:?} in {mode:?}: first {first:?}, want {want}:{}", def.start_line));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -117,8 +117,19 @@ impl Profile {
     /// features over what one invocation builds, so building one binary alone after
     /// the other would compile tantivy, tokenizers and their kin a second time.
     pub fn build(self) -> anyhow::Result<()> {
+        self.build_with(false)
+    }
+
+    /// [`Profile::build`], and with `tests` every test target in the same invocation:
+    /// dev-dependencies turn on more features of tokio, reqwest, serde and their kin,
+    /// and a build of the binaries alone followed by `cargo test` would compile those
+    /// (and every crate above them, ours included) twice.
+    pub fn build_with(self, tests: bool) -> anyhow::Result<()> {
         let mut cmd = cargo();
         cmd.args(["build", "--locked", "--workspace", "--bins"]);
+        if tests {
+            cmd.arg("--tests");
+        }
         match self {
             // The test build: the fault tests' failpoints compiled in.
             Profile::Debug => {

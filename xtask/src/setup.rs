@@ -9,6 +9,11 @@ use crate::{Profile, status};
 
 pub fn run(profile: Profile) -> anyhow::Result<()> {
     profile.build()?;
+    provision(profile)
+}
+
+/// `atlas setup --keep-wheels` with the already built binary.
+pub fn provision(profile: Profile) -> anyhow::Result<()> {
     let mut setup = Command::new(profile.bin("atlas"));
     setup.args(["setup", "--keep-wheels"]);
     status(setup)

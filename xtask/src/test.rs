@@ -15,6 +15,10 @@ pub struct Args {
     /// Skip the tests whose names start with `slow_`.
     #[arg(long)]
     pub fast: bool,
+    /// Provision ONNX Runtime and the model (`atlas setup`) after the build, before
+    /// the tests (what `.ci/run` does: one build serves both).
+    #[arg(long)]
+    pub setup: bool,
     /// Passed on to `cargo test` (after `--`: to the test binaries).
     #[arg(last = true)]
     pub cargo_args: Vec<String>,
@@ -29,8 +33,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         None => eprintln!("xtask: ATLAS_CORPORA is unset: the real-corpus tests will be skipped"),
     }
     // The end-to-end tests run the real binaries; `cargo test` builds only those of
-    // packages with integration tests, so build every binary first.
-    crate::Profile::Debug.build()?;
+    // packages with integration tests, so build every binary first, with the tests in
+    // the same invocation (one feature set: nothing is compiled twice).
+    crate::Profile::Debug.build_with(true)?;
+    if args.setup {
+        crate::setup::provision(crate::Profile::Debug)?;
+    }
     let mut cmd = cargo();
     // The same features as the binaries' build, so nothing is compiled twice.
     cmd.args(["test", "--locked", "--features", crate::TEST_FEATURES]);

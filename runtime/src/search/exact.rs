@@ -65,7 +65,7 @@ pub(super) fn is_only_literal(query: &str, literal: &str) -> bool {
 
 /// A word without the quotes, brackets and sentence punctuation around it; a call's
 /// `()` stays.
-fn clean_literal(w: &str) -> &str {
+pub(super) fn clean_literal(w: &str) -> &str {
     let w = w.trim_matches(['"', '`', '\'']);
     let w = w.trim_end_matches([',', ';', ':', '?', '!', '.']);
     let w = w.trim_start_matches(['(', '[', '{', '<']);
@@ -78,7 +78,7 @@ fn clean_literal(w: &str) -> &str {
 /// Identifier-shaped: a flag, a path (`a.b`, `a::b`, `a/b`), `snake_case`, a humped
 /// `camelCase`, or a hyphenated name with a capital (`X-Foo-Bar`; lowercase
 /// hyphenated English such as `on-device` is prose).
-fn is_identifier(w: &str) -> bool {
+pub(super) fn is_identifier(w: &str) -> bool {
     let chars: Vec<char> = w.chars().collect();
     if chars.len() < 3 {
         return false;

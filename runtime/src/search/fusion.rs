@@ -1,39 +1,52 @@
-//! Merging ranked lists: reciprocal-rank or score fusion, per-file diversity, and
-//! the promotion of exact matches.
+//! Merging ranked lists: weighted reciprocal-rank or score fusion, file evidence,
+//! docs ↔ code links, per-file diversity, and the promotion of exact matches and
+//! definitions.
 
 use std::collections::{HashMap, HashSet};
 
-use super::Fusion;
-use crate::chunk_table::ChunkRecord;
-
-const RRF_K: f32 = 60.0;
-/// Score factor per earlier hit from the same file.
-const SAME_FILE_PENALTY: f32 = 0.85;
+use super::options::Norm;
+use super::{Fusion, Shape, Tuning};
+use crate::chunk_table::{ChunkKind, ChunkRecord};
 
 pub(super) fn sort_desc(v: &mut [(usize, f32)]) {
     v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
 }
 
-/// Fuses two ranked lists.
+/// Fuses two ranked lists with equal weights (RRF with k = 60, or score fusion).
 pub fn fuse(vector: &[(usize, f32)], keyword: &[(usize, f32)], fusion: Fusion) -> Vec<(usize, f32)> {
+    let t = Tuning::default();
+    fuse_weighted(vector, keyword, fusion, &t, |_| 1.0)
+}
+
+/// Fuses two ranked lists, keyword's contribution for chunk `i` weighted by
+/// `keyword_weight(i)` against vector's 1.
+pub(super) fn fuse_weighted(
+    vector: &[(usize, f32)],
+    keyword: &[(usize, f32)],
+    fusion: Fusion,
+    t: &Tuning,
+    keyword_weight: impl Fn(usize) -> f32,
+) -> Vec<(usize, f32)> {
     let mut acc: HashMap<usize, f32> = HashMap::new();
-    match fusion {
-        Fusion::Rrf => {
-            for list in [vector, keyword] {
-                for (rank, (i, _)) in list.iter().enumerate() {
-                    *acc.entry(*i).or_default() += 1.0 / (RRF_K + rank as f32 + 1.0);
+    for (list, is_keyword) in [(vector, false), (keyword, true)] {
+        let (lo, hi) = list.iter().fold((f32::MAX, f32::MIN), |(lo, hi), (_, s)| (lo.min(*s), hi.max(*s)));
+        let span = hi - lo;
+        let norm = t.norm[usize::from(is_keyword)];
+        for (rank, &(i, s)) in list.iter().enumerate() {
+            let w = if is_keyword { keyword_weight(i) } else { 1.0 };
+            let part = match fusion {
+                Fusion::Rrf => 1.0 / (t.rrf_k + rank as f32 + 1.0),
+                Fusion::Score => {
+                    0.5 * match norm {
+                        Norm::MinMax if span > 1e-9 => (s - lo) / span,
+                        Norm::MinMax => 1.0,
+                        Norm::Max if hi > 1e-9 => s / hi,
+                        Norm::Max => 0.0,
+                        Norm::Raw => s,
+                    }
                 }
-            }
-        }
-        Fusion::Score => {
-            for list in [vector, keyword] {
-                let (lo, hi) = list.iter().fold((f32::MAX, f32::MIN), |(lo, hi), (_, s)| (lo.min(*s), hi.max(*s)));
-                let span = hi - lo;
-                for (i, s) in list {
-                    let n = if span > 1e-9 { (s - lo) / span } else { 1.0 };
-                    *acc.entry(*i).or_default() += 0.5 * n;
-                }
-            }
+            };
+            *acc.entry(i).or_default() += w * part;
         }
     }
     let mut out: Vec<(usize, f32)> = acc.into_iter().collect();
@@ -41,9 +54,79 @@ pub fn fuse(vector: &[(usize, f32)], keyword: &[(usize, f32)], fusion: Fusion) -
     out
 }
 
-/// Diversity: a second section of an already-listed file loses 15 % per earlier hit
-/// from that file; the same file and heading again is dropped.
-pub(super) fn diversify(chunks: &[ChunkRecord], ranked: &mut Vec<(usize, f32)>) {
+/// Hybrid's keyword weight for a candidate of `kind` under a query of `shape`.
+pub(super) fn keyword_weight(t: &Tuning, shape: Shape, kind: ChunkKind) -> f32 {
+    t.keyword_weight[shape.index()][usize::from(kind == ChunkKind::Code)]
+}
+
+/// File evidence: each file's best chunk gains `share` of its second-best chunk's
+/// score (a file with two good sections beats one with a single lucky one).
+pub(super) fn file_evidence(chunks: &[ChunkRecord], ranked: &mut [(usize, f32)], share: f32) {
+    if share <= 0.0 {
+        return;
+    }
+    let mut best: HashMap<&str, (usize, f32)> = HashMap::new();
+    let mut second: HashMap<&str, f32> = HashMap::new();
+    for &(i, s) in ranked.iter() {
+        let path = chunks[i].path.as_str();
+        match best.get(path) {
+            None => {
+                best.insert(path, (i, s));
+            }
+            Some(_) => {
+                second.entry(path).or_insert(s);
+            }
+        }
+    }
+    for (i, s) in ranked.iter_mut() {
+        let path = chunks[*i].path.as_str();
+        if best.get(path).is_some_and(|b| b.0 == *i)
+            && let Some(s2) = second.get(path)
+        {
+            *s += share * s2.max(0.0);
+        }
+    }
+    sort_desc(ranked);
+}
+
+/// Docs ↔ code links: the candidates that one of the `from` top hits links to (a code
+/// chunk whose symbol a docs hit mentions, a docs chunk that mentions a code hit's
+/// symbol) score `factor` times more.
+pub(super) fn link_boost(
+    chunks: &[ChunkRecord],
+    by_id: &HashMap<String, u32>,
+    ranked: &mut [(usize, f32)],
+    from: usize,
+    factor: f32,
+) {
+    if (factor - 1.0).abs() < f32::EPSILON {
+        return;
+    }
+    let mut linked: HashSet<usize> = HashSet::new();
+    let mut mentioned: HashSet<&str> = HashSet::new();
+    for &(i, _) in ranked.iter().take(from) {
+        let c = &chunks[i];
+        linked.extend(c.mentioned_in.iter().filter_map(|id| by_id.get(id)).map(|&j| j as usize));
+        mentioned.extend(c.mentions.iter().map(String::as_str));
+    }
+    let top: HashSet<usize> = ranked.iter().take(from).map(|x| x.0).collect();
+    for (i, s) in ranked.iter_mut() {
+        let c = &chunks[*i];
+        let named = c
+            .symbol
+            .iter()
+            .chain(&c.symbols)
+            .any(|sym| mentioned.contains(sym.as_str()) || mentioned.contains(crate::symbols::short_name(sym)));
+        if !top.contains(i) && (linked.contains(i) || named) {
+            *s = if *s >= 0.0 { *s * factor } else { *s / factor };
+        }
+    }
+    sort_desc(ranked);
+}
+
+/// Diversity: a second section of an already-listed file loses `1 − same_file` per
+/// earlier hit from that file; the same file and heading again is dropped.
+pub(super) fn diversify(chunks: &[ChunkRecord], ranked: &mut Vec<(usize, f32)>, same_file: f32) {
     let mut per_file: HashMap<&str, i32> = HashMap::new();
     let mut seen: HashSet<(&str, String)> = HashSet::new();
     let mut out = Vec::with_capacity(ranked.len());
@@ -54,7 +137,7 @@ pub(super) fn diversify(chunks: &[ChunkRecord], ranked: &mut Vec<(usize, f32)>) 
         }
         let n = per_file.entry(c.path.as_str()).or_default();
         // Penalties scale the magnitude, whatever the sign of the score.
-        let f = SAME_FILE_PENALTY.powi(*n);
+        let f = same_file.powi(*n);
         out.push((i, if s >= 0.0 { s * f } else { s / f }));
         *n += 1;
     }

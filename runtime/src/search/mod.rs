@@ -11,44 +11,57 @@
 //! strings), `fusion` merges and diversifies them, `exact` finds the strings a query
 //! wants verbatim, `query` its weighted words, `snippet` what a hit shows.
 
+mod confidence;
 mod exact;
 mod fusion;
 mod options;
 mod query;
 mod retrieve;
+mod shape;
 mod snippet;
 
 pub use crate::hit::{Hit, Link, slug};
+pub use confidence::{CALIBRATION, Calibration, Signals};
 pub use exact::exact_strings;
 pub use fusion::fuse;
-pub use options::{Filters, Fusion, LATER_WINDOW_WEIGHT, MAX_QUERY_BYTES, MAX_TOP_K, Mode, SearchOptions};
+pub use options::{Filters, Fusion, LATER_WINDOW_WEIGHT, MAX_QUERY_BYTES, MAX_TOP_K, Mode, SearchOptions, Tuning};
 pub use query::query_words;
-pub use retrieve::EXACT_MAX_FILES;
+pub use retrieve::{EXACT_MAX_FILES, MAX_DEFINITIONS};
+pub use shape::{Shape, shape};
 
 use std::collections::HashSet;
 
 use crate::bundle::Bundle;
 use crate::chunk_table::ChunkKind;
 use crate::{Error, Result};
-use fusion::{diversify, promote, sort_desc};
+use fusion::{diversify, file_evidence, fuse_weighted, keyword_weight, link_boost, promote, sort_desc};
 use snippet::{passage, snippet};
 
 /// Candidates each retriever hands to fusion.
 const CANDIDATES: usize = 50;
 /// Per type in the rerank pool.
 pub const RERANK_POOL_PER_KIND: usize = 15;
-/// Score factor when a query word names one of the chunk's cluster tags.
-const CLUSTER_BOOST: f32 = 1.05;
+/// How many top vector hits Rocchio feedback averages.
+const PRF_DEPTH: usize = 3;
 
 /// Hits with the search's confidence that the corpus answers the query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Searched {
     pub hits: Vec<Hit>,
-    /// Vector and hybrid (reranked or not): the cosine of the query's nearest chunk
-    /// within the filters, raised to 1 when a quoted string or identifier of the query
-    /// occurs verbatim in a hit; keyword: the top BM25 score. `atlas eval` calibrates
-    /// the threshold below which a question is not in the corpus.
+    /// Vector and hybrid (reranked or not): the probability that the corpus answers
+    /// the query ([`Signals::confidence`]), 1 when a quoted string, an identifier or
+    /// a defined name of the query was found verbatim; keyword: the top BM25 score.
+    /// `atlas eval` calibrates the threshold below which a question is refused.
     pub confidence: f32,
+    /// What the confidence was computed from (vector and hybrid).
+    pub signals: Signals,
+}
+
+/// What the retrievers found for one query, before the rules that order them.
+struct Retrieved {
+    vector: Vec<(usize, f32)>,
+    keyword: Vec<(usize, f32)>,
+    ranked: Vec<(usize, f32)>,
 }
 
 impl Bundle {
@@ -79,31 +92,38 @@ impl Bundle {
             return Err(Error::Query("min_score must be a finite number".into()));
         }
         if opts.top_k == 0 {
-            return Ok(Searched { hits: Vec::new(), confidence: 0.0 });
+            return Ok(Searched { hits: Vec::new(), confidence: 0.0, signals: Signals::default() });
         }
-        let qvec = if opts.mode == Mode::Keyword && !opts.rerank { Vec::new() } else { self.embed_query(query)? };
-        let (mut ranked, mut confidence) = if opts.rerank {
+        let t = &opts.tuning;
+        let keyword_only = opts.mode == Mode::Keyword && !opts.rerank;
+        let qvec = if keyword_only { Vec::new() } else { self.embed_query(query)? };
+        let want = (opts.top_k * 4).max(CANDIDATES);
+        let (mut ranked, retrieved) = if opts.rerank {
             self.rerank_pool(query, &qvec, opts)?
         } else {
-            let want = (opts.top_k * 4).max(CANDIDATES);
-            let (mut r, confidence) = self.ranked(query, &qvec, opts, want)?;
-            self.cluster_boost(query, &mut r);
-            (r, confidence)
+            let r = self.retrieve(query, &qvec, opts, opts.mode, want)?;
+            (r.ranked.clone(), r)
         };
-        // Exact strings: a chunk holding a quoted string, an identifier or the whole
-        // query verbatim goes first in keyword and hybrid mode (grep never loses).
+        // Definitions, then exact strings: a chunk defining a name the query gives, or
+        // holding a quoted string, an identifier or the whole query verbatim, goes
+        // first in keyword and hybrid mode (grep never loses).
+        let mut found_verbatim = false;
         if opts.mode != Mode::Vector && !opts.rerank {
-            let exact = self.exact_matches(query, &opts.filters)?;
-            if !exact.is_empty() {
-                promote(&mut ranked, &exact);
-                if opts.mode == Mode::Hybrid {
-                    confidence = confidence.max(1.0);
+            let mut first =
+                if t.definitions_first { self.definition_matches(query, &opts.filters) } else { Vec::new() };
+            for i in self.exact_matches(query, &opts.filters)? {
+                if !first.contains(&i) {
+                    first.push(i);
                 }
             }
+            if !first.is_empty() {
+                promote(&mut ranked, &first);
+                found_verbatim = true;
+            }
         }
-        diversify(&self.chunks, &mut ranked);
+        diversify(&self.chunks, &mut ranked, t.same_file);
         let mut hits = Vec::new();
-        for (i, score) in ranked {
+        for &(i, score) in &ranked {
             if opts.min_score.is_some_and(|m| score < m) {
                 continue;
             }
@@ -112,73 +132,110 @@ impl Bundle {
                 break;
             }
         }
-        Ok(Searched { hits, confidence })
+        let (confidence, signals) = if keyword_only {
+            (retrieved.keyword.first().map_or(0.0, |x| x.1), Signals { exact: found_verbatim, ..Signals::default() })
+        } else {
+            let s = self.signals(query, &retrieved, found_verbatim);
+            (s.confidence(&CALIBRATION), s)
+        };
+        Ok(Searched { hits, confidence, signals })
     }
 
-    /// Chunk indexes with scores, best first, before diversity, and the confidence.
-    /// `qvec` is the query's embedding, computed once per search by the caller when
-    /// the mode needs it.
-    fn ranked(&self, query: &str, qvec: &[f32], opts: &SearchOptions, want: usize) -> Result<(Vec<(usize, f32)>, f32)> {
-        let top = |l: &[(usize, f32)]| l.first().map_or(0.0, |x| x.1);
-        Ok(match opts.mode {
-            Mode::Vector => {
-                let v = self.vector(qvec, opts, want);
-                let c = top(&v);
-                (v, c)
-            }
-            Mode::Keyword => {
-                let k = self.keyword(query, &opts.filters, want)?;
-                let c = top(&k);
-                (k, c)
-            }
+    /// The candidates of `mode` (hybrid: both lists, fused with the tuning's weights
+    /// for the query's shape), with the cluster, file and link rules applied.
+    fn retrieve(&self, query: &str, qvec: &[f32], opts: &SearchOptions, mode: Mode, want: usize) -> Result<Retrieved> {
+        let t = &opts.tuning;
+        let vector = if mode == Mode::Keyword { Vec::new() } else { self.vector_feedback(qvec, opts, want) };
+        let keyword = if mode == Mode::Vector { Vec::new() } else { self.keyword(query, &opts.filters, want)? };
+        let mut ranked = match mode {
+            Mode::Vector => vector.clone(),
+            Mode::Keyword => keyword.clone(),
             Mode::Hybrid => {
-                let v = self.vector(qvec, opts, want);
-                let k = self.keyword(query, &opts.filters, want)?;
-                (fuse(&v, &k, opts.fusion), top(&v))
+                let shape = shape(query);
+                fuse_weighted(&vector, &keyword, t.fusion.unwrap_or(opts.fusion), t, |i| {
+                    keyword_weight(t, shape, self.chunks[i].kind)
+                })
             }
-        })
+        };
+        self.cluster_boost(query, &mut ranked, t.cluster_boost);
+        file_evidence(&self.chunks, &mut ranked, t.file_second);
+        link_boost(&self.chunks, &self.by_id, &mut ranked, t.link_from, t.link_boost);
+        Ok(Retrieved { vector, keyword, ranked })
     }
 
-    /// The rerank pool: the top code and docs candidates of hybrid (15 each, within
-    /// the filters), scored together by the cross-encoder.
-    fn rerank_pool(&self, query: &str, qvec: &[f32], opts: &SearchOptions) -> Result<(Vec<(usize, f32)>, f32)> {
+    /// Vector candidates, with Rocchio feedback when the tuning asks for it: the
+    /// query vector moved towards the mean of its top hits, then searched again.
+    fn vector_feedback(&self, qvec: &[f32], opts: &SearchOptions, want: usize) -> Vec<(usize, f32)> {
+        let first = self.vector(qvec, opts, want);
+        let beta = opts.tuning.prf;
+        if beta <= 0.0 || first.is_empty() {
+            return first;
+        }
+        let mut q: Vec<f32> = qvec.to_vec();
+        let top: Vec<usize> = first.iter().take(PRF_DEPTH).map(|x| x.0).collect();
+        for &c in &top {
+            let row = self.first_window[c] as usize;
+            for (a, b) in q.iter_mut().zip(self.vectors.row(row)) {
+                *a += beta * b / top.len() as f32;
+            }
+        }
+        let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        q.iter_mut().for_each(|x| *x /= norm);
+        // Rank by the moved query, but keep each chunk's cosine to the query itself
+        // (what the confidence and `min_score` read).
+        let moved = self.vector(&q, opts, want);
+        let cos: std::collections::HashMap<usize, f32> = first.iter().copied().collect();
+        moved.into_iter().map(|(i, s)| (i, cos.get(&i).copied().unwrap_or(s))).collect()
+    }
+
+    /// The confidence model's inputs for a search.
+    fn signals(&self, query: &str, r: &Retrieved, exact: bool) -> Signals {
+        let top_cosine = r.vector.first().map_or(0.0, |x| x.1);
+        let words: std::collections::BTreeSet<String> = crate::words::stems(query).into_iter().collect();
+        let unseen = self.unseen_words(words.iter());
+        let unseen = if words.is_empty() { 0.0 } else { unseen as f32 / words.len() as f32 };
+        Signals { top_cosine, unseen, words: words.len(), exact }
+    }
+
+    /// The rerank pool: the top code and top docs candidates of hybrid (15 each,
+    /// within the filters), scored together by the cross-encoder.
+    fn rerank_pool(&self, query: &str, qvec: &[f32], opts: &SearchOptions) -> Result<(Vec<(usize, f32)>, Retrieved)> {
         let reranker = self.reranker()?;
         let mut pool = Vec::new();
-        let mut confidence = 0f32;
+        let mut all = Retrieved { vector: Vec::new(), keyword: Vec::new(), ranked: Vec::new() };
         for kind in ChunkKind::ALL {
             if opts.filters.kind.is_some_and(|k| k != kind) {
                 continue;
             }
             let mut o = opts.clone();
-            o.mode = Mode::Hybrid;
             o.filters.kind = Some(kind);
-            let (mut r, c) = self.ranked(query, qvec, &o, CANDIDATES)?;
-            confidence = confidence.max(c);
-            self.cluster_boost(query, &mut r);
-            pool.extend(r.into_iter().take(RERANK_POOL_PER_KIND).map(|(i, _)| i));
+            let r = self.retrieve(query, qvec, &o, Mode::Hybrid, CANDIDATES)?;
+            pool.extend(r.ranked.iter().take(RERANK_POOL_PER_KIND).map(|(i, _)| *i));
+            all.vector.extend(r.vector);
+            all.keyword.extend(r.keyword);
         }
+        sort_desc(&mut all.vector);
+        sort_desc(&mut all.keyword);
         let passages: Vec<String> = pool.iter().map(|&i| passage(&self.chunks[i], self.text(i))).collect();
         let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
         let scores = reranker.score(query, &refs)?;
         let mut out: Vec<(usize, f32)> = pool.into_iter().zip(scores).collect();
         sort_desc(&mut out);
-        Ok((out, confidence))
+        all.ranked.clone_from(&out);
+        Ok((out, all))
     }
 
-    /// Vector candidates: the best window per chunk, exact f16 scan up to the
-    /// threshold, HNSW above it.
-    /// The query's embedding (with the model's query prefix).
     /// The query's embedding (with the model's query prefix).
     fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
         self.embedder()?.embed_query(query)
     }
 
-    fn cluster_boost(&self, query: &str, ranked: &mut [(usize, f32)]) {
+    fn cluster_boost(&self, query: &str, ranked: &mut [(usize, f32)], factor: f32) {
         let words: HashSet<String> = query_words(query).into_iter().map(|(w, _)| w.to_lowercase()).collect();
         for (i, s) in ranked.iter_mut() {
             let tags = &self.chunks[*i].cluster_tags;
             if !tags.is_empty() && tags.split_whitespace().any(|t| words.contains(&t.to_lowercase())) {
-                *s *= CLUSTER_BOOST;
+                *s *= factor;
             }
         }
         sort_desc(ranked);

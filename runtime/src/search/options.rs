@@ -40,12 +40,13 @@ impl std::str::FromStr for Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Fusion {
-    /// Reciprocal-rank fusion, k = 60: ranks only, scale-free. The default: it beats
-    /// score fusion on every measure of the devtron evaluation (docs/benchmarks.md,
-    /// "Retrieval quality").
-    #[default]
+    /// Reciprocal-rank fusion (k = [`Tuning::rrf_k`]): ranks only, scale-free.
     Rrf,
-    /// Min-max-normalised scores, weighted equally.
+    /// Scores on a common scale ([`Tuning::norm`]: vector min-max, keyword over its
+    /// best), keyword weighted by the query's shape. The default: on the tune halves
+    /// of the round-3 development sets it beats RRF by 0.03 MRR@10, and the test
+    /// halves agree (docs/decisions.md, "Fusion").
+    #[default]
     Score,
 }
 
@@ -102,6 +103,78 @@ pub struct SearchOptions {
     /// [`LATER_WINDOW_WEIGHT`]); for the evaluation.
     #[serde(skip)]
     pub later_window_weight: f32,
+    /// The ranking's knobs (the default: what the development sets' tune halves
+    /// fitted); for the evaluation, not for users.
+    #[serde(skip)]
+    pub tuning: Tuning,
+}
+
+/// The ranking's knobs. The defaults are what the tune halves of the development
+/// sets fitted (docs/decisions.md, "Quality, round 3"); `atlas eval --tuning` tries
+/// others.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tuning {
+    /// RRF's k: larger flattens the rank curve.
+    pub rrf_k: f32,
+    /// Keyword's weight in hybrid against vector's 1, by query shape (identifier,
+    /// keywords, question) and by the candidate's kind (docs, code).
+    pub keyword_weight: [[f32; 2]; 3],
+    /// Score factor per earlier hit from the same file (diversity).
+    pub same_file: f32,
+    /// Share of a file's second-best chunk added to its best chunk (file evidence).
+    pub file_second: f32,
+    /// Score factor for a candidate that a top hit links to (docs ↔ code mentions).
+    pub link_boost: f32,
+    /// How many top hits lend their links.
+    pub link_from: usize,
+    /// Rocchio feedback: the weight of the top vector hits' mean added to the query
+    /// vector (0: off).
+    pub prf: f32,
+    /// Score factor when a query word names one of the chunk's cluster tags.
+    pub cluster_boost: f32,
+    /// Rank the chunks that define a name the query gives first (keyword, hybrid).
+    pub definitions_first: bool,
+    /// Overrides the search's fusion (for comparing them in `atlas eval --tuning`).
+    pub fusion: Option<Fusion>,
+    /// How score fusion puts each list on a common scale: vector's, then keyword's.
+    pub norm: [Norm; 2],
+    /// Several libraries behind one server: how sharply a library whose nearest chunk
+    /// is farther than the best library's loses weight (`exp(−sharpness · gap)`).
+    pub library_sharpness: f32,
+}
+
+/// How score fusion scales one list's scores before weighting them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Norm {
+    /// (s − min) / (max − min) over the list.
+    MinMax,
+    /// s / max: the best is 1, the rest keep their ratio to it.
+    Max,
+    /// As scored (a cosine is already on a fixed scale).
+    Raw,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            rrf_k: 60.0,
+            // Identifiers and keywords: keyword as much as vector; a question in prose:
+            // keyword at 0.65 (the tune halves' plateau, 0.6 to 0.7, docs and code alike).
+            keyword_weight: [[1.0, 1.0], [1.0, 1.0], [0.65, 0.65]],
+            same_file: 0.85,
+            file_second: 0.0,
+            link_boost: 1.0,
+            link_from: 5,
+            prf: 0.0,
+            cluster_boost: 1.05,
+            definitions_first: true,
+            fusion: None,
+            norm: [Norm::MinMax, Norm::Max],
+            library_sharpness: 5.0,
+        }
+    }
 }
 
 impl Default for SearchOptions {
@@ -115,6 +188,7 @@ impl Default for SearchOptions {
             rerank: false,
             first_window_only: false,
             later_window_weight: LATER_WINDOW_WEIGHT,
+            tuning: Tuning::default(),
         }
     }
 }

@@ -18,6 +18,9 @@ use crate::{Error, Result};
 /// A string found verbatim in more files than this is not promoted (see
 /// [`Bundle::exact_matches`]).
 pub const EXACT_MAX_FILES: usize = 20;
+/// A name with more definitions than this names nothing in particular: its
+/// definitions are not promoted (see [`Bundle::definition_matches`]).
+pub const MAX_DEFINITIONS: usize = 3;
 /// Phrase matches checked for the verbatim string.
 const EXACT_CANDIDATES: usize = 200;
 
@@ -161,6 +164,83 @@ impl Bundle {
         out.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(b.1.1.total_cmp(&a.1.1)).then(a.0.cmp(&b.0)));
         Ok(out.into_iter().map(|(i, _)| i).collect())
     }
+}
+
+impl Bundle {
+    /// How many of `words` (stems, as the prose fields hold them) no chunk's text,
+    /// title or heading holds.
+    pub(super) fn unseen_words<'w>(&self, words: impl Iterator<Item = &'w String>) -> usize {
+        let t = &self.text;
+        let searcher = t.reader.searcher();
+        let prose: Vec<_> =
+            t.fields.iter().filter(|(_, name, _)| matches!(*name, "text" | "title" | "heading")).collect();
+        words
+            .filter(|w| {
+                prose
+                    .iter()
+                    .all(|(field, _, _)| searcher.doc_freq(&Term::from_field_text(*field, w)).map_or(true, |n| n == 0))
+            })
+            .count()
+    }
+
+    /// The chunks that define a symbol the query names, to rank first: for each
+    /// identifier-shaped string of the query (or the query itself when it is one
+    /// word), the definitions the symbol table resolves it to
+    /// ([`crate::symbols::SymbolTable::lookup`]: bare, or qualified by type, module
+    /// or path), when there are at most [`MAX_DEFINITIONS`]. Types and functions come
+    /// before variables, code before tests.
+    pub(super) fn definition_matches(&self, query: &str, filters: &Filters) -> Vec<usize> {
+        if self.symbols.is_empty() {
+            return Vec::new();
+        }
+        let one_word = query.split_whitespace().count() == 1;
+        let mut found: Vec<u32> = Vec::new();
+        for s in exact_strings(query) {
+            let name = s.trim_end_matches("()");
+            if !(one_word || super::exact::is_identifier(name)) || name.contains(char::is_whitespace) {
+                continue;
+            }
+            let ids = self.symbols.lookup(name);
+            if ids.is_empty() || ids.len() > MAX_DEFINITIONS {
+                continue;
+            }
+            for i in ids {
+                if !found.contains(&i) {
+                    found.push(i);
+                }
+            }
+        }
+        let rank = |i: u32| {
+            let d = &self.symbols.defs[i as usize];
+            let kind = match d.kind.as_str() {
+                "struct" | "class" | "enum" | "trait" | "interface" | "union" | "type" => 0,
+                "function" | "method" | "macro" | "const" | "static" => 1,
+                _ => 2,
+            };
+            (is_test_path(&d.path), kind, d.name.len(), d.path.clone(), d.start_line)
+        };
+        found.sort_by_key(|&i| rank(i));
+        let mut out: Vec<usize> = Vec::new();
+        for i in found {
+            let c = self.definition_chunk(i);
+            if (filters.is_empty() || filters.keep(&self.chunks[c])) && !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
+    }
+}
+
+/// A file of tests: its definitions rank after the code's.
+fn is_test_path(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    path.contains("/tests/")
+        || path.contains("/test/")
+        || file.starts_with("test_")
+        || file.ends_with("_test.rs")
+        || file.ends_with("_test.py")
+        || file.ends_with("_test.go")
+        || file == "tests.rs"
 }
 
 fn tantivy_err(e: tantivy::TantivyError) -> Error {

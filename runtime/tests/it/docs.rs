@@ -83,6 +83,7 @@ fn docs_list_every_field_of_the_manifest() {
             negatives: 0,
             summary: Default::default(),
             threshold: None,
+            calibration: None,
         }),
         artifacts: Vec::new(),
     };

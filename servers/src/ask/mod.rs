@@ -139,8 +139,8 @@ pub async fn ask(
     }
     let bundles = libs.select(library).map_err(atlas_runtime::exit::UsageError)?;
     // The calibrated threshold when the libraries asked agree on one, else Atlas's.
-    let calibrated = |b: &Arc<Bundle>| b.manifest.eval.as_ref().and_then(|e| e.threshold);
-    let agreed = bundles.first().and_then(calibrated).filter(|t| bundles.iter().all(|b| calibrated(b) == Some(*t)));
+    let calibrated = |b: &Arc<Bundle>| atlas_runtime::eval::threshold(&b.manifest);
+    let agreed = bundles.first().map(calibrated).filter(|t| bundles.iter().all(|b| calibrated(b) == *t));
     let threshold = opts.threshold.or(agreed).unwrap_or(DEFAULT_THRESHOLD);
     let name = match bundles.as_slice() {
         [one] => one.manifest.name.clone(),

@@ -10,9 +10,25 @@ pub(super) struct Args {
     /// The golden set (JSON Lines).
     #[arg(long)]
     golden: Option<PathBuf>,
-    /// An installed bundle's name or a bundle folder.
+    /// An installed bundle's name or a bundle folder; repeat it to evaluate the merged
+    /// search over several libraries (what `serve rag --bundle A --bundle B` answers).
     #[arg(long, env = "ATLAS_BUNDLE")]
-    bundle: Option<String>,
+    bundle: Vec<String>,
+    /// With several bundles: pin every query to this library (`name` or
+    /// `name@version`), as an agent that names the library would.
+    #[arg(long)]
+    library: Option<String>,
+    /// Instead of a golden file: N names the bundle's code defines once, asked bare and
+    /// qualified, each judged by its definition (a symbol-lookup set; docs/eval.md).
+    #[arg(long, value_name = "N", conflicts_with = "golden")]
+    symbol_set: Option<usize>,
+    /// Search only chunks of this kind (`docs` or `code`).
+    #[arg(long, value_parser = super::parse_kind)]
+    kind: Option<atlas_runtime::ChunkKind>,
+    /// A JSON array of `{"name": …, "tuning": {…}}` ranking knobs to compare side by
+    /// side on hybrid, per half of the set (for tuning the defaults; docs/eval.md).
+    #[arg(long, value_name = "FILE")]
+    tuning: Option<PathBuf>,
     /// The modes to evaluate, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "keyword,vector,hybrid", value_parser = super::parse_mode)]
     modes: Vec<Mode>,
@@ -38,8 +54,18 @@ pub(super) struct Args {
 
 impl Args {
     pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
-        let (dir, _) = locate(self.bundle, cfg)?;
-        let opts = atlas_runtime::eval::EvalOptions { modes: self.modes, rerank: self.rerank, k: usize::from(self.k) };
+        let mut dirs = Vec::new();
+        let names = if self.bundle.is_empty() { vec![None] } else { self.bundle.into_iter().map(Some).collect() };
+        for b in names {
+            dirs.push(locate(b, cfg)?.0);
+        }
+        let opts = atlas_runtime::eval::EvalOptions {
+            modes: self.modes,
+            rerank: self.rerank,
+            k: usize::from(self.k),
+            filters: atlas_runtime::search::Filters { kind: self.kind, ..Default::default() },
+            ..Default::default()
+        };
         let args = crate::eval::Args {
             golden: self.golden,
             opts,
@@ -47,7 +73,10 @@ impl Args {
             compare: self.compare,
             min_mrr: self.min_mrr,
             explain: self.explain,
+            library: self.library,
+            tuning: self.tuning,
+            symbol_set: self.symbol_set,
         };
-        crate::eval::run(&dir, open_options(cfg, OpenOptions::default())?, args)
+        crate::eval::run(&dirs, open_options(cfg, OpenOptions::default())?, args)
     }
 }

@@ -115,6 +115,10 @@ fn parse_mode(s: &str) -> Result<Mode, String> {
     s.parse()
 }
 
+fn parse_kind(s: &str) -> Result<atlas_runtime::ChunkKind, String> {
+    s.parse()
+}
+
 fn parse_top_k(s: &str) -> Result<usize, String> {
     let max = atlas_runtime::search::MAX_TOP_K;
     match s.parse::<usize>() {

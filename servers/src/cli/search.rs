@@ -40,8 +40,9 @@ pub(super) struct Args {
     symbol_kind: Option<String>,
     #[arg(long, value_parser = parse_min_score)]
     min_score: Option<f32>,
-    /// Hybrid fusion: rrf (reciprocal ranks) or score (normalised scores).
-    #[arg(long, default_value = "rrf", value_parser = parse_fusion)]
+    /// Hybrid fusion: score (normalised scores, keyword weighted by the query's shape)
+    /// or rrf (reciprocal ranks).
+    #[arg(long, default_value = "score", value_parser = parse_fusion)]
     fusion: Fusion,
     /// Rerank with the cross-encoder.
     #[arg(long)]

@@ -47,7 +47,30 @@ pub struct CodeChunks {
     pub chunks: Vec<CodeChunk>,
     /// `(first line, last line, reason)`, 1-based inclusive.
     pub dropped: Vec<(u32, u32, &'static str)>,
+    /// Every definition the parse saw, chunked whole, split or merged alike.
+    pub defs: Vec<CodeDef>,
+    /// Identifier uses, `(name, 1-based line)`, each once per line; the chunk stage
+    /// keeps those that name a definition of the corpus.
+    pub refs: Vec<(String, u32)>,
 }
+
+/// A definition in one file (the chunk stage places it in its chunk).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CodeDef {
+    /// Qualified like the chunk symbols: `Type::method`, `Class.method`.
+    pub name: String,
+    pub kind: String,
+    /// 1-based inclusive lines of the item itself (its attached comments excluded).
+    pub start_line: u32,
+    pub end_line: u32,
+    pub signature: Option<String>,
+    pub doc: Option<String>,
+}
+
+/// The most identifier uses recorded per file (a hostile file can hold millions).
+const MAX_REFS_PER_FILE: usize = 20_000;
+/// The most definitions recorded per file.
+const MAX_DEFS_PER_FILE: usize = 20_000;
 
 impl CodeChunks {
     pub fn dropped_lines(&self, reason: &str) -> u32 {
@@ -278,6 +301,11 @@ pub fn chunk_code(src: &str, language: &str, path: &str, params: &ChunkParams) -
     let chunks = merge_tiny(&mut cx, chunks);
     cx.out.chunks = chunks;
     account_gaps(&mut cx);
+    constants(&mut cx, root, "", 0);
+    cx.out.defs.sort_by(|a, b| (a.start_line, &a.name).cmp(&(b.start_line, &b.name)));
+    cx.out.defs.dedup();
+    cx.out.defs.truncate(MAX_DEFS_PER_FILE);
+    cx.out.refs = references(&cx, root);
     Some(cx.out)
 }
 
@@ -471,6 +499,7 @@ fn scope_inner<'t>(cx: &mut Ctx<'_>, scope_units: Vec<Unit<'t>>, prefix: &str, o
         };
         let lines = u.end - u.start + 1;
         let sig = signature(cx, node);
+        record_def(cx, &symbol, info.kind, u.start, node, &sig);
         match info.body {
             Some(body) if lines > max => {
                 // Split the container: header, members, closing lines dropped.
@@ -507,6 +536,7 @@ fn scope_inner<'t>(cx: &mut Ctx<'_>, scope_units: Vec<Unit<'t>>, prefix: &str, o
                 c.signature = Some(sig);
                 if let Some(body) = info.body {
                     c.symbols = member_names(cx, body, &member_prefix);
+                    member_defs(cx, body, &member_prefix, info.kind != "mod", 0);
                 }
                 out.push(c);
             }
@@ -671,6 +701,283 @@ fn code_parts(
         a = b + 1;
     }
 }
+
+/// Records a definition: an item, unless it is a macro call rather than a macro's
+/// definition.
+fn record_def(cx: &mut Ctx<'_>, name: &str, kind: &str, attached_from: usize, node: Node<'_>, sig: &str) {
+    if kind == "macro" && node.kind() != "macro_definition" {
+        return;
+    }
+    if kind == "impl" || name.ends_with(".?") || name.ends_with("::?") || name == "?" {
+        // An impl block defines no name of its own; `?`: the grammar gave none.
+        return;
+    }
+    let item_row = item_row(cx, node);
+    let doc = doc_comment(cx, attached_from, item_row, node);
+    cx.out.defs.push(CodeDef {
+        name: name.to_owned(),
+        kind: kind.to_owned(),
+        start_line: item_row as u32 + 1,
+        end_line: end_row(node) as u32 + 1,
+        signature: (!sig.is_empty()).then(|| sig.to_owned()),
+        doc,
+    });
+}
+
+/// The row of the item's own first line: past decorators, attributes and doc
+/// comments that the grammar puts inside the node.
+fn item_row(cx: &Ctx<'_>, node: Node<'_>) -> usize {
+    let mut row = node.start_position().row;
+    if cx.lang == Lang::Python
+        && node.kind() == "decorated_definition"
+        && let Some(d) = node.child_by_field_name("definition")
+    {
+        row = d.start_position().row;
+    }
+    let end = end_row(node);
+    while row < end {
+        let t = cx.lines.get(row).copied().unwrap_or_default().trim_start();
+        if t.starts_with('@') || t.starts_with("#[") || t.starts_with("//") || t.starts_with("/*") || t.starts_with('*')
+        {
+            row += 1;
+        } else {
+            break;
+        }
+    }
+    row
+}
+
+/// The doc comment of an item: the comment lines between its attachments' start and
+/// its own first line (`///`, `//`, `/** */`, `#`), or a Python docstring; its first
+/// paragraph, cut to [`atlas_runtime::symbols::MAX_DOC_CHARS`].
+fn doc_comment(cx: &Ctx<'_>, from: usize, item_row: usize, node: Node<'_>) -> Option<String> {
+    let mut text = String::new();
+    if cx.lang == Lang::Python {
+        let def = if node.kind() == "decorated_definition" { node.child_by_field_name("definition")? } else { node };
+        let first = def.child_by_field_name("body")?.named_child(0)?;
+        if first.kind() == "expression_statement" && first.named_child(0).is_some_and(|s| s.kind() == "string") {
+            let quoted = self::text(first, cx.src).trim_start_matches(['r', 'R', 'b', 'B', 'u', 'U', 'f', 'F']);
+            text = quoted.trim_matches(['"', '\'']).to_owned();
+        }
+    } else {
+        for row in from..item_row.min(cx.lines.len()) {
+            let t = cx.lines[row].trim();
+            let t = t.trim_start_matches("///").trim_start_matches("//!").trim_start_matches("//");
+            let t = t.trim_start_matches("/**").trim_start_matches("/*").trim_end_matches("*/");
+            let t = t.trim_start_matches('*').trim();
+            if t.starts_with("#[") || t.starts_with('@') {
+                continue;
+            }
+            text.push_str(t);
+            text.push('\n');
+        }
+    }
+    let para = text.trim().split("\n\n").next().unwrap_or("").split_whitespace().collect::<Vec<_>>().join(" ");
+    if para.is_empty() {
+        return None;
+    }
+    let max = atlas_runtime::symbols::MAX_DOC_CHARS;
+    Some(match para.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &para[..at]),
+        None => para,
+    })
+}
+
+/// Definitions of the items inside a container chunked whole (its members have no
+/// chunk of their own), nested containers included to [`MAX_SCOPE_DEPTH`].
+fn member_defs(cx: &mut Ctx<'_>, body: Node<'_>, prefix: &str, in_class: bool, depth: usize) {
+    if depth >= MAX_SCOPE_DEPTH {
+        return;
+    }
+    let sep = cx.lang.sep();
+    let mut attached: Option<usize> = None;
+    for i in 0..body.named_child_count() {
+        let Some(m) = body.named_child(i) else { continue };
+        if cx.lang.is_comment(m.kind()) || cx.lang.is_attachment(m.kind()) {
+            attached.get_or_insert(m.start_position().row);
+            continue;
+        }
+        let from = attached.take().unwrap_or(m.start_position().row);
+        let Some(info) = item_info(cx.lang, m, cx.src, in_class) else { continue };
+        let name = if info.kind == "impl" { info.name.clone() } else { format!("{prefix}{sep}{}", info.name) };
+        let sig = signature(cx, m);
+        record_def(cx, &name, info.kind, from, m, &sig);
+        if let Some(inner) = info.body {
+            let p = info.qualifier.clone().unwrap_or(name);
+            member_defs(cx, inner, &p, info.kind != "mod", depth + 1);
+        }
+    }
+}
+
+/// Constants, statics and module-level variables: not items the chunker cuts at, but
+/// names users look up (`const MAX_ROWS`, `DEFAULT_TIMEOUT = 30`). Walks the module
+/// and container bodies (not function bodies) to [`MAX_SCOPE_DEPTH`].
+fn constants(cx: &mut Ctx<'_>, node: Node<'_>, prefix: &str, depth: usize) {
+    if depth >= MAX_SCOPE_DEPTH {
+        return;
+    }
+    let sep = cx.lang.sep();
+    let qualify = |name: &str| if prefix.is_empty() { name.to_owned() } else { format!("{prefix}{sep}{name}") };
+    for i in 0..node.named_child_count() {
+        let Some(n) = node.named_child(i) else { continue };
+        let mut found: Vec<(String, &'static str, Node<'_>)> = Vec::new();
+        match (cx.lang, n.kind()) {
+            (Lang::Rust, "const_item") => found.extend(field_text(n, "name", cx.src).map(|x| (x, "const", n))),
+            (Lang::Rust, "static_item") => found.extend(field_text(n, "name", cx.src).map(|x| (x, "static", n))),
+            (Lang::Rust, "mod_item" | "trait_item") => {
+                if let (Some(name), Some(body)) = (field_text(n, "name", cx.src), n.child_by_field_name("body")) {
+                    constants(cx, body, &qualify(&name), depth + 1);
+                }
+            }
+            (Lang::Rust, "impl_item") => {
+                if let (Some(ty), Some(body)) = (field_text(n, "type", cx.src), n.child_by_field_name("body")) {
+                    constants(cx, body, &base_type(&ty), depth + 1);
+                }
+            }
+            (Lang::Python, "expression_statement") => {
+                if let Some(a) = n.named_child(0).filter(|a| a.kind() == "assignment")
+                    && let Some(left) = a.child_by_field_name("left").filter(|l| l.kind() == "identifier")
+                {
+                    found.push((text(left, cx.src).to_owned(), "variable", n));
+                }
+            }
+            (Lang::Python, "class_definition") => {
+                if let (Some(name), Some(body)) = (field_text(n, "name", cx.src), n.child_by_field_name("body")) {
+                    constants(cx, body, &qualify(&name), depth + 1);
+                }
+            }
+            (Lang::Python, "decorated_definition") => {
+                if let Some(def) = n.child_by_field_name("definition").filter(|d| d.kind() == "class_definition")
+                    && let (Some(name), Some(body)) = (field_text(def, "name", cx.src), def.child_by_field_name("body"))
+                {
+                    constants(cx, body, &qualify(&name), depth + 1);
+                }
+            }
+            (Lang::Js, "lexical_declaration" | "variable_declaration") if depth == 0 => constants_of_one(cx, n, prefix),
+            (Lang::Js, "export_statement") if depth == 0 => {
+                if let Some(d) = n.child_by_field_name("declaration") {
+                    constants_of_one(cx, d, prefix);
+                }
+            }
+            (Lang::Go, "const_declaration" | "var_declaration") => {
+                for k in 0..n.named_child_count() {
+                    let Some(spec) = n.named_child(k) else { continue };
+                    for j in 0..spec.named_child_count() {
+                        if let Some(name) = spec.named_child(j).filter(|x| x.kind() == "identifier") {
+                            let kind = if n.kind() == "const_declaration" { "const" } else { "variable" };
+                            found.push((text(name, cx.src).to_owned(), kind, spec));
+                        }
+                    }
+                }
+            }
+            (Lang::Java, "field_declaration") => {
+                let constant =
+                    text(n, cx.src).split('=').next().is_some_and(|h| h.contains("static") && h.contains("final"));
+                if constant
+                    && let Some(d) = n.child_by_field_name("declarator")
+                    && let Some(name) = field_text(d, "name", cx.src)
+                {
+                    found.push((name, "const", n));
+                }
+            }
+            (Lang::Java, "class_declaration" | "interface_declaration" | "enum_declaration") => {
+                if let (Some(name), Some(body)) = (field_text(n, "name", cx.src), n.child_by_field_name("body")) {
+                    constants(cx, body, &qualify(&name), depth + 1);
+                }
+            }
+            _ => {}
+        }
+        for (name, kind, at) in found {
+            let sig = signature(cx, at);
+            let from = attached_from(cx, n);
+            record_def(cx, &qualify(&name), kind, from, at, &sig);
+        }
+    }
+}
+
+/// The first row of the comments and attributes directly above `node` (its own row
+/// when there are none): what a doc comment is read from.
+fn attached_from(cx: &Ctx<'_>, node: Node<'_>) -> usize {
+    let mut from = node.start_position().row;
+    let mut prev = node.prev_named_sibling();
+    while let Some(p) = prev {
+        let adjacent = end_row(p) + 1 >= from;
+        if !(adjacent && (cx.lang.is_comment(p.kind()) || cx.lang.is_attachment(p.kind()))) {
+            break;
+        }
+        from = p.start_position().row;
+        prev = p.prev_named_sibling();
+    }
+    from
+}
+
+/// The constants of a top-level `const`/`let`/`var` of a JS/TS module (functions
+/// assigned to a name are items already).
+fn constants_of_one(cx: &mut Ctx<'_>, decl: Node<'_>, prefix: &str) {
+    if !matches!(decl.kind(), "lexical_declaration" | "variable_declaration") {
+        return;
+    }
+    for k in 0..decl.named_child_count() {
+        let Some(d) = decl.named_child(k).filter(|d| d.kind() == "variable_declarator") else { continue };
+        let is_fn = d
+            .child_by_field_name("value")
+            .is_some_and(|v| matches!(v.kind(), "arrow_function" | "function_expression" | "function"));
+        if let Some(name) = d.child_by_field_name("name").filter(|x| x.kind() == "identifier")
+            && !is_fn
+        {
+            let name = text(name, cx.src).to_owned();
+            let full = if prefix.is_empty() { name } else { format!("{prefix}.{name}") };
+            let sig = signature(cx, decl);
+            let from = attached_from(cx, decl);
+            record_def(cx, &full, "const", from, decl, &sig);
+        }
+    }
+}
+
+/// Identifier uses in the file, each `(name, line)` once, skipping the line a name is
+/// defined on. Walks the tree without recursion; at most [`MAX_REFS_PER_FILE`].
+fn references(cx: &Ctx<'_>, root: Node<'_>) -> Vec<(String, u32)> {
+    let defined_on: std::collections::HashSet<(&str, u32)> =
+        cx.out.defs.iter().map(|d| (atlas_runtime::symbols::short_name(&d.name), d.start_line)).collect();
+    let mut seen: std::collections::HashSet<(String, u32)> = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    let mut cursor = root.walk();
+    'walk: loop {
+        let n = cursor.node();
+        if n.child_count() == 0 && IDENTIFIER_KINDS.contains(&n.kind()) {
+            let name = text(n, cx.src);
+            let line = n.start_position().row as u32 + 1;
+            if name.len() >= 2 && !defined_on.contains(&(name, line)) && seen.insert((name.to_owned(), line)) {
+                out.push((name.to_owned(), line));
+                if out.len() >= MAX_REFS_PER_FILE {
+                    break;
+                }
+            }
+        }
+        if cursor.goto_first_child() || cursor.goto_next_sibling() {
+            continue;
+        }
+        loop {
+            if !cursor.goto_parent() {
+                break 'walk;
+            }
+            if cursor.goto_next_sibling() {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Leaf node kinds that name something, across the grammars.
+const IDENTIFIER_KINDS: &[&str] = &[
+    "identifier",
+    "type_identifier",
+    "field_identifier",
+    "property_identifier",
+    "shorthand_property_identifier",
+    "package_identifier",
+];
 
 /// Merges runs of tiny chunks up to `code_merge_max_lines`, when only blank lines or
 /// closing delimiters lie between them.

@@ -8,6 +8,7 @@
 pub mod code;
 pub mod links;
 pub mod markdown;
+pub mod symbols;
 
 use atlas_runtime::ChunkKind;
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,11 +69,16 @@ pub fn chunk_id(source: &str, path: &str, heading_path: &[String], part: u32) ->
     k.finish().to_hex()[..32].to_owned()
 }
 
-/// The chunks of one document, and the lines it dropped (a licence header).
+/// The chunks of one document, the lines it dropped (a licence header), and, for
+/// code, the definitions and identifier uses its parse saw.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct DocChunks {
     pub chunks: Vec<ChunkRecord>,
     pub license_lines: u32,
+    #[serde(default)]
+    pub defs: Vec<code::CodeDef>,
+    #[serde(default)]
+    pub refs: Vec<(String, u32)>,
 }
 
 /// Chunks of one cleaned document, without the cross-document fields (cluster_tags,
@@ -118,15 +124,16 @@ pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkPara
         let title = cleaned.title.clone().or_else(|| first_h1(&cleaned.text)).unwrap_or_else(|| stem.to_owned());
         let chunks =
             chunk_markdown(&cleaned.text, params).into_iter().enumerate().map(|(i, c)| record(c, i, &title)).collect();
-        return DocChunks { chunks, license_lines: 0 };
+        return DocChunks { chunks, license_lines: 0, ..DocChunks::default() };
     }
     let code = language.and_then(|l| code::chunk_code(&cleaned.text, l, &doc.rel, params));
     let Some(code) = code else {
         let chunks =
             chunk_lines(&cleaned.text, params).into_iter().enumerate().map(|(i, c)| record(c, i, file)).collect();
-        return DocChunks { chunks, license_lines: 0 };
+        return DocChunks { chunks, license_lines: 0, ..DocChunks::default() };
     };
     let license_lines = code.dropped_lines("license");
+    let (defs, refs) = (code.defs, code.refs);
     let mut seen: BTreeMap<Vec<String>, u32> = BTreeMap::new();
     let chunks = code
         .chunks
@@ -153,14 +160,15 @@ pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkPara
             r
         })
         .collect();
-    DocChunks { chunks, license_lines }
+    DocChunks { chunks, license_lines, defs, refs }
 }
 
 impl Stage for Chunk {
     const NAME: &'static str = "chunk";
+    /// 4: the symbol table (definitions and references) beside the chunks.
     /// 3: containers nested past MAX_SCOPE_DEPTH are chunked as lines.
     /// 2: per-document items carry licence counts; code chunks.
-    const VERSION: u32 = 3;
+    const VERSION: u32 = 4;
     const DEPS: &'static [&'static str] = &["clean-gitbook"];
     type Params = ChunkParams;
     type Prepared = ();
@@ -192,9 +200,14 @@ impl Stage for Chunk {
         let paths: Vec<String> = cleaned.docs.iter().map(|d| d.doc.path()).collect();
         let tags = cluster_tags(&paths);
         let mut all = Vec::new();
+        let mut parsed: Vec<Parsed> = Vec::new();
         let (mut license_lines, mut license_files) = (0u64, 0usize);
         for (doc, d) in cleaned.docs.iter().zip(digests) {
-            let DocChunks { chunks: mut records, license_lines: dropped } = ctx.load(d, "document chunks")?;
+            let DocChunks { chunks: mut records, license_lines: dropped, defs, refs } =
+                ctx.load(d, "document chunks")?;
+            if !defs.is_empty() || !refs.is_empty() {
+                parsed.push(Parsed { first: all.len(), path: doc.doc.path(), defs, refs });
+            }
             if dropped > 0 {
                 license_lines += u64::from(dropped);
                 license_files += 1;
@@ -222,20 +235,65 @@ impl Stage for Chunk {
         let parquet = atlas_runtime::chunk_table::to_parquet(&all).context("writing chunks.parquet")?;
         let pq = ctx.cache.put(&parquet)?;
         out.objects.insert(pq);
+        let (defs, refs) = symbol_table(&all, &parsed);
+        let sym = ctx.cache.put(&atlas_runtime::symbols::definitions_to_parquet(&defs).context("writing symbols")?)?;
+        let rfs =
+            ctx.cache.put(&atlas_runtime::symbols::references_to_parquet(&refs).context("writing references")?)?;
+        out.objects.extend([sym, rfs]);
+        if !defs.is_empty() {
+            out.notes.push(format!("symbol table: {} definitions, {} references by name", defs.len(), refs.len()));
+        }
         let manifest = ctx.cache.put_json(&ChunkManifest {
             chunks: pq,
             chunk_count: all.len(),
             doc_count: cleaned.docs.len(),
             license_lines_dropped: license_lines,
+            symbols: sym,
+            references: rfs,
+            definition_count: defs.len(),
+            reference_count: refs.len(),
         })?;
         out.objects.insert(manifest);
         out.output = Some(manifest);
         Ok(out)
     }
 
-    /// `chunks.parquet`.
+    /// `chunks.parquet`, `symbols.parquet`, `references.parquet`.
     fn materialize(output: Digest, out: &mut Outputs<'_>) -> anyhow::Result<()> {
         let m: ChunkManifest = load_json(out.cache, output, "the chunk manifest")?;
-        out.write("chunks.parquet", &out.cache.get_required(m.chunks)?, true)
+        out.write("chunks.parquet", &out.cache.get_required(m.chunks)?, true)?;
+        out.write(atlas_runtime::symbols::DEFINITIONS_FILE, &out.cache.get_required(m.symbols)?, true)?;
+        out.write(atlas_runtime::symbols::REFERENCES_FILE, &out.cache.get_required(m.references)?, true)
     }
+}
+
+/// What one code document's parse saw, and where its chunks start in the stage's list.
+struct Parsed {
+    first: usize,
+    path: String,
+    defs: Vec<code::CodeDef>,
+    refs: Vec<(String, u32)>,
+}
+
+/// The symbol table of the chunks `all`.
+fn symbol_table(
+    all: &[ChunkRecord],
+    parsed: &[Parsed],
+) -> (Vec<atlas_runtime::symbols::Definition>, Vec<atlas_runtime::symbols::Reference>) {
+    let docs: Vec<symbols::DocSymbols<'_>> = parsed
+        .iter()
+        .filter_map(|p| {
+            let mut chunks: Vec<&ChunkRecord> = all.get(p.first..)?.iter().take_while(|c| c.path == p.path).collect();
+            let head = *chunks.first()?;
+            chunks.sort_by_key(|c| c.start_line);
+            Some(symbols::DocSymbols {
+                path: &head.path,
+                language: head.language.as_deref().unwrap_or(""),
+                chunks,
+                defs: &p.defs,
+                refs: &p.refs,
+            })
+        })
+        .collect();
+    symbols::table(&docs)
 }

@@ -126,8 +126,8 @@ fn config_digest(cfg: &Loaded) -> String {
 
 impl Stage for Pack {
     const NAME: &'static str = "pack";
-    /// 3: the shipped eval (`stages.pack.eval`); 4: `chunks.text`.
-    const VERSION: u32 = 4;
+    /// 3: the shipped eval (`stages.pack.eval`); 4: `chunks.text`; 5: the symbol table.
+    const VERSION: u32 = 5;
     /// It also reads the sources (crawl) and the mirror (clean-gitbook).
     const DEPS: &'static [&'static str] = &["crawl", "clean-gitbook", "chunk", "embed", "bm25"];
     type Params = PackParams;
@@ -189,6 +189,8 @@ impl Stage for Pack {
             Ok(())
         };
         add("chunks.parquet".into(), chunk.chunks, &mut out)?;
+        add(atlas_runtime::symbols::DEFINITIONS_FILE.into(), chunk.symbols, &mut out)?;
+        add(atlas_runtime::symbols::REFERENCES_FILE.into(), chunk.references, &mut out)?;
         // The texts again, mappable: servers keep them out of the heap.
         let records = atlas_runtime::chunk_table::from_parquet(&ctx.cache.get_required(chunk.chunks)?)?;
         let texts = ctx.cache.put(&atlas_runtime::text_store::write(records.iter().map(|c| c.text.as_str())))?;

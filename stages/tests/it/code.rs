@@ -551,3 +551,100 @@ fn dump_dict_is_qualified_by_its_class_everywhere_in_concrete_ml() {
         assert!(*n <= 2, "{sym} appears {n} times");
     }
 }
+
+/// The definitions a file holds, one line each: `start-end kind name | doc`.
+fn render_defs(out: &CodeChunks) -> String {
+    out.defs
+        .iter()
+        .map(|d| {
+            format!(
+                "{}-{} {} {}{}\n",
+                d.start_line,
+                d.end_line,
+                d.kind,
+                d.name,
+                d.doc.as_ref().map_or(String::new(), |x| format!(" | {x}"))
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_parse_records_every_definition_with_its_lines_and_doc_comment() {
+    let rust = r#"//! Module doc.
+
+/// The most rows a scan reads.
+pub const EXACT_MAX_ROWS: usize = 64_000;
+static COUNTER: u32 = 0;
+
+/// Builds keys.
+#[derive(Debug)]
+pub struct KeyBuilder {
+    parts: Vec<u8>,
+}
+
+impl KeyBuilder {
+    /// A new builder.
+    pub fn new() -> Self {
+        KeyBuilder { parts: Vec::new() }
+    }
+    const LIMIT: usize = 3;
+}
+
+macro_rules! twice { ($e:expr) => { $e; $e }; }
+
+mod inner {
+    pub fn helper() -> u8 { super::EXACT_MAX_ROWS as u8 }
+}
+
+fn uses() {
+    let b = KeyBuilder::new();
+    twice!(inner::helper());
+}
+"#;
+    let out = chunks("r/src/lib.rs", rust, &ChunkParams::default());
+    expect![[r#"
+        4-4 const EXACT_MAX_ROWS | The most rows a scan reads.
+        5-5 static COUNTER
+        9-11 struct KeyBuilder | Builds keys.
+        15-17 method KeyBuilder::new | A new builder.
+        18-18 const KeyBuilder::LIMIT
+        21-21 macro twice!
+        23-25 mod inner
+        24-24 function inner::helper
+        27-30 function uses
+    "#]]
+    .assert_eq(&render_defs(&out));
+    // Uses, not definitions: `KeyBuilder` and `new` on line 28, `helper` on 29.
+    assert!(out.refs.contains(&("KeyBuilder".to_owned(), 28)), "{:?}", out.refs);
+    assert!(out.refs.contains(&("new".to_owned(), 28)));
+    assert!(out.refs.contains(&("helper".to_owned(), 29)));
+    assert!(!out.refs.contains(&("KeyBuilder".to_owned(), 9)), "the defining line is not a use");
+
+    let python = r#"DEFAULT_BITS = 8
+
+class Model:
+    """A model.
+
+    More text."""
+    SCALE = 2
+
+    def fit(self, x):
+        """Fit it."""
+        return helper(x)
+
+def helper(x):
+    return x * DEFAULT_BITS
+"#;
+    let out = chunks("p/src/m.py", python, &ChunkParams::default());
+    expect![[r#"
+        1-1 variable DEFAULT_BITS
+        3-11 class Model | A model.
+        7-7 variable Model.SCALE
+        9-11 method Model.fit | Fit it.
+        13-14 function helper
+    "#]]
+    .assert_eq(&render_defs(&out));
+    assert!(out.refs.contains(&("helper".to_owned(), 11)));
+    assert!(out.refs.contains(&("DEFAULT_BITS".to_owned(), 14)));
+}
