@@ -172,10 +172,11 @@ fn latency(dir: &Path, queries: &[String]) -> Res {
         let modes = [
             ("keyword", SearchOptions { mode: Mode::Keyword, ..SearchOptions::default() }),
             ("vector", SearchOptions { mode: Mode::Vector, ..SearchOptions::default() }),
+            ("hybrid", SearchOptions { mode: Mode::Hybrid, ..SearchOptions::default() }),
             ("hybrid (rrf)", SearchOptions { mode: Mode::Hybrid, fusion: Fusion::Rrf, ..SearchOptions::default() }),
         ];
         for (name, opts) in modes {
-            if spinning && name != "hybrid (rrf)" {
+            if spinning && name != "hybrid" {
                 continue;
             }
             let mut times = Vec::new();

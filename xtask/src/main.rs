@@ -69,8 +69,28 @@ pub fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace root").to_owned()
 }
 
+/// A `cargo` command, without the variables cargo set for xtask itself
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, …): build scripts such as ring's rerun when
+/// those differ from the last build's, so a build from xtask after one from a shell
+/// (or the other way round) would compile ring and everything above it again.
 pub fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        if key.starts_with("CARGO_PKG_")
+            || matches!(
+                key,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+            )
+        {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
 }
 
 /// Runs `cmd`, failing when it does.
