@@ -167,21 +167,23 @@ fn open_symbols(dir: &Path, manifest: &Manifest, by_id: &HashMap<String, u32>) -
 }
 
 /// A chunk as `get_chunk` returns it: the hit's fields and the chunk's own text.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChunkView {
     #[serde(flatten)]
     pub hit: Hit,
     pub text: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A chunk with its neighbours in the same file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChunkContext {
     pub before: Vec<ChunkView>,
     pub chunk: ChunkView,
     pub after: Vec<ChunkView>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a bundle holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BundleInfo {
     pub name: String,
     pub version: String,
@@ -358,6 +360,12 @@ impl Bundle {
     /// The chunk index of definition `i` of [`Bundle::symbols`].
     pub fn definition_chunk(&self, i: u32) -> usize {
         self.def_chunk[i as usize] as usize
+    }
+
+    /// The hit of the chunk that holds definition `i` (score 0): its citation, URL,
+    /// repository and commit.
+    pub fn definition_hit(&self, i: u32) -> Hit {
+        self.hit(self.definition_chunk(i), 0.0)
     }
 
     /// The references by name (`references.parquet`), read and checked on first use;

@@ -6,14 +6,15 @@ use serde::{Deserialize, Serialize};
 pub use crate::chunk_table::ChunkKind;
 
 /// A chunk another hit links to: the docs that mention a code chunk's symbol.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Link {
     pub chunk_id: String,
     pub path: String,
     pub heading: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// One ranked result: a chunk, where it is, and how to cite it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Hit {
     pub score: f32,
     pub chunk_id: String,

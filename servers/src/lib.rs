@@ -8,7 +8,9 @@
 #![deny(clippy::print_stdout)]
 
 pub(crate) mod ask;
+pub(crate) mod budget;
 pub mod cli;
+pub(crate) mod code;
 pub(crate) mod doctor;
 pub(crate) mod eval;
 pub(crate) mod fs;
@@ -18,7 +20,9 @@ pub(crate) mod live;
 pub(crate) mod llm;
 pub(crate) mod manage;
 pub(crate) mod output;
+pub(crate) mod prompts;
 pub(crate) mod rag;
+pub(crate) mod resources;
 pub(crate) mod smoke;
 mod test_hooks;
 pub(crate) mod transport;

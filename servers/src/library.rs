@@ -22,7 +22,7 @@ pub struct Libraries(Arc<Vec<Live>>, Arc<Vec<Broken>>);
 ///
 /// Architecture invariant: one broken library never takes the others down.
 /// *`tests/it/hardening.rs` (`one_broken_bundle_leaves_the_others_served`).*
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, rmcp::schemars::JsonSchema)]
 pub struct Broken {
     /// `name@version` when the manifest could be read, else the name or folder.
     pub library: String,

@@ -15,6 +15,24 @@ pub fn ok(text: String, structured: serde_json::Value) -> CallToolResult {
     r
 }
 
+/// A successful result whose structured content is `out`, of the type the tool's
+/// `outputSchema` is generated from (so the two cannot disagree).
+pub fn typed<T: serde::Serialize>(text: String, out: &T) -> Result<CallToolResult, rmcp::ErrorData> {
+    let v = serde_json::to_value(out).map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
+    Ok(ok(text, v))
+}
+
+/// [`typed`], with more content blocks after the text (resource links).
+pub fn typed_with<T: serde::Serialize>(
+    text: String,
+    out: &T,
+    more: Vec<ContentBlock>,
+) -> Result<CallToolResult, rmcp::ErrorData> {
+    let mut r = typed(text, out)?;
+    r.content.extend(more);
+    Ok(r)
+}
+
 /// Hits as JSON, each with its `citation` beside the fields it is made of: what the
 /// rag tools, `atlas search --json` and the web's `/api/search` return.
 pub fn hits_json(hits: &[atlas_runtime::Hit]) -> Vec<serde_json::Value> {
@@ -77,6 +95,12 @@ pub fn inert(s: &str) -> String {
 
 /// Unicode's invisible formatting characters (bidi overrides and isolates, zero-width
 /// joiners, the BOM): they can make a line read other than it is.
+/// One line of corpus text for a terminal: control and format characters (escape
+/// sequences, bidi overrides) become spaces; indentation and length stay.
+pub fn printable(line: &str) -> String {
+    line.chars().map(|c| if c.is_control() || is_format(c) { ' ' } else { c }).collect()
+}
+
 fn is_format(c: char) -> bool {
     matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}')
 }

@@ -5,6 +5,10 @@
 //!
 //! `cargo run --release -p atlas-e2e --example mcp_bench -- <atlas binary> <bundle> <golden.jsonl>`
 //! (`cargo xtask bench mcp` builds the devtron bundle and runs this.)
+//!
+//! `mcp_bench code <atlas binary> <bundle>…`: find_symbol and find_references p50 and
+//! p95 over 200 names drawn (seeded) from each bundle's symbol table, and how many
+//! names defined once find_symbol gives at rank 1.
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +32,12 @@ fn rss_kb(pid: u32) -> String {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Res {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args[0] == "code" {
+        for bundle in &args[2..] {
+            code(&args[1], bundle).await?;
+        }
+        return Ok(());
+    }
     let (atlas, bundle, golden) = (&args[0], &args[1], &args[2]);
     let queries: Vec<String> = atlas_runtime::eval::parse_golden(&std::fs::read_to_string(golden)?)?
         .into_iter()
@@ -125,5 +135,67 @@ async fn main() -> Res {
         println!("{which}: server {}", rss_kb(pid));
         c.cancel().await?;
     }
+    Ok(())
+}
+
+/// find_symbol and find_references over one bundle's own names.
+async fn code(atlas: &str, bundle: &str) -> Res {
+    let b = atlas_runtime::Bundle::open(
+        std::path::Path::new(bundle),
+        atlas_runtime::OpenOptions { keyword_only: true, ..atlas_runtime::OpenOptions::default() },
+    )?;
+    let t = b.symbols();
+    let mut rng = atlas_e2e::XorShift::new(0x5eed_c0de);
+    let names: Vec<(String, u32)> = (0..200)
+        .map(|_| {
+            let i = (rng.next_u64() % t.defs.len() as u64) as u32;
+            (t.defs[i as usize].name.clone(), i)
+        })
+        .collect();
+    let mut cmd = tokio::process::Command::new(atlas);
+    cmd.args(["serve", "rag", "--bundle", bundle]);
+    let transport = TokioChildProcess::builder(cmd).stderr(std::process::Stdio::null()).spawn()?.0;
+    let c = ().serve(transport).await?;
+    let call = async |tool: &str, a: Value| -> Res<(f64, Value)> {
+        let t = Instant::now();
+        let r = c
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(a.as_object().cloned().unwrap_or_default()))
+            .await?;
+        if r.is_error == Some(true) {
+            return Err(format!("{tool}: {:?}", r.content).into());
+        }
+        Ok((ms(t.elapsed()), r.structured_content.unwrap_or_default()))
+    };
+    // The first find_references reads the references; timed apart.
+    let (first_refs, _) = call("find_references", json!({"name": names[0].0})).await?;
+    let (mut sym, mut refs, mut uses) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut once, mut first) = (0, 0);
+    for (name, i) in &names {
+        let (ms, v) = call("find_symbol", json!({"name": name})).await?;
+        sym.push(ms);
+        if t.lookup(name).len() == 1 {
+            once += 1;
+            let d = &t.defs[*i as usize];
+            let top = &v["definitions"][0];
+            if top["path"] == d.path.as_str() && top["start_line"] == d.start_line {
+                first += 1;
+            }
+        }
+        let (ms, v) = call("find_references", json!({"name": name})).await?;
+        refs.push(ms);
+        uses.push(v["total"].as_u64().unwrap_or(0) as f64);
+    }
+    let p = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[v.len() * 95 / 100])
+    };
+    let ((s50, s95), (r50, r95), (u50, u95)) = (p(sym), p(refs), p(uses));
+    println!(
+        "code {} ({} chunks, {} definitions): find_symbol p50 {s50:.2} ms p95 {s95:.2} ms; find_references p50 {r50:.2} ms p95 {r95:.2} ms (uses per name p50 {u50:.0}, p95 {u95:.0}; the first call, which reads the references, {first_refs:.1} ms); names defined once at rank 1: {first} of {once}",
+        b.manifest.name,
+        b.chunk_count(),
+        t.defs.len()
+    );
+    c.cancel().await?;
     Ok(())
 }

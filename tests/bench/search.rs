@@ -245,6 +245,29 @@ fn synthesize(from: &Path, n: usize, out: &Path, name: &str) -> Res {
         data.extend(v.iter().map(|x| f16::from_f32(x / norm)));
         chunks.push(c);
     }
+    // The symbol table, copied with the chunks it points into (copy k's paths and ids).
+    let ids: std::collections::HashSet<&str> = chunks.iter().map(|c| c.chunk_id.as_str()).collect();
+    let (mut defs, mut refs) = (Vec::new(), Vec::new());
+    for k in 0..n.div_ceil(base.len()) {
+        for d in &src.symbols().defs {
+            let (chunk_id, path) = (format!("{}-{k}", d.chunk_id), format!("copy{k}/{}", d.path));
+            if ids.contains(chunk_id.as_str()) {
+                defs.push(atlas_runtime::symbols::Definition { chunk_id, path, ..d.clone() });
+            }
+        }
+        for r in src.references()? {
+            let (chunk_id, path) = (format!("{}-{k}", r.chunk_id), format!("copy{k}/{}", r.path));
+            if ids.contains(chunk_id.as_str()) {
+                refs.push(atlas_runtime::symbols::Reference { chunk_id, path, ..r.clone() });
+            }
+        }
+    }
+    if !defs.is_empty() {
+        use atlas_runtime::symbols::{DEFINITIONS_FILE, REFERENCES_FILE, definitions_to_parquet, references_to_parquet};
+        std::fs::write(out.join(DEFINITIONS_FILE), definitions_to_parquet(&defs)?)?;
+        std::fs::write(out.join(REFERENCES_FILE), references_to_parquet(&refs)?)?;
+        println!("symbol table: {} definitions, {} references", defs.len(), refs.len());
+    }
     std::fs::write(out.join("chunks.parquet"), atlas_runtime::chunk_table::to_parquet(&chunks)?)?;
     std::fs::write(
         out.join(atlas_runtime::text_store::FILE),

@@ -1,9 +1,11 @@
 //! End-to-end tests: the real `atlas-pipeline` binary on real files.
 
+mod agent;
 mod ask;
 mod bad_input;
 mod bm25;
 mod cache_faults;
+mod conformance;
 mod crawl;
 mod distribution;
 mod embed;

@@ -42,8 +42,8 @@ pub(crate) fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
-/// Starts `atlas <args> --http 127.0.0.1:PORT` and connects a client to it.
-pub(crate) async fn http_client(args: &[&str], log: &Path) -> (Client, tokio::process::Child) {
+/// Starts `atlas <args> --http 127.0.0.1:PORT` and waits until it listens; its address.
+pub(crate) async fn http_server(args: &[&str], log: &Path) -> (String, tokio::process::Child) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = format!("127.0.0.1:{port}");
     let mut all: Vec<&str> = args.to_vec();
@@ -54,6 +54,12 @@ pub(crate) async fn http_client(args: &[&str], log: &Path) -> (Client, tokio::pr
         assert!(Instant::now() < deadline, "server did not listen: {}", read(log));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    (addr, child)
+}
+
+/// Starts `atlas <args> --http 127.0.0.1:PORT` and connects a client to it.
+pub(crate) async fn http_client(args: &[&str], log: &Path) -> (Client, tokio::process::Child) {
+    let (addr, child) = http_server(args, log).await;
     let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
     let client = ().serve(transport).await.unwrap_or_else(|e| panic!("initialize failed: {e}; log: {}", read(log)));
     (client, child)
@@ -168,7 +174,19 @@ async fn exercise_fs(c: &Client) {
 /// Every rag tool on the fixture bundle.
 async fn exercise_rag(c: &Client) {
     assert_eq!(c.peer_info().unwrap().server_info.clone().unwrap().name, "fixture-rag");
-    assert_eq!(tool_names(c).await, ["get_bundle_info", "get_chunk", "list_libraries", "search_code", "search_docs"]);
+    assert_eq!(
+        tool_names(c).await,
+        [
+            "find_references",
+            "find_symbol",
+            "get_bundle_info",
+            "get_chunk",
+            "get_file_outline",
+            "list_libraries",
+            "search_code",
+            "search_docs"
+        ]
+    );
 
     let (t, v) = ok(call(c, "search_docs", json!({"query": "helm repo add", "top_k": 3})).await);
     let hit = &v["hits"][0];
@@ -450,7 +468,7 @@ fn slow_the_mcp_inspector_cli_lists_and_calls_tools_on_both_servers() {
     ]);
     assert_eq!(r["structuredContent"]["matches"][0]["path"], "site/guides/install.md", "{r}");
     let tools = inspector(&["serve", "rag", "--bundle", b, "--method", "tools/list"]);
-    assert_eq!(tools["tools"].as_array().unwrap().len(), 5);
+    assert_eq!(tools["tools"].as_array().unwrap().len(), 8);
     let r = inspector(&[
         "serve",
         "rag",

@@ -23,7 +23,8 @@ enum Which {
     /// Search latency, readiness and RSS on devtron and a synthetic 50k-chunk bundle;
     /// keyword latency against rank_bm25.
     Search,
-    /// The MCP servers: start → initialize, first search, tools/call p50, RSS.
+    /// The MCP servers: start → initialize, first search, tools/call p50, RSS; and
+    /// find_symbol / find_references on tfhe-rs and on 50k chunks made from it.
     Mcp,
     /// The web page and `ask`: server time of `/` and `/api/search`, page weight, and
     /// ask's time to first token (LLM test server; extractive).
@@ -304,7 +305,18 @@ fn mcp() -> anyhow::Result<()> {
     let bundle = devtron_bundle()?;
     let mut bench = example("mcp_bench");
     bench.arg(Profile::Release.bin("atlas")).arg(&bundle).arg(golden());
-    status(bench)
+    status(bench)?;
+    // Code intelligence on tfhe-rs (the eval's bundle) and on 50k chunks made from it.
+    let tfhe = local_bundle(&project_root().join("target/eval/tfhe-rs"), "tfhe-rs", "tfhe_rs", &corpora()?.join("tfhe-rs/repo"))?;
+    let synth = project_root().join("target/atlas-synthetic-code-50k");
+    if !synth.join("manifest.json").is_file() {
+        let mut build = example("search_bench");
+        build.arg(&tfhe).arg(golden()).args(["--synthetic", "50000"]).arg(&synth);
+        status(build)?;
+    }
+    let mut code = example("mcp_bench");
+    code.arg("code").arg(Profile::Release.bin("atlas")).arg(&tfhe).arg(&synth);
+    status(code)
 }
 
 /// Web figures on the devtron bundle (`tests/bench/web.rs`).

@@ -16,8 +16,16 @@ enum Kind {
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
-    /// What to look for, in words or identifiers.
+    /// What to look for, in words or identifiers; with --symbol or --references, the
+    /// name.
     query: String,
+    /// Where QUERY is defined (bare, `Type::method`, `Class.method`, `module.function`),
+    /// from the bundle's symbol table, instead of a ranked search.
+    #[arg(long, conflicts_with = "references")]
+    symbol: bool,
+    /// Every place the code uses QUERY (by name, not by type), grouped by file.
+    #[arg(long)]
+    references: bool,
     /// An installed bundle's name or a bundle folder.
     #[arg(long, env = "ATLAS_BUNDLE")]
     bundle: Option<String>,
@@ -55,6 +63,10 @@ pub(super) struct Args {
 impl Args {
     pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
         let (dir, _) = locate(self.bundle, cfg)?;
+        if self.symbol || self.references {
+            let b = std::sync::Arc::new(open(&dir, open_options(cfg, OpenOptions { keyword_only: true, ..OpenOptions::default() })?)?);
+            return code_lookup(&b, &self.query, self.symbol, self.symbol_kind.as_deref(), self.language.as_deref(), self.json);
+        }
         let keyword_only = self.mode == Mode::Keyword && !self.rerank;
         let b = open(&dir, open_options(cfg, OpenOptions { keyword_only, ..OpenOptions::default() })?)?;
         let kind = self.kind.map(|k| match k {
@@ -88,6 +100,62 @@ impl Args {
     }
 }
 
+/// `--symbol` and `--references`: the symbol table's answer, as text or JSON.
+fn code_lookup(
+    b: &std::sync::Arc<atlas_runtime::Bundle>,
+    name: &str,
+    definitions: bool,
+    kind: Option<&str>,
+    language: Option<&str>,
+    json: bool,
+) -> anyhow::Result<()> {
+    if b.symbols().is_empty() {
+        anyhow::bail!(atlas_runtime::exit::UsageError(
+            "the bundle has no symbol table (no code, or built before symbol tables); rebuild it with atlas-pipeline"
+                .into()
+        ));
+    }
+    let bundles = [b.clone()];
+    let text = if definitions {
+        let q = crate::code::SymbolQuery { name, prefix: false, kind, language };
+        let found: Vec<crate::code::SymbolOut> =
+            crate::code::find_symbol(&bundles, &q).iter().map(|(b, i)| crate::code::symbol_out(b, *i)).collect();
+        if json {
+            format!("{}\n", serde_json::to_string_pretty(&serde_json::json!({ "name": name, "definitions": found }))?)
+        } else if found.is_empty() {
+            format!("no definition of {name:?}\n")
+        } else {
+            let mut s = String::new();
+            for d in &found {
+                let (name, path) = (crate::output::inert(&d.name), crate::output::inert(&d.path));
+                s.push_str(&format!("{} {name}  {path}:{}-{}\n    {}\n", d.kind, d.start_line, d.end_line, d.citation));
+                if let Some(sig) = &d.signature {
+                    s.push_str(&format!("    │ {}\n", crate::output::printable(sig)));
+                }
+            }
+            s
+        }
+    } else {
+        let files = crate::code::find_references(&bundles, name)?;
+        let total: usize = files.iter().map(|f| f.references.len()).sum();
+        if json {
+            let v = serde_json::json!({ "name": name, "total": total, "files": files, "note": crate::code::BY_NAME });
+            format!("{}\n", serde_json::to_string_pretty(&v)?)
+        } else {
+            let mut s = format!("{total} uses of {name:?} in {} files ({}):\n", files.len(), crate::code::BY_NAME);
+            for f in &files {
+                s.push_str(&format!("{}\n", crate::output::inert(&f.path)));
+                for r in &f.references {
+                    let within = r.enclosing.as_deref().map_or_else(|| "module level".to_owned(), crate::output::inert);
+                    s.push_str(&format!("  {}: in {within}\n", r.line));
+                }
+            }
+            s
+        }
+    };
+    super::print(&text)
+}
+
 /// Hits for people: rank, score, where, and the first lines of the snippet.
 fn render(hits: &[Hit]) -> String {
     if hits.is_empty() {
@@ -102,7 +170,7 @@ fn render(hits: &[Hit]) -> String {
         };
         s.push_str(&format!("{:>2}. {:.4}  {place}  [{what}]\n    {}\n", i + 1, h.score, h.citation()));
         for line in h.snippet.lines().filter(|l| !l.trim().is_empty()).take(3) {
-            s.push_str(&format!("    │ {line}\n"));
+            s.push_str(&format!("    │ {}\n", crate::output::printable(line)));
         }
     }
     s

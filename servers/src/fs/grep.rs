@@ -7,15 +7,20 @@ use serde::Serialize;
 
 use super::{LINE_MAX_CHARS, Lib, SEARCH_MAX_LINE_BYTES};
 
-#[derive(Debug, Serialize)]
-pub(super) struct Match {
-    pub(super) path: String,
-    pub(super) line: u64,
-    pub(super) text: String,
+/// One matching line, with its context lines.
+#[derive(Debug, Serialize, rmcp::schemars::JsonSchema)]
+pub struct Match {
+    /// The file, as the tools name it.
+    pub path: String,
+    pub line: u64,
+    /// The line, cut at 400 characters.
+    pub text: String,
+    /// Context lines before, as `[line, text]`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(super) before: Vec<(u64, String)>,
+    pub before: Vec<(u64, String)>,
+    /// Context lines after, as `[line, text]`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(super) after: Vec<(u64, String)>,
+    pub after: Vec<(u64, String)>,
 }
 
 fn clip(line: &[u8]) -> String {

@@ -1,6 +1,10 @@
 //! `read_file`'s windows of lines.
 
+use rmcp::schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
 use super::{Fs, PathError, READ_MAX_BYTES, READ_MAX_FILE_BYTES, READ_MAX_LINES, ReadFileArgs, shown};
+use crate::budget::{Cursor, call_key};
 use crate::output::fence;
 
 /// The largest `i <= at` that is a char boundary of `s`.
@@ -12,11 +16,12 @@ fn floor_boundary(s: &str, at: usize) -> usize {
     i
 }
 
-/// `read_file`'s work, off the async workers: a window of lines (and, for a line over
-/// the byte cap, a window of bytes within it). Only regular files are read.
-pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs) -> Result<(String, serde_json::Value), String> {
-    let path = fs.root.resolve_listed(&a.path).map_err(|PathError(e)| e)?;
-    let shown_path = format!("{prefix}{}", shown(&a.path));
+/// A file of the mirror, read through the path guard (`rel` as the mirror names it),
+/// checked to be a regular file under the size cap and, in a bundle, to match the
+/// manifest's hash: what `read_file` and a resource read both serve. The bytes, and
+/// the path as the mirror names it.
+pub(crate) fn read_checked(fs: &Fs, rel: &str, shown_path: &str) -> Result<(Vec<u8>, String), String> {
+    let path = fs.root.resolve_listed(rel).map_err(|PathError(e)| e)?;
     let meta = std::fs::metadata(&path).map_err(|e| format!("reading {shown_path:?}: {e}"))?;
     if meta.is_dir() {
         return Err(format!("{shown_path:?} is a folder; use list_files with a glob to see its files"));
@@ -41,13 +46,22 @@ pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs) -> Result<(St
              run `atlas verify` and reinstall it"
         ));
     }
+    Ok((bytes, raw_rel))
+}
+
+/// `read_file`'s work, off the async workers: a window of lines (and, for a line over
+/// the byte cap, a window of bytes within it), within `budget` bytes of reply.
+pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs, budget: usize) -> Result<(String, ReadOut), String> {
+    let shown_path = format!("{prefix}{}", shown(&a.path));
+    let (bytes, raw_rel) = read_checked(fs, &a.path, &shown_path)?;
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     let total = lines.len();
     let rel = format!("{prefix}{}", shown(&raw_rel));
     let start = a.start_line.unwrap_or(1).max(1);
     if total == 0 {
-        return Ok((format!("{rel} is empty"), serde_json::json!({"path": rel, "total_lines": 0, "lines": ""})));
+        let out = ReadOut { path: rel.clone(), total_lines: 0, ..ReadOut::default() };
+        return Ok((format!("{rel} is empty"), out));
     }
     if start > total {
         return Err(format!("start_line {start} is past the end: {shown_path:?} has {total} lines"));
@@ -62,6 +76,12 @@ pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs) -> Result<(St
         return Err(format!("byte_offset {offset} is past the end of line {start} ({} bytes)", first.len()));
     }
     let offset = floor_boundary(first, offset);
+    // The lines come back twice (the fenced text and the structured `text`), and the
+    // reply's frame takes some: what is left of the budget, halved, caps the window.
+    let budget_cap = budget.saturating_sub(READ_FRAME_BYTES) / 2;
+    let byte_cap = READ_MAX_BYTES.min(budget_cap.max(1));
+    let cap_name =
+        if byte_cap < READ_MAX_BYTES { "budget (max_tokens)".to_owned() } else { format!("{} KiB", READ_MAX_BYTES / 1024) };
     let mut out = String::new();
     let mut end = start - 1;
     let mut cap = None;
@@ -74,11 +94,12 @@ pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs) -> Result<(St
             next = Some((start + i, 0));
             break;
         }
-        if out.len() + line.len() + 1 > READ_MAX_BYTES {
-            cap = Some(format!("{} KiB", READ_MAX_BYTES / 1024));
+        if out.len() + line.len() + 1 > byte_cap {
+            cap = Some(cap_name.clone());
             if i == 0 {
                 // One line over the cap: return a piece of it, cut at a char boundary.
-                let cut = floor_boundary(line, READ_MAX_BYTES - 1).max(line.chars().next().map_or(0, char::len_utf8));
+                let cut = floor_boundary(line, byte_cap.saturating_sub(1))
+                    .max(line.chars().next().map_or(0, char::len_utf8));
                 out.push_str(&line[..cut]);
                 out.push('\n');
                 end = start;
@@ -98,14 +119,61 @@ pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs) -> Result<(St
         _ => format!("lines {start}-{end}"),
     };
     let mut text = fence(&format!("{rel} {range} of {total}"), &out);
-    if let (Some(c), Some((l, o))) = (&cap, next) {
+    let key = read_key(&format!("{prefix}{}", a.path), a.end_line);
+    let next_cursor = next.map(|(l, o)| Cursor { at: l, within: o }.encode(&key));
+    if let (Some(c), Some((l, o)), Some(cur)) = (&cap, next, &next_cursor) {
         let how = if o > 0 { format!("start_line={l} and byte_offset={o}") } else { format!("start_line={l}") };
-        text.push_str(&format!("truncated: the {c} cap was hit at line {end}; call read_file again with {how}\n"));
+        text.push_str(&format!(
+            "truncated: the {c} cap was hit at line {end}; call read_file again with {how} (or cursor={cur:?})\n"
+        ));
     }
-    let next_json = next.map(|(l, o)| serde_json::json!({"start_line": l, "byte_offset": o}));
     Ok((
         text,
-        serde_json::json!({"path": rel, "start_line": start, "byte_offset": offset, "end_line": end,
-            "total_lines": total, "truncated": cap.is_some(), "next": next_json, "text": out}),
+        ReadOut {
+            path: rel,
+            start_line: start,
+            byte_offset: offset,
+            end_line: end,
+            total_lines: total,
+            truncated: cap.is_some(),
+            next: next.map(|(start_line, byte_offset)| NextRead { start_line, byte_offset }),
+            next_cursor,
+            text: out,
+        },
     ))
+}
+
+/// What the reply of `read_file` spends besides the lines themselves (the fence, the
+/// notes, the structured fields), in bytes.
+const READ_FRAME_BYTES: usize = 900;
+
+/// The cursor binding of a read: the file and where it was asked to end.
+pub(super) fn read_key(path: &str, end_line: Option<usize>) -> String {
+    call_key("read_file", &[path, &end_line.map_or(String::new(), |e| e.to_string())])
+}
+
+/// Where a read continues.
+#[derive(Debug, Default, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+pub struct NextRead {
+    pub start_line: usize,
+    pub byte_offset: usize,
+}
+
+/// `read_file`'s structured reply.
+#[derive(Debug, Default, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ReadOut {
+    /// The file, as the tools name it.
+    pub path: String,
+    pub start_line: usize,
+    /// Where within `start_line` the text starts, in bytes.
+    pub byte_offset: usize,
+    pub end_line: usize,
+    pub total_lines: usize,
+    /// A cap (lines, bytes or the budget) stopped the window before `end_line` was reached.
+    pub truncated: bool,
+    pub next: Option<NextRead>,
+    /// Pass it back as `cursor` to continue.
+    pub next_cursor: Option<String>,
+    /// The lines, verbatim.
+    pub text: String,
 }

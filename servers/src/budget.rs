@@ -1,0 +1,176 @@
+//! Replies that fit the client's budget. Clients cap a tool's output (25,000 tokens by
+//! default in the common ones), and a reply past the cap is cut where the client
+//! decides, or refused. Every tool that returns text takes `max_tokens` (default
+//! [`DEFAULT_MAX_TOKENS`]); a reply holds whole items (hits, lines, matches,
+//! definitions) while they fit, and ends with a `next_cursor` that the same tool,
+//! called again with the same arguments and `cursor`, continues from exactly.
+//!
+//! Tokens are estimated, not counted: one per [`BYTES_PER_TOKEN`] bytes of the reply
+//! (its text and its structured content together). English prose runs about four
+//! bytes a token in the tokenizers clients use, code and non-Latin text fewer, so the
+//! estimate errs on the side of a smaller reply.
+
+/// The budget and continuation every text-returning tool takes (docs/servers.md,
+/// "Budgets").
+#[derive(Debug, Default, serde::Deserialize, rmcp::schemars::JsonSchema)]
+pub struct Budget {
+    /// The most tokens the reply may hold (estimated: one per 3 bytes; default 8000,
+    /// 250 to 200000). Past it the reply ends with a `next_cursor`.
+    #[serde(default)]
+    pub max_tokens: Option<usize>,
+    /// The `next_cursor` of an earlier reply of this tool, with the same arguments:
+    /// continue where it stopped.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// The budget when a call names none: well under the 25,000 tokens clients allow.
+pub const DEFAULT_MAX_TOKENS: usize = 8_000;
+/// The smallest budget a call may ask for: a reply's frame and one item.
+pub const MIN_MAX_TOKENS: usize = 250;
+/// The largest budget a call may ask for.
+pub const MAX_MAX_TOKENS: usize = 200_000;
+/// How many bytes of a reply count as one token.
+pub const BYTES_PER_TOKEN: usize = 3;
+
+/// The estimated tokens of `bytes` bytes of reply.
+pub fn tokens(bytes: usize) -> usize {
+    bytes.div_ceil(BYTES_PER_TOKEN)
+}
+
+/// The budget of a call, checked: the default without one, a tool error (what to do)
+/// for one out of range.
+pub fn resolve(max_tokens: Option<usize>) -> Result<usize, String> {
+    match max_tokens {
+        None => Ok(DEFAULT_MAX_TOKENS),
+        Some(n) if (MIN_MAX_TOKENS..=MAX_MAX_TOKENS).contains(&n) => Ok(n),
+        Some(n) => {
+            Err(format!("max_tokens {n} is out of range; pass {MIN_MAX_TOKENS} to {MAX_MAX_TOKENS} (default {DEFAULT_MAX_TOKENS})"))
+        }
+    }
+}
+
+/// What a reply has spent of its budget, in bytes of text and of structured content.
+#[derive(Debug, Clone, Copy)]
+pub struct Spend {
+    limit: usize,
+    used: usize,
+}
+
+impl Spend {
+    /// A budget of `max_tokens` with `fixed` bytes already spent (the reply's frame).
+    pub fn new(max_tokens: usize, fixed: usize) -> Spend {
+        Spend { limit: max_tokens * BYTES_PER_TOKEN, used: fixed }
+    }
+
+    /// Spends `bytes` when they fit, and says whether they did.
+    pub fn take(&mut self, bytes: usize) -> bool {
+        if self.used + bytes > self.limit {
+            return false;
+        }
+        self.used += bytes;
+        true
+    }
+
+    /// The bytes left.
+    pub fn left(&self) -> usize {
+        self.limit.saturating_sub(self.used)
+    }
+}
+
+/// The size of `v` as the client receives it (compact JSON).
+pub fn json_bytes<T: serde::Serialize>(v: &T) -> usize {
+    serde_json::to_vec(v).map_or(0, |b| b.len())
+}
+
+/// A continuation point: where the next reply starts, bound to the call it continues
+/// (the tool, its other arguments, the libraries served) so that a cursor from
+/// another call, or one the libraries have moved on from, is refused rather than
+/// answered wrongly. Agents treat it as opaque.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    /// How many items (or, for a file, where in it) the earlier replies covered.
+    pub at: usize,
+    /// A second position inside the item at `at` (a byte offset within a line), 0
+    /// when none.
+    pub within: usize,
+}
+
+/// The binding of a cursor to its call: 16 hex digits of a blake3 of the tool, its
+/// arguments (without `cursor` and `max_tokens`) and what it reads.
+pub fn call_key(tool: &str, parts: &[&str]) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(tool.as_bytes());
+    for p in parts {
+        h.update(&(p.len() as u64).to_le_bytes());
+        h.update(p.as_bytes());
+    }
+    h.finalize().to_hex()[..16].to_owned()
+}
+
+impl Cursor {
+    /// The cursor's text: `<at>.<within>.<key>`.
+    pub fn encode(&self, key: &str) -> String {
+        format!("{}.{}.{key}", self.at, self.within)
+    }
+
+    /// Reads a cursor this call gave out; a tool error for any other.
+    pub fn decode(s: &str, key: &str) -> Result<Cursor, String> {
+        let bad = || {
+            format!(
+                "cursor {} does not continue this call: pass the next_cursor of the same tool with the same arguments, or drop it to start over",
+                crate::output::inert(&format!("{s:?}"))
+            )
+        };
+        let mut parts = s.trim().splitn(3, '.');
+        let (Some(at), Some(within), Some(k)) = (parts.next(), parts.next(), parts.next()) else { return Err(bad()) };
+        if k != key {
+            return Err(bad());
+        }
+        let at = at.parse().map_err(|_| bad())?;
+        let within = within.parse().map_err(|_| bad())?;
+        Ok(Cursor { at, within })
+    }
+}
+
+/// The starting point of a call: its cursor's, or the beginning.
+pub fn start(cursor: Option<&str>, key: &str) -> Result<Cursor, String> {
+    match cursor.filter(|c| !c.trim().is_empty()) {
+        Some(c) => Cursor::decode(c, key),
+        None => Ok(Cursor { at: 0, within: 0 }),
+    }
+}
+
+/// The line a reply ends with when it stopped at the budget.
+pub fn more_line(next: &str, max_tokens: usize) -> String {
+    format!("more: this reply stopped at its budget of {max_tokens} tokens; call again with cursor={next:?} for the rest\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_continues_only_its_own_call() {
+        let key = call_key("search_docs", &["install", "hybrid"]);
+        let c = Cursor { at: 7, within: 0 };
+        assert_eq!(Cursor::decode(&c.encode(&key), &key).unwrap(), c);
+        let other = call_key("search_docs", &["install", "keyword"]);
+        assert!(Cursor::decode(&c.encode(&key), &other).is_err());
+        assert!(Cursor::decode("7.0", &key).is_err());
+        assert!(Cursor::decode("x.0.abc", &key).is_err());
+        assert_eq!(start(None, &key).unwrap(), Cursor { at: 0, within: 0 });
+    }
+
+    #[test]
+    fn budgets_are_checked_and_spent_in_bytes() {
+        assert_eq!(resolve(None).unwrap(), DEFAULT_MAX_TOKENS);
+        assert!(resolve(Some(5)).is_err());
+        assert!(resolve(Some(MAX_MAX_TOKENS + 1)).is_err());
+        let mut s = Spend::new(100, 200);
+        assert!(s.take(100));
+        assert!(!s.take(1));
+        assert_eq!(s.left(), 0);
+        assert_eq!(tokens(7), 3);
+    }
+}
