@@ -170,7 +170,7 @@ pub fn write_fixture_code(root: &Path) {
         ),
         (
             "net/retry.rs",
-            "//! Retries.\n\n/// Exponential backoff between attempts.\npub struct Backoff {\n    pub base_ms: u64,\n}\n\nimpl Backoff {\n    /// Delay before attempt `n`, doubling each time.\n    pub fn delay_ms(&self, n: u32) -> u64 {\n        self.base_ms << n\n    }\n}\n\n/// Parses a Retry-After header value in seconds.\npub fn parse_retry_after(v: &str) -> Option<u64> {\n    v.trim().parse().ok()\n}\n",
+            "//! Retries.\n\n/// Exponential backoff between attempts.\npub struct Backoff {\n    pub base_ms: u64,\n}\n\nimpl Backoff {\n    /// Delay before attempt `n`, doubling each time.\n    pub fn delay_ms(&self, n: u32) -> u64 {\n        self.base_ms << n\n    }\n}\n\n/// Parses a Retry-After header value in seconds.\npub fn parse_retry_after(v: &str) -> Option<u64> {\n    v.trim().parse().ok()\n}\n\n/// How long to wait before attempt `n`: the server's Retry-After when it sent one, else the backoff.\npub fn wait_ms(b: &Backoff, retry_after: Option<&str>, n: u32) -> u64 {\n    retry_after.and_then(parse_retry_after).map_or_else(|| b.delay_ms(n), |s| s * 1000)\n}\n",
         ),
     ];
     for (rel, text) in files {

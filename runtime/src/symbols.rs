@@ -81,7 +81,7 @@ pub struct Reference {
     pub line: u32,
     /// The chunk holding the line.
     pub chunk_id: String,
-    /// The symbol of that chunk (the enclosing function, method or type), if any.
+    /// The innermost definition around the line (function, method, type), if any.
     pub enclosing: Option<String>,
 }
 

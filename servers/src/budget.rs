@@ -44,9 +44,9 @@ pub fn resolve(max_tokens: Option<usize>) -> Result<usize, String> {
     match max_tokens {
         None => Ok(DEFAULT_MAX_TOKENS),
         Some(n) if (MIN_MAX_TOKENS..=MAX_MAX_TOKENS).contains(&n) => Ok(n),
-        Some(n) => {
-            Err(format!("max_tokens {n} is out of range; pass {MIN_MAX_TOKENS} to {MAX_MAX_TOKENS} (default {DEFAULT_MAX_TOKENS})"))
-        }
+        Some(n) => Err(format!(
+            "max_tokens {n} is out of range; pass {MIN_MAX_TOKENS} to {MAX_MAX_TOKENS} (default {DEFAULT_MAX_TOKENS})"
+        )),
     }
 }
 
@@ -75,6 +75,63 @@ impl Spend {
     /// The bytes left.
     pub fn left(&self) -> usize {
         self.limit.saturating_sub(self.used)
+    }
+}
+
+/// One item of a paged reply: its lines of text and its structured form.
+#[derive(Debug, Clone)]
+pub struct Piece<T> {
+    pub text: String,
+    pub item: T,
+}
+
+/// The size of a reply as it reaches the client's context: its text blocks, its
+/// structured content and its other blocks (resource links) as JSON.
+pub fn reply_bytes(r: &rmcp::model::CallToolResult) -> usize {
+    let content: usize = r.content.iter().map(|c| c.as_text().map_or_else(|| json_bytes(c), |t| t.text.len())).sum();
+    content + r.structured_content.as_ref().map_or(0, json_bytes)
+}
+
+/// Whether a reply keeps to `max_tokens`.
+pub fn fits(r: &rmcp::model::CallToolResult, max_tokens: usize) -> bool {
+    reply_bytes(r) <= max_tokens * BYTES_PER_TOKEN
+}
+
+/// A reply of whole items that keeps to `max_tokens`. `pieces` are the items from the
+/// cursor's position `from` on (of `total` in all), made only as far as the budget
+/// reaches; `render` makes the reply from the first pieces and the `next_cursor` that
+/// follows them (bound to `key`). The estimate (each piece's text and JSON) picks how
+/// many to try; the real reply is then measured and shortened until it fits. One
+/// piece always comes: a tool refuses a budget too small for one (see [`fits`]) or
+/// shows it cut, as `get_chunk` does.
+pub fn page<T: serde::Serialize>(
+    max_tokens: usize,
+    from: usize,
+    total: usize,
+    pieces: impl IntoIterator<Item = Piece<T>>,
+    key: &str,
+    render: impl Fn(&[Piece<T>], Option<String>) -> Result<rmcp::model::CallToolResult, rmcp::ErrorData>,
+) -> Result<rmcp::model::CallToolResult, rmcp::ErrorData> {
+    let limit = max_tokens * BYTES_PER_TOKEN;
+    let (mut kept, mut used) = (Vec::new(), 0);
+    for p in pieces {
+        used += p.text.len() + json_bytes(&p.item);
+        if used > limit && !kept.is_empty() {
+            break;
+        }
+        kept.push(p);
+    }
+    let mut n = kept.len();
+    loop {
+        let next = (from + n < total).then(|| Cursor { at: from + n, within: 0 }.encode(key));
+        let r = render(&kept[..n], next)?;
+        let bytes = reply_bytes(&r);
+        if n <= 1 || bytes <= limit {
+            return Ok(r);
+        }
+        // Drop as many items as the overshoot is worth, at least one.
+        let per = (bytes / n).max(1);
+        n -= (bytes - limit).div_ceil(per).clamp(1, n - 1);
     }
 }
 
@@ -143,7 +200,9 @@ pub fn start(cursor: Option<&str>, key: &str) -> Result<Cursor, String> {
 
 /// The line a reply ends with when it stopped at the budget.
 pub fn more_line(next: &str, max_tokens: usize) -> String {
-    format!("more: this reply stopped at its budget of {max_tokens} tokens; call again with cursor={next:?} for the rest\n")
+    format!(
+        "more: this reply stopped at its budget of {max_tokens} tokens; call again with cursor={next:?} for the rest\n"
+    )
 }
 
 #[cfg(test)]

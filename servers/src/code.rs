@@ -83,7 +83,9 @@ fn rank(d: &Definition, asked: &[&str]) -> (bool, u8, bool, usize) {
         "function" | "method" | "macro" | "const" | "static" => 1,
         _ => 2,
     };
-    let test = d.path.contains("/tests/") || d.path.contains("/test/") || d.path.rsplit('/').next().is_some_and(|f| f.starts_with("test_"));
+    let test = d.path.contains("/tests/")
+        || d.path.contains("/test/")
+        || d.path.rsplit('/').next().is_some_and(|f| f.starts_with("test_"));
     (!exact, kind, test, d.name.len())
 }
 

@@ -81,7 +81,11 @@ pub fn list(prompts: Vec<Prompt>, context: &rmcp::service::RequestContext<rmcp::
 }
 
 /// A prompt's argument: present, a string, and short; a one-line error otherwise.
-fn get_arg(args: &serde_json::Map<String, serde_json::Value>, name: &str, required: bool) -> Result<Option<String>, ErrorData> {
+fn get_arg(
+    args: &serde_json::Map<String, serde_json::Value>,
+    name: &str,
+    required: bool,
+) -> Result<Option<String>, ErrorData> {
     match args.get(name) {
         None | Some(serde_json::Value::Null) if !required => Ok(None),
         None | Some(serde_json::Value::Null) => {
@@ -99,7 +103,10 @@ fn get_arg(args: &serde_json::Map<String, serde_json::Value>, name: &str, requir
 }
 
 /// The fs server's `prompts/get`.
-pub fn fs_get(name: &str, args: Option<&serde_json::Map<String, serde_json::Value>>) -> Result<GetPromptResult, ErrorData> {
+pub fn fs_get(
+    name: &str,
+    args: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<GetPromptResult, ErrorData> {
     let empty = serde_json::Map::new();
     let args = args.unwrap_or(&empty);
     if name != "find_in_docs" {
@@ -203,8 +210,9 @@ pub fn completion(values: impl IntoIterator<Item = String>, prefix: &str) -> Com
     let all: BTreeSet<String> = values.into_iter().filter(|v| v.to_lowercase().starts_with(&p)).collect();
     let total = all.len();
     let first: Vec<String> = all.into_iter().take(MAX_COMPLETIONS).collect();
-    let info = CompletionInfo::with_pagination(first, Some(total.min(u32::MAX as usize) as u32), total > MAX_COMPLETIONS)
-        .unwrap_or_default();
+    let info =
+        CompletionInfo::with_pagination(first, Some(total.min(u32::MAX as usize) as u32), total > MAX_COMPLETIONS)
+            .unwrap_or_default();
     CompleteResult::new(info)
 }
 
@@ -221,10 +229,10 @@ pub fn complete(req: &CompleteRequestParams, libs: &Libraries) -> CompleteResult
             v.extend(all.iter().map(|b| b.manifest.name.clone()));
             v
         }
-        (Reference::Prompt(_), "from" | "to" | "version") => bundles.iter().map(|b| b.manifest.version.clone()).collect(),
-        (Reference::Prompt(_), "section") => {
-            bundles.iter().flat_map(|b| b.info().by_section.into_keys()).collect()
+        (Reference::Prompt(_), "from" | "to" | "version") => {
+            bundles.iter().map(|b| b.manifest.version.clone()).collect()
         }
+        (Reference::Prompt(_), "section") => bundles.iter().flat_map(|b| b.info().by_section.into_keys()).collect(),
         (Reference::Prompt(_), "name") => bundles
             .iter()
             .flat_map(|b| {

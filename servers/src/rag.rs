@@ -13,7 +13,7 @@ use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::budget::{self, Budget, Cursor, Spend, call_key};
+use crate::budget::{self, Budget, Cursor, Piece, Spend, call_key};
 use crate::code::{self, BY_NAME, OutlineSymbol, RefFile, SymbolOut, SymbolQuery};
 use crate::library::Libraries;
 use crate::output::{self, fence, inert};
@@ -184,7 +184,7 @@ pub struct OutlineArgs {
 
 /// A hit as the search tools return it: every field of the hit, its citation, and
 /// its file as a resource.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct HitOut {
     #[serde(flatten)]
     pub hit: Hit,
@@ -224,7 +224,7 @@ pub struct LibrariesOut {
 }
 
 /// One source of a library, with its age.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SourceOut {
     pub name: String,
     pub kind: String,
@@ -236,7 +236,7 @@ pub struct SourceOut {
 }
 
 /// One served library.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct LibraryOut {
     /// `name@version`.
     pub library: String,
@@ -295,9 +295,6 @@ pub struct OutlineOut {
     pub next_cursor: Option<String>,
 }
 
-/// A reply's frame (header lines, structured fields) besides its items, in bytes.
-const FRAME_BYTES: usize = 500;
-
 /// The hit's text block: where it is, how to cite it, and (full) its snippet fenced.
 fn hit_text(i: usize, h: &Hit, detail: Detail) -> String {
     // Every corpus-derived string outside the fence is made inert (one line, capped).
@@ -323,6 +320,8 @@ fn hit_out(h: &Hit, detail: Detail) -> HitOut {
     let mut hit = h.clone();
     if detail == Detail::Brief {
         hit.snippet.clear();
+        hit.mentions.clear();
+        hit.mentioned_in.clear();
     }
     HitOut { citation: h.citation(), uri: crate::resources::uri(&h.library, &h.path), hit }
 }
@@ -385,48 +384,44 @@ impl RagServer {
                 format!("no hits for {query:?}; try other words, mode=keyword for exact names, or fewer filters\n");
             return output::typed(text, &SearchOut { hits: Vec::new(), warnings: failed, next_cursor: None });
         }
-        let echoed = format!("{query:?}").len();
-        let mut spend = Spend::new(max, FRAME_BYTES + echoed + failed.iter().map(|f| f.len() * 2).sum::<usize>());
-        let (mut body, mut hits, mut links) = (String::new(), Vec::new(), Vec::new());
-        for (i, h) in s.hits.iter().enumerate().skip(skip) {
-            let mut d = detail;
-            let mut text = hit_text(i, h, d);
-            let mut out = hit_out(h, d);
-            let link = hit_link(h);
-            let cost = |t: &str, o: &HitOut| t.len() + budget::json_bytes(o) + budget::json_bytes(&link);
-            if !spend.take(cost(&text, &out)) {
-                if !hits.is_empty() {
-                    break;
-                }
-                // Not even one whole hit fits: the first comes brief.
-                d = Detail::Brief;
-                text = hit_text(i, h, d);
-                out = hit_out(h, d);
-                if !spend.take(cost(&text, &out)) {
-                    return Ok(output::error(format!(
-                        "max_tokens {max} is too small for one hit ({} needed); raise it",
-                        budget::tokens(FRAME_BYTES + cost(&text, &out))
-                    )));
-                }
+        let total = s.hits.len();
+        let pieces = |first: Detail| {
+            s.hits.iter().enumerate().skip(skip).map(move |(i, h)| {
+                let d = if i == skip { first } else { detail };
+                Piece { text: hit_text(i, h, d), item: (hit_out(h, d), hit_link(h)) }
+            })
+        };
+        let render = |kept: &[Piece<(HitOut, ContentBlock)>], next_cursor: Option<String>| {
+            let upto = skip + kept.len();
+            let from = if skip > 0 { format!(" (hits {}-{upto} of {total})", skip + 1) } else { String::new() };
+            let mut text = format!(
+                "{} hits for {query:?}{from}; cite each by its citation, verify with the fs server's read_file or the hit's resource:\n",
+                kept.len()
+            );
+            text.extend(kept.iter().map(|p| p.text.as_str()));
+            if !failed.is_empty() {
+                text.push_str(&format!("warning: {}\n", failed.join("; ")));
             }
-            body.push_str(&text);
-            hits.push(out);
-            links.push(link);
+            if let Some(c) = &next_cursor {
+                text.push_str(&budget::more_line(c, max));
+            }
+            let hits = kept.iter().map(|p| p.item.0.clone()).collect();
+            let links = kept.iter().map(|p| p.item.1.clone()).collect();
+            output::typed_with(text, &SearchOut { hits, warnings: failed.clone(), next_cursor }, links)
+        };
+        let r = budget::page(max, skip, total, pieces(detail), &key, &render)?;
+        if budget::fits(&r, max) || detail == Detail::Brief {
+            return Ok(r);
         }
-        let upto = skip + hits.len();
-        let next_cursor = (upto < s.hits.len()).then(|| Cursor { at: upto, within: 0 }.encode(&key));
-        let from = if skip > 0 { format!(" (hits {}-{upto} of {})", skip + 1, s.hits.len()) } else { String::new() };
-        let mut text = format!(
-            "{} hits for {query:?}{from}; cite each by its citation, verify with the fs server's read_file or the hit's resource:\n{body}",
-            hits.len()
-        );
-        if !failed.is_empty() {
-            text.push_str(&format!("warning: {}\n", failed.join("; ")));
+        // Not even one whole hit fits: the first comes brief (its place and citation).
+        let r = budget::page(max, skip, total, pieces(Detail::Brief), &key, &render)?;
+        if budget::fits(&r, max) {
+            return Ok(r);
         }
-        if let Some(c) = &next_cursor {
-            text.push_str(&budget::more_line(c, max));
-        }
-        output::typed_with(text, &SearchOut { hits, warnings: failed, next_cursor }, links)
+        Ok(output::error(format!(
+            "max_tokens {max} is too small for one hit ({} needed); raise it",
+            budget::tokens(budget::reply_bytes(&r))
+        )))
     }
 
     /// The bundles a code-intelligence call reads.
@@ -521,70 +516,22 @@ impl RagServer {
             Ok(c) => c.at,
             Err(e) => return Ok(output::error(e)),
         };
-        let mut ctx = match b.get_chunk(&a.id, n) {
+        let ctx = match b.get_chunk(&a.id, n) {
             Ok(c) => c,
             Err(e) => return Ok(output::error(e.to_string())),
         };
-        let mut spend = Spend::new(max, FRAME_BYTES + budget::json_bytes(&ctx.chunk.hit) * 2);
-        // The requested chunk from `from` (a byte offset, at a line start), cut at the
-        // last whole line that fits when it does not fit whole. Its text comes twice
-        // (fenced and structured), so it may take half of what is left.
-        let full = std::mem::take(&mut ctx.chunk.text);
-        let rest = full.get(from..).unwrap_or("");
-        let room = spend.left() / 2;
-        let (piece, next) = if rest.len() <= room {
-            (rest.to_owned(), None)
-        } else {
-            let cut = rest[..room.min(rest.len())].rfind('\n').map_or(0, |i| i + 1);
-            let cut = if cut == 0 { floor_char(rest, room.max(1)) } else { cut };
-            (rest[..cut].to_owned(), Some(from + cut))
-        };
-        spend.take(piece.len() * 2);
-        ctx.chunk.text = piece;
-        // Neighbours, nearest first, while they fit (none when the chunk was cut, or
-        // when continuing it).
-        let mut before = std::mem::take(&mut ctx.before);
-        let mut after = std::mem::take(&mut ctx.after);
-        if next.is_none() && from == 0 {
-            // Each side grows outwards from the chunk and stops at the first neighbour
-            // that does not fit, so what is shown is contiguous.
-            let cost = |v: &atlas_runtime::bundle::ChunkView| v.text.len() * 2 + budget::json_bytes(&v.hit) * 2;
-            let (mut nb, mut na) = (0, 0);
-            let (mut open_before, mut open_after) = (true, true);
-            while open_before || open_after {
-                open_after = open_after && na < after.len() && spend.take(cost(&after[na]));
-                na += usize::from(open_after);
-                open_before = open_before && nb < before.len() && spend.take(cost(&before[before.len() - 1 - nb]));
-                nb += usize::from(open_before);
+        // Estimated first, then measured: a reply over the budget is made again with
+        // the overshoot counted as frame, until it fits or only one line is left.
+        let limit = max * budget::BYTES_PER_TOKEN;
+        let mut frame = budget::json_bytes(&ctx.chunk.hit) * 2 + 200;
+        loop {
+            let r = chunk_reply(ctx.clone(), from, frame, max, &key)?;
+            let bytes = budget::reply_bytes(&r);
+            if bytes <= limit || frame >= limit {
+                return Ok(r);
             }
-            before.drain(..before.len() - nb);
-            after.truncate(na);
-        } else {
-            before.clear();
-            after.clear();
+            frame += bytes - limit;
         }
-        ctx.before = before;
-        ctx.after = after;
-        let next_cursor = next.map(|at| Cursor { at, within: 0 }.encode(&key));
-        let mut text = String::new();
-        for v in ctx.before.iter().chain(std::iter::once(&ctx.chunk)).chain(&ctx.after) {
-            let marker = if v.hit.chunk_id == ctx.chunk.hit.chunk_id { "requested chunk" } else { "neighbour" };
-            let part = match (v.hit.chunk_id == ctx.chunk.hit.chunk_id, from, next) {
-                (true, 0, None) => String::new(),
-                (true, f, n) => format!(" (bytes {f}-{} of {})", n.unwrap_or(full.len()), full.len()),
-                _ => String::new(),
-            };
-            text.push_str(&format!(
-                "{marker} {}{part} — citation {}\n",
-                inert(&v.hit.chunk_id),
-                inert(&v.hit.citation())
-            ));
-            text.push_str(&fence(&format!("{} lines {}-{}", v.hit.path, v.hit.start_line, v.hit.end_line), &v.text));
-        }
-        if let Some(c) = &next_cursor {
-            text.push_str(&budget::more_line(c, max));
-        }
-        output::typed(text, &ChunkOut { chunk: ctx, next_cursor })
     }
 
     #[tool(
@@ -605,73 +552,72 @@ impl RagServer {
             Err(e) => return Ok(output::error(e)),
         };
         let broken = self.libs.broken().to_vec();
-        let mut spend = Spend::new(max, FRAME_BYTES + broken.iter().map(|b| b.line().len() * 2).sum::<usize>());
-        let mut lines = String::new();
-        let mut items = Vec::new();
-        for b in bundles.iter().skip(from) {
-            let m = &b.manifest;
-            let info = b.info();
-            let versions: Vec<String> =
-                bundles.iter().filter(|o| o.manifest.name == m.name).map(|o| o.manifest.version.clone()).collect();
-            let built_age = age_days(&m.created);
-            let description = m.description.clone().unwrap_or_else(|| describe(&info));
-            // A bundle's manifest is untrusted text too: one inert line per library.
-            let line = format!(
-                "- {} — {}; {} chunks ({}); model {}; built {}{}; versions served: {}\n",
-                inert(&b.library()),
-                inert(&description),
-                info.chunks,
-                inert(&info.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")),
-                inert(&info.model),
-                inert(&m.created),
-                built_age.map(|d| format!(" ({d} days ago)")).unwrap_or_default(),
-                inert(&versions.join(", ")),
-            );
-            let sources = m
-                .sources
-                .iter()
-                .map(|s| SourceOut {
-                    name: s.name.clone(),
-                    kind: s.kind.clone(),
-                    url: s.url.clone(),
-                    commits: s.commits.clone(),
-                    files: s.files,
-                    fetched_at: s.fetched_at.clone(),
-                    age_days: s.fetched_at.as_deref().and_then(age_days),
-                })
-                .collect();
-            let item = LibraryOut {
-                library: b.library(),
-                name: m.name.clone(),
-                version: m.version.clone(),
-                versions,
-                description,
-                model: info.model.clone(),
-                chunks: info.chunks,
-                by_kind: info.by_kind.clone(),
-                built: m.created.clone(),
-                built_age_days: built_age,
-                sources,
+        let pieces: Vec<Piece<LibraryOut>> = bundles
+            .iter()
+            .skip(from)
+            .map(|b| {
+                let m = &b.manifest;
+                let info = b.info();
+                let versions: Vec<String> =
+                    bundles.iter().filter(|o| o.manifest.name == m.name).map(|o| o.manifest.version.clone()).collect();
+                let built_age = age_days(&m.created);
+                let description = m.description.clone().unwrap_or_else(|| describe(&info));
+                // A bundle's manifest is untrusted text too: one inert line per library.
+                let line = format!(
+                    "- {} — {}; {} chunks ({}); model {}; built {}{}; versions served: {}\n",
+                    inert(&b.library()),
+                    inert(&description),
+                    info.chunks,
+                    inert(&info.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")),
+                    inert(&info.model),
+                    inert(&m.created),
+                    built_age.map(|d| format!(" ({d} days ago)")).unwrap_or_default(),
+                    inert(&versions.join(", ")),
+                );
+                let sources = m
+                    .sources
+                    .iter()
+                    .map(|s| SourceOut {
+                        name: s.name.clone(),
+                        kind: s.kind.clone(),
+                        url: s.url.clone(),
+                        commits: s.commits.clone(),
+                        files: s.files,
+                        fetched_at: s.fetched_at.clone(),
+                        age_days: s.fetched_at.as_deref().and_then(age_days),
+                    })
+                    .collect();
+                let item = LibraryOut {
+                    library: b.library(),
+                    name: m.name.clone(),
+                    version: m.version.clone(),
+                    versions,
+                    description,
+                    model: info.model.clone(),
+                    chunks: info.chunks,
+                    by_kind: info.by_kind.clone(),
+                    built: m.created.clone(),
+                    built_age_days: built_age,
+                    sources,
+                };
+                Piece { text: line, item }
+            })
+            .collect();
+        budget::page(max, from, bundles.len(), pieces, &key, |kept, next_cursor| {
+            let mut text = match broken.len() {
+                0 => format!("{} libraries:\n", bundles.len()),
+                n => format!("{} libraries served, {n} broken:\n", bundles.len()),
             };
-            if !spend.take(line.len() + budget::json_bytes(&item)) && !items.is_empty() {
-                break;
+            text.extend(kept.iter().map(|p| p.text.as_str()));
+            for b in &broken {
+                text.push_str(&format!("- {}\n", inert(&b.line())));
             }
-            lines.push_str(&line);
-            items.push(item);
-        }
-        let mut text = match broken.len() {
-            0 => format!("{} libraries:\n{lines}", bundles.len()),
-            n => format!("{} libraries served, {n} broken:\n{lines}", bundles.len()),
-        };
-        for b in &broken {
-            text.push_str(&format!("- {}\n", inert(&b.line())));
-        }
-        let upto = from + items.len();
-        let next_cursor = (upto < bundles.len()).then(|| Cursor { at: upto, within: 0 }.encode(&key));
-        if let Some(c) = &next_cursor {
-            text.push_str(&budget::more_line(c, max));
-        }
-        output::typed(text, &LibrariesOut { libraries: items, broken, next_cursor })
+            if let Some(c) = &next_cursor {
+                text.push_str(&budget::more_line(c, max));
+            }
+            let libraries = kept.iter().map(|p| p.item.clone()).collect();
+            output::typed(text, &LibrariesOut { libraries, broken: broken.clone(), next_cursor })
+        })
     }
 
     #[tool(
@@ -710,7 +656,8 @@ impl RagServer {
             let age = s.fetched_at.as_deref().map(|t| format!(", fetched {t}")).unwrap_or_default();
             text.push_str(&format!("source {} ({}): {}{age}\n", s.name, s.kind, s.url.as_deref().unwrap_or("-")));
         }
-        let source_age_days = info.sources.iter().filter_map(|s| s.fetched_at.as_deref()).filter_map(age_days).collect();
+        let source_age_days =
+            info.sources.iter().filter_map(|s| s.fetched_at.as_deref()).filter_map(age_days).collect();
         let built_age_days = age_days(&info.created);
         output::typed(text, &BundleInfoOut { info, source_age_days, built_age_days })
     }
@@ -747,7 +694,12 @@ impl RagServer {
             Ok(c) => c.at,
             Err(e) => return Ok(output::error(e)),
         };
-        let q = SymbolQuery { name: a.name.trim(), prefix: a.prefix, kind: a.kind.as_deref(), language: a.language.as_deref() };
+        let q = SymbolQuery {
+            name: a.name.trim(),
+            prefix: a.prefix,
+            kind: a.kind.as_deref(),
+            language: a.language.as_deref(),
+        };
         let found = code::find_symbol(&bundles, &q);
         if found.is_empty() {
             let hint = if a.prefix { "" } else { "; try prefix=true, a shorter name, or search_code" };
@@ -756,14 +708,11 @@ impl RagServer {
                 &FindSymbolOut { name: a.name, total: 0, definitions: Vec::new(), next_cursor: None },
             );
         }
-        // The name comes back in the text and in the structured reply.
-        let mut spend = Spend::new(max, FRAME_BYTES + a.name.len() * 3);
-        let (mut body, mut defs) = (String::new(), Vec::new());
-        for (b, i) in found.iter().skip(from) {
+        let pieces = found.iter().enumerate().skip(from).map(|(n, (b, i))| {
             let d = code::symbol_out(b, *i);
             let mut t = format!(
                 "{}. {} {} ({}) {}:{}-{}\n   citation: {}\n   chunk_id: {}\n",
-                from + defs.len() + 1,
+                n + 1,
                 d.kind,
                 inert(&d.name),
                 inert(&d.library),
@@ -785,19 +734,17 @@ impl RagServer {
             if !src.is_empty() {
                 t.push_str(&fence(&format!("signature and doc of {}", d.name), &src));
             }
-            if !spend.take(t.len() + budget::json_bytes(&d)) && !defs.is_empty() {
-                break;
+            Piece { text: t, item: d }
+        });
+        budget::page(max, from, found.len(), pieces, &key, |kept, next_cursor| {
+            let mut text = format!("{} definitions of {}:\n", found.len(), inert(&format!("{:?}", a.name)));
+            text.extend(kept.iter().map(|p| p.text.as_str()));
+            if let Some(c) = &next_cursor {
+                text.push_str(&budget::more_line(c, max));
             }
-            body.push_str(&t);
-            defs.push(d);
-        }
-        let upto = from + defs.len();
-        let next_cursor = (upto < found.len()).then(|| Cursor { at: upto, within: 0 }.encode(&key));
-        let mut text = format!("{} definitions of {}:\n{body}", found.len(), inert(&format!("{:?}", a.name)));
-        if let Some(c) = &next_cursor {
-            text.push_str(&budget::more_line(c, max));
-        }
-        output::typed(text, &FindSymbolOut { name: a.name, total: found.len(), definitions: defs, next_cursor })
+            let definitions = kept.iter().map(|p| p.item.clone()).collect();
+            output::typed(text, &FindSymbolOut { name: a.name.clone(), total: found.len(), definitions, next_cursor })
+        })
     }
 
     #[tool(
@@ -806,7 +753,10 @@ impl RagServer {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<FindReferencesOut>()
     )]
-    async fn find_references(&self, Parameters(a): Parameters<FindReferencesArgs>) -> Result<CallToolResult, ErrorData> {
+    async fn find_references(
+        &self,
+        Parameters(a): Parameters<FindReferencesArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
             Ok(m) => m,
             Err(e) => return Ok(output::error(e)),
@@ -829,58 +779,44 @@ impl RagServer {
         };
         let short = atlas_runtime::symbols::segments(&a.name).last().map(|s| (*s).to_owned()).unwrap_or_default();
         let total: usize = files.iter().map(|f| f.references.len()).sum();
-        // Paged by use: `from` counts the uses earlier replies gave.
-        let mut spend = Spend::new(max, FRAME_BYTES + BY_NAME.len() * 2 + short.len() * 3);
-        let (mut body, mut out) = (String::new(), Vec::<RefFile>::new());
-        let mut seen = 0usize;
-        let mut given = 0usize;
-        'files: for f in &files {
-            for r in &f.references {
-                seen += 1;
-                if seen <= from {
-                    continue;
-                }
-                let head = if out.last().is_some_and(|o| o.path == f.path && o.library == f.library) {
-                    String::new()
-                } else {
-                    format!("{} ({}):\n", inert(&f.path), inert(&f.library))
-                };
-                let line = format!(
-                    "{head}  {}: in {}\n",
-                    r.line,
-                    r.enclosing.as_deref().map_or_else(|| "module level".to_owned(), inert)
-                );
-                let cost = line.len() + budget::json_bytes(r) + if head.is_empty() { 0 } else { f.uri.len() * 2 + 40 };
-                if !spend.take(cost) && given > 0 {
-                    break 'files;
-                }
-                body.push_str(&line);
-                given += 1;
+        // Paged by use: `from` counts the uses earlier replies gave. A piece is one use
+        // and the file it is in; the reply groups consecutive uses by file.
+        let pieces = files.iter().flat_map(|f| f.references.iter().map(move |r| (f, r))).skip(from).map(|(f, r)| {
+            let text = format!(
+                "  {}: in {}\n",
+                r.line,
+                r.enclosing.as_deref().map_or_else(|| "module level".to_owned(), inert)
+            );
+            Piece { text, item: (f, r) }
+        });
+        budget::page(max, from, total, pieces, &key, |kept, next_cursor| {
+            let mut text =
+                format!("{total} uses of {} in {} files ({BY_NAME}):\n", inert(&format!("{short:?}")), files.len());
+            let mut out = Vec::<RefFile>::new();
+            for p in kept {
+                let (f, r) = p.item;
                 match out.last_mut() {
                     Some(o) if o.path == f.path && o.library == f.library => o.references.push(r.clone()),
-                    _ => out.push(RefFile {
-                        library: f.library.clone(),
-                        path: f.path.clone(),
-                        uri: f.uri.clone(),
-                        references: vec![r.clone()],
-                    }),
+                    _ => {
+                        text.push_str(&format!("{} ({}):\n", inert(&f.path), inert(&f.library)));
+                        out.push(RefFile {
+                            library: f.library.clone(),
+                            path: f.path.clone(),
+                            uri: f.uri.clone(),
+                            references: vec![r.clone()],
+                        });
+                    }
                 }
+                text.push_str(&p.text);
             }
-        }
-        let upto = from + given;
-        let next_cursor = (upto < total).then(|| Cursor { at: upto, within: 0 }.encode(&key));
-        let mut text = format!(
-            "{total} uses of {} in {} files ({BY_NAME}):\n{body}",
-            inert(&format!("{short:?}")),
-            files.len()
-        );
-        if let Some(c) = &next_cursor {
-            text.push_str(&budget::more_line(c, max));
-        }
-        output::typed(
-            text,
-            &FindReferencesOut { name: short, total, files: out, note: BY_NAME.to_owned(), next_cursor },
-        )
+            if let Some(c) = &next_cursor {
+                text.push_str(&budget::more_line(c, max));
+            }
+            output::typed(
+                text,
+                &FindReferencesOut { name: short.clone(), total, files: out, note: BY_NAME.to_owned(), next_cursor },
+            )
+        })
     }
 
     #[tool(
@@ -921,26 +857,91 @@ impl RagServer {
             Err(e) => return Ok(output::error(e)),
         };
         let all = code::outline(b, &a.path);
-        // The path comes back in the text, the structured reply and its URI.
-        let mut spend = Spend::new(max, FRAME_BYTES + a.path.len() * 6);
-        let (mut body, mut symbols) = (String::new(), Vec::new());
-        for s in all.iter().skip(from) {
-            let line = format!("{}-{} {} {}\n", s.start_line, s.end_line, s.kind, inert(&s.name));
-            if !spend.take(line.len() + budget::json_bytes(s)) && !symbols.is_empty() {
-                break;
-            }
-            body.push_str(&line);
-            symbols.push(s.clone());
-        }
-        let upto = from + symbols.len();
-        let next_cursor = (upto < all.len()).then(|| Cursor { at: upto, within: 0 }.encode(&key));
-        let mut text = format!("{} defines {} symbols:\n{body}", inert(&a.path), all.len());
-        if let Some(c) = &next_cursor {
-            text.push_str(&budget::more_line(c, max));
-        }
         let uri = crate::resources::uri(&b.library(), &a.path);
-        output::typed(text, &OutlineOut { library: b.library(), path: a.path, uri, symbols, next_cursor })
+        let pieces = all.iter().skip(from).map(|s| Piece {
+            text: format!("{}-{} {} {}\n", s.start_line, s.end_line, s.kind, inert(&s.name)),
+            item: s.clone(),
+        });
+        budget::page(max, from, all.len(), pieces, &key, |kept, next_cursor| {
+            let mut text = format!("{} defines {} symbols:\n", inert(&a.path), all.len());
+            text.extend(kept.iter().map(|p| p.text.as_str()));
+            if let Some(c) = &next_cursor {
+                text.push_str(&budget::more_line(c, max));
+            }
+            let symbols = kept.iter().map(|p| p.item.clone()).collect();
+            output::typed(
+                text,
+                &OutlineOut { library: b.library(), path: a.path.clone(), uri: uri.clone(), symbols, next_cursor },
+            )
+        })
     }
+}
+
+/// A `get_chunk` reply: the chunk from byte `from` and its neighbours, in a budget of
+/// `max` tokens of which `frame` bytes go to everything but the texts.
+fn chunk_reply(
+    mut ctx: atlas_runtime::bundle::ChunkContext,
+    from: usize,
+    frame: usize,
+    max: usize,
+    key: &str,
+) -> Result<CallToolResult, ErrorData> {
+    let mut spend = Spend::new(max, frame);
+    // The requested chunk from `from` (a byte offset, at a line start), cut at the
+    // last whole line that fits when it does not fit whole. Its text comes twice
+    // (fenced and structured), so it may take half of what is left.
+    let full = std::mem::take(&mut ctx.chunk.text);
+    let rest = full.get(from..).unwrap_or("");
+    let room = spend.left() / 2;
+    let (piece, next) = if rest.len() <= room {
+        (rest.to_owned(), None)
+    } else {
+        let cut = rest[..room.min(rest.len())].rfind('\n').map_or(0, |i| i + 1);
+        let cut = if cut == 0 { floor_char(rest, room.max(1)) } else { cut };
+        (rest[..cut].to_owned(), Some(from + cut))
+    };
+    spend.take(piece.len() * 2);
+    ctx.chunk.text = piece;
+    // Neighbours, nearest first, while they fit (none when the chunk was cut, or
+    // when continuing it).
+    let mut before = std::mem::take(&mut ctx.before);
+    let mut after = std::mem::take(&mut ctx.after);
+    if next.is_none() && from == 0 {
+        // Each side grows outwards from the chunk and stops at the first neighbour
+        // that does not fit, so what is shown is contiguous.
+        let cost = |v: &atlas_runtime::bundle::ChunkView| v.text.len() * 2 + budget::json_bytes(&v.hit) * 2;
+        let (mut nb, mut na) = (0, 0);
+        let (mut open_before, mut open_after) = (true, true);
+        while open_before || open_after {
+            open_after = open_after && na < after.len() && spend.take(cost(&after[na]));
+            na += usize::from(open_after);
+            open_before = open_before && nb < before.len() && spend.take(cost(&before[before.len() - 1 - nb]));
+            nb += usize::from(open_before);
+        }
+        before.drain(..before.len() - nb);
+        after.truncate(na);
+    } else {
+        before.clear();
+        after.clear();
+    }
+    ctx.before = before;
+    ctx.after = after;
+    let next_cursor = next.map(|at| Cursor { at, within: 0 }.encode(key));
+    let mut text = String::new();
+    for v in ctx.before.iter().chain(std::iter::once(&ctx.chunk)).chain(&ctx.after) {
+        let marker = if v.hit.chunk_id == ctx.chunk.hit.chunk_id { "requested chunk" } else { "neighbour" };
+        let part = match (v.hit.chunk_id == ctx.chunk.hit.chunk_id, from, next) {
+            (true, 0, None) => String::new(),
+            (true, f, n) => format!(" (bytes {f}-{} of {})", n.unwrap_or(full.len()), full.len()),
+            _ => String::new(),
+        };
+        text.push_str(&format!("{marker} {}{part} — citation {}\n", inert(&v.hit.chunk_id), inert(&v.hit.citation())));
+        text.push_str(&fence(&format!("{} lines {}-{}", v.hit.path, v.hit.start_line, v.hit.end_line), &v.text));
+    }
+    if let Some(c) = &next_cursor {
+        text.push_str(&budget::more_line(c, max));
+    }
+    output::typed(text, &ChunkOut { chunk: ctx, next_cursor })
 }
 
 /// The longest name the code tools take, in bytes.
@@ -1030,11 +1031,9 @@ impl ServerHandler for RagServer {
         request: rmcp::model::ReadResourceRequestParams,
         context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        let (library, path) = crate::resources::parse(&request.uri).map_err(|e| crate::resources::not_found(&request.uri, &e))?;
-        let bundles = self
-            .libs
-            .select(Some(&library))
-            .map_err(|e| crate::resources::not_found(&request.uri, &e))?;
+        let (library, path) =
+            crate::resources::parse(&request.uri).map_err(|e| crate::resources::not_found(&request.uri, &e))?;
+        let bundles = self.libs.select(Some(&library)).map_err(|e| crate::resources::not_found(&request.uri, &e))?;
         let Some(b) = bundles.into_iter().find(|b| b.library() == library) else {
             return Err(crate::resources::not_found(&request.uri, "name the library as name@version"));
         };

@@ -114,13 +114,11 @@ pub fn resource(library: &str, path: &str) -> Resource {
 
 /// The one template both servers answer.
 pub fn template() -> ResourceTemplate {
-    ResourceTemplate::new(TEMPLATE, "mirror-file")
-        .with_title("A file of a served library's mirror")
-        .with_description(
-            "A documentation page or source file, verbatim, as the bundle's mirror holds it: `library` is \
+    ResourceTemplate::new(TEMPLATE, "mirror-file").with_title("A file of a served library's mirror").with_description(
+        "A documentation page or source file, verbatim, as the bundle's mirror holds it: `library` is \
              name@version (list_libraries or list_publications names them), `path` the file as a search hit or \
              list_files gives it.",
-        )
+    )
 }
 
 /// One page of `resources/list` from `from` (a cursor's position), with the cursor of
@@ -153,15 +151,17 @@ pub fn read_result(uri: &str, path: &str, text: String, context: &Context) -> Re
 
 /// A read's contents.
 pub fn contents(uri: &str, path: &str, text: String) -> ResourceContents {
-    ResourceContents::TextResourceContents { uri: uri.to_owned(), mime_type: Some(mime(path).to_owned()), text, meta: None }
+    ResourceContents::TextResourceContents {
+        uri: uri.to_owned(),
+        mime_type: Some(mime(path).to_owned()),
+        text,
+        meta: None,
+    }
 }
 
 /// The error for a URI that names nothing served (-32002, the URI in `data`).
 pub fn not_found(uri: &str, why: &str) -> ErrorData {
-    ErrorData::resource_not_found(
-        format!("resource not found: {why}"),
-        Some(serde_json::json!({ "uri": uri })),
-    )
+    ErrorData::resource_not_found(format!("resource not found: {why}"), Some(serde_json::json!({ "uri": uri })))
 }
 
 #[cfg(test)]

@@ -159,7 +159,9 @@ async fn code(atlas: &str, bundle: &str) -> Res {
     let call = async |tool: &str, a: Value| -> Res<(f64, Value)> {
         let t = Instant::now();
         let r = c
-            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(a.as_object().cloned().unwrap_or_default()))
+            .call_tool(
+                CallToolRequestParams::new(tool.to_owned()).with_arguments(a.as_object().cloned().unwrap_or_default()),
+            )
             .await?;
         if r.is_error == Some(true) {
             return Err(format!("{tool}: {:?}", r.content).into());

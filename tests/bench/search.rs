@@ -263,7 +263,9 @@ fn synthesize(from: &Path, n: usize, out: &Path, name: &str) -> Res {
         }
     }
     if !defs.is_empty() {
-        use atlas_runtime::symbols::{DEFINITIONS_FILE, REFERENCES_FILE, definitions_to_parquet, references_to_parquet};
+        use atlas_runtime::symbols::{
+            DEFINITIONS_FILE, REFERENCES_FILE, definitions_to_parquet, references_to_parquet,
+        };
         std::fs::write(out.join(DEFINITIONS_FILE), definitions_to_parquet(&defs)?)?;
         std::fs::write(out.join(REFERENCES_FILE), references_to_parquet(&refs)?)?;
         println!("symbol table: {} definitions, {} references", defs.len(), refs.len());

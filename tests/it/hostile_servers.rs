@@ -79,7 +79,8 @@ fn a_line_over_256_kib_is_read_in_byte_windows() {
     rt().block_on(async {
         let c = stdio_client(&["serve", "fs", "--mirror", tmp.path().to_str().unwrap()], &log).await;
         let mut got = String::new();
-        let mut args = json!({"path": "long.md", "end_line": 1});
+        // The largest budget, so that the 256 KiB window is the cap that applies.
+        let mut args = json!({"path": "long.md", "end_line": 1, "max_tokens": 200_000});
         for round in 0.. {
             assert!(round < 10, "no progress");
             let (t, v) = ok(call(&c, "read_file", args.clone()).await);
@@ -87,7 +88,7 @@ fn a_line_over_256_kib_is_read_in_byte_windows() {
             match v["next"].as_object() {
                 Some(n) => {
                     assert!(t.contains(&format!("byte_offset={}", n["byte_offset"])), "{}", &t[t.len() - 300..]);
-                    args = json!({"path": "long.md", "end_line": 1, "start_line": n["start_line"], "byte_offset": n["byte_offset"]});
+                    args = json!({"path": "long.md", "end_line": 1, "start_line": n["start_line"], "byte_offset": n["byte_offset"], "max_tokens": 200_000});
                 }
                 None => break,
             }

@@ -311,7 +311,7 @@ fn plain_mirror_refuses_every_escape_and_caps_reads() {
         let (_, v) = ok(call(&c, "search", json!({"pattern": "secret"})).await);
         assert_eq!(v["matches"].as_array().unwrap().len(), 0);
         // The read cap is stated, with where to continue.
-        let (t, v) = ok(call(&c, "read_file", json!({"path": "guide/long.md"})).await);
+        let (t, v) = ok(call(&c, "read_file", json!({"path": "guide/long.md", "max_tokens": 200000})).await);
         assert_eq!((v["end_line"].as_u64(), v["truncated"].as_bool()), (Some(2000), Some(true)));
         assert!(
             t.contains("truncated: the 2000 lines cap was hit at line 2000; call read_file again with start_line=2001"),

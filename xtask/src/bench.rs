@@ -307,7 +307,12 @@ fn mcp() -> anyhow::Result<()> {
     bench.arg(Profile::Release.bin("atlas")).arg(&bundle).arg(golden());
     status(bench)?;
     // Code intelligence on tfhe-rs (the eval's bundle) and on 50k chunks made from it.
-    let tfhe = local_bundle(&project_root().join("target/eval/tfhe-rs"), "tfhe-rs", "tfhe_rs", &corpora()?.join("tfhe-rs/repo"))?;
+    let tfhe = local_bundle(
+        &project_root().join("target/eval/tfhe-rs"),
+        "tfhe-rs",
+        "tfhe_rs",
+        &corpora()?.join("tfhe-rs/repo"),
+    )?;
     let synth = project_root().join("target/atlas-synthetic-code-50k");
     if !synth.join("manifest.json").is_file() {
         let mut build = example("search_bench");

@@ -64,8 +64,18 @@ impl Args {
     pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
         let (dir, _) = locate(self.bundle, cfg)?;
         if self.symbol || self.references {
-            let b = std::sync::Arc::new(open(&dir, open_options(cfg, OpenOptions { keyword_only: true, ..OpenOptions::default() })?)?);
-            return code_lookup(&b, &self.query, self.symbol, self.symbol_kind.as_deref(), self.language.as_deref(), self.json);
+            let b = std::sync::Arc::new(open(
+                &dir,
+                open_options(cfg, OpenOptions { keyword_only: true, ..OpenOptions::default() })?,
+            )?);
+            return code_lookup(
+                &b,
+                &self.query,
+                self.symbol,
+                self.symbol_kind.as_deref(),
+                self.language.as_deref(),
+                self.json,
+            );
         }
         let keyword_only = self.mode == Mode::Keyword && !self.rerank;
         let b = open(&dir, open_options(cfg, OpenOptions { keyword_only, ..OpenOptions::default() })?)?;

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::{LINE_MAX_CHARS, Lib, SEARCH_MAX_LINE_BYTES};
 
 /// One matching line, with its context lines.
-#[derive(Debug, Serialize, rmcp::schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, rmcp::schemars::JsonSchema)]
 pub struct Match {
     /// The file, as the tools name it.
     pub path: String,

@@ -80,8 +80,11 @@ pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs, budget: usize
     // reply's frame takes some: what is left of the budget, halved, caps the window.
     let budget_cap = budget.saturating_sub(READ_FRAME_BYTES) / 2;
     let byte_cap = READ_MAX_BYTES.min(budget_cap.max(1));
-    let cap_name =
-        if byte_cap < READ_MAX_BYTES { "budget (max_tokens)".to_owned() } else { format!("{} KiB", READ_MAX_BYTES / 1024) };
+    let cap_name = if byte_cap < READ_MAX_BYTES {
+        "budget (max_tokens)".to_owned()
+    } else {
+        format!("{} KiB", READ_MAX_BYTES / 1024)
+    };
     let mut out = String::new();
     let mut end = start - 1;
     let mut cap = None;
@@ -98,8 +101,8 @@ pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs, budget: usize
             cap = Some(cap_name.clone());
             if i == 0 {
                 // One line over the cap: return a piece of it, cut at a char boundary.
-                let cut = floor_boundary(line, byte_cap.saturating_sub(1))
-                    .max(line.chars().next().map_or(0, char::len_utf8));
+                let cut =
+                    floor_boundary(line, byte_cap.saturating_sub(1)).max(line.chars().next().map_or(0, char::len_utf8));
                 out.push_str(&line[..cut]);
                 out.push('\n');
                 end = start;
