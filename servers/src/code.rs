@@ -64,6 +64,16 @@ pub struct RefFile {
     pub references: Vec<RefLine>,
 }
 
+/// One use while a reply is paged: its line, which is what it costs in the reply, and
+/// the file it is in, which the reply groups by.
+#[derive(Debug, Serialize)]
+pub struct Use<'a> {
+    #[serde(skip)]
+    pub file: &'a RefFile,
+    #[serde(flatten)]
+    pub line: &'a RefLine,
+}
+
 /// One symbol of a file's outline.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct OutlineSymbol {

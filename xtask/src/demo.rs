@@ -70,6 +70,10 @@ pub fn run() -> anyhow::Result<()> {
     for (query, args) in [
         ("how does the cache stay consistent after a crash", &["--kind", "docs", "-k", "3"][..]),
         ("KeyBuilder", &["--kind", "code", "-k", "3"][..]),
+        // Code intelligence from the bundle's symbol table (the rag server's
+        // find_symbol and find_references).
+        ("KeyBuilder", &["--symbol"][..]),
+        ("KeyBuilder", &["--references"][..]),
     ] {
         say(&format!("\n$ atlas search {query:?} --bundle {BUNDLE} {}", args.join(" ")));
         let mut search = Command::new(&atlas);

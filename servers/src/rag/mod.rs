@@ -3,18 +3,26 @@
 
 use atlas_runtime::ChunkKind;
 use atlas_runtime::search::{Filters, Fusion};
-use atlas_runtime::{Hit, Mode, SearchOptions};
+use atlas_runtime::{Mode, SearchOptions};
 use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::schemars::JsonSchema;
 use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::budget::{self, Budget, Cursor, Piece, Spend, call_key};
-use crate::code::{self, BY_NAME, OutlineSymbol, RefFile, SymbolOut, SymbolQuery};
+mod reply;
+mod wire;
+
+use reply::{chunk_reply, describe, hit_link, hit_out, hit_text};
+use wire::{
+    BundleInfoOut, ChunkOut, Detail, FindReferencesArgs, FindReferencesOut, FindSymbolArgs, FindSymbolOut,
+    GetChunkArgs, HitOut, LibrariesOut, LibraryArg, LibraryOut, OutlineArgs, OutlineOut, SearchCodeArgs,
+    SearchDocsArgs, SearchOut, SourceOut,
+};
+
+use crate::budget::{self, Budget, Piece, call_key};
+use crate::code::{self, BY_NAME, RefFile, SymbolQuery};
 use crate::library::Libraries;
 use crate::output::{self, fence, inert};
 
@@ -23,312 +31,6 @@ pub struct RagServer {
     libs: Libraries,
     rerank_default: bool,
     tool_router: ToolRouter<Self>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ModeArg {
-    Vector,
-    Keyword,
-    Hybrid,
-}
-
-impl From<ModeArg> for Mode {
-    fn from(m: ModeArg) -> Mode {
-        match m {
-            ModeArg::Vector => Mode::Vector,
-            ModeArg::Keyword => Mode::Keyword,
-            ModeArg::Hybrid => Mode::Hybrid,
-        }
-    }
-}
-
-/// How much of each hit a search reply shows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Detail {
-    /// Where each hit is and how to cite it: no snippet (many hits in few tokens).
-    Brief,
-    /// With a snippet of each hit (the default).
-    #[default]
-    Full,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct SearchDocsArgs {
-    /// A question or keywords, in the user's words.
-    pub query: String,
-    /// hybrid (default: meaning and exact words), vector (meaning) or keyword (exact words, names).
-    #[serde(default)]
-    pub mode: Option<ModeArg>,
-    /// How many hits (default 5, at most 50).
-    #[serde(default)]
-    pub top_k: Option<usize>,
-    /// Only this section (publication), as get_bundle_info lists them.
-    #[serde(default)]
-    pub section: Option<String>,
-    /// Drop hits scoring below this (on the mode's scale: cosine for vector, BM25 for keyword, the fused score for hybrid).
-    #[serde(default)]
-    pub min_score: Option<f32>,
-    /// Rerank the candidates with the cross-encoder (slower, often sharper).
-    #[serde(default)]
-    pub rerank: Option<bool>,
-    /// Only this library, when the server serves several: `name`, `name@version` or
-    /// `name@range` (`^1.2`, `~1`, `>=1, <2`). Without it, every library, merged.
-    #[serde(default)]
-    pub library: Option<String>,
-    /// brief (no snippets) or full (default).
-    #[serde(default)]
-    pub detail: Option<Detail>,
-    #[serde(flatten)]
-    pub budget: Budget,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct SearchCodeArgs {
-    /// What the code does, or an identifier (function, class, type name).
-    pub query: String,
-    /// Only this language (python, rust, javascript, typescript, go, java, …).
-    #[serde(default)]
-    pub language: Option<String>,
-    /// Only this repository (its name or URL).
-    #[serde(default)]
-    pub repo: Option<String>,
-    /// Only this kind of symbol (function, method, class, struct, impl, trait, …).
-    #[serde(default)]
-    pub symbol_kind: Option<String>,
-    /// hybrid (default), vector or keyword.
-    #[serde(default)]
-    pub mode: Option<ModeArg>,
-    /// How many hits (default 5, at most 50).
-    #[serde(default)]
-    pub top_k: Option<usize>,
-    /// Only this library, when the server serves several: `name`, `name@version` or
-    /// `name@range` (`^1.2`, `~1`, `>=1, <2`). Without it, every library, merged.
-    #[serde(default)]
-    pub library: Option<String>,
-    /// brief (no snippets) or full (default).
-    #[serde(default)]
-    pub detail: Option<Detail>,
-    #[serde(flatten)]
-    pub budget: Budget,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct GetChunkArgs {
-    /// The chunk_id of a search hit.
-    pub id: String,
-    /// Also return this many chunks before and after it in the same file (0–5, default 1).
-    #[serde(default)]
-    pub neighbors: Option<usize>,
-    /// The hit's library (needed only when several served libraries hold the chunk).
-    #[serde(default)]
-    pub library: Option<String>,
-    #[serde(flatten)]
-    pub budget: Budget,
-}
-
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-pub struct LibraryArg {
-    /// Which library (`name` or `name@version`); needed only when the server serves several.
-    #[serde(default)]
-    pub library: Option<String>,
-    #[serde(flatten)]
-    pub budget: Budget,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct FindSymbolArgs {
-    /// The name: bare (`compile_torch_model`), qualified (`ServerKey::new`,
-    /// `Model.fit`, `module.function`), a call's `()` aside; with `prefix`, the start
-    /// of a name.
-    pub name: String,
-    /// Every definition whose name starts with `name` (case aside), not just `name`.
-    #[serde(default)]
-    pub prefix: bool,
-    /// Only this kind: function, method, class, struct, enum, trait, interface, type,
-    /// mod, macro, const, static, variable.
-    #[serde(default)]
-    pub kind: Option<String>,
-    /// Only this language (rust, python, javascript, typescript, go, java).
-    #[serde(default)]
-    pub language: Option<String>,
-    /// Only this library (`name`, `name@version` or a range); every library without it.
-    #[serde(default)]
-    pub library: Option<String>,
-    #[serde(flatten)]
-    pub budget: Budget,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct FindReferencesArgs {
-    /// The name whose uses to list (its last segment counts: `Type::method` → `method`).
-    pub name: String,
-    /// Only this library (`name`, `name@version` or a range); every library without it.
-    #[serde(default)]
-    pub library: Option<String>,
-    #[serde(flatten)]
-    pub budget: Budget,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct OutlineArgs {
-    /// The file, as a search hit or find_symbol names it (`<source>/<path>`).
-    pub path: String,
-    /// Its library (needed only when several served libraries hold the path).
-    #[serde(default)]
-    pub library: Option<String>,
-    #[serde(flatten)]
-    pub budget: Budget,
-}
-
-/// A hit as the search tools return it: every field of the hit, its citation, and
-/// its file as a resource.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct HitOut {
-    #[serde(flatten)]
-    pub hit: Hit,
-    /// Where a reader checks it (the page URL with its anchor, or file + lines).
-    pub citation: String,
-    /// The hit's file as a resource (`atlas://{library}/{path}`): resources/read gives it whole.
-    pub uri: String,
-}
-
-/// `search_docs`' and `search_code`'s structured reply.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct SearchOut {
-    pub hits: Vec<HitOut>,
-    /// Libraries that were not searched (a model missing, …) while others answered.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
-    /// Pass it back as `cursor` for the hits the budget left out.
-    pub next_cursor: Option<String>,
-}
-
-/// `get_chunk`'s structured reply.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ChunkOut {
-    #[serde(flatten)]
-    pub chunk: atlas_runtime::bundle::ChunkContext,
-    /// The requested chunk's text was cut at the budget; pass this back as `cursor` for the rest.
-    pub next_cursor: Option<String>,
-}
-
-/// `list_libraries`' structured reply.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct LibrariesOut {
-    pub libraries: Vec<LibraryOut>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub broken: Vec<crate::library::Broken>,
-    pub next_cursor: Option<String>,
-}
-
-/// One source of a library, with its age.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct SourceOut {
-    pub name: String,
-    pub kind: String,
-    pub url: Option<String>,
-    pub commits: Vec<String>,
-    pub files: usize,
-    pub fetched_at: Option<String>,
-    pub age_days: Option<i64>,
-}
-
-/// One served library.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct LibraryOut {
-    /// `name@version`.
-    pub library: String,
-    pub name: String,
-    pub version: String,
-    /// The versions of this name served.
-    pub versions: Vec<String>,
-    pub description: String,
-    pub model: String,
-    pub chunks: usize,
-    pub by_kind: std::collections::BTreeMap<String, usize>,
-    pub built: String,
-    pub built_age_days: Option<i64>,
-    pub sources: Vec<SourceOut>,
-}
-
-/// `get_bundle_info`'s structured reply.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct BundleInfoOut {
-    #[serde(flatten)]
-    pub info: atlas_runtime::bundle::BundleInfo,
-    pub source_age_days: Vec<i64>,
-    pub built_age_days: Option<i64>,
-}
-
-/// `find_symbol`'s structured reply.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct FindSymbolOut {
-    pub name: String,
-    /// Definitions found, in all.
-    pub total: usize,
-    pub definitions: Vec<SymbolOut>,
-    pub next_cursor: Option<String>,
-}
-
-/// `find_references`' structured reply.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct FindReferencesOut {
-    /// The name looked up (the last segment of the one asked).
-    pub name: String,
-    /// Uses found, in all.
-    pub total: usize,
-    pub files: Vec<RefFile>,
-    /// How the uses were found: by name, not by type.
-    pub note: String,
-    pub next_cursor: Option<String>,
-}
-
-/// `get_file_outline`'s structured reply.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct OutlineOut {
-    pub library: String,
-    pub path: String,
-    pub uri: String,
-    pub symbols: Vec<OutlineSymbol>,
-    pub next_cursor: Option<String>,
-}
-
-/// The hit's text block: where it is, how to cite it, and (full) its snippet fenced.
-fn hit_text(i: usize, h: &Hit, detail: Detail) -> String {
-    // Every corpus-derived string outside the fence is made inert (one line, capped).
-    let place = inert(&if h.heading_path.is_empty() { h.title.clone() } else { h.heading_path.join(" > ") });
-    let sym = h.symbol.as_deref().map(|s| format!(" symbol {}", inert(s))).unwrap_or_default();
-    let mut text = format!(
-        "{}. [{:.4}] {place} ({}{sym}, {})\n   citation: {}\n   chunk_id: {}\n",
-        i + 1,
-        h.score,
-        h.kind,
-        h.library,
-        inert(&h.citation()),
-        inert(&h.chunk_id)
-    );
-    if detail == Detail::Full {
-        text.push_str(&fence(&format!("snippet of {} lines {}-{}", h.path, h.start_line, h.end_line), &h.snippet));
-    }
-    text
-}
-
-/// A hit as the reply holds it (`brief`: without its snippet).
-fn hit_out(h: &Hit, detail: Detail) -> HitOut {
-    let mut hit = h.clone();
-    if detail == Detail::Brief {
-        hit.snippet.clear();
-        hit.mentions.clear();
-        hit.mentioned_in.clear();
-    }
-    HitOut { citation: h.citation(), uri: crate::resources::uri(&h.library, &h.path), hit }
-}
-
-/// The hit's file as a resource link (a content block an agent can open).
-fn hit_link(h: &Hit) -> ContentBlock {
-    ContentBlock::resource_link(crate::resources::resource(&h.library, &h.path))
 }
 
 impl RagServer {
@@ -787,14 +489,14 @@ impl RagServer {
                 r.line,
                 r.enclosing.as_deref().map_or_else(|| "module level".to_owned(), inert)
             );
-            Piece { text, item: (f, r) }
+            Piece { text, item: code::Use { file: f, line: r } }
         });
         budget::page(max, from, total, pieces, &key, |kept, next_cursor| {
             let mut text =
                 format!("{total} uses of {} in {} files ({BY_NAME}):\n", inert(&format!("{short:?}")), files.len());
             let mut out = Vec::<RefFile>::new();
             for p in kept {
-                let (f, r) = p.item;
+                let (f, r) = (p.item.file, p.item.line);
                 match out.last_mut() {
                     Some(o) if o.path == f.path && o.library == f.library => o.references.push(r.clone()),
                     _ => {
@@ -877,90 +579,8 @@ impl RagServer {
     }
 }
 
-/// A `get_chunk` reply: the chunk from byte `from` and its neighbours, in a budget of
-/// `max` tokens of which `frame` bytes go to everything but the texts.
-fn chunk_reply(
-    mut ctx: atlas_runtime::bundle::ChunkContext,
-    from: usize,
-    frame: usize,
-    max: usize,
-    key: &str,
-) -> Result<CallToolResult, ErrorData> {
-    let mut spend = Spend::new(max, frame);
-    // The requested chunk from `from` (a byte offset, at a line start), cut at the
-    // last whole line that fits when it does not fit whole. Its text comes twice
-    // (fenced and structured), so it may take half of what is left.
-    let full = std::mem::take(&mut ctx.chunk.text);
-    let rest = full.get(from..).unwrap_or("");
-    let room = spend.left() / 2;
-    let (piece, next) = if rest.len() <= room {
-        (rest.to_owned(), None)
-    } else {
-        let cut = rest[..room.min(rest.len())].rfind('\n').map_or(0, |i| i + 1);
-        let cut = if cut == 0 { floor_char(rest, room.max(1)) } else { cut };
-        (rest[..cut].to_owned(), Some(from + cut))
-    };
-    spend.take(piece.len() * 2);
-    ctx.chunk.text = piece;
-    // Neighbours, nearest first, while they fit (none when the chunk was cut, or
-    // when continuing it).
-    let mut before = std::mem::take(&mut ctx.before);
-    let mut after = std::mem::take(&mut ctx.after);
-    if next.is_none() && from == 0 {
-        // Each side grows outwards from the chunk and stops at the first neighbour
-        // that does not fit, so what is shown is contiguous.
-        let cost = |v: &atlas_runtime::bundle::ChunkView| v.text.len() * 2 + budget::json_bytes(&v.hit) * 2;
-        let (mut nb, mut na) = (0, 0);
-        let (mut open_before, mut open_after) = (true, true);
-        while open_before || open_after {
-            open_after = open_after && na < after.len() && spend.take(cost(&after[na]));
-            na += usize::from(open_after);
-            open_before = open_before && nb < before.len() && spend.take(cost(&before[before.len() - 1 - nb]));
-            nb += usize::from(open_before);
-        }
-        before.drain(..before.len() - nb);
-        after.truncate(na);
-    } else {
-        before.clear();
-        after.clear();
-    }
-    ctx.before = before;
-    ctx.after = after;
-    let next_cursor = next.map(|at| Cursor { at, within: 0 }.encode(key));
-    let mut text = String::new();
-    for v in ctx.before.iter().chain(std::iter::once(&ctx.chunk)).chain(&ctx.after) {
-        let marker = if v.hit.chunk_id == ctx.chunk.hit.chunk_id { "requested chunk" } else { "neighbour" };
-        let part = match (v.hit.chunk_id == ctx.chunk.hit.chunk_id, from, next) {
-            (true, 0, None) => String::new(),
-            (true, f, n) => format!(" (bytes {f}-{} of {})", n.unwrap_or(full.len()), full.len()),
-            _ => String::new(),
-        };
-        text.push_str(&format!("{marker} {}{part} — citation {}\n", inert(&v.hit.chunk_id), inert(&v.hit.citation())));
-        text.push_str(&fence(&format!("{} lines {}-{}", v.hit.path, v.hit.start_line, v.hit.end_line), &v.text));
-    }
-    if let Some(c) = &next_cursor {
-        text.push_str(&budget::more_line(c, max));
-    }
-    output::typed(text, &ChunkOut { chunk: ctx, next_cursor })
-}
-
 /// The longest name the code tools take, in bytes.
 const MAX_NAME_BYTES: usize = 1_024;
-
-/// The largest `i <= at` that is a char boundary of `s`, at least the first char.
-fn floor_char(s: &str, at: usize) -> usize {
-    let mut i = at.min(s.len());
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    if i == 0 { s.chars().next().map_or(0, char::len_utf8) } else { i }
-}
-
-/// A library's description when its manifest has none: what it holds.
-fn describe(info: &atlas_runtime::bundle::BundleInfo) -> String {
-    let sources = info.sources.iter().map(|s| format!("{} ({})", s.name, s.kind)).collect::<Vec<_>>().join(", ");
-    format!("{} {}: {sources}", info.name, info.version)
-}
 
 /// Whole days since the date of an RFC 3339 UTC time (`YYYY-MM-DDTHH:MM:SSZ`).
 pub(crate) fn age_days(t: &str) -> Option<i64> {

@@ -1,0 +1,128 @@
+//! How the rag tools' replies are written: a hit's text block, its structured form and
+//! resource link, and a `get_chunk` reply within a budget.
+
+use atlas_runtime::Hit;
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, ContentBlock};
+
+use super::wire::{ChunkOut, Detail, HitOut};
+use crate::budget::{self, Cursor, Spend};
+use crate::output::{self, fence, inert};
+
+/// The hit's text block: where it is, how to cite it, and (full) its snippet fenced.
+pub(super) fn hit_text(i: usize, h: &Hit, detail: Detail) -> String {
+    // Every corpus-derived string outside the fence is made inert (one line, capped).
+    let place = inert(&if h.heading_path.is_empty() { h.title.clone() } else { h.heading_path.join(" > ") });
+    let sym = h.symbol.as_deref().map(|s| format!(" symbol {}", inert(s))).unwrap_or_default();
+    let mut text = format!(
+        "{}. [{:.4}] {place} ({}{sym}, {})\n   citation: {}\n   chunk_id: {}\n",
+        i + 1,
+        h.score,
+        h.kind,
+        h.library,
+        inert(&h.citation()),
+        inert(&h.chunk_id)
+    );
+    if detail == Detail::Full {
+        text.push_str(&fence(&format!("snippet of {} lines {}-{}", h.path, h.start_line, h.end_line), &h.snippet));
+    }
+    text
+}
+
+/// A hit as the reply holds it (`brief`: without its snippet).
+pub(super) fn hit_out(h: &Hit, detail: Detail) -> HitOut {
+    let mut hit = h.clone();
+    if detail == Detail::Brief {
+        hit.snippet.clear();
+        hit.mentions.clear();
+        hit.mentioned_in.clear();
+    }
+    HitOut { citation: h.citation(), uri: crate::resources::uri(&h.library, &h.path), hit }
+}
+
+/// The hit's file as a resource link (a content block an agent can open).
+pub(super) fn hit_link(h: &Hit) -> ContentBlock {
+    ContentBlock::resource_link(crate::resources::resource(&h.library, &h.path))
+}
+
+/// A `get_chunk` reply: the chunk from byte `from` and its neighbours, in a budget of
+/// `max` tokens of which `frame` bytes go to everything but the texts.
+pub(super) fn chunk_reply(
+    mut ctx: atlas_runtime::bundle::ChunkContext,
+    from: usize,
+    frame: usize,
+    max: usize,
+    key: &str,
+) -> Result<CallToolResult, ErrorData> {
+    let mut spend = Spend::new(max, frame);
+    // The requested chunk from `from` (a byte offset, at a line start), cut at the
+    // last whole line that fits when it does not fit whole. Its text comes twice
+    // (fenced and structured), so it may take half of what is left.
+    let full = std::mem::take(&mut ctx.chunk.text);
+    let rest = full.get(from..).unwrap_or("");
+    let room = spend.left() / 2;
+    let (piece, next) = if rest.len() <= room {
+        (rest.to_owned(), None)
+    } else {
+        let cut = rest[..room.min(rest.len())].rfind('\n').map_or(0, |i| i + 1);
+        let cut = if cut == 0 { floor_char(rest, room.max(1)) } else { cut };
+        (rest[..cut].to_owned(), Some(from + cut))
+    };
+    spend.take(piece.len() * 2);
+    ctx.chunk.text = piece;
+    // Neighbours, nearest first, while they fit (none when the chunk was cut, or
+    // when continuing it).
+    let mut before = std::mem::take(&mut ctx.before);
+    let mut after = std::mem::take(&mut ctx.after);
+    if next.is_none() && from == 0 {
+        // Each side grows outwards from the chunk and stops at the first neighbour
+        // that does not fit, so what is shown is contiguous.
+        let cost = |v: &atlas_runtime::bundle::ChunkView| v.text.len() * 2 + budget::json_bytes(&v.hit) * 2;
+        let (mut nb, mut na) = (0, 0);
+        let (mut open_before, mut open_after) = (true, true);
+        while open_before || open_after {
+            open_after = open_after && na < after.len() && spend.take(cost(&after[na]));
+            na += usize::from(open_after);
+            open_before = open_before && nb < before.len() && spend.take(cost(&before[before.len() - 1 - nb]));
+            nb += usize::from(open_before);
+        }
+        before.drain(..before.len() - nb);
+        after.truncate(na);
+    } else {
+        before.clear();
+        after.clear();
+    }
+    ctx.before = before;
+    ctx.after = after;
+    let next_cursor = next.map(|at| Cursor { at, within: 0 }.encode(key));
+    let mut text = String::new();
+    for v in ctx.before.iter().chain(std::iter::once(&ctx.chunk)).chain(&ctx.after) {
+        let marker = if v.hit.chunk_id == ctx.chunk.hit.chunk_id { "requested chunk" } else { "neighbour" };
+        let part = match (v.hit.chunk_id == ctx.chunk.hit.chunk_id, from, next) {
+            (true, 0, None) => String::new(),
+            (true, f, n) => format!(" (bytes {f}-{} of {})", n.unwrap_or(full.len()), full.len()),
+            _ => String::new(),
+        };
+        text.push_str(&format!("{marker} {}{part} — citation {}\n", inert(&v.hit.chunk_id), inert(&v.hit.citation())));
+        text.push_str(&fence(&format!("{} lines {}-{}", v.hit.path, v.hit.start_line, v.hit.end_line), &v.text));
+    }
+    if let Some(c) = &next_cursor {
+        text.push_str(&budget::more_line(c, max));
+    }
+    output::typed(text, &ChunkOut { chunk: ctx, next_cursor })
+}
+
+/// The largest `i <= at` that is a char boundary of `s`, at least the first char.
+pub(super) fn floor_char(s: &str, at: usize) -> usize {
+    let mut i = at.min(s.len());
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    if i == 0 { s.chars().next().map_or(0, char::len_utf8) } else { i }
+}
+
+/// A library's description when its manifest has none: what it holds.
+pub(super) fn describe(info: &atlas_runtime::bundle::BundleInfo) -> String {
+    let sources = info.sources.iter().map(|s| format!("{} ({})", s.name, s.kind)).collect::<Vec<_>>().join(", ");
+    format!("{} {}: {sources}", info.name, info.version)
+}

@@ -1,0 +1,279 @@
+//! What the rag tools take and return: their arguments and the typed replies their
+//! output schemas are generated from.
+
+use atlas_runtime::{Hit, Mode};
+use rmcp::schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::budget::Budget;
+use crate::code::{OutlineSymbol, RefFile, SymbolOut};
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ModeArg {
+    Vector,
+    Keyword,
+    Hybrid,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
+        match m {
+            ModeArg::Vector => Mode::Vector,
+            ModeArg::Keyword => Mode::Keyword,
+            ModeArg::Hybrid => Mode::Hybrid,
+        }
+    }
+}
+
+/// How much of each hit a search reply shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Detail {
+    /// Where each hit is and how to cite it: no snippet (many hits in few tokens).
+    Brief,
+    /// With a snippet of each hit (the default).
+    #[default]
+    Full,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SearchDocsArgs {
+    /// A question or keywords, in the user's words.
+    pub query: String,
+    /// hybrid (default: meaning and exact words), vector (meaning) or keyword (exact words, names).
+    #[serde(default)]
+    pub mode: Option<ModeArg>,
+    /// How many hits (default 5, at most 50).
+    #[serde(default)]
+    pub top_k: Option<usize>,
+    /// Only this section (publication), as get_bundle_info lists them.
+    #[serde(default)]
+    pub section: Option<String>,
+    /// Drop hits scoring below this (on the mode's scale: cosine for vector, BM25 for keyword, the fused score for hybrid).
+    #[serde(default)]
+    pub min_score: Option<f32>,
+    /// Rerank the candidates with the cross-encoder (slower, often sharper).
+    #[serde(default)]
+    pub rerank: Option<bool>,
+    /// Only this library, when the server serves several: `name`, `name@version` or
+    /// `name@range` (`^1.2`, `~1`, `>=1, <2`). Without it, every library, merged.
+    #[serde(default)]
+    pub library: Option<String>,
+    /// brief (no snippets) or full (default).
+    #[serde(default)]
+    pub detail: Option<Detail>,
+    #[serde(flatten)]
+    pub budget: Budget,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SearchCodeArgs {
+    /// What the code does, or an identifier (function, class, type name).
+    pub query: String,
+    /// Only this language (python, rust, javascript, typescript, go, java, …).
+    #[serde(default)]
+    pub language: Option<String>,
+    /// Only this repository (its name or URL).
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// Only this kind of symbol (function, method, class, struct, impl, trait, …).
+    #[serde(default)]
+    pub symbol_kind: Option<String>,
+    /// hybrid (default), vector or keyword.
+    #[serde(default)]
+    pub mode: Option<ModeArg>,
+    /// How many hits (default 5, at most 50).
+    #[serde(default)]
+    pub top_k: Option<usize>,
+    /// Only this library, when the server serves several: `name`, `name@version` or
+    /// `name@range` (`^1.2`, `~1`, `>=1, <2`). Without it, every library, merged.
+    #[serde(default)]
+    pub library: Option<String>,
+    /// brief (no snippets) or full (default).
+    #[serde(default)]
+    pub detail: Option<Detail>,
+    #[serde(flatten)]
+    pub budget: Budget,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetChunkArgs {
+    /// The chunk_id of a search hit.
+    pub id: String,
+    /// Also return this many chunks before and after it in the same file (0–5, default 1).
+    #[serde(default)]
+    pub neighbors: Option<usize>,
+    /// The hit's library (needed only when several served libraries hold the chunk).
+    #[serde(default)]
+    pub library: Option<String>,
+    #[serde(flatten)]
+    pub budget: Budget,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct LibraryArg {
+    /// Which library (`name` or `name@version`); needed only when the server serves several.
+    #[serde(default)]
+    pub library: Option<String>,
+    #[serde(flatten)]
+    pub budget: Budget,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FindSymbolArgs {
+    /// The name: bare (`compile_torch_model`), qualified (`ServerKey::new`,
+    /// `Model.fit`, `module.function`), a call's `()` aside; with `prefix`, the start
+    /// of a name.
+    pub name: String,
+    /// Every definition whose name starts with `name` (case aside), not just `name`.
+    #[serde(default)]
+    pub prefix: bool,
+    /// Only this kind: function, method, class, struct, enum, trait, interface, type,
+    /// mod, macro, const, static, variable.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Only this language (rust, python, javascript, typescript, go, java).
+    #[serde(default)]
+    pub language: Option<String>,
+    /// Only this library (`name`, `name@version` or a range); every library without it.
+    #[serde(default)]
+    pub library: Option<String>,
+    #[serde(flatten)]
+    pub budget: Budget,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FindReferencesArgs {
+    /// The name whose uses to list (its last segment counts: `Type::method` → `method`).
+    pub name: String,
+    /// Only this library (`name`, `name@version` or a range); every library without it.
+    #[serde(default)]
+    pub library: Option<String>,
+    #[serde(flatten)]
+    pub budget: Budget,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct OutlineArgs {
+    /// The file, as a search hit or find_symbol names it (`<source>/<path>`).
+    pub path: String,
+    /// Its library (needed only when several served libraries hold the path).
+    #[serde(default)]
+    pub library: Option<String>,
+    #[serde(flatten)]
+    pub budget: Budget,
+}
+
+/// A hit as the search tools return it: every field of the hit, its citation, and
+/// its file as a resource.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HitOut {
+    #[serde(flatten)]
+    pub hit: Hit,
+    /// Where a reader checks it (the page URL with its anchor, or file + lines).
+    pub citation: String,
+    /// The hit's file as a resource (`atlas://{library}/{path}`): resources/read gives it whole.
+    pub uri: String,
+}
+
+/// `search_docs`' and `search_code`'s structured reply.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SearchOut {
+    pub hits: Vec<HitOut>,
+    /// Libraries that were not searched (a model missing, …) while others answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// Pass it back as `cursor` for the hits the budget left out.
+    pub next_cursor: Option<String>,
+}
+
+/// `get_chunk`'s structured reply.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ChunkOut {
+    #[serde(flatten)]
+    pub chunk: atlas_runtime::bundle::ChunkContext,
+    /// The requested chunk's text was cut at the budget; pass this back as `cursor` for the rest.
+    pub next_cursor: Option<String>,
+}
+
+/// `list_libraries`' structured reply.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct LibrariesOut {
+    pub libraries: Vec<LibraryOut>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub broken: Vec<crate::library::Broken>,
+    pub next_cursor: Option<String>,
+}
+
+/// One source of a library, with its age.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SourceOut {
+    pub name: String,
+    pub kind: String,
+    pub url: Option<String>,
+    pub commits: Vec<String>,
+    pub files: usize,
+    pub fetched_at: Option<String>,
+    pub age_days: Option<i64>,
+}
+
+/// One served library.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct LibraryOut {
+    /// `name@version`.
+    pub library: String,
+    pub name: String,
+    pub version: String,
+    /// The versions of this name served.
+    pub versions: Vec<String>,
+    pub description: String,
+    pub model: String,
+    pub chunks: usize,
+    pub by_kind: std::collections::BTreeMap<String, usize>,
+    pub built: String,
+    pub built_age_days: Option<i64>,
+    pub sources: Vec<SourceOut>,
+}
+
+/// `get_bundle_info`'s structured reply.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BundleInfoOut {
+    #[serde(flatten)]
+    pub info: atlas_runtime::bundle::BundleInfo,
+    pub source_age_days: Vec<i64>,
+    pub built_age_days: Option<i64>,
+}
+
+/// `find_symbol`'s structured reply.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FindSymbolOut {
+    pub name: String,
+    /// Definitions found, in all.
+    pub total: usize,
+    pub definitions: Vec<SymbolOut>,
+    pub next_cursor: Option<String>,
+}
+
+/// `find_references`' structured reply.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FindReferencesOut {
+    /// The name looked up (the last segment of the one asked).
+    pub name: String,
+    /// Uses found, in all.
+    pub total: usize,
+    pub files: Vec<RefFile>,
+    /// How the uses were found: by name, not by type.
+    pub note: String,
+    pub next_cursor: Option<String>,
+}
+
+/// `get_file_outline`'s structured reply.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OutlineOut {
+    pub library: String,
+    pub path: String,
+    pub uri: String,
+    pub symbols: Vec<OutlineSymbol>,
+    pub next_cursor: Option<String>,
+}
