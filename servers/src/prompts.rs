@@ -186,7 +186,7 @@ pub fn get(
             for v in [&from, &to] {
                 libs.select(Some(&format!("{l}@{v}"))).map_err(|e| ErrorData::invalid_params(e, None))?;
             }
-            let topic = get_arg(args, "topic", false)?.map_or_else(|| "everything they document".to_owned(), |t| t);
+            let topic = get_arg(args, "topic", false)?.unwrap_or_else(|| "everything they document".to_owned());
             format!(
                 "Compare {l} {from} with {l} {to} on: {topic}.\n\n\
                  1. Search each version on its own: search_docs and search_code with library=\"{l}@{from}\", then \

@@ -474,7 +474,7 @@ fn resources_are_listed_paged_read_and_refuse_every_traversal() {
             let page =
                 c.list_resources(Some(PaginatedRequestParams::default().with_cursor(cursor.clone()))).await.unwrap();
             assert!(page.resources.len() <= 200);
-            all.extend(page.resources.into_iter().map(|r| r.uri.clone()));
+            all.extend(page.resources.into_iter().map(|r| r.uri));
             cursor = page.next_cursor;
             if cursor.is_none() {
                 break;

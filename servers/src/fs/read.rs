@@ -98,7 +98,7 @@ pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs, budget: usize
             break;
         }
         if out.len() + line.len() + 1 > byte_cap {
-            cap = Some(cap_name.clone());
+            cap = Some(cap_name);
             if i == 0 {
                 // One line over the cap: return a piece of it, cut at a char boundary.
                 let cut =

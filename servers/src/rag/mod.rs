@@ -111,12 +111,12 @@ impl RagServer {
             let links = kept.iter().map(|p| p.item.1.clone()).collect();
             output::typed_with(text, &SearchOut { hits, warnings: failed.clone(), next_cursor }, links)
         };
-        let r = budget::page(max, skip, total, pieces(detail), &key, &render)?;
+        let r = budget::page(max, skip, total, pieces(detail), &key, render)?;
         if budget::fits(&r, max) || detail == Detail::Brief {
             return Ok(r);
         }
         // Not even one whole hit fits: the first comes brief (its place and citation).
-        let r = budget::page(max, skip, total, pieces(Detail::Brief), &key, &render)?;
+        let r = budget::page(max, skip, total, pieces(Detail::Brief), &key, render)?;
         if budget::fits(&r, max) {
             return Ok(r);
         }
@@ -297,7 +297,7 @@ impl RagServer {
                     description,
                     model: info.model.clone(),
                     chunks: info.chunks,
-                    by_kind: info.by_kind.clone(),
+                    by_kind: info.by_kind,
                     built: m.created.clone(),
                     built_age_days: built_age,
                     sources,
