@@ -70,7 +70,11 @@ pub struct Fs {
 impl Fs {
     /// The fs view of a bundle: its mirror, checked against its manifest.
     pub fn bundle(dir: &Path) -> anyhow::Result<Fs> {
-        let manifest = atlas_runtime::manifest::read_manifest(dir)?;
+        Fs::with_manifest(dir, atlas_runtime::manifest::read_manifest(dir)?)
+    }
+
+    /// [`Fs::bundle`] with the manifest already read (and verified) by an open bundle.
+    pub fn with_manifest(dir: &Path, manifest: atlas_runtime::manifest::Manifest) -> anyhow::Result<Fs> {
         let hashes = manifest
             .artifacts
             .iter()
@@ -431,14 +435,11 @@ impl FsServer {
             Ok(c) => c,
             Err(e) => return e,
         };
-        let pieces: Vec<Piece<Publication>> = counts
-            .iter()
-            .skip(from)
-            .map(|(p, n)| Piece {
-                text: format!("- {p} ({n} files)\n"),
-                item: Publication { publication: p.clone(), files: *n },
-            })
-            .collect();
+        // Made only as far as the budget reaches (`budget::page`).
+        let pieces = counts.iter().skip(from).map(|(p, n)| Piece {
+            text: format!("- {p} ({n} files)\n"),
+            item: Publication { publication: p.clone(), files: *n },
+        });
         budget::page(max, from, counts.len(), pieces, &key, |kept, next_cursor| {
             let mut text = format!("{} publications:\n", counts.len());
             text.extend(kept.iter().map(|p| p.text.as_str()));
@@ -497,12 +498,8 @@ impl FsServer {
             .filter(|(f, _)| glob.as_ref().is_none_or(|g| g.is_match(f.as_str())))
             .map(|(f, _)| f)
             .collect();
-        let pieces: Vec<Piece<&String>> = matching
-            .iter()
-            .skip(offset)
-            .take(limit)
-            .map(|f| Piece { text: format!("{}\n", shown(f)), item: *f })
-            .collect();
+        let pieces =
+            matching.iter().skip(offset).take(limit).map(|f| Piece { text: format!("{}\n", shown(f)), item: *f });
         // `limit` bounds the page as `total` would: a page that ends at it still
         // continues, by offset or cursor.
         budget::page(max, offset, matching.len(), pieces, &key, |kept, next_cursor| {
@@ -643,21 +640,17 @@ impl FsServer {
             return tool_error("search cancelled");
         }
         let all = matches.len();
-        let pieces: Vec<Piece<grep::Match>> = matches
-            .into_iter()
-            .skip(skip)
-            .map(|m| {
-                let mut lines = String::new();
-                for (n, l) in &m.before {
-                    lines.push_str(&format!("{}-{n}- {l}\n", shown(&m.path)));
-                }
-                lines.push_str(&format!("{}:{}: {}\n", shown(&m.path), m.line, m.text));
-                for (n, l) in &m.after {
-                    lines.push_str(&format!("{}-{n}- {l}\n", shown(&m.path)));
-                }
-                Piece { text: lines, item: m }
-            })
-            .collect();
+        let pieces = matches.into_iter().skip(skip).map(|m| {
+            let mut lines = String::new();
+            for (n, l) in &m.before {
+                lines.push_str(&format!("{}-{n}- {l}\n", shown(&m.path)));
+            }
+            lines.push_str(&format!("{}:{}: {}\n", shown(&m.path), m.line, m.text));
+            for (n, l) in &m.after {
+                lines.push_str(&format!("{}-{n}- {l}\n", shown(&m.path)));
+            }
+            Piece { text: lines, item: m }
+        });
         budget::page(max_tokens, skip, all, pieces, &key, |kept, next_cursor| {
             let shown_to = skip + kept.len();
             let from = if skip > 0 { format!(" (matches {}-{shown_to} of {all})", skip + 1) } else { String::new() };

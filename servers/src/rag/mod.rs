@@ -254,57 +254,53 @@ impl RagServer {
             Err(e) => return Ok(output::error(e)),
         };
         let broken = self.libs.broken().to_vec();
-        let pieces: Vec<Piece<LibraryOut>> = bundles
-            .iter()
-            .skip(from)
-            .map(|b| {
-                let m = &b.manifest;
-                let info = b.info();
-                let versions: Vec<String> =
-                    bundles.iter().filter(|o| o.manifest.name == m.name).map(|o| o.manifest.version.clone()).collect();
-                let built_age = age_days(&m.created);
-                let description = m.description.clone().unwrap_or_else(|| describe(&info));
-                // A bundle's manifest is untrusted text too: one inert line per library.
-                let line = format!(
-                    "- {} — {}; {} chunks ({}); model {}; built {}{}; versions served: {}\n",
-                    inert(&b.library()),
-                    inert(&description),
-                    info.chunks,
-                    inert(&info.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")),
-                    inert(&info.model),
-                    inert(&m.created),
-                    built_age.map(|d| format!(" ({d} days ago)")).unwrap_or_default(),
-                    inert(&versions.join(", ")),
-                );
-                let sources = m
-                    .sources
-                    .iter()
-                    .map(|s| SourceOut {
-                        name: s.name.clone(),
-                        kind: s.kind.clone(),
-                        url: s.url.clone(),
-                        commits: s.commits.clone(),
-                        files: s.files,
-                        fetched_at: s.fetched_at.clone(),
-                        age_days: s.fetched_at.as_deref().and_then(age_days),
-                    })
-                    .collect();
-                let item = LibraryOut {
-                    library: b.library(),
-                    name: m.name.clone(),
-                    version: m.version.clone(),
-                    versions,
-                    description,
-                    model: info.model.clone(),
-                    chunks: info.chunks,
-                    by_kind: info.by_kind,
-                    built: m.created.clone(),
-                    built_age_days: built_age,
-                    sources,
-                };
-                Piece { text: line, item }
-            })
-            .collect();
+        let pieces = bundles.iter().skip(from).map(|b| {
+            let m = &b.manifest;
+            let info = b.info();
+            let versions: Vec<String> =
+                bundles.iter().filter(|o| o.manifest.name == m.name).map(|o| o.manifest.version.clone()).collect();
+            let built_age = age_days(&m.created);
+            let description = m.description.clone().unwrap_or_else(|| describe(&info));
+            // A bundle's manifest is untrusted text too: one inert line per library.
+            let line = format!(
+                "- {} — {}; {} chunks ({}); model {}; built {}{}; versions served: {}\n",
+                inert(&b.library()),
+                inert(&description),
+                info.chunks,
+                inert(&info.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")),
+                inert(&info.model),
+                inert(&m.created),
+                built_age.map(|d| format!(" ({d} days ago)")).unwrap_or_default(),
+                inert(&versions.join(", ")),
+            );
+            let sources = m
+                .sources
+                .iter()
+                .map(|s| SourceOut {
+                    name: s.name.clone(),
+                    kind: s.kind.clone(),
+                    url: s.url.clone(),
+                    commits: s.commits.clone(),
+                    files: s.files,
+                    fetched_at: s.fetched_at.clone(),
+                    age_days: s.fetched_at.as_deref().and_then(age_days),
+                })
+                .collect();
+            let item = LibraryOut {
+                library: b.library(),
+                name: m.name.clone(),
+                version: m.version.clone(),
+                versions,
+                description,
+                model: info.model.clone(),
+                chunks: info.chunks,
+                by_kind: info.by_kind,
+                built: m.created.clone(),
+                built_age_days: built_age,
+                sources,
+            };
+            Piece { text: line, item }
+        });
         budget::page(max, from, bundles.len(), pieces, &key, |kept, next_cursor| {
             let mut text = match broken.len() {
                 0 => format!("{} libraries:\n", bundles.len()),
@@ -657,9 +653,9 @@ impl ServerHandler for RagServer {
         let Some(b) = bundles.into_iter().find(|b| b.library() == library) else {
             return Err(crate::resources::not_found(&request.uri, "name the library as name@version"));
         };
-        let dir = b.dir.clone();
         let read = tokio::task::spawn_blocking(move || -> Result<String, String> {
-            let fs = crate::fs::Fs::bundle(&dir).map_err(|e| format!("{e:#}"))?;
+            // The open bundle's verified manifest, not a second read of the file.
+            let fs = crate::fs::Fs::with_manifest(&b.dir, b.manifest.clone()).map_err(|e| format!("{e:#}"))?;
             let shown_path = format!("{library}/{}", crate::fs::shown(&path));
             let (bytes, _) = crate::fs::read_checked(&fs, &path, &shown_path)?;
             Ok(String::from_utf8_lossy(&bytes).into_owned())
