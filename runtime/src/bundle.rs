@@ -230,7 +230,7 @@ impl Bundle {
             )));
         }
         let model_dir = opts.model_dir.clone().unwrap_or_else(|| model::model_dir(spec.id));
-        if !opts.keyword_only && !model_dir.join("model.onnx").is_file() {
+        if !opts.keyword_only && !model::model_file(spec, &model_dir, "model.onnx").is_file() {
             return Err(Error::Model(format!(
                 "the bundle's model {} is not provisioned in {}; run `atlas setup` (or open keyword-only)",
                 spec.id,

@@ -202,7 +202,7 @@ impl Encoder {
     /// Loads `spec` from `dir` (model.onnx, tokenizer.json), checking pinned hashes.
     pub fn load(spec: &'static ModelSpec, dir: &Path, lib: &Path, opts: &EncoderOptions) -> Result<Encoder> {
         let file = |name: &str| -> Result<PathBuf> {
-            let p = dir.join(name);
+            let p = crate::model::model_file(spec, dir, name);
             if !p.is_file() {
                 return Err(Error::Model(format!(
                     "model {} is missing {} in {}; run `atlas setup` to provision it",
@@ -221,11 +221,11 @@ impl Encoder {
                 let got = if f.name == "model.onnx" {
                     model_sha256.clone()
                 } else {
-                    crate::hash::sha256_file(&dir.join(f.name))?
+                    crate::hash::sha256_file(&crate::model::model_file(spec, dir, f.name))?
                 };
                 if got != want {
                     return Err(Error::DataCorruption {
-                        path: dir.join(f.name),
+                        path: crate::model::model_file(spec, dir, f.name),
                         reason: format!("sha256 {got}, expected {want}; delete it and run `atlas setup`"),
                     });
                 }

@@ -14,6 +14,7 @@ pub mod failpoint;
 pub mod hash;
 pub mod hit;
 pub mod hnsw;
+pub mod install;
 pub mod int8;
 pub mod manifest;
 pub mod model;

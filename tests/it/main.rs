@@ -19,6 +19,7 @@ mod layout;
 mod libraries;
 mod mcp;
 mod pack;
+mod package;
 mod remote_cache;
 mod search;
 mod snapshots;

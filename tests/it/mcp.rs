@@ -497,7 +497,22 @@ fn readme_editor_snippets_start_working_servers() {
         .skip(1)
         .map(|b| serde_json::from_str(b.split("```").next().unwrap()).unwrap_or_else(|e| panic!("{e}: {b}")))
         .collect();
-    assert_eq!(blocks.len(), 4, "Claude Desktop, Cursor, Zed, opencode");
+    assert_eq!(blocks.len(), 6, "uvx, npx, then Claude Desktop, Cursor, Zed, opencode");
+    // The uvx and npx forms come first: the same servers, run from the packages
+    // (tests/it/package.rs runs those packages).
+    for (b, command, lead) in
+        [(&blocks[0], "uvx", vec!["atlas-mcp-server"]), (&blocks[1], "npx", vec!["-y", "atlas-mcp-server"])]
+    {
+        let servers = b["mcpServers"].as_object().unwrap();
+        assert_eq!(servers.len(), 2);
+        for s in servers.values() {
+            assert_eq!(s["command"], command);
+            let args: Vec<&str> = s["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+            assert_eq!(args[..lead.len()], lead[..], "{s}");
+            assert_eq!(args[lead.len()], "serve");
+        }
+    }
+    let blocks = &blocks[2..];
     // (command, args) of every server entry, by each client's format.
     let mut commands: Vec<(String, Vec<String>)> = Vec::new();
     let strs =

@@ -8,6 +8,7 @@ mod bench;
 mod ci;
 mod demo;
 mod eval;
+mod package;
 mod setup;
 mod test;
 
@@ -40,6 +41,9 @@ enum Cmd {
     Bench(bench::Args),
     /// Retrieval quality per mode on the development sets in xtask/eval/ (needs ATLAS_CORPORA).
     Eval(eval::Args),
+    /// Build what a release ships into target/package/: the archive, the wheel, the npm
+    /// packages, the MCP registry entry and install.sh, each with its sha256.
+    Package(package::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +58,7 @@ fn main() -> ExitCode {
                 Cmd::Demo => demo::run(),
                 Cmd::Bench(args) => bench::run(&args),
                 Cmd::Eval(args) => eval::run(&args),
+                Cmd::Package(args) => package::run(&args),
             },
         );
     match r {

@@ -39,7 +39,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if args.setup {
         crate::setup::provision(crate::Profile::Debug)?;
     }
+    let packaged = if args.fast { None } else { package_for_tests()? };
     let mut cmd = cargo();
+    if let Some(dir) = &packaged {
+        cmd.env("ATLAS_PACKAGE_DIR", dir);
+    }
     // The same features as the binaries' build, so nothing is compiled twice.
     cmd.args(["test", "--locked", "--features", crate::TEST_FEATURES]);
     if !args.cargo_args.iter().any(|a| a == "-p" || a.starts_with("--package")) {
@@ -82,6 +86,29 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         passed.saturating_sub(skipped)
     ));
     Ok(())
+}
+
+/// The packages of the build under test (`cargo xtask package --bins target/debug
+/// --fast`), for the tests that install them; None, said, when they cannot be made
+/// here (the model not provisioned), unless ATLAS_REQUIRE_PACKAGE.
+fn package_for_tests() -> anyhow::Result<Option<std::path::PathBuf>> {
+    let root = crate::project_root();
+    let out = root.join("target").join("package-test");
+    let _ = std::fs::remove_dir_all(&out);
+    let args = crate::package::Args {
+        bins: Some(root.join("target").join("debug")),
+        out: Some(out.clone()),
+        fast: true,
+        ..crate::package::Args::default()
+    };
+    match crate::package::run(&args) {
+        Ok(()) => Ok(Some(out)),
+        Err(e) if std::env::var_os("ATLAS_REQUIRE_PACKAGE").is_none() => {
+            eprintln!("xtask: could not package the build ({e:#}); the package tests will be skipped");
+            Ok(None)
+        }
+        Err(e) => Err(e.context("packaging the build for the tests")),
+    }
 }
 
 /// What the tests reported skipped (`atlas_e2e::skip`): whole tests and single checks,
