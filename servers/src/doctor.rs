@@ -49,7 +49,11 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
             "onnxruntime",
             Status::Fail,
             format!("not found at {} ({})", lib.display(), from.describe()),
-            "run `atlas setup`",
+            if model::ORT.is_some() {
+                "run `atlas setup`"
+            } else {
+                "PyPI has no ONNX Runtime for this platform: set ORT_DYLIB_PATH to a build of ONNX Runtime ≥ 1.32"
+            },
         ));
         None
     } else {

@@ -95,6 +95,44 @@ pub fn windows(ids: &[u32], size: usize, overlap: usize) -> Vec<&[u32]> {
     out
 }
 
+/// How windows (sorted by length) are grouped into forward passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchBy {
+    /// At most this many windows a batch.
+    Count(usize),
+    /// At most this many tokens a batch, padding included ([CLS] and [SEP] counted):
+    /// many short windows together, few long ones.
+    Tokens(usize),
+}
+
+impl BatchBy {
+    /// Consecutive ranges over windows of these lengths (ascending), one per batch.
+    pub fn split(self, lengths: &[usize]) -> Vec<std::ops::Range<usize>> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < lengths.len() {
+            let mut end = start + 1;
+            match self {
+                BatchBy::Count(n) => end = (start + n.max(1)).min(lengths.len()),
+                BatchBy::Tokens(budget) => {
+                    let mut longest = lengths[start] + 2;
+                    while end < lengths.len() {
+                        let l = longest.max(lengths[end] + 2);
+                        if l * (end + 1 - start) > budget {
+                            break;
+                        }
+                        longest = l;
+                        end += 1;
+                    }
+                }
+            }
+            out.push(start..end);
+            start = end;
+        }
+        out
+    }
+}
+
 #[derive(Debug)]
 pub struct Embed;
 
@@ -297,6 +335,16 @@ pub fn with_header(r: &atlas_runtime::chunk_table::ChunkRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_by_count_and_by_tokens_cover_every_window_once() {
+        let lengths = [3, 3, 5, 10, 10, 30, 100, 254, 254];
+        assert_eq!(BatchBy::Count(4).split(&lengths), vec![0..4, 4..8, 8..9]);
+        // 64 tokens: padded to the longest (+2), never over the budget unless one window alone is.
+        let b = BatchBy::Tokens(64).split(&lengths);
+        assert_eq!(b, vec![0..5, 5..6, 6..7, 7..8, 8..9]);
+        assert!(BatchBy::Count(3).split(&[]).is_empty());
+    }
 
     #[test]
     fn windows_overlap_and_cover_everything() {

@@ -1,0 +1,173 @@
+//! Embed-stage variants over one bundle's chunks, side by side in one run (`cargo xtask
+//! bench embed-variants`): the same windows (the stage's header, prefix, window and
+//! overlap), each variant timed over all of them, its vectors compared with the
+//! stage's own loop (the first row). Prints one row per variant:
+//! `variant  windows  tokens  seconds  tokens/s  ms/chunk  min-cosine-vs-first`.
+//!
+//! Usage: embed_bench CHUNKS_PARQUET MODEL_DIR ORT_LIB [LIMIT]
+
+use std::path::Path;
+use std::time::Instant;
+
+use atlas_runtime::encoder::{Encoder, EncoderOptions};
+use atlas_runtime::model;
+use atlas_stages::embed::{BatchBy, windows, with_header};
+
+struct Job<'a> {
+    chunk: usize,
+    ids: &'a [u32],
+}
+
+/// One way to run the stage's loop.
+struct Variant {
+    name: String,
+    sessions: usize,
+    threads_each: usize,
+    batch: BatchBy,
+    overlap: usize,
+}
+
+#[allow(clippy::print_stdout)]
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (Some(parquet), Some(model_dir), Some(ort)) = (args.get(1), args.get(2), args.get(3)) else {
+        panic!("usage: embed_bench CHUNKS_PARQUET MODEL_DIR ORT_LIB [LIMIT]");
+    };
+    let limit: usize = args.get(4).map_or(usize::MAX, |l| l.parse().expect("a number"));
+    let mut records = atlas_runtime::chunk_table::read_file(Path::new(parquet)).expect("chunks.parquet");
+    records.truncate(limit);
+    let spec = model::spec(model::DEFAULT_MODEL).expect("the default model");
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let load = |threads: usize| {
+        let opts = EncoderOptions { intra_threads: threads, ..EncoderOptions::default() };
+        Encoder::load(spec, Path::new(model_dir), Path::new(ort), &opts).expect("the model")
+    };
+    let probe = load(1);
+    let size = probe.window();
+    let tokenized: Vec<Vec<u32>> = records
+        .iter()
+        .map(|r| probe.tokenize(&format!("{}{}", spec.passage_prefix, with_header(r))).expect("tokens"))
+        .collect();
+    drop(probe);
+    let mut variants = vec![Variant {
+        name: format!("stage today: 1 session x {cores} threads, 16 a batch"),
+        sessions: 1,
+        threads_each: cores,
+        batch: BatchBy::Count(16),
+        overlap: 32,
+    }];
+    variants.push(Variant {
+        name: format!("1 session x {cores} threads, 32 a batch"),
+        sessions: 1,
+        threads_each: cores,
+        batch: BatchBy::Count(32),
+        overlap: 32,
+    });
+    for budget in [2048, 4096, 8192] {
+        variants.push(Variant {
+            name: format!("1 session x {cores} threads, {budget} tokens a batch"),
+            sessions: 1,
+            threads_each: cores,
+            batch: BatchBy::Tokens(budget),
+            overlap: 32,
+        });
+    }
+    variants.push(Variant {
+        name: format!("{cores} sessions x 1 thread, 16 a batch"),
+        sessions: cores,
+        threads_each: 1,
+        batch: BatchBy::Count(16),
+        overlap: 32,
+    });
+    for budget in [2048, 4096] {
+        variants.push(Variant {
+            name: format!("{cores} sessions x 1 thread, {budget} tokens a batch"),
+            sessions: cores,
+            threads_each: 1,
+            batch: BatchBy::Tokens(budget),
+            overlap: 32,
+        });
+    }
+    for overlap in [0, 16, 64] {
+        variants.push(Variant {
+            name: format!("{cores} sessions x 1 thread, 4096 tokens a batch, overlap {overlap}"),
+            sessions: cores,
+            threads_each: 1,
+            batch: BatchBy::Tokens(4096),
+            overlap,
+        });
+    }
+
+    println!("{} chunks, {} tokens, window {size}", records.len(), tokenized.iter().map(Vec::len).sum::<usize>());
+    let mut first: Option<Vec<Vec<f32>>> = None;
+    for v in &variants {
+        let mut jobs: Vec<Job<'_>> = Vec::new();
+        for (chunk, ids) in tokenized.iter().enumerate() {
+            jobs.extend(windows(ids, size, v.overlap).into_iter().map(|ids| Job { chunk, ids }));
+        }
+        jobs.sort_by_key(|j| j.ids.len());
+        let batches = v.batch.split(jobs.iter().map(|j| j.ids.len()).collect::<Vec<_>>().as_slice());
+        let encoders: Vec<Encoder> = (0..v.sessions).map(|_| load(v.threads_each)).collect();
+        // Warm each session once (first-run allocations), outside the timing.
+        for e in &encoders {
+            e.embed_ids(&[&jobs[0].ids[..jobs[0].ids.len().min(8)]]).expect("warm-up");
+        }
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; jobs.len()];
+        let t = Instant::now();
+        // Each session takes the next batch as it frees up: batches go out in order of
+        // length, so the sessions stay equally busy.
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<Vec<(usize, Vec<f32>)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = encoders
+                .iter()
+                .map(|e| {
+                    let (next, batches, jobs) = (&next, &batches, &jobs);
+                    s.spawn(move || {
+                        let mut mine = Vec::new();
+                        loop {
+                            let b = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(range) = batches.get(b) else { break };
+                            let ids: Vec<&[u32]> = jobs[range.clone()].iter().map(|j| j.ids).collect();
+                            let vs = e.embed_ids(&ids).expect("a batch");
+                            mine.extend(range.clone().zip(vs));
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("a session thread")).collect()
+        });
+        let secs = t.elapsed().as_secs_f64();
+        for (i, vec) in results.into_iter().flatten() {
+            out[i] = Some(vec);
+        }
+        let tokens: usize = jobs.iter().map(|j| j.ids.len() + 2).sum();
+        // Per chunk, its first window's vector: comparable across overlaps too.
+        let mut per_chunk: Vec<Vec<f32>> = vec![Vec::new(); tokenized.len()];
+        for (j, v) in jobs.iter().zip(&out) {
+            let v = v.as_ref().expect("every window embedded");
+            if per_chunk[j.chunk].is_empty() && j.ids.as_ptr() == tokenized[j.chunk].as_ptr() {
+                per_chunk[j.chunk] = v.clone();
+            }
+        }
+        let min_cos = first.as_ref().map_or(1.0, |f| {
+            f.iter()
+                .zip(&per_chunk)
+                .map(|(a, b)| a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>())
+                .fold(1.0f64, f64::min)
+        });
+        println!(
+            "{:<62} {:>7} {:>8} {:>7.2} s {:>7.0} tokens/s {:>6.2} ms/chunk  min cos {:.6}",
+            v.name,
+            jobs.len(),
+            tokens,
+            secs,
+            tokens as f64 / secs,
+            secs * 1e3 / tokenized.len() as f64,
+            min_cos
+        );
+        if first.is_none() {
+            first = Some(per_chunk);
+        }
+    }
+}
