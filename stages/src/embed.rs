@@ -34,8 +34,12 @@ pub struct EmbedParams {
     pub window_overlap: usize,
     /// auto | cpu | cuda | coreml; ATLAS_EMBED_BACKEND overrides it.
     pub backend: Backend,
-    /// ONNX Runtime threads (0: every core).
+    /// ONNX Runtime threads in all (0: every core).
     pub threads: usize,
+    /// ONNX Runtime sessions that embed batches side by side, the threads shared out
+    /// among them (0: one single-threaded session per thread, at most 4; 1: one
+    /// session with every thread). docs/benchmarks.md, "Embed stage variants".
+    pub sessions: usize,
     /// Embed each chunk with a line that places it ([`with_header`]); off: the text alone.
     pub header: bool,
 }
@@ -48,6 +52,7 @@ impl Default for EmbedParams {
             window_overlap: 32,
             backend: Backend::Cpu,
             threads: 0,
+            sessions: 0,
             header: true,
         }
     }
@@ -162,7 +167,8 @@ impl Stage for Embed {
         let range = |key: &str, v: usize, lo: f64, hi: f64| check_range(Self::NAME, key, v as f64, lo, hi);
         range("batch_size", e.batch_size, 1.0, 1024.0)?;
         range("window_overlap", e.window_overlap, 0.0, 128.0)?;
-        range("threads", e.threads, 0.0, 256.0)
+        range("threads", e.threads, 0.0, 256.0)?;
+        range("sessions", e.sessions, 0.0, 256.0)
     }
     fn key_params(p: &EmbedParams, _cfg: &Loaded) -> serde_json::Value {
         // The backend and thread count do not change what is produced: keep them out of the key.
@@ -170,6 +176,7 @@ impl Stage for Embed {
         if let Some(o) = v.as_object_mut() {
             o.remove("backend");
             o.remove("threads");
+            o.remove("sessions");
             o.remove("batch_size");
         }
         v
@@ -189,8 +196,20 @@ impl Stage for Embed {
         let spec = model::spec(&p.model).with_context(|| format!("unknown model {:?}", p.model))?;
         let threads =
             if p.threads == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { p.threads };
-        let opts = EncoderOptions { intra_threads: threads, backend: backend(p)?, ..EncoderOptions::default() };
-        let embedder = Encoder::load(spec, &model::model_dir(spec.id), &model::ort_dylib(), &opts)?;
+        // Single-threaded sessions side by side beat one session with every thread on
+        // 2 cores by about 20 % (small matrices parallelise poorly inside one run);
+        // each session keeps its own arena, so at most 4 by default. An accelerator
+        // gets one session unless told otherwise.
+        let backend = backend(p)?;
+        let sessions = match p.sessions {
+            0 if backend != Backend::Cpu => 1,
+            0 => threads.min(4),
+            n => n.min(threads),
+        }
+        .max(1);
+        let opts = EncoderOptions { intra_threads: (threads / sessions).max(1), backend, ..EncoderOptions::default() };
+        let load = || Encoder::load(spec, &model::model_dir(spec.id), &model::ort_dylib(), &opts);
+        let embedder = &load()?;
         let mut out = StageOutput::default();
         out.notes.extend(embedder.warnings.iter().cloned());
         let size = embedder.window();
@@ -228,27 +247,60 @@ impl Stage for Embed {
         let total_tokens: u64 = tokenized.iter().map(|t| t.len() as u64).sum();
         let done_tokens = AtomicU64::new(0);
         let mut remaining: Vec<usize> = vectors.iter().map(Vec::len).collect();
-        for batch in jobs.chunks(p.batch_size.max(1)) {
-            let ids: Vec<&[u32]> = batch.iter().map(|j| j.2).collect();
-            let vs = embedder.embed_ids(&ids)?;
-            for ((m, w, win), v) in batch.iter().zip(vs) {
-                vectors[*m][*w] = v;
-                remaining[*m] -= 1;
-                done_tokens.fetch_add(win.len() as u64, Ordering::Relaxed);
-                if remaining[*m] == 0 {
-                    // A chunk is complete: store it at once, so a kill loses little.
-                    let i = missing[*m];
-                    let mut data = Vec::with_capacity(vectors[*m].len() * spec.dims * 2);
-                    for v in &vectors[*m] {
-                        data.extend(v.iter().flat_map(|x| f16::from_f32(*x).to_le_bytes()));
+        // The other sessions, only when there is something to embed.
+        let more: Vec<Encoder> =
+            if jobs.is_empty() { Vec::new() } else { (1..sessions).map(|_| load()).collect::<Result<_, _>>()? };
+        let encoders: Vec<&Encoder> = std::iter::once(embedder).chain(&more).collect();
+        let lengths: Vec<usize> = jobs.iter().map(|j| j.2.len()).collect();
+        let batches = BatchBy::Count(p.batch_size.max(1)).split(&lengths);
+        // Each session takes the next batch as it frees up (batches go out shortest
+        // first, so the sessions stay equally busy); this thread stores each chunk as
+        // soon as its last window is back, so a kill loses little.
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, atlas_runtime::Result<Vec<Vec<f32>>>)>();
+        std::thread::scope(|scope| -> anyhow::Result<()> {
+            for &e in &encoders {
+                let (tx, next, batches, jobs) = (tx.clone(), &next, &batches, &jobs);
+                scope.spawn(move || {
+                    loop {
+                        let b = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(range) = batches.get(b) else { break };
+                        let ids: Vec<&[u32]> = jobs[range.clone()].iter().map(|j| j.2).collect();
+                        let r = e.embed_ids(&ids);
+                        let failed = r.is_err();
+                        if tx.send((b, r)).is_err() || failed {
+                            break;
+                        }
                     }
-                    let item =
-                        ChunkVectors { windows: vectors[*m].len() as u32, tokens: tokenized[*m].len() as u32, data };
-                    memo.store(i, &item.encode())?;
-                    bar.inc();
+                });
+            }
+            drop(tx);
+            // On an error, no session starts another batch; the scope waits for theirs.
+            let stop = || next.store(batches.len(), Ordering::Relaxed);
+            for (b, r) in &rx {
+                let vs = r.inspect_err(|_| stop())?;
+                for ((m, w, win), v) in jobs[batches[b].clone()].iter().zip(vs) {
+                    vectors[*m][*w] = v;
+                    remaining[*m] -= 1;
+                    done_tokens.fetch_add(win.len() as u64, Ordering::Relaxed);
+                    if remaining[*m] == 0 {
+                        let i = missing[*m];
+                        let mut data = Vec::with_capacity(vectors[*m].len() * spec.dims * 2);
+                        for v in &vectors[*m] {
+                            data.extend(v.iter().flat_map(|x| f16::from_f32(*x).to_le_bytes()));
+                        }
+                        let item = ChunkVectors {
+                            windows: vectors[*m].len() as u32,
+                            tokens: tokenized[*m].len() as u32,
+                            data,
+                        };
+                        memo.store(i, &item.encode()).inspect_err(|_| stop())?;
+                        bar.inc();
+                    }
                 }
             }
-        }
+            Ok(())
+        })?;
         bar.finish();
         if !missing.is_empty() {
             let secs = t0.elapsed().as_secs_f64().max(1e-9);

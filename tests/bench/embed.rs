@@ -63,7 +63,7 @@ fn main() {
         batch: BatchBy::Count(32),
         overlap: 32,
     });
-    for budget in [2048, 4096, 8192] {
+    for budget in [4096, 8192] {
         variants.push(Variant {
             name: format!("1 session x {cores} threads, {budget} tokens a batch"),
             sessions: 1,
@@ -79,7 +79,7 @@ fn main() {
         batch: BatchBy::Count(16),
         overlap: 32,
     });
-    for budget in [2048, 4096] {
+    for budget in [4096] {
         variants.push(Variant {
             name: format!("{cores} sessions x 1 thread, {budget} tokens a batch"),
             sessions: cores,
@@ -88,7 +88,7 @@ fn main() {
             overlap: 32,
         });
     }
-    for overlap in [0, 16, 64] {
+    for overlap in [0, 64] {
         variants.push(Variant {
             name: format!("{cores} sessions x 1 thread, 4096 tokens a batch, overlap {overlap}"),
             sessions: cores,

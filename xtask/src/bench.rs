@@ -1,4 +1,4 @@
-//! `cargo xtask bench [pipeline|search|mcp|dist|web|cache]`: figures and their baselines side by side
+//! `cargo xtask bench [pipeline|search|mcp|dist|web|cache|embed]`: figures and their baselines side by side
 //! in one run, on the real corpora (ATLAS_CORPORA). The benchmark programs live under
 //! one roof, `tests/bench/` (examples of the atlas-e2e crate), with the Python
 //! baselines in `tests/bench/python/`.
@@ -36,6 +36,9 @@ enum Which {
     /// The shared build cache: a cold devtron build against a second machine's with
     /// the warm remote cache (moto's S3).
     Cache,
+    /// The embed stage's variants on devtron (sessions × threads, batch by count or by
+    /// tokens, window overlap) against the Python loop, sorted and unsorted.
+    Embed,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -47,6 +50,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Which::Dist => dist(),
         Which::Web => web(),
         Which::Cache => cache(),
+        Which::Embed => embed_variants(),
     }
 }
 
@@ -142,6 +146,44 @@ fn embed() -> anyhow::Result<()> {
         "embed throughput: atlas {atlas_tps:.0} tokens/s, plain Python loop {py_tps:.0} tokens/s: {:.2}x",
         atlas_tps / py_tps
     ));
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(())
+}
+
+/// The embed variants (`tests/bench/embed.rs`) on the devtron chunks, then the Python
+/// loop over the same chunks, unsorted and sorted, in the same run.
+fn embed_variants() -> anyhow::Result<()> {
+    let bundle = devtron_bundle()?;
+    pip_install(&["onnxruntime==1.32.0", "tokenizers", "numpy"])?;
+    let model_dir = default_model_dir(Profile::Release)?;
+    let mut bench = example("embed_bench");
+    let mut models = Command::new(Profile::Release.bin("atlas"));
+    models.args(["models", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(&output(models)?)?;
+    let ort = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["owner"] == "onnxruntime")
+        .and_then(|p| p["path"].as_str())
+        .context("`atlas models` lists ONNX Runtime")?
+        .to_owned();
+    // The first 250 of devtron's 741 chunks (here and for Python): each variant takes
+    // about 45 s on 2 cores.
+    bench.arg(bundle.join("chunks.parquet")).arg(&model_dir).arg(&ort).arg("250");
+    say(&output(bench)?);
+    let work = std::env::temp_dir().join(format!("atlas-bench-embed-variants-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    chunks_jsonl(&bundle.join("chunks.parquet"), &work.join("chunks.jsonl"))?;
+    let first: Vec<String> =
+        std::fs::read_to_string(work.join("chunks.jsonl"))?.lines().take(250).map(str::to_owned).collect();
+    std::fs::write(work.join("chunks.jsonl"), first.join("\n") + "\n")?;
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).to_string();
+    for order in ["unsorted", "sorted"] {
+        let mut py = python("embed_baseline.py");
+        py.arg(&model_dir).arg(work.join("chunks.jsonl")).arg(&threads).arg(order);
+        say(&format!("python loop, batch 32, {order}, truncated at 256 (tokens seconds tokens/s): {}", output(py)?.trim()));
+    }
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
 }

@@ -1,9 +1,10 @@
 """The plain embedding loop Atlas is measured against.
 
 Python onnxruntime + tokenizers on the same model and chunk texts: batches of 32 in
-chunk order (no sorting), each padded to its longest member, every chunk truncated to
-the model's 256 tokens as a plain embedder does. Prints tokens/s on one line.
-Usage: python3 embed_baseline.py MODEL_DIR CHUNKS_JSONL THREADS
+chunk order (or, with `sorted`, by token length), each padded to its longest member,
+every chunk truncated to the model's 256 tokens as a plain embedder does. Prints
+`tokens seconds tokens/s` on one line.
+Usage: python3 embed_baseline.py MODEL_DIR CHUNKS_JSONL THREADS [sorted]
 """
 import json
 import sys
@@ -21,11 +22,15 @@ opts = ort.SessionOptions()
 opts.intra_op_num_threads = threads
 sess = ort.InferenceSession(model_dir + "/model.onnx", opts, providers=["CPUExecutionProvider"])
 texts = [json.loads(line)["text"] for line in open(chunks_path, encoding="utf-8")]
+by_length = len(sys.argv) > 4 and sys.argv[4] == "sorted"
 
 start = time.perf_counter()
+all_encs = tok.encode_batch(texts)
+if by_length:
+    all_encs.sort(key=lambda e: len(e.ids))
 tokens = 0
-for i in range(0, len(texts), 32):
-    encs = tok.encode_batch(texts[i : i + 32])
+for i in range(0, len(all_encs), 32):
+    encs = all_encs[i : i + 32]
     n = max(len(e.ids) for e in encs)
     ids = np.zeros((len(encs), n), dtype=np.int64)
     mask = np.zeros((len(encs), n), dtype=np.int64)
