@@ -79,15 +79,13 @@ fn main() {
         batch: BatchBy::Count(16),
         overlap: 32,
     });
-    for budget in [4096] {
-        variants.push(Variant {
-            name: format!("{cores} sessions x 1 thread, {budget} tokens a batch"),
-            sessions: cores,
-            threads_each: 1,
-            batch: BatchBy::Tokens(budget),
-            overlap: 32,
-        });
-    }
+    variants.push(Variant {
+        name: format!("{cores} sessions x 1 thread, 4096 tokens a batch"),
+        sessions: cores,
+        threads_each: 1,
+        batch: BatchBy::Tokens(4096),
+        overlap: 32,
+    });
     for overlap in [0, 64] {
         variants.push(Variant {
             name: format!("{cores} sessions x 1 thread, 4096 tokens a batch, overlap {overlap}"),
