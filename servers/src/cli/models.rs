@@ -29,7 +29,7 @@ impl Args {
         } else {
             let mut s = format!("ATLAS_HOME {}\n", atlas_home().display());
             for (p, state) in &rows {
-                s.push_str(&format!("{:<9} {:<24} {:<16} {}\n", state, p.owner, p.file, p.path.display()));
+                s.push_str(&format!("{:<9} {:<24} {:<16} {}\n", state, p.owner, p.file, p.reads.display()));
             }
             s
         };
