@@ -302,7 +302,7 @@ fn wheel(out: &Path, p: Platform, bins_dir: &Path, bins: &[(String, Vec<u8>)], l
     for (n, b) in bins {
         files.push((format!("{dist}-{VERSION}.data/scripts/{n}"), b.clone(), true));
     }
-    for (model, name, bytes) in model_files(bins_dir)? {
+    for (model, name, bytes) in model_files(&bins_dir.join(format!("atlas{}", p.exe())))? {
         files.push((format!("{dist}/models/{model}/{name}"), bytes, false));
     }
     let mut metadata = format!(
@@ -351,8 +351,8 @@ fn wheel(out: &Path, p: Platform, bins_dir: &Path, bins: &[(String, Vec<u8>)], l
 /// The default model's files the wheel carries ([`WHEEL_MODEL_FILES`]), as the
 /// binaries' own `atlas models --json` places them under ATLAS_HOME, provisioned and
 /// matching their pins (`state: installed`).
-fn model_files(bins: &Path) -> anyhow::Result<Vec<(String, String, Vec<u8>)>> {
-    let mut cmd = std::process::Command::new(bins.join("atlas"));
+fn model_files(atlas: &Path) -> anyhow::Result<Vec<(String, String, Vec<u8>)>> {
+    let mut cmd = std::process::Command::new(atlas);
     cmd.args(["models", "--json"]);
     let list: serde_json::Value = serde_json::from_str(&crate::output(cmd)?)?;
     let mut out = Vec::new();
