@@ -157,17 +157,11 @@ fn embed_variants() -> anyhow::Result<()> {
     pip_install(&["onnxruntime==1.32.0", "tokenizers", "numpy"])?;
     let model_dir = default_model_dir(Profile::Release)?;
     let mut bench = example("embed_bench");
-    let mut models = Command::new(Profile::Release.bin("atlas"));
-    models.args(["models", "--json"]);
-    let list: serde_json::Value = serde_json::from_str(&output(models)?)?;
-    let ort = list
-        .as_array()
+    let ort = crate::models(&Profile::Release.bin("atlas"))?
         .into_iter()
-        .flatten()
         .find(|p| p["owner"] == "onnxruntime")
-        .and_then(|p| p["path"].as_str())
-        .context("`atlas models` lists ONNX Runtime")?
-        .to_owned();
+        .and_then(|p| p["reads"].as_str().map(str::to_owned))
+        .context("`atlas models` lists ONNX Runtime")?;
     // The first 250 of devtron's 741 chunks (here and for Python): each variant takes
     // about 45 s on 2 cores.
     bench.arg(bundle.join("chunks.parquet")).arg(&model_dir).arg(&ort).arg("250");
@@ -193,17 +187,12 @@ fn embed_variants() -> anyhow::Result<()> {
 
 /// The folder of the default model's files, as `atlas models` places them.
 fn default_model_dir(profile: Profile) -> anyhow::Result<PathBuf> {
-    let mut models = Command::new(profile.bin("atlas"));
-    models.args(["models", "--json"]);
-    let list: serde_json::Value = serde_json::from_str(&output(models)?)?;
-    let onnx = list
-        .as_array()
+    let onnx = crate::models(&profile.bin("atlas"))?
         .into_iter()
-        .flatten()
         .find(|p| p["default"] == true && p["file"] == "model.onnx")
-        .and_then(|p| p["path"].as_str())
+        .and_then(|p| p["reads"].as_str().map(str::to_owned))
         .context("`atlas models` lists the default model")?;
-    Ok(Path::new(onnx).parent().context("a model folder")?.to_owned())
+    Ok(Path::new(&onnx).parent().context("a model folder")?.to_owned())
 }
 
 /// A pipeline.yaml in `dir` for the bundle `name`: `corpus` as its one local source,

@@ -181,6 +181,15 @@ impl Profile {
     }
 }
 
+/// `atlas models --json` from the binary `atlas`: every file atlas can use, with its
+/// owner, where `atlas setup` puts it (`path`), where atlas reads it (`reads`) and its
+/// `state`.
+pub fn models(atlas: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mut cmd = Command::new(atlas);
+    cmd.args(["models", "--json"]);
+    serde_json::from_str(&output(cmd)?).context("`atlas models --json` printed no list")
+}
+
 /// `ATLAS_CORPORA`, or an error that says to set it.
 pub fn corpora() -> anyhow::Result<PathBuf> {
     std::env::var_os("ATLAS_CORPORA")

@@ -352,15 +352,11 @@ fn wheel(out: &Path, p: Platform, bins_dir: &Path, bins: &[(String, Vec<u8>)], l
 /// binaries' own `atlas models --json` places them under ATLAS_HOME, provisioned and
 /// matching their pins (`state: installed`).
 fn model_files(atlas: &Path) -> anyhow::Result<Vec<(String, String, Vec<u8>)>> {
-    let mut cmd = std::process::Command::new(atlas);
-    cmd.args(["models", "--json"]);
-    let list: serde_json::Value = serde_json::from_str(&crate::output(cmd)?)?;
+    let list = crate::models(atlas)?;
     let mut out = Vec::new();
     for name in WHEEL_MODEL_FILES {
         let p = list
-            .as_array()
-            .into_iter()
-            .flatten()
+            .iter()
             .find(|p| p["default"] == true && p["owner"] != "onnxruntime" && p["file"] == name)
             .with_context(|| format!("`atlas models` lists no {name} of the default model"))?;
         let path = p["reads"].as_str().context("a path")?;
