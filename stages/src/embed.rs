@@ -9,7 +9,7 @@
 
 use atlas_runtime::ChunkKind;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
@@ -138,6 +138,44 @@ impl BatchBy {
     }
 }
 
+/// Embeds `batches` (ranges over `windows`) with the sessions side by side: each takes
+/// the next batch as it frees up (batches in order of length keep them equally busy),
+/// and `done` gets each batch's index and vectors on the calling thread as they come
+/// back. The first error, a session's or `done`'s, stops every session after its
+/// current batch and is returned.
+pub fn embed_batches(
+    encoders: &[&Encoder],
+    windows: &[&[u32]],
+    batches: &[std::ops::Range<usize>],
+    mut done: impl FnMut(usize, Vec<Vec<f32>>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, atlas_runtime::Result<Vec<Vec<f32>>>)>();
+    std::thread::scope(|scope| {
+        for &e in encoders {
+            let (tx, next) = (tx.clone(), &next);
+            scope.spawn(move || {
+                loop {
+                    let b = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(range) = batches.get(b) else { break };
+                    let r = e.embed_ids(&windows[range.clone()]);
+                    let failed = r.is_err();
+                    if tx.send((b, r)).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let stop = || next.store(batches.len(), Ordering::Relaxed);
+        for (b, r) in &rx {
+            let vs = r.inspect_err(|_| stop())?;
+            done(b, vs).inspect_err(|_| stop())?;
+        }
+        Ok(())
+    })
+}
+
 #[derive(Debug)]
 pub struct Embed;
 
@@ -245,7 +283,7 @@ impl Stage for Embed {
         jobs.sort_by_key(|j| j.2.len());
         let bar = ctx.progress.stage("embed", missing.len());
         let total_tokens: u64 = tokenized.iter().map(|t| t.len() as u64).sum();
-        let done_tokens = AtomicU64::new(0);
+        let mut done_tokens = 0u64;
         let mut remaining: Vec<usize> = vectors.iter().map(Vec::len).collect();
         // The other sessions, only when there is something to embed.
         let more: Vec<Encoder> =
@@ -253,50 +291,24 @@ impl Stage for Embed {
         let encoders: Vec<&Encoder> = std::iter::once(embedder).chain(&more).collect();
         let lengths: Vec<usize> = jobs.iter().map(|j| j.2.len()).collect();
         let batches = BatchBy::Count(p.batch_size.max(1)).split(&lengths);
-        // Each session takes the next batch as it frees up (batches go out shortest
-        // first, so the sessions stay equally busy); this thread stores each chunk as
-        // soon as its last window is back, so a kill loses little.
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let (tx, rx) = std::sync::mpsc::channel::<(usize, atlas_runtime::Result<Vec<Vec<f32>>>)>();
-        std::thread::scope(|scope| -> anyhow::Result<()> {
-            for &e in &encoders {
-                let (tx, next, batches, jobs) = (tx.clone(), &next, &batches, &jobs);
-                scope.spawn(move || {
-                    loop {
-                        let b = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(range) = batches.get(b) else { break };
-                        let ids: Vec<&[u32]> = jobs[range.clone()].iter().map(|j| j.2).collect();
-                        let r = e.embed_ids(&ids);
-                        let failed = r.is_err();
-                        if tx.send((b, r)).is_err() || failed {
-                            break;
-                        }
+        // This thread stores each chunk as soon as its last window is back, so a kill
+        // loses little.
+        let windows: Vec<&[u32]> = jobs.iter().map(|j| j.2).collect();
+        embed_batches(&encoders, &windows, &batches, |b, vs| {
+            for ((m, w, win), v) in jobs[batches[b].clone()].iter().zip(vs) {
+                vectors[*m][*w] = v;
+                remaining[*m] -= 1;
+                done_tokens += win.len() as u64;
+                if remaining[*m] == 0 {
+                    let i = missing[*m];
+                    let mut data = Vec::with_capacity(vectors[*m].len() * spec.dims * 2);
+                    for v in &vectors[*m] {
+                        data.extend(v.iter().flat_map(|x| f16::from_f32(*x).to_le_bytes()));
                     }
-                });
-            }
-            drop(tx);
-            // On an error, no session starts another batch; the scope waits for theirs.
-            let stop = || next.store(batches.len(), Ordering::Relaxed);
-            for (b, r) in &rx {
-                let vs = r.inspect_err(|_| stop())?;
-                for ((m, w, win), v) in jobs[batches[b].clone()].iter().zip(vs) {
-                    vectors[*m][*w] = v;
-                    remaining[*m] -= 1;
-                    done_tokens.fetch_add(win.len() as u64, Ordering::Relaxed);
-                    if remaining[*m] == 0 {
-                        let i = missing[*m];
-                        let mut data = Vec::with_capacity(vectors[*m].len() * spec.dims * 2);
-                        for v in &vectors[*m] {
-                            data.extend(v.iter().flat_map(|x| f16::from_f32(*x).to_le_bytes()));
-                        }
-                        let item = ChunkVectors {
-                            windows: vectors[*m].len() as u32,
-                            tokens: tokenized[*m].len() as u32,
-                            data,
-                        };
-                        memo.store(i, &item.encode()).inspect_err(|_| stop())?;
-                        bar.inc();
-                    }
+                    let item =
+                        ChunkVectors { windows: vectors[*m].len() as u32, tokens: tokenized[*m].len() as u32, data };
+                    memo.store(i, &item.encode())?;
+                    bar.inc();
                 }
             }
             Ok(())
@@ -308,7 +320,7 @@ impl Stage for Embed {
                 "embedded {} chunks ({total_tokens} tokens) in {secs:.2} s: {:.1} chunks/s, {:.0} tokens/s",
                 missing.len(),
                 missing.len() as f64 / secs,
-                done_tokens.load(Ordering::Relaxed) as f64 / secs
+                done_tokens as f64 / secs
             ));
         }
         // Assemble the matrix in chunk order.

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use atlas_runtime::encoder::{Encoder, EncoderOptions};
 use atlas_runtime::model;
-use atlas_stages::embed::{BatchBy, windows, with_header};
+use atlas_stages::embed::{BatchBy, embed_batches, windows, with_header};
 
 struct Job<'a> {
     chunk: usize,
@@ -112,33 +112,16 @@ fn main() {
         }
         let mut out: Vec<Option<Vec<f32>>> = vec![None; jobs.len()];
         let t = Instant::now();
-        // Each session takes the next batch as it frees up: batches go out in order of
-        // length, so the sessions stay equally busy.
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let results: Vec<Vec<(usize, Vec<f32>)>> = std::thread::scope(|s| {
-            let handles: Vec<_> = encoders
-                .iter()
-                .map(|e| {
-                    let (next, batches, jobs) = (&next, &batches, &jobs);
-                    s.spawn(move || {
-                        let mut mine = Vec::new();
-                        loop {
-                            let b = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(range) = batches.get(b) else { break };
-                            let ids: Vec<&[u32]> = jobs[range.clone()].iter().map(|j| j.ids).collect();
-                            let vs = e.embed_ids(&ids).expect("a batch");
-                            mine.extend(range.clone().zip(vs));
-                        }
-                        mine
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().expect("a session thread")).collect()
-        });
+        let windows: Vec<&[u32]> = jobs.iter().map(|j| j.ids).collect();
+        let sessions: Vec<&Encoder> = encoders.iter().collect();
+        embed_batches(&sessions, &windows, &batches, |b, vs| {
+            for (i, vec) in batches[b].clone().zip(vs) {
+                out[i] = Some(vec);
+            }
+            Ok(())
+        })
+        .expect("every batch");
         let secs = t.elapsed().as_secs_f64();
-        for (i, vec) in results.into_iter().flatten() {
-            out[i] = Some(vec);
-        }
         let tokens: usize = jobs.iter().map(|j| j.ids.len() + 2).sum();
         // Per chunk, its first window's vector: comparable across overlaps too.
         let mut per_chunk: Vec<Vec<f32>> = vec![Vec::new(); tokenized.len()];
