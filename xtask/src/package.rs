@@ -381,19 +381,10 @@ fn pypi_readme() -> String {
     )
 }
 
+/// RECORD's hash encoding: urlsafe base64 without padding.
 fn b64_urlsafe(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut s = String::new();
-    for c in bytes.chunks(3) {
-        let n =
-            (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
-        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
-            if i <= c.len() {
-                s.push(A[((n >> shift) & 63) as usize] as char);
-            }
-        }
-    }
-    s
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 fn npm_manifest(v: &serde_json::Value) -> Vec<u8> {
