@@ -6,6 +6,7 @@
 pub mod dist;
 pub mod http;
 pub mod layout;
+pub mod pg;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

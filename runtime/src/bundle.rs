@@ -16,6 +16,7 @@ use crate::hit::Hit;
 use crate::hnsw::HnswIndex;
 use crate::manifest::{Manifest, read_manifest};
 use crate::model::{self, ModelSpec};
+use crate::remote::{RemoteBundle, RemoteIndex};
 use crate::rerank::CrossEncoder;
 use crate::symbols::{Reference, SymbolTable};
 use crate::vectors::{EmbeddingsMeta, MappedMatrix};
@@ -93,6 +94,18 @@ impl Default for OpenOptions {
     }
 }
 
+/// What [`Bundle::assemble`] makes a bundle of.
+struct Parts {
+    dir: PathBuf,
+    manifest: Manifest,
+    chunks: Vec<ChunkRecord>,
+    texts: Option<crate::text_store::TextStore>,
+    rows: usize,
+    candidates: Candidates,
+    text: TextIndex,
+    symbols: Option<Vec<u8>>,
+}
+
 pub(crate) struct TextIndex {
     pub index: Index,
     pub reader: IndexReader,
@@ -105,6 +118,18 @@ pub(crate) struct TextIndex {
 
 type Lazy<T> = Arc<OnceLock<std::result::Result<T, String>>>;
 
+/// The files a local bundle searches, or the database a remote one asks.
+pub(crate) enum Candidates {
+    Local {
+        vectors: MappedMatrix,
+        hnsw: Option<HnswIndex>,
+        window_chunk: Vec<u32>,
+        /// Each chunk's first row.
+        first_window: Vec<u32>,
+    },
+    Remote(Arc<dyn RemoteIndex>),
+}
+
 pub struct Bundle {
     pub dir: PathBuf,
     pub manifest: Manifest,
@@ -115,11 +140,12 @@ pub struct Bundle {
     pub(crate) by_id: HashMap<String, u32>,
     /// Chunks of each file, in document order.
     by_file: HashMap<String, Vec<u32>>,
-    pub(crate) vectors: MappedMatrix,
-    pub(crate) window_chunk: Vec<u32>,
-    /// Each chunk's first row.
-    pub(crate) first_window: Vec<u32>,
-    pub(crate) hnsw: Option<HnswIndex>,
+    /// Where the vector and keyword candidates come from.
+    pub(crate) candidates: Candidates,
+    /// Embedding rows (windows).
+    rows: usize,
+    /// The tantivy index (for a remote bundle an empty one in memory: its analyzers
+    /// turn a query into the terms the database is asked for).
     pub(crate) text: TextIndex,
     /// The code's definitions (empty for a bundle without `symbols.parquet`), and the
     /// chunk index of each.
@@ -138,8 +164,8 @@ impl std::fmt::Debug for Bundle {
         f.debug_struct("Bundle")
             .field("dir", &self.dir)
             .field("chunks", &self.chunks.len())
-            .field("rows", &self.vectors.rows)
-            .field("hnsw", &self.hnsw.is_some())
+            .field("rows", &self.rows)
+            .field("vector_index", &self.vector_index())
             .finish()
     }
 }
@@ -147,12 +173,11 @@ impl std::fmt::Debug for Bundle {
 /// The definitions of `symbols.parquet` (none when the manifest lists no such file),
 /// each resolved to its chunk; a definition naming a chunk the bundle lacks is
 /// corruption.
-fn open_symbols(dir: &Path, manifest: &Manifest, by_id: &HashMap<String, u32>) -> Result<(SymbolTable, Vec<u32>)> {
-    if manifest.artifact(crate::symbols::DEFINITIONS_FILE).is_none() {
+fn open_symbols(dir: &Path, bytes: Option<Vec<u8>>, by_id: &HashMap<String, u32>) -> Result<(SymbolTable, Vec<u32>)> {
+    let Some(bytes) = bytes else {
         return Ok((SymbolTable::default(), Vec::new()));
-    }
+    };
     let path = dir.join(crate::symbols::DEFINITIONS_FILE);
-    let bytes = crate::manifest::read_checked(dir, manifest, crate::symbols::DEFINITIONS_FILE)?;
     let defs = crate::symbols::definitions_from_parquet(&bytes).map_err(|e| corrupt(path.clone(), e.to_string()))?;
     let mut chunk = Vec::with_capacity(defs.len());
     for d in &defs {
@@ -215,28 +240,7 @@ impl Bundle {
             });
         }
         let manifest = read_manifest(dir)?;
-        let spec = model::spec(&manifest.model.id).ok_or_else(|| {
-            Error::Model(format!(
-                "the bundle was embedded with model {:?}, which this build of atlas does not know (it knows {}); \
-                 upgrade atlas or rebuild the bundle with a known model",
-                manifest.model.id,
-                model::REGISTRY.iter().map(|m| m.id).collect::<Vec<_>>().join(", ")
-            ))
-        })?;
-        if spec.dims != manifest.model.dims {
-            return Err(Error::Model(format!(
-                "model mismatch: the bundle has {}-d vectors, model {} gives {}; rebuild the bundle",
-                manifest.model.dims, spec.id, spec.dims
-            )));
-        }
-        let model_dir = opts.model_dir.clone().unwrap_or_else(|| model::model_dir(spec.id));
-        if !opts.keyword_only && !model::model_file(spec, &model_dir, "model.onnx").is_file() {
-            return Err(Error::Model(format!(
-                "the bundle's model {} is not provisioned in {}; run `atlas setup` (or open keyword-only)",
-                spec.id,
-                model_dir.display()
-            )));
-        }
+        let (spec, model_dir) = check_model(&manifest, &opts)?;
         // Files read whole are checked against the manifest's blake3 as they are read
         // (cheap next to decoding them); `bundle::verify` checks everything.
         let chunks_path = dir.join("chunks.parquet");
@@ -303,6 +307,67 @@ impl Bundle {
             None
         };
         let text = open_text(&dir.join("tantivy"), &manifest)?;
+        let symbols = match manifest.artifact(crate::symbols::DEFINITIONS_FILE) {
+            Some(_) => Some(crate::manifest::read_checked(dir, &manifest, crate::symbols::DEFINITIONS_FILE)?),
+            None => None,
+        };
+        let rows = vectors.rows;
+        let candidates = Candidates::Local { vectors, hnsw, window_chunk: meta.window_chunk, first_window };
+        let parts = Parts { dir: dir.to_owned(), manifest, chunks, texts, rows, candidates, text, symbols };
+        Bundle::assemble(parts, spec, model_dir, opts, OnceLock::new())
+    }
+
+    /// A bundle served from a database ([`RemoteBundle`]): its chunk and symbol
+    /// tables in memory, its candidates from `index`. The query model is local, as
+    /// for any bundle.
+    pub fn open_remote(r: RemoteBundle, rows: usize, opts: OpenOptions) -> Result<Bundle> {
+        let dir = PathBuf::from(&r.label);
+        let (spec, model_dir) = check_model(&r.manifest, &opts)?;
+        if r.chunks.len() != r.manifest.chunk_count {
+            return Err(corrupt(
+                dir,
+                format!("{} chunks, the manifest says {}", r.chunks.len(), r.manifest.chunk_count),
+            ));
+        }
+        let text = empty_text(&r.manifest)?;
+        let references = OnceLock::new();
+        if let Some(bytes) = &r.references {
+            let refs = crate::symbols::references_from_parquet(bytes)
+                .map_err(|e| corrupt(dir.join(crate::symbols::REFERENCES_FILE), e.to_string()))?;
+            let _ = references.set(Ok(refs));
+        }
+        let parts = Parts {
+            dir,
+            manifest: r.manifest,
+            chunks: r.chunks,
+            texts: None,
+            rows,
+            candidates: Candidates::Remote(r.index),
+            text,
+            symbols: r.symbols,
+        };
+        let bundle = Bundle::assemble(parts, spec, model_dir, opts, references)?;
+        if let Ok(refs) = bundle.references()
+            && let Some(bad) = refs.iter().find(|x| !bundle.by_id.contains_key(&x.chunk_id))
+        {
+            return Err(corrupt(
+                bundle.dir.join(crate::symbols::REFERENCES_FILE),
+                format!("a reference names chunk {}, which the bundle does not hold", bad.chunk_id),
+            ));
+        }
+        Ok(bundle)
+    }
+
+    /// The bundle from its parts: the lookups by id and file, the symbols resolved,
+    /// the model slot; warms the embedder when asked.
+    fn assemble(
+        p: Parts,
+        spec: &'static ModelSpec,
+        model_dir: PathBuf,
+        opts: OpenOptions,
+        references: OnceLock<std::result::Result<Vec<Reference>, String>>,
+    ) -> Result<Bundle> {
+        let chunks = p.chunks;
         let mut by_id = HashMap::with_capacity(chunks.len());
         let mut by_file: HashMap<String, Vec<u32>> = HashMap::new();
         for (i, c) in chunks.iter().enumerate() {
@@ -312,28 +377,26 @@ impl Bundle {
         for v in by_file.values_mut() {
             v.sort_by_key(|&i| chunks[i as usize].ordinal);
         }
-        let (symbols, def_chunk) = open_symbols(dir, &manifest, &by_id)?;
-        let key = match manifest.model.sha256.as_str() {
+        let (symbols, def_chunk) = open_symbols(&p.dir, p.symbols, &by_id)?;
+        let key = match p.manifest.model.sha256.as_str() {
             "" => format!("{}:{}", spec.id, model_dir.display()),
             sha => format!("{}:{sha}", spec.id),
         };
         let embedder = opts.models.embedder(key);
         let reranker = opts.models.1.clone();
         let bundle = Bundle {
-            dir: dir.to_owned(),
-            manifest,
+            dir: p.dir,
+            manifest: p.manifest,
             chunks,
-            texts,
+            texts: p.texts,
             by_id,
             by_file,
-            vectors,
-            window_chunk: meta.window_chunk,
-            first_window,
-            hnsw,
-            text,
+            candidates: p.candidates,
+            rows: p.rows,
+            text: p.text,
             symbols,
             def_chunk,
-            references: OnceLock::new(),
+            references,
             spec,
             opts: OpenOptions { model_dir: Some(model_dir), ..opts },
             embedder,
@@ -350,6 +413,15 @@ impl Bundle {
             });
         }
         Ok(bundle)
+    }
+
+    /// What serves the vectors: `exact`, `hnsw`, or the database's index.
+    pub fn vector_index(&self) -> String {
+        match &self.candidates {
+            Candidates::Local { hnsw: Some(_), .. } => "hnsw".into(),
+            Candidates::Local { hnsw: None, .. } => "exact".into(),
+            Candidates::Remote(r) => r.vector_index(),
+        }
     }
 
     /// The code's definitions.
@@ -488,15 +560,50 @@ impl Bundle {
             model: m.model.id.clone(),
             dims: m.model.dims,
             chunks: self.chunks.len(),
-            embedding_rows: self.vectors.rows,
+            embedding_rows: self.rows,
             by_kind,
             by_section,
             sources: m.sources.clone(),
             modes,
-            vector_index: if self.hnsw.is_some() { "hnsw".into() } else { "exact".into() },
+            vector_index: self.vector_index(),
             bm25_boosts: self.text.fields.iter().map(|(_, n, b)| ((*n).to_owned(), *b)).collect(),
         }
     }
+}
+
+/// What a bundle needs before it opens: a model this build knows, with the bundle's
+/// dimensions, provisioned (unless keyword-only). Its spec and folder.
+fn check_model(manifest: &Manifest, opts: &OpenOptions) -> Result<(&'static ModelSpec, PathBuf)> {
+    let spec = model::spec(&manifest.model.id).ok_or_else(|| {
+        Error::Model(format!(
+            "the bundle was embedded with model {:?}, which this build of atlas does not know (it knows {}); \
+                 upgrade atlas or rebuild the bundle with a known model",
+            manifest.model.id,
+            model::REGISTRY.iter().map(|m| m.id).collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    if spec.dims != manifest.model.dims {
+        return Err(Error::Model(format!(
+            "model mismatch: the bundle has {}-d vectors, model {} gives {}; rebuild the bundle",
+            manifest.model.dims, spec.id, spec.dims
+        )));
+    }
+    let model_dir = opts.model_dir.clone().unwrap_or_else(|| model::model_dir(spec.id));
+    if !opts.keyword_only && !model::model_file(spec, &model_dir, "model.onnx").is_file() {
+        return Err(Error::Model(format!(
+            "the bundle's model {} is not provisioned in {}; run `atlas setup` (or open keyword-only)",
+            spec.id,
+            model_dir.display()
+        )));
+    }
+    Ok((spec, model_dir))
+}
+
+/// The text index of a remote bundle: empty, in memory, with the bundle's analyzers
+/// and boosts (what turns a query into terms).
+fn empty_text(manifest: &Manifest) -> Result<TextIndex> {
+    let index = Index::create_in_ram(text_index::schema());
+    text_fields(index, manifest, Path::new("<memory>"))
 }
 
 fn ort_lib(o: &OpenOptions) -> PathBuf {
@@ -530,6 +637,12 @@ fn open_text(dir: &Path, manifest: &Manifest) -> Result<TextIndex> {
             "fails tantivy's checksum; the bundle is damaged: reinstall or rebuild it",
         ));
     }
+    text_fields(index, manifest, dir)
+}
+
+/// The open index with its analyzers, reader and scored fields.
+fn text_fields(index: Index, manifest: &Manifest, dir: &Path) -> Result<TextIndex> {
+    let terr = |e: tantivy::TantivyError| corrupt(dir.to_owned(), format!("tantivy index: {e}"));
     text_index::register(&index);
     let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(terr)?;
     let schema = index.schema();

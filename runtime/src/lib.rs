@@ -18,6 +18,7 @@ pub mod install;
 pub mod int8;
 pub mod manifest;
 pub mod model;
+pub mod remote;
 pub mod rerank;
 pub mod safe_path;
 pub mod search;
@@ -44,6 +45,9 @@ pub enum Error {
     Model(String),
     #[error("{0}")]
     Query(String),
+    /// A database serving an exported bundle failed (unreachable, timed out).
+    #[error("{0}")]
+    Remote(String),
     /// A golden file that does not parse (docs/eval.md has the format).
     #[error("golden set: {0}")]
     Golden(String),

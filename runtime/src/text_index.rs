@@ -289,3 +289,82 @@ impl tantivy::Directory for ReadOnlyDir {
         Ok(tantivy::directory::WatchHandle::empty())
     }
 }
+
+/// One term in one chunk's field, as BM25 reads it: the term frequency and the field's
+/// length (tantivy's fieldnorm, decoded: what its scorer uses).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Posting {
+    pub term: String,
+    pub chunk: u32,
+    pub tf: u32,
+    pub norm: u32,
+}
+
+/// What BM25 needs of a field besides its postings: the documents and the tokens, over
+/// every segment (tantivy's `Bm25StatisticsProvider`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FieldStats {
+    pub field: &'static str,
+    pub docs: u64,
+    pub tokens: u64,
+}
+
+/// The index in `dir` (a bundle's `tantivy/`), opened read-only, with the statistics of
+/// each scored field.
+pub fn field_stats(dir: &std::path::Path) -> tantivy::Result<(tantivy::Searcher, Vec<FieldStats>)> {
+    let index = Index::open(ReadOnlyDir::open(dir)?)?;
+    let searcher = index.reader()?.searcher();
+    let mut out = Vec::new();
+    for field in FIELDS {
+        let f = index.schema().get_field(field)?;
+        let mut stats = FieldStats { field, docs: 0, tokens: 0 };
+        for seg in searcher.segment_readers() {
+            stats.docs += u64::from(seg.max_doc());
+            stats.tokens += seg.inverted_index(f)?.total_num_tokens();
+        }
+        out.push(stats);
+    }
+    Ok((searcher, out))
+}
+
+/// Every posting of `field` in segment `segment` of `searcher`, term by term, handed to
+/// `sink` in batches of at most `batch` (a term's postings may span two batches).
+pub fn postings<E: From<tantivy::TantivyError>>(
+    searcher: &tantivy::Searcher,
+    field: &str,
+    segment: usize,
+    batch: usize,
+    mut sink: impl FnMut(Vec<Posting>) -> Result<(), E>,
+) -> Result<(), E> {
+    use tantivy::postings::Postings as _;
+    use tantivy::{DocSet, TERMINATED};
+    let f = searcher.schema().get_field(field)?;
+    let seg = &searcher.segment_readers()[segment];
+    let inverted = seg.inverted_index(f)?;
+    let norms = seg.get_fieldnorms_reader(f)?;
+    let chunk_of = seg.fast_fields().u64("chunk")?;
+    let alive = seg.alive_bitset();
+    let mut stream = inverted.terms().stream().map_err(tantivy::TantivyError::from)?;
+    let mut out = Vec::with_capacity(batch);
+    while stream.advance() {
+        let term = String::from_utf8_lossy(stream.key()).into_owned();
+        let mut docs = inverted
+            .read_postings_from_terminfo(stream.value(), IndexRecordOption::WithFreqs)
+            .map_err(tantivy::TantivyError::from)?;
+        while docs.doc() != TERMINATED {
+            let doc = docs.doc();
+            if alive.is_none_or(|a| a.is_alive(doc)) {
+                let chunk = chunk_of.first(doc).and_then(|c| u32::try_from(c).ok()).unwrap_or(u32::MAX);
+                out.push(Posting { term: term.clone(), chunk, tf: docs.term_freq(), norm: norms.fieldnorm(doc) });
+                if out.len() == batch {
+                    sink(std::mem::take(&mut out))?;
+                }
+            }
+            docs.advance();
+        }
+    }
+    if !out.is_empty() {
+        sink(out)?;
+    }
+    Ok(())
+}

@@ -20,6 +20,7 @@ pub(crate) mod live;
 pub(crate) mod llm;
 pub(crate) mod manage;
 pub(crate) mod output;
+pub(crate) mod pg;
 pub(crate) mod prompts;
 pub(crate) mod rag;
 pub(crate) mod resources;

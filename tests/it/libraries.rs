@@ -48,7 +48,7 @@ const V2_INSTALL: &str = "# Install\n\n## With Helm\n\n```bash\nhelm repo add x 
 
 /// fixture 1.0.0 (the fixture site), fixture 2.0.0 (its install page rewritten) and
 /// portfolio 0.3.0 (the fixture code), built once.
-fn libraries() -> Option<&'static [PathBuf; 3]> {
+pub(crate) fn libraries() -> Option<&'static [PathBuf; 3]> {
     static DIRS: OnceLock<(tempfile::TempDir, [PathBuf; 3])> = OnceLock::new();
     if !crate::embed::model_ready() {
         return None;

@@ -20,6 +20,7 @@ mod libraries;
 mod mcp;
 mod pack;
 mod package;
+mod postgres;
 mod remote_cache;
 mod search;
 mod snapshots;

@@ -31,7 +31,7 @@ pub use shape::{Shape, shape};
 
 use std::collections::HashSet;
 
-use crate::bundle::Bundle;
+use crate::bundle::{Bundle, Candidates};
 use crate::chunk_table::ChunkKind;
 use crate::{Error, Result};
 use fusion::{diversify, file_evidence, fuse_weighted, keyword_weight, link_boost, promote, sort_desc};
@@ -135,7 +135,7 @@ impl Bundle {
         let (confidence, signals) = if keyword_only {
             (retrieved.keyword.first().map_or(0.0, |x| x.1), Signals { exact: found_verbatim, ..Signals::default() })
         } else {
-            let s = self.signals(query, &retrieved, found_verbatim);
+            let s = self.signals(query, &retrieved, found_verbatim)?;
             (s.confidence(&CALIBRATION), s)
         };
         Ok(Searched { hits, confidence, signals })
@@ -145,7 +145,7 @@ impl Bundle {
     /// for the query's shape), with the cluster, file and link rules applied.
     fn retrieve(&self, query: &str, qvec: &[f32], opts: &SearchOptions, mode: Mode, want: usize) -> Result<Retrieved> {
         let t = &opts.tuning;
-        let vector = if mode == Mode::Keyword { Vec::new() } else { self.vector_feedback(qvec, opts, want) };
+        let vector = if mode == Mode::Keyword { Vec::new() } else { self.vector_feedback(qvec, opts, want)? };
         let keyword = if mode == Mode::Vector { Vec::new() } else { self.keyword(query, &opts.filters, want)? };
         let mut ranked = match mode {
             Mode::Vector => vector.clone(),
@@ -165,17 +165,19 @@ impl Bundle {
 
     /// Vector candidates, with Rocchio feedback when the tuning asks for it: the
     /// query vector moved towards the mean of its top hits, then searched again.
-    fn vector_feedback(&self, qvec: &[f32], opts: &SearchOptions, want: usize) -> Vec<(usize, f32)> {
-        let first = self.vector(qvec, opts, want);
+    /// A remote bundle's vectors stay in the database: no feedback there.
+    fn vector_feedback(&self, qvec: &[f32], opts: &SearchOptions, want: usize) -> Result<Vec<(usize, f32)>> {
+        let first = self.vector(qvec, opts, want)?;
         let beta = opts.tuning.prf;
+        let Candidates::Local { vectors, first_window, .. } = &self.candidates else { return Ok(first) };
         if beta <= 0.0 || first.is_empty() {
-            return first;
+            return Ok(first);
         }
         let mut q: Vec<f32> = qvec.to_vec();
         let top: Vec<usize> = first.iter().take(PRF_DEPTH).map(|x| x.0).collect();
         for &c in &top {
-            let row = self.first_window[c] as usize;
-            for (a, b) in q.iter_mut().zip(self.vectors.row(row)) {
+            let row = first_window[c] as usize;
+            for (a, b) in q.iter_mut().zip(vectors.row(row)) {
                 *a += beta * b / top.len() as f32;
             }
         }
@@ -183,18 +185,19 @@ impl Bundle {
         q.iter_mut().for_each(|x| *x /= norm);
         // Rank by the moved query, but keep each chunk's cosine to the query itself
         // (what the confidence and `min_score` read).
-        let moved = self.vector(&q, opts, want);
+        let moved = self.vector(&q, opts, want)?;
         let cos: std::collections::HashMap<usize, f32> = first.iter().copied().collect();
-        moved.into_iter().map(|(i, s)| (i, cos.get(&i).copied().unwrap_or(s))).collect()
+        Ok(moved.into_iter().map(|(i, s)| (i, cos.get(&i).copied().unwrap_or(s))).collect())
     }
 
     /// The confidence model's inputs for a search.
-    fn signals(&self, query: &str, r: &Retrieved, exact: bool) -> Signals {
+    fn signals(&self, query: &str, r: &Retrieved, exact: bool) -> Result<Signals> {
         let top_cosine = r.vector.first().map_or(0.0, |x| x.1);
         let words: std::collections::BTreeSet<String> = crate::words::stems(query).into_iter().collect();
-        let unseen = self.unseen_words(words.iter());
+        let words: Vec<String> = words.into_iter().collect();
+        let unseen = self.unseen_words(&words)?;
         let unseen = if words.is_empty() { 0.0 } else { unseen as f32 / words.len() as f32 };
-        Signals { top_cosine, unseen, words: words.len(), exact }
+        Ok(Signals { top_cosine, unseen, words: words.len(), exact })
     }
 
     /// The rerank pool: the top code and top docs candidates of hybrid (15 each,

@@ -12,7 +12,8 @@ use super::exact::{contains_at_boundaries, exact_strings, is_only_literal, norma
 use super::fusion::sort_desc;
 use super::query::query_words;
 use super::{Filters, SearchOptions};
-use crate::bundle::Bundle;
+use crate::bundle::{Bundle, Candidates};
+use crate::remote::WeightedTerm;
 use crate::{Error, Result};
 
 /// A string found verbatim in more files than this is not promoted (see
@@ -27,34 +28,50 @@ const EXACT_CANDIDATES: usize = 200;
 impl Bundle {
     /// Vector candidates: the best window per chunk, exact f16 scan up to the
     /// threshold, HNSW above it.
-    pub(crate) fn vector(&self, q: &[f32], opts: &SearchOptions, want: usize) -> Vec<(usize, f32)> {
+    pub(crate) fn vector(&self, q: &[f32], opts: &SearchOptions, want: usize) -> Result<Vec<(usize, f32)>> {
         let (filters, first_window_only) = (&opts.filters, opts.first_window_only);
-        let keep_row = |row: usize| {
-            let c = self.window_chunk[row] as usize;
-            (!first_window_only || self.first_window[c] == row as u32)
-                && (filters.is_empty() || filters.keep(&self.chunks[c]))
-        };
-        let rows: Vec<(usize, f32)> = match &self.hnsw {
-            // Loaded only above the exact-scan threshold (see `open::EXACT_MAX_ROWS`).
-            Some(h) => {
-                let all = filters.is_empty() && !first_window_only;
-                // Windows of one chunk compete for slots: ask for more rows than chunks.
-                let k = want * 3;
-                if all { h.search(q, k, None) } else { h.search(q, k, Some(&keep_row)) }
+        // (chunk, first window?, cosine) of the nearest windows.
+        let near: Vec<(usize, bool, f32)> = match &self.candidates {
+            Candidates::Local { vectors, hnsw, window_chunk, first_window } => {
+                let keep_row = |row: usize| {
+                    let c = window_chunk[row] as usize;
+                    (!first_window_only || first_window[c] == row as u32)
+                        && (filters.is_empty() || filters.keep(&self.chunks[c]))
+                };
+                let rows: Vec<(usize, f32)> = match hnsw {
+                    // Loaded only above the exact-scan threshold (see `open::EXACT_MAX_ROWS`).
+                    Some(h) => {
+                        let all = filters.is_empty() && !first_window_only;
+                        // Windows of one chunk compete for slots: ask for more rows than chunks.
+                        let k = want * 3;
+                        if all { h.search(q, k, None) } else { h.search(q, k, Some(&keep_row)) }
+                    }
+                    _ => vectors.scan(q, want * 3, &keep_row),
+                };
+                rows.into_iter()
+                    .map(|(row, s)| {
+                        let c = window_chunk[row] as usize;
+                        (c, first_window[c] == row as u32, s)
+                    })
+                    .collect()
             }
-            _ => self.vectors.scan(q, want * 3, &keep_row),
+            Candidates::Remote(r) => r
+                .nearest(q, filters, first_window_only, want * 3)?
+                .into_iter()
+                .filter(|n| (n.chunk as usize) < self.chunks.len())
+                .map(|n| (n.chunk as usize, n.first, n.cosine))
+                .collect(),
         };
         let mut best: HashMap<usize, f32> = HashMap::new();
-        for (row, s) in rows {
-            let c = self.window_chunk[row] as usize;
-            let s = if self.first_window[c] == row as u32 { s } else { s * opts.later_window_weight };
+        for (c, first, s) in near {
+            let s = if first { s } else { s * opts.later_window_weight };
             let e = best.entry(c).or_insert(f32::MIN);
             *e = e.max(s);
         }
         let mut out: Vec<(usize, f32)> = best.into_iter().collect();
         sort_desc(&mut out);
         out.truncate(want);
-        out
+        Ok(out)
     }
 
     /// Keyword candidates: boosted BM25 over the fields, with morphological variants
@@ -63,8 +80,9 @@ impl Bundle {
         let t = &self.text;
         let words = query_words(query);
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut remote: Vec<WeightedTerm> = Vec::new();
         let mut seen: HashSet<Term> = HashSet::new();
-        for (field, _, boost) in &t.fields {
+        for (field, name, boost) in &t.fields {
             let mut analyzer = t.index.tokenizer_for_field(*field).map_err(tantivy_err)?;
             for (word, weight) in &words {
                 let mut stream = analyzer.token_stream(word);
@@ -73,6 +91,7 @@ impl Bundle {
                     if !seen.insert(term.clone()) {
                         continue;
                     }
+                    remote.push(WeightedTerm { field: name, term: tok.text.clone(), weight: boost * weight });
                     let q = TermQuery::new(term, IndexRecordOption::WithFreqs);
                     should.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost * weight))));
                 }
@@ -80,6 +99,11 @@ impl Bundle {
         }
         if should.is_empty() {
             return Ok(Vec::new());
+        }
+        if let Candidates::Remote(r) = &self.candidates {
+            let mut out = r.bm25(&remote, filters, want)?;
+            out.retain(|&(i, _)| i < self.chunks.len());
+            return Ok(out);
         }
         self.run_filtered(Box::new(BooleanQuery::new(should)), filters, want)
     }
@@ -144,7 +168,17 @@ impl Bundle {
             let needle = normalise(&literal);
             let mut files: HashSet<&str> = HashSet::new();
             let mut hits = Vec::new();
-            for (i, score) in self.run_filtered(q, filters, EXACT_CANDIDATES)? {
+            let candidates = match &self.candidates {
+                // The database finds the chunks holding the string; they rank by index.
+                Candidates::Remote(r) => r
+                    .containing(literal.trim(), filters, EXACT_CANDIDATES)?
+                    .into_iter()
+                    .filter(|&i| i < self.chunks.len())
+                    .map(|i| (i, 0.0))
+                    .collect(),
+                Candidates::Local { .. } => self.run_filtered(q, filters, EXACT_CANDIDATES)?,
+            };
+            for (i, score) in candidates {
                 let text = normalised.entry(i).or_insert_with(|| normalise(self.text(i)));
                 if contains_at_boundaries(text, &needle) {
                     files.insert(self.chunks[i].path.as_str());
@@ -169,18 +203,23 @@ impl Bundle {
 impl Bundle {
     /// How many of `words` (stems, as the prose fields hold them) no chunk's text,
     /// title or heading holds.
-    pub(super) fn unseen_words<'w>(&self, words: impl Iterator<Item = &'w String>) -> usize {
+    pub(super) fn unseen_words(&self, words: &[String]) -> Result<usize> {
+        if let Candidates::Remote(r) = &self.candidates {
+            let known = r.known(words)?;
+            return Ok(words.iter().filter(|w| !known.contains(*w)).count());
+        }
         let t = &self.text;
         let searcher = t.reader.searcher();
         let prose: Vec<_> =
             t.fields.iter().filter(|(_, name, _)| matches!(*name, "text" | "title" | "heading")).collect();
-        words
+        Ok(words
+            .iter()
             .filter(|w| {
                 prose
                     .iter()
                     .all(|(field, _, _)| searcher.doc_freq(&Term::from_field_text(*field, w)).map_or(true, |n| n == 0))
             })
-            .count()
+            .count())
     }
 
     /// The chunks that define a symbol the query names, to rank first: for each

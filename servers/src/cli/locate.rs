@@ -127,10 +127,15 @@ fn broken(dir: &Path, origin: &Origin, e: &anyhow::Error) -> Broken {
 pub(super) fn open_libraries(
     rt: &tokio::runtime::Runtime,
     located: Located,
+    exported: Vec<Bundle>,
     opts: &OpenOptions,
 ) -> anyhow::Result<Libraries> {
-    let single = located.found.len() + located.broken.len() == 1;
+    let single = located.found.len() + located.broken.len() + exported.len() == 1;
     let mut lives = Vec::new();
+    for b in exported {
+        tracing::info!("serving {} ({} chunks) from {}", b.library(), b.chunk_count(), b.dir.display());
+        lives.push(Live::new(std::sync::Arc::new(b)));
+    }
     let mut broken_libs = located.broken;
     for (dir, origin) in located.found {
         let b = match Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display()))

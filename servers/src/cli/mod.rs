@@ -11,6 +11,7 @@ mod backup;
 mod bundles;
 mod doctor;
 mod eval;
+mod export;
 mod info;
 mod install;
 mod locate;
@@ -45,6 +46,9 @@ enum Command {
     Models(models::Args),
     /// Check a bundle: every file against the manifest's size, blake3 and sha256.
     Verify(verify::Args),
+    /// Load a bundle into PostgreSQL with pgvector, for `atlas serve rag --backend`;
+    /// `--list` and `--drop NAME@VERSION` manage what is there.
+    Export(export::Args),
     /// Ranked search over a bundle.
     Search(search::Args),
     /// Install a published bundle: check its sha256 (and signature), unpack it safely,
@@ -91,6 +95,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Info(a) => a.run(&cfg),
         Command::Models(a) => a.run(),
         Command::Verify(a) => a.run(&cfg),
+        Command::Export(a) => a.run(&cfg),
         Command::Search(a) => a.run(&cfg),
         Command::Install(a) => a.run(&cfg),
         Command::Update(a) => a.run(&cfg),

@@ -36,6 +36,13 @@ pub(super) struct Args {
     /// fs only: serve a plain mirror folder instead of a bundle's.
     #[arg(long, conflicts_with = "bundle")]
     mirror: Option<PathBuf>,
+    /// rag only: also serve every bundle exported to this PostgreSQL database (`atlas
+    /// export`); replicas started on one database are stateless and interchangeable.
+    #[arg(long, env = "ATLAS_DATABASE_URL", value_name = "URL", conflicts_with = "mirror")]
+    backend: Option<String>,
+    /// rag only: connections to the --backend database, per server.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pool: u16,
     /// rag only: rerank with the cross-encoder by default.
     #[arg(long)]
     rerank: bool,
@@ -83,8 +90,15 @@ impl Args {
             },
             Which::Fs | Which::Rag => AskOptions::default(),
         };
+        if self.backend.is_some() && !matches!(self.which, Which::Rag) {
+            anyhow::bail!(atlas_runtime::exit::UsageError(
+                "--backend serves the rag server only: `atlas serve rag --backend URL`".into()
+            ));
+        }
         let located = match self.mirror {
             Some(_) => Located::default(),
+            // A database alone needs no bundle on disk.
+            None if self.backend.is_some() && self.bundle.is_empty() && !self.all => Located::default(),
             None => locate_many(self.bundle, self.all, cfg)?,
         };
         init_logging();
@@ -100,7 +114,11 @@ impl Args {
             }
             Which::Rag => {
                 let opts = open_options(cfg, OpenOptions { warm: self.warm, ..OpenOptions::default() })?;
-                let libs = open_libraries(&rt, located, &opts)?;
+                let exported = match &self.backend {
+                    Some(url) => crate::pg::open_all(url, usize::from(self.pool), &opts)?,
+                    None => Vec::new(),
+                };
+                let libs = open_libraries(&rt, located, exported, &opts)?;
                 run_server(rt, crate::rag::RagServer::libraries(libs, self.rerank), self.http, http_opts)
             }
         }
@@ -126,7 +144,7 @@ fn serve_web(
     ask: AskOptions,
 ) -> anyhow::Result<()> {
     let o = open_options(cfg, OpenOptions { warm: true, ..OpenOptions::default() })?;
-    let libs = open_libraries(&rt, located, &o)?;
+    let libs = open_libraries(&rt, located, Vec::new(), &o)?;
     let addr = http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
     let web = crate::web::Web { libs, ask, allow_hosts: std::sync::Arc::new(opts.allow_hosts.clone()) };
     let r = rt.block_on(crate::web::serve(web, rerank, addr, opts));

@@ -1,0 +1,67 @@
+//! Candidates from a database: a bundle exported with `atlas export` is served by
+//! replicas that hold its chunk table and symbol table in memory and ask the database
+//! for what the local files would give, the vector and keyword candidate lists (and
+//! the few lookups around them). Ranking stays here: fusion, exact strings,
+//! definitions first, confidence and refusal run on those lists exactly as they do on
+//! a local bundle. The one implementation is the PostgreSQL backend of the `atlas`
+//! binary (`servers/src/pg`); docs/scaling.md.
+
+use std::collections::HashSet;
+
+use crate::Result;
+use crate::chunk_table::ChunkRecord;
+use crate::manifest::Manifest;
+use crate::search::Filters;
+
+/// One window's similarity to a query vector.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Near {
+    /// The chunk's index in the bundle's chunk table.
+    pub chunk: u32,
+    /// Whether this is the chunk's first window.
+    pub first: bool,
+    pub cosine: f32,
+}
+
+/// A term of a keyword query: the field (one of [`crate::text_index::FIELDS`]), the
+/// term as the field's analyzer wrote it, and its weight (field boost × word weight).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightedTerm {
+    pub field: &'static str,
+    pub term: String,
+    pub weight: f32,
+}
+
+/// The lookups a search makes that a local bundle answers from its files. Every
+/// method pushes `filters` down; errors are the backend's (unreachable, timed out) and
+/// are [`crate::Error::Remote`].
+pub trait RemoteIndex: Send + Sync + std::fmt::Debug {
+    /// The `k` windows nearest to `q` (cosine), within `filters`; with `first_only`,
+    /// each chunk's first window only.
+    fn nearest(&self, q: &[f32], filters: &Filters, first_only: bool, k: usize) -> Result<Vec<Near>>;
+    /// The `want` best chunks by BM25 over `terms` (a sum over the terms a chunk holds,
+    /// each the field's BM25 of the term times its weight, as tantivy scores a boolean
+    /// query of boosted terms), best first.
+    fn bm25(&self, terms: &[WeightedTerm], filters: &Filters, want: usize) -> Result<Vec<(usize, f32)>>;
+    /// Up to `limit` chunks whose text holds `needle`, ASCII case aside (the caller
+    /// checks word boundaries).
+    fn containing(&self, needle: &str, filters: &Filters, limit: usize) -> Result<Vec<usize>>;
+    /// Which of `stems` some chunk's text, title or heading holds.
+    fn known(&self, stems: &[String]) -> Result<HashSet<String>>;
+    /// What serves the vectors, for `get_bundle_info` (`pgvector-hnsw`).
+    fn vector_index(&self) -> String;
+}
+
+/// What a replica loads to serve an exported bundle.
+#[derive(Debug)]
+pub struct RemoteBundle {
+    /// Where it is, as messages name it (`postgres://host/db#schema`).
+    pub label: String,
+    pub manifest: Manifest,
+    /// Every chunk, with its text.
+    pub chunks: Vec<ChunkRecord>,
+    /// `symbols.parquet` and `references.parquet`, when the bundle has them.
+    pub symbols: Option<Vec<u8>>,
+    pub references: Option<Vec<u8>>,
+    pub index: std::sync::Arc<dyn RemoteIndex>,
+}

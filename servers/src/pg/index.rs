@@ -1,0 +1,264 @@
+//! Serving exported bundles: each complete export becomes a [`Bundle`] whose chunk and
+//! symbol tables are loaded from the database and whose candidates are SQL
+//! ([`RemoteIndex`]): nearest windows through pgvector's HNSW index, BM25 over the
+//! stored postings and statistics, substrings through the trigram index, known
+//! words through the term table. Filters go into each statement's WHERE.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use atlas_runtime::remote::{Near, RemoteBundle, RemoteIndex, WeightedTerm};
+use atlas_runtime::search::Filters;
+use atlas_runtime::{Bundle, OpenOptions};
+use pgvector::HalfVector;
+use tokio_postgres::types::ToSql;
+
+use super::{CATALOG, Db, db_error, schema_ident};
+
+/// BM25's constants, as tantivy scores (its `bm25.rs`).
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+/// One exported bundle's tables.
+#[derive(Debug)]
+pub struct PgIndex {
+    db: Arc<Db>,
+    schema: String,
+    /// Whether the windows have pgvector's HNSW index (else queries scan them).
+    hnsw: bool,
+}
+
+fn remote(db: &Db, e: anyhow::Error) -> atlas_runtime::Error {
+    atlas_runtime::Error::Remote(format!("{}: {e:#}", db.label))
+}
+
+fn pg(e: tokio_postgres::Error) -> anyhow::Error {
+    anyhow::anyhow!(db_error(&e))
+}
+
+/// `filters` as SQL over the chunk table aliased `c`, its parameters appended to
+/// `params` (numbered from `params.len() + 1`).
+fn where_filters(filters: &Filters, params: &mut Vec<Box<dyn ToSql + Sync + Send>>) -> String {
+    let mut sql = String::new();
+    let mut add = |cond: &str, v: String, params: &mut Vec<Box<dyn ToSql + Sync + Send>>| {
+        params.push(Box::new(v));
+        sql.push_str(&format!(" AND {}", cond.replace('?', &format!("${}", params.len()))));
+    };
+    if let Some(k) = filters.kind {
+        add("c.kind = ?", k.as_str().to_owned(), params);
+    }
+    if let Some(s) = &filters.section {
+        add("c.section = ?", s.clone(), params);
+    }
+    if let Some(l) = &filters.language {
+        add("c.language = ?", l.clone(), params);
+    }
+    if let Some(s) = &filters.symbol_kind {
+        add("c.symbol_kind = ?", s.clone(), params);
+    }
+    if let Some(p) = &filters.path_prefix {
+        add("starts_with(c.path, ?)", p.clone(), params);
+    }
+    if let Some(r) = &filters.repo {
+        // Both `?` are the one parameter: the URL, or its last path segment.
+        add("(c.repo = ? OR split_part(rtrim(c.repo, '/'), '/', -1) = ?)", r.clone(), params);
+    }
+    sql
+}
+
+fn refs(params: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
+}
+
+impl RemoteIndex for PgIndex {
+    fn nearest(&self, q: &[f32], filters: &Filters, first_only: bool, k: usize) -> atlas_runtime::Result<Vec<Near>> {
+        let s = &self.schema;
+        let mut params: Vec<Box<dyn ToSql + Sync + Send>> =
+            vec![Box::new(HalfVector::from_f32_slice(q)), Box::new(k as i64)];
+        let mut cond = where_filters(filters, &mut params);
+        if first_only {
+            cond.push_str(" AND w.first");
+        }
+        let join = if cond.contains("c.") { format!("JOIN {s}.chunks c ON c.idx = w.chunk") } else { String::new() };
+        let sql = format!(
+            "SELECT w.chunk, w.first, (1 - (w.embedding <=> $1))::real FROM {s}.windows w {join} \
+             WHERE true{cond} ORDER BY w.embedding <=> $1 LIMIT $2"
+        );
+        self.db
+            .run(async |c| {
+                let rows = c.query(&sql, &refs(&params)).await.map_err(pg)?;
+                Ok(rows
+                    .iter()
+                    .map(|r| Near { chunk: r.get::<_, i32>(0) as u32, first: r.get(1), cosine: r.get(2) })
+                    .collect())
+            })
+            .map_err(|e| remote(&self.db, e))
+    }
+
+    fn bm25(&self, terms: &[WeightedTerm], filters: &Filters, want: usize) -> atlas_runtime::Result<Vec<(usize, f32)>> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let s = &self.schema;
+        let field: Vec<i16> = terms.iter().map(|t| field_no(t.field)).collect();
+        let term: Vec<String> = terms.iter().map(|t| t.term.clone()).collect();
+        let weight: Vec<f64> = terms.iter().map(|t| f64::from(t.weight)).collect();
+        let mut params: Vec<Box<dyn ToSql + Sync + Send>> =
+            vec![Box::new(field), Box::new(term), Box::new(weight), Box::new(want as i64)];
+        let cond = where_filters(filters, &mut params);
+        let join = if cond.is_empty() { String::new() } else { format!("JOIN {s}.chunks c ON c.idx = p.chunk") };
+        // tantivy's BM25 per term: idf · (1 + k1) · tf / (tf + k1 · (1 − b + b · norm / avg)),
+        // times the term's weight, summed over the query's terms.
+        let sql = format!(
+            "WITH q AS (SELECT * FROM unnest($1::smallint[], $2::text[], $3::float8[]) AS q(field, term, weight)),
+             s AS (SELECT q.field, q.term, q.weight,
+                     ln(1 + (f.docs - t.df + 0.5) / (t.df + 0.5)) AS idf, f.tokens::float8 / f.docs AS avg
+                   FROM q JOIN {s}.terms t ON t.field = q.field AND t.term = q.term
+                   JOIN {s}.fields f ON f.field = q.field)
+             SELECT p.chunk, sum(s.weight * s.idf * (1 + {K1}) * p.tf
+                                 / (p.tf + {K1} * (1 - {B} + {B} * p.norm / s.avg)))::real AS score
+             FROM s JOIN {s}.postings p ON p.field = s.field AND p.term = s.term {join}
+             WHERE true{cond}
+             GROUP BY p.chunk ORDER BY score DESC, p.chunk LIMIT $4"
+        );
+        self.db
+            .run(async |c| {
+                let rows = c.query(&sql, &refs(&params)).await.map_err(pg)?;
+                Ok(rows.iter().map(|r| (r.get::<_, i32>(0) as usize, r.get::<_, f32>(1))).collect())
+            })
+            .map_err(|e| remote(&self.db, e))
+    }
+
+    fn containing(&self, needle: &str, filters: &Filters, limit: usize) -> atlas_runtime::Result<Vec<usize>> {
+        let s = &self.schema;
+        let pattern = format!("%{}%", like_escape(&needle.to_lowercase()));
+        let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![Box::new(pattern), Box::new(limit as i64)];
+        let cond = where_filters(filters, &mut params);
+        let sql = format!("SELECT c.idx FROM {s}.chunks c WHERE lower(c.text) LIKE $1{cond} ORDER BY c.idx LIMIT $2");
+        self.db
+            .run(async |c| {
+                let rows = c.query(&sql, &refs(&params)).await.map_err(pg)?;
+                Ok(rows.iter().map(|r| r.get::<_, i32>(0) as usize).collect())
+            })
+            .map_err(|e| remote(&self.db, e))
+    }
+
+    fn known(&self, stems: &[String]) -> atlas_runtime::Result<HashSet<String>> {
+        if stems.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let s = &self.schema;
+        let prose: Vec<i16> = ["text", "title", "heading"].iter().map(|f| field_no(f)).collect();
+        let sql = format!("SELECT DISTINCT term FROM {s}.terms WHERE field = ANY($1) AND term = ANY($2)");
+        self.db
+            .run(async |c| {
+                let rows = c.query(&sql, &[&prose, &stems]).await.map_err(pg)?;
+                Ok(rows.iter().map(|r| r.get(0)).collect())
+            })
+            .map_err(|e| remote(&self.db, e))
+    }
+
+    fn vector_index(&self) -> String {
+        if self.hnsw { "pgvector-hnsw".into() } else { "pgvector-exact".into() }
+    }
+}
+
+/// A field's number in `postings` (its place in the schema's scored fields).
+fn field_no(name: &str) -> i16 {
+    atlas_runtime::text_index::FIELDS.iter().position(|f| *f == name).unwrap_or(0) as i16
+}
+
+/// `s` with LIKE's wildcards escaped (the default escape is a backslash).
+fn like_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+}
+
+/// Every complete export in the database at `url`, opened as bundles served from it,
+/// over a pool of `pool` connections.
+pub fn open_all(url: &str, pool: usize, opts: &OpenOptions) -> anyhow::Result<Vec<Bundle>> {
+    let db = Db::connect(url, pool, None)?;
+    let libraries: Vec<String> = db.run(async |c| {
+        let exists: bool =
+            c.query_one("SELECT to_regclass('atlas.bundles') IS NOT NULL", &[]).await.map_err(pg)?.get(0);
+        if !exists {
+            return Ok(Vec::new());
+        }
+        let rows = c
+            .query(&format!("SELECT library FROM {CATALOG} WHERE complete ORDER BY library"), &[])
+            .await
+            .map_err(pg)?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    })?;
+    if libraries.is_empty() {
+        anyhow::bail!(atlas_runtime::exit::UsageError(format!(
+            "{} holds no exported bundle; load one with `atlas export BUNDLE --to …`",
+            db.label
+        )));
+    }
+    libraries.iter().map(|l| open_one(&db, l, opts).with_context(|| format!("opening {l} from {}", db.label))).collect()
+}
+
+fn open_one(db: &Arc<Db>, library: &str, opts: &OpenOptions) -> anyhow::Result<Bundle> {
+    let schema = schema_ident(library)?;
+    let (files, texts, hnsw) = db.run(async |c| {
+        let hnsw: bool = c
+            .query_one(
+                "SELECT count(*) > 0 FROM pg_indexes WHERE schemaname = $1 AND indexname = 'windows_hnsw'",
+                &[&library],
+            )
+            .await
+            .map_err(pg)?
+            .get(0);
+        let files: Vec<(String, Vec<u8>)> = c
+            .query(&format!("SELECT name, bytes FROM {schema}.files"), &[])
+            .await
+            .map_err(pg)?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let texts: Vec<String> = c
+            .query(&format!("SELECT text FROM {schema}.chunks ORDER BY idx"), &[])
+            .await
+            .map_err(pg)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        Ok((files, texts, hnsw))
+    })?;
+    let file = |name: &str| files.iter().find(|f| f.0 == name).map(|f| f.1.clone());
+    let check = |name: &str, bytes: &[u8], m: &atlas_runtime::manifest::Manifest| -> anyhow::Result<()> {
+        match m.artifact(name) {
+            Some(a) if atlas_runtime::hash::blake3_bytes(bytes) != a.blake3 => {
+                anyhow::bail!("{name} in the database does not match the manifest; export the bundle again")
+            }
+            _ => Ok(()),
+        }
+    };
+    let manifest: atlas_runtime::manifest::Manifest =
+        serde_json::from_slice(&file("manifest.json").context("the export has no manifest.json")?)
+            .context("the exported manifest.json")?;
+    let table = file("chunks.parquet").context("the export has no chunks.parquet")?;
+    check("chunks.parquet", &table, &manifest)?;
+    let mut chunks = atlas_runtime::chunk_table::from_parquet_with(&table, false)?;
+    if chunks.len() != texts.len() {
+        anyhow::bail!("{} chunks but {} texts in the database; export the bundle again", chunks.len(), texts.len());
+    }
+    for (c, t) in chunks.iter_mut().zip(texts) {
+        c.text = t;
+    }
+    let symbols = file(atlas_runtime::symbols::DEFINITIONS_FILE);
+    let references = file(atlas_runtime::symbols::REFERENCES_FILE);
+    for (name, bytes) in
+        [(atlas_runtime::symbols::DEFINITIONS_FILE, &symbols), (atlas_runtime::symbols::REFERENCES_FILE, &references)]
+    {
+        if let Some(b) = bytes {
+            check(name, b, &manifest)?;
+        }
+    }
+    let rows = manifest.embedding_rows;
+    let label = format!("{}#{library}", db.label);
+    let index = Arc::new(PgIndex { db: db.clone(), schema, hnsw });
+    let r = RemoteBundle { label, manifest, chunks, symbols, references, index };
+    Ok(Bundle::open_remote(r, rows, opts.clone())?)
+}

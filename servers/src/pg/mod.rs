@@ -1,0 +1,182 @@
+//! PostgreSQL with pgvector: `atlas export` loads a bundle into a schema of its own
+//! (`export.rs`), `atlas serve rag --backend` serves the exported bundles from there
+//! (`index.rs`: the candidates a search asks for, as SQL). One connection policy for
+//! both: a pool with timeouts on its own small runtime, so the synchronous search path
+//! can call it from any thread. docs/scaling.md.
+
+mod export;
+mod index;
+
+pub use export::{Provenance, VectorIndex, drop_bundle, export, list};
+pub use index::open_all;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use atlas_runtime::exit::UsageError;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Timeouts};
+
+/// How long a connection may take to open, and a statement to run.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const STATEMENT_TIMEOUT_MS: u32 = 10_000;
+/// Export statements (COPY of a batch, index builds) may run long.
+const EXPORT_STATEMENT_TIMEOUT_MS: u32 = 0;
+/// The catalog of exported bundles.
+const CATALOG: &str = "atlas.bundles";
+/// PostgreSQL truncates longer identifiers (two bundles could then share a schema).
+const MAX_IDENTIFIER: usize = 63;
+
+/// A database: a connection pool on a runtime of its own.
+pub struct Db {
+    pool: Pool,
+    /// Where it is, without the password (what messages name).
+    pub label: String,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("label", &self.label).finish()
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks; a server drops its bundles on an async thread.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Db {
+    /// A pool of up to `size` connections to `url` (`postgres://…`), each with the
+    /// connect and statement timeouts set. Connects once to fail early.
+    pub fn connect(url: &str, size: usize, statement_timeout_ms: Option<u32>) -> anyhow::Result<Arc<Db>> {
+        let mut cfg: tokio_postgres::Config = url.parse().map_err(|e| {
+            UsageError(format!("{} is not a PostgreSQL URL ({e}); pass postgres://USER@HOST:PORT/DB", redact(url)))
+        })?;
+        if cfg.get_connect_timeout().is_none() {
+            cfg.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let timeout = statement_timeout_ms.unwrap_or(STATEMENT_TIMEOUT_MS);
+        cfg.options(format!(
+            "-c statement_timeout={timeout} -c hnsw.ef_search=100 -c hnsw.iterative_scan=relaxed_order"
+        ));
+        cfg.application_name("atlas");
+        let label = redact(url);
+        let mgr =
+            Manager::from_config(cfg, tokio_postgres::NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("atlas-pg")
+            .enable_all()
+            .build()
+            .context("starting the database runtime")?;
+        let pool = Pool::builder(mgr)
+            .max_size(size.max(1))
+            .timeouts(Timeouts {
+                wait: Some(CONNECT_TIMEOUT),
+                create: Some(CONNECT_TIMEOUT),
+                recycle: Some(CONNECT_TIMEOUT),
+            })
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .context("building the connection pool")?;
+        let db = Arc::new(Db { pool, label, rt: Some(rt) });
+        db.run(async |c| {
+            c.simple_query("SELECT 1").await?;
+            Ok(())
+        })
+        .with_context(|| format!("connecting to {}", db.label))?;
+        Ok(db)
+    }
+
+    /// Runs `f` with a pooled connection, waiting for it here (any thread that is not
+    /// itself running async code).
+    pub fn run<T>(&self, f: impl AsyncFnOnce(&deadpool_postgres::Client) -> anyhow::Result<T>) -> anyhow::Result<T> {
+        let rt = self.rt.as_ref().expect("the runtime lives as long as the pool");
+        rt.block_on(async {
+            let c = self.pool.get().await.map_err(|e| anyhow::anyhow!("{}: {}", self.label, pool_error(&e)))?;
+            f(&c).await
+        })
+    }
+}
+
+/// A pool error as one line (deadpool's wrap the driver's).
+fn pool_error(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => db_error(e),
+        deadpool_postgres::PoolError::Timeout(_) => "the database did not answer in time".into(),
+        other => other.to_string(),
+    }
+}
+
+/// A driver error as one line: the server's message when it sent one.
+pub fn db_error(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => d.message().to_owned(),
+        None => {
+            let mut s = e.to_string();
+            let mut src = std::error::Error::source(e);
+            while let Some(x) = src {
+                s = format!("{s}: {x}");
+                src = x.source();
+            }
+            s
+        }
+    }
+}
+
+/// `url` without its password (and without a `password=` parameter).
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            if u.password().is_some() {
+                let _ = u.set_password(Some("***"));
+            }
+            let pairs: Vec<(String, String)> = u
+                .query_pairs()
+                .map(|(k, v)| (k.to_string(), if k == "password" { "***".to_owned() } else { v.to_string() }))
+                .collect();
+            if !pairs.is_empty() {
+                u.query_pairs_mut().clear().extend_pairs(pairs);
+            }
+            u.to_string()
+        }
+        Err(_) => "the database URL".to_owned(),
+    }
+}
+
+/// The schema of `name@version`, quoted for SQL. Names and versions are checked when a
+/// bundle is built and installed; here the identifier is quoted whatever it holds, and
+/// one PostgreSQL would truncate is refused.
+pub fn schema_ident(library: &str) -> anyhow::Result<String> {
+    if library.len() > MAX_IDENTIFIER || library.contains('\0') {
+        anyhow::bail!(UsageError(format!(
+            "{library:?} is over PostgreSQL's {MAX_IDENTIFIER}-byte identifier limit; shorten the bundle's name"
+        )));
+    }
+    Ok(format!("\"{}\"", library.replace('"', "\"\"")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_never_reaches_a_label() {
+        let l = redact("postgres://atlas:s3cret@db.example:5432/docs?password=other&sslmode=disable");
+        assert!(!l.contains("s3cret") && !l.contains("other"), "{l}");
+        assert!(l.contains("db.example:5432/docs") && l.contains("sslmode=disable"));
+        assert_eq!(redact("not a url with s3cret"), "the database URL");
+    }
+
+    #[test]
+    fn schemas_are_quoted_and_never_truncated() {
+        assert_eq!(schema_ident("docs@1.2.0").unwrap(), "\"docs@1.2.0\"");
+        assert_eq!(schema_ident("a\"b@1").unwrap(), "\"a\"\"b@1\"");
+        assert!(schema_ident(&format!("{}@1", "x".repeat(70))).is_err());
+    }
+}
