@@ -28,10 +28,12 @@ pub struct Args {
 /// The seed of `--symbol-set`: the same names on every machine.
 const SYMBOL_SET_SEED: u64 = 2025;
 
-/// One bundle: its golden set or its shipped eval. Several: the merged search of a
-/// server holding them all, on a golden set.
-pub fn run(dirs: &[PathBuf], open: OpenOptions, args: Args) -> anyhow::Result<()> {
+/// One bundle: its golden set or its shipped eval. Several (or bundles served from a
+/// database, `exported`): the merged search of a server holding them all, on a golden
+/// set.
+pub fn run(dirs: &[PathBuf], exported: Vec<Bundle>, open: OpenOptions, args: Args) -> anyhow::Result<()> {
     if let [dir] = dirs
+        && exported.is_empty()
         && args.library.is_none()
     {
         return run_one(dir, open, args);
@@ -39,7 +41,7 @@ pub fn run(dirs: &[PathBuf], open: OpenOptions, args: Args) -> anyhow::Result<()
     let golden_path =
         args.golden.clone().ok_or_else(|| UsageError("evaluating several bundles needs --golden FILE.jsonl".into()))?;
     let golden = golden_set(&golden_path)?;
-    let mut lives = Vec::new();
+    let mut lives: Vec<_> = exported.into_iter().map(|b| crate::live::Live::new(std::sync::Arc::new(b))).collect();
     for dir in dirs {
         let b = Bundle::open(dir, open.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
         lives.push(crate::live::Live::new(std::sync::Arc::new(b)));

@@ -47,6 +47,10 @@ pub(super) struct Args {
     /// Exit non-zero when hybrid's MRR@10 (every mode's, without hybrid) is below this.
     #[arg(long, value_name = "X")]
     min_mrr: Option<f64>,
+    /// Evaluate the bundles exported to this PostgreSQL database (`atlas export`) as
+    /// `serve rag --backend` serves them (needs --golden; pin one with --library).
+    #[arg(long, value_name = "URL", conflicts_with = "bundle")]
+    backend: Option<String>,
     /// Per query that misses rank 1: what ranked first, and where the expected files landed.
     #[arg(long)]
     explain: bool,
@@ -55,10 +59,18 @@ pub(super) struct Args {
 impl Args {
     pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
         let mut dirs = Vec::new();
-        let names = if self.bundle.is_empty() { vec![None] } else { self.bundle.into_iter().map(Some).collect() };
-        for b in names {
-            dirs.push(locate(b, cfg)?.0);
-        }
+        let open = open_options(cfg, OpenOptions::default())?;
+        let exported = match &self.backend {
+            Some(url) => crate::pg::open_all(url, 4, &open)?,
+            None => {
+                let names =
+                    if self.bundle.is_empty() { vec![None] } else { self.bundle.into_iter().map(Some).collect() };
+                for b in names {
+                    dirs.push(locate(b, cfg)?.0);
+                }
+                Vec::new()
+            }
+        };
         let opts = atlas_runtime::eval::EvalOptions {
             modes: self.modes,
             rerank: self.rerank,
@@ -77,6 +89,6 @@ impl Args {
             tuning: self.tuning,
             symbol_set: self.symbol_set,
         };
-        crate::eval::run(&dirs, open_options(cfg, OpenOptions::default())?, args)
+        crate::eval::run(&dirs, exported, open, args)
     }
 }
