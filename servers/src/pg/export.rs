@@ -255,16 +255,23 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
                     .map_err(pg)?;
                 let w = BinaryCopyInWriter::new(sink, &[Type::INT2, Type::TEXT, Type::INT4, Type::INT4, Type::INT4]);
                 let mut w = std::pin::pin!(w);
-                let mut batches = Vec::new();
-                atlas_runtime::text_index::postings(&searcher, s.field, seg, POSTING_BATCH, |b| {
-                    batches.push(b);
-                    Ok::<(), anyhow::Error>(())
-                })?;
+                // The index is read on a blocking thread, a batch at a time, while
+                // the previous batch is written: memory stays at two batches.
+                let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+                let (searcher, field_name) = (searcher.clone(), s.field);
+                let reader = tokio::task::spawn_blocking(move || {
+                    atlas_runtime::text_index::postings(&searcher, field_name, seg, POSTING_BATCH, |b| {
+                        tx.blocking_send(b).map_err(|_| anyhow::anyhow!("the export stopped"))
+                    })
+                });
                 let field = f as i16;
-                for p in batches.iter().flatten() {
-                    let (chunk, tf, norm) = (p.chunk as i32, p.tf as i32, p.norm as i32);
-                    w.as_mut().write(&[&field, &p.term, &chunk, &tf, &norm]).await.map_err(pg)?;
+                while let Some(batch) = rx.recv().await {
+                    for p in batch {
+                        let (chunk, tf, norm) = (p.chunk as i32, p.tf as i32, p.norm as i32);
+                        w.as_mut().write(&[&field, &p.term, &chunk, &tf, &norm]).await.map_err(pg)?;
+                    }
                 }
+                reader.await.context("reading the bundle's index")??;
                 w.finish().await.map_err(pg)?;
                 Ok(())
             })?;

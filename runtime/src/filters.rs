@@ -1,0 +1,38 @@
+//! Which chunks a search keeps: the filters of `search_docs` and `search_code`,
+//! applied in memory to a local bundle and pushed into SQL for one served from a
+//! database (`remote`). Below both, so neither imports the other.
+
+use serde::{Deserialize, Serialize};
+
+use crate::chunk_table::{ChunkKind, ChunkRecord};
+
+/// A search's filters (all optional; a chunk passes when it matches every one given).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Filters {
+    pub kind: Option<ChunkKind>,
+    pub section: Option<String>,
+    pub language: Option<String>,
+    /// Matches the repository URL or its last path segment.
+    pub repo: Option<String>,
+    /// A prefix of the chunk's file path (`<source>/<path>`).
+    pub path_prefix: Option<String>,
+    pub symbol_kind: Option<String>,
+}
+
+impl Filters {
+    pub fn keep(&self, c: &ChunkRecord) -> bool {
+        let eq = |want: &Option<String>, got: Option<&str>| want.as_deref().is_none_or(|w| got == Some(w));
+        self.kind.is_none_or(|k| k == c.kind)
+            && eq(&self.section, Some(&c.section))
+            && eq(&self.language, c.language.as_deref())
+            && eq(&self.symbol_kind, c.symbol_kind.as_deref())
+            && self.path_prefix.as_deref().is_none_or(|p| c.path.starts_with(p))
+            && self.repo.as_deref().is_none_or(|r| {
+                c.repo.as_deref().is_some_and(|got| got == r || got.trim_end_matches('/').rsplit('/').next() == Some(r))
+            })
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        *self == Filters::default()
+    }
+}
