@@ -38,7 +38,7 @@ fn build(work: &Path, name: &str, version: &str, docs: Option<&[(&str, &str)]>, 
 }
 
 /// The archive `build` wrote beside `bundle`.
-fn archive(bundle: &Path) -> PathBuf {
+pub(crate) fn archive(bundle: &Path) -> PathBuf {
     let m: Value = serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
     bundle.with_file_name(format!("{}-{}.tar.zst", m["name"].as_str().unwrap(), m["version"].as_str().unwrap()))
 }

@@ -269,3 +269,34 @@ fn two_replicas_behind_one_client_pool_agree_on_every_answer() {
         b.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn an_installed_bundle_goes_in_with_its_provenance_and_a_dead_database_is_one_line() {
+    let Some([_, _, code]) = crate::libraries::libraries() else { return };
+    let Some(pg) = Postgres::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let h = crate::distribution::home(&tmp.path().join("home"));
+    let archive = crate::libraries::archive(code);
+    run(crate::distribution::atlas(&h).arg("install").arg(&archive)).success();
+    let mut e = crate::distribution::atlas(&h);
+    e.args(["export", "portfolio", "--to", &pg.url()]);
+    if !atlas_e2e::pg::can_build_vector_indexes() {
+        e.args(["--vector-index", "none"]);
+    }
+    run(&mut e).success();
+    let sha = atlas_runtime::hash::sha256_bytes(&std::fs::read(&archive).unwrap());
+    let prov: Value = serde_json::from_str(&pg.sql("SELECT provenance::text FROM \"portfolio@0.3.0\".bundle")).unwrap();
+    assert_eq!(prov["sha256"], sha.as_str(), "{prov}");
+    assert!(prov["source"].as_str().unwrap().ends_with(".tar.zst"), "{prov}");
+    assert!(prov["installed"].as_u64().is_some(), "{prov}");
+    let manifest: Value =
+        serde_json::from_str(&pg.sql("SELECT manifest::text FROM \"portfolio@0.3.0\".bundle")).unwrap();
+    assert_eq!(manifest["name"], "portfolio");
+
+    // A server whose database is not there does not start: one line, non-zero.
+    pg.down();
+    let out = atlas().args(["serve", "rag", "--backend", &pg.url()]).output().unwrap();
+    let line = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && line.trim().lines().count() == 1 && line.contains("connecting to"), "{line}");
+    assert!(!line.contains("password"), "{line}");
+}
