@@ -37,7 +37,7 @@ fn main() -> Res {
     for (i, bundle) in args[2..].iter().enumerate() {
         let db = format!("bench{i}");
         pg.sql(&format!("CREATE DATABASE {db}"));
-        let url = pg.url().replace("/postgres", &format!("/{db}"));
+        let url = format!("{}/{db}", pg.url().rsplit_once('/').ok_or("url")?.0);
         let mut export = Command::new(&atlas);
         export.arg("export").arg(bundle).args(["--to", &url]);
         if !hnsw {

@@ -98,7 +98,7 @@ impl Db {
     pub fn run<T>(&self, f: impl AsyncFnOnce(&deadpool_postgres::Client) -> anyhow::Result<T>) -> anyhow::Result<T> {
         let rt = self.rt.as_ref().expect("the runtime lives as long as the pool");
         rt.block_on(async {
-            let c = self.pool.get().await.map_err(|e| anyhow::anyhow!("{}: {}", self.label, pool_error(&e)))?;
+            let c = self.pool.get().await.map_err(|e| anyhow::anyhow!(pool_error(&e)))?;
             f(&c).await
         })
     }
