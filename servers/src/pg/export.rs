@@ -23,7 +23,7 @@ use pgvector::HalfVector;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 
-use super::{CATALOG, Db, EXPORT_STATEMENT_TIMEOUT_MS, db_error, schema_ident};
+use super::{CATALOG, Db, EXPORT_STATEMENT_TIMEOUT_MS, catalog_exists, db_error, pg, schema_ident};
 
 /// Chunks, windows and postings per COPY (and per committed step).
 const CHUNK_BATCH: usize = 2_000;
@@ -55,10 +55,6 @@ pub struct Provenance {
     pub trusted_key: Option<String>,
     /// Seconds since the epoch.
     pub installed: Option<u64>,
-}
-
-fn pg(e: tokio_postgres::Error) -> anyhow::Error {
-    anyhow::anyhow!(db_error(&e))
 }
 
 /// How the vectors are indexed in the database.
@@ -545,12 +541,7 @@ fn verify(
 pub fn list(url: &str) -> anyhow::Result<Vec<Listed>> {
     let db = Db::connect(url, 1, None)?;
     db.run(async |c| {
-        let exists: bool = c
-            .query_one("SELECT to_regclass('atlas.bundles') IS NOT NULL", &[])
-            .await
-            .map_err(pg)?
-            .get(0);
-        if !exists {
+        if !catalog_exists(c).await? {
             return Ok(Vec::new());
         }
         let rows = c
@@ -584,9 +575,7 @@ pub fn drop_bundle(url: &str, library: &str) -> anyhow::Result<bool> {
     let schema = schema_ident(library)?;
     let db = Db::connect(url, 1, None)?;
     db.run(async |c| {
-        let exists: bool =
-            c.query_one("SELECT to_regclass('atlas.bundles') IS NOT NULL", &[]).await.map_err(pg)?.get(0);
-        if !exists {
+        if !catalog_exists(c).await? {
             return Ok(false);
         }
         c.batch_execute("BEGIN").await.map_err(pg)?;

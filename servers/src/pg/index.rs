@@ -14,7 +14,7 @@ use atlas_runtime::{Bundle, OpenOptions};
 use pgvector::HalfVector;
 use tokio_postgres::types::ToSql;
 
-use super::{CATALOG, Db, db_error, schema_ident};
+use super::{CATALOG, Db, catalog_exists, pg, schema_ident};
 
 /// BM25's constants, as tantivy scores (its `bm25.rs`).
 const K1: f64 = 1.2;
@@ -31,10 +31,6 @@ pub struct PgIndex {
 
 fn remote(db: &Db, e: anyhow::Error) -> atlas_runtime::Error {
     atlas_runtime::Error::Remote(format!("{}: {e:#}", db.label))
-}
-
-fn pg(e: tokio_postgres::Error) -> anyhow::Error {
-    anyhow::anyhow!(db_error(&e))
 }
 
 /// `filters` as SQL over the chunk table aliased `c`, its parameters appended to
@@ -179,9 +175,7 @@ fn like_escape(s: &str) -> String {
 pub fn open_all(url: &str, pool: usize, opts: &OpenOptions) -> anyhow::Result<Vec<Bundle>> {
     let db = Db::connect(url, pool, None)?;
     let libraries: Vec<String> = db.run(async |c| {
-        let exists: bool =
-            c.query_one("SELECT to_regclass('atlas.bundles') IS NOT NULL", &[]).await.map_err(pg)?.get(0);
-        if !exists {
+        if !catalog_exists(c).await? {
             return Ok(Vec::new());
         }
         let rows = c

@@ -104,6 +104,16 @@ impl Db {
     }
 }
 
+/// A driver error as an `anyhow` error of one line.
+fn pg(e: tokio_postgres::Error) -> anyhow::Error {
+    anyhow::anyhow!(db_error(&e))
+}
+
+/// Whether the catalog of exports exists (no export has run there otherwise).
+async fn catalog_exists(c: &deadpool_postgres::Client) -> anyhow::Result<bool> {
+    Ok(c.query_one("SELECT to_regclass('atlas.bundles') IS NOT NULL", &[]).await.map_err(pg)?.get(0))
+}
+
 /// A pool error as one line (deadpool's wrap the driver's).
 fn pool_error(e: &deadpool_postgres::PoolError) -> String {
     match e {
