@@ -23,7 +23,7 @@ use pgvector::HalfVector;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 
-use super::{CATALOG, Db, EXPORT_STATEMENT_TIMEOUT_MS, catalog_exists, db_error, pg, schema_ident};
+use super::{BM25_B, BM25_K1, CATALOG, Db, EXPORT_STATEMENT_TIMEOUT_MS, catalog_exists, db_error, pg, schema_ident};
 
 /// Chunks, windows and postings per COPY (and per committed step).
 const CHUNK_BATCH: usize = 2_000;
@@ -246,10 +246,13 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
             steps.run(&format!("postings:{}:{seg}", s.field), async |c| {
                 // One transaction per field and segment; the batches go through one COPY.
                 let sink = c
-                    .copy_in(&format!("COPY {schema}.postings (field, term, chunk, tf, norm) FROM STDIN BINARY"))
+                    .copy_in(&format!(
+                        "COPY {schema}.postings (field, term, chunk, tf, norm, impact) FROM STDIN BINARY"
+                    ))
                     .await
                     .map_err(pg)?;
-                let w = BinaryCopyInWriter::new(sink, &[Type::INT2, Type::TEXT, Type::INT4, Type::INT4, Type::INT4]);
+                let types = [Type::INT2, Type::TEXT, Type::INT4, Type::INT4, Type::INT4, Type::FLOAT4];
+                let w = BinaryCopyInWriter::new(sink, &types);
                 let mut w = std::pin::pin!(w);
                 // The index is read on a blocking thread, a batch at a time, while
                 // the previous batch is written: memory stays at two batches.
@@ -261,10 +264,12 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
                     })
                 });
                 let field = f as i16;
+                let avg = s.tokens as f64 / s.docs.max(1) as f64;
                 while let Some(batch) = rx.recv().await {
                     for p in batch {
                         let (chunk, tf, norm) = (p.chunk as i32, p.tf as i32, p.norm as i32);
-                        w.as_mut().write(&[&field, &p.term, &chunk, &tf, &norm]).await.map_err(pg)?;
+                        let impact = bm25_impact(p.tf, p.norm, avg);
+                        w.as_mut().write(&[&field, &p.term, &chunk, &tf, &norm, &impact]).await.map_err(pg)?;
                     }
                 }
                 reader.await.context("reading the bundle's index")??;
@@ -336,7 +341,7 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         }
         c.batch_execute(&format!(
             "CREATE INDEX IF NOT EXISTS windows_chunk ON {schema}.windows (chunk);
-             CREATE INDEX IF NOT EXISTS postings_term ON {schema}.postings (field, term);
+             CREATE INDEX IF NOT EXISTS postings_term ON {schema}.postings (field, term, impact DESC);
              CREATE INDEX IF NOT EXISTS chunks_tsv ON {schema}.chunks USING gin (tsv);
              CREATE INDEX IF NOT EXISTS chunks_text_trgm ON {schema}.chunks USING gin (lower(text) gin_trgm_ops);
              CREATE INDEX IF NOT EXISTS symbols_name ON {schema}.symbols (name);
@@ -413,6 +418,14 @@ impl Steps<'_> {
     }
 }
 
+/// A posting's BM25 factor besides the term's idf and weight, as tantivy computes it:
+/// `(1 + k1) · tf / (tf + k1 · (1 − b + b · len / avg))`. Stored, so a query reads a
+/// term's best postings first.
+fn bm25_impact(tf: u32, norm: u32, avg: f64) -> f32 {
+    let (tf, norm) = (f64::from(tf), f64::from(norm));
+    ((1.0 + BM25_K1) * tf / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * norm / avg.max(f64::MIN_POSITIVE)))) as f32
+}
+
 /// The bundle's tables (all `IF NOT EXISTS`: a rerun finds them).
 fn tables(schema: &str, dims: usize) -> String {
     format!(
@@ -430,7 +443,7 @@ fn tables(schema: &str, dims: usize) -> String {
          CREATE TABLE IF NOT EXISTS {schema}.windows (row integer PRIMARY KEY, chunk integer NOT NULL,
            first boolean NOT NULL, embedding halfvec({dims}) NOT NULL);
          CREATE TABLE IF NOT EXISTS {schema}.postings (field smallint NOT NULL, term text NOT NULL,
-           chunk integer NOT NULL, tf integer NOT NULL, norm integer NOT NULL);
+           chunk integer NOT NULL, tf integer NOT NULL, norm integer NOT NULL, impact real NOT NULL);
          CREATE TABLE IF NOT EXISTS {schema}.terms (field smallint NOT NULL, term text NOT NULL, df integer NOT NULL,
            PRIMARY KEY (field, term));
          CREATE TABLE IF NOT EXISTS {schema}.fields (field smallint PRIMARY KEY, name text NOT NULL,

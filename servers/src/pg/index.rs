@@ -16,9 +16,9 @@ use tokio_postgres::types::ToSql;
 
 use super::{CATALOG, Db, catalog_exists, pg, schema_ident};
 
-/// BM25's constants, as tantivy scores (its `bm25.rs`).
-const K1: f64 = 1.2;
-const B: f64 = 0.75;
+/// Postings read per query term, best BM25 factor first: exact for every term in at
+/// most this many chunks; for commoner ones, the chunks where the term weighs most.
+const PER_TERM: i64 = 2_000;
 
 /// One exported bundle's tables.
 #[derive(Debug)]
@@ -101,22 +101,23 @@ impl RemoteIndex for PgIndex {
         let term: Vec<String> = terms.iter().map(|t| t.term.clone()).collect();
         let weight: Vec<f64> = terms.iter().map(|t| f64::from(t.weight)).collect();
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> =
-            vec![Box::new(field), Box::new(term), Box::new(weight), Box::new(want as i64)];
+            vec![Box::new(field), Box::new(term), Box::new(weight), Box::new(want as i64), Box::new(PER_TERM)];
         let cond = where_filters(filters, &mut params);
         let join = if cond.is_empty() { String::new() } else { format!("JOIN {s}.chunks c ON c.idx = p.chunk") };
         // tantivy's BM25 per term: idf · (1 + k1) · tf / (tf + k1 · (1 − b + b · norm / avg)),
-        // times the term's weight, summed over the query's terms.
+        // the factor after idf stored per posting (`impact`), times the term's weight,
+        // summed over the query's terms; each term's postings read best first.
         let sql = format!(
             "WITH q AS (SELECT * FROM unnest($1::smallint[], $2::text[], $3::float8[]) AS q(field, term, weight)),
-             s AS (SELECT q.field, q.term, q.weight,
-                     ln(1 + (f.docs - t.df + 0.5) / (t.df + 0.5)) AS idf, f.tokens::float8 / f.docs AS avg
+             s AS (SELECT q.field, q.term, q.weight, ln(1 + (f.docs - t.df + 0.5) / (t.df + 0.5)) AS idf
                    FROM q JOIN {s}.terms t ON t.field = q.field AND t.term = q.term
                    JOIN {s}.fields f ON f.field = q.field)
-             SELECT p.chunk, sum(s.weight * s.idf * (1 + {K1}) * p.tf
-                                 / (p.tf + {K1} * (1 - {B} + {B} * p.norm / s.avg)))::real AS score
-             FROM s JOIN {s}.postings p ON p.field = s.field AND p.term = s.term {join}
-             WHERE true{cond}
-             GROUP BY p.chunk ORDER BY score DESC, p.chunk LIMIT $4"
+             SELECT b.chunk, sum(s.weight * s.idf * b.impact)::real AS score
+             FROM s CROSS JOIN LATERAL (
+               SELECT p.chunk, p.impact FROM {s}.postings p {join}
+               WHERE p.field = s.field AND p.term = s.term{cond}
+               ORDER BY p.impact DESC LIMIT $5) b
+             GROUP BY b.chunk ORDER BY score DESC, b.chunk LIMIT $4"
         );
         self.db
             .run(async |c| {

@@ -24,6 +24,9 @@ const STATEMENT_TIMEOUT_MS: u32 = 10_000;
 const EXPORT_STATEMENT_TIMEOUT_MS: u32 = 0;
 /// The catalog of exported bundles.
 const CATALOG: &str = "atlas.bundles";
+/// BM25's constants, as tantivy scores (its `bm25.rs`).
+const BM25_K1: f64 = 1.2;
+const BM25_B: f64 = 0.75;
 /// PostgreSQL truncates longer identifiers (two bundles could then share a schema).
 const MAX_IDENTIFIER: usize = 63;
 
