@@ -75,7 +75,10 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
     let library = bundle.library();
     let schema = schema_ident(&library)?;
     let db = Db::connect(url, 1, Some(EXPORT_STATEMENT_TIMEOUT_MS))?;
-    let digest = manifest_digest(dir)?;
+    // The manifest's bytes, read once: stored as they are, and their blake3 tells two
+    // builds of one version apart.
+    let raw_manifest = std::fs::read(dir.join("manifest.json")).context("reading manifest.json")?;
+    let digest = atlas_runtime::hash::blake3_bytes(&raw_manifest);
     let mut out = Exported { schema: library.clone(), ..Exported::default() };
     // The catalog and this bundle's tables, or what a killed run left of them.
     let state = db.run(async |c| {
@@ -129,8 +132,7 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
     let mut steps = Steps { db: &db, schema: &schema, done, out: &mut out };
 
     steps.run("bundle", async |c| {
-        let raw = std::fs::read(dir.join("manifest.json")).context("reading manifest.json")?;
-        let json: serde_json::Value = serde_json::from_slice(&raw)?;
+        let json: serde_json::Value = serde_json::from_slice(&raw_manifest)?;
         let prov = serde_json::to_value(&provenance)?;
         c.execute(
             &format!("INSERT INTO {schema}.bundle (library, manifest, provenance) VALUES ($1, $2::text::jsonb, $3::text::jsonb)"),
@@ -153,11 +155,9 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
             .await
             .map_err(pg)?;
         }
-        let raw = std::fs::read(dir.join("manifest.json")).context("reading manifest.json")?;
-        let b3 = atlas_runtime::hash::blake3_bytes(&raw);
         c.execute(
             &format!("INSERT INTO {schema}.files (name, bytes, blake3) VALUES ('manifest.json', $1, $2)"),
-            &[&raw, &b3],
+            &[&raw_manifest, &digest],
         )
         .await
         .map_err(pg)?;
@@ -452,12 +452,6 @@ fn tables(schema: &str, dims: usize) -> String {
            language text NOT NULL, start_line integer NOT NULL, end_line integer NOT NULL, chunk_id text NOT NULL,
            signature text);"
     )
-}
-
-/// The blake3 of the bundle's manifest: what tells two builds of one version apart.
-fn manifest_digest(dir: &Path) -> anyhow::Result<String> {
-    let raw = std::fs::read(dir.join("manifest.json")).context("reading manifest.json")?;
-    Ok(atlas_runtime::hash::blake3_bytes(&raw))
 }
 
 /// Each chunk's first row.
