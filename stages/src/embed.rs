@@ -28,10 +28,18 @@ use crate::runner::{Ctx, Loaded, Outputs, ParamError, Stage, StageOutput, canoni
 pub struct EmbedParams {
     /// A model id from the registry.
     pub model: String,
-    /// Windows per forward pass.
+    /// Windows per forward pass. With `int8`, each pass's activations are quantised as
+    /// a whole, so a window's vector depends on its batch-mates unless it runs alone:
+    /// 1 (the default) gives every window the vector a query of the same text gets,
+    /// whatever else is embedded, and is the fastest here (docs/benchmarks.md).
     pub batch_size: usize,
+    /// Tokens a window holds (0: as many as the model takes, 254 for MiniLM).
+    pub window_tokens: usize,
     /// Tokens shared by consecutive windows of an over-long chunk.
     pub window_overlap: usize,
+    /// Run an int8 model's weights as int8 (the int8 GEMM, each batch's activations
+    /// quantised on the fly), as queries do; off: the weights widened to float at load.
+    pub int8: bool,
     /// auto | cpu | cuda | coreml; ATLAS_EMBED_BACKEND overrides it.
     pub backend: Backend,
     /// ONNX Runtime threads in all (0: every core).
@@ -48,8 +56,10 @@ impl Default for EmbedParams {
     fn default() -> Self {
         EmbedParams {
             model: model::DEFAULT_MODEL.to_owned(),
-            batch_size: 16,
+            batch_size: 1,
+            window_tokens: 0,
             window_overlap: 32,
+            int8: true,
             backend: Backend::Cpu,
             threads: 0,
             sessions: 0,
@@ -204,18 +214,24 @@ impl Stage for Embed {
         }
         let range = |key: &str, v: usize, lo: f64, hi: f64| check_range(Self::NAME, key, v as f64, lo, hi);
         range("batch_size", e.batch_size, 1.0, 1024.0)?;
+        if e.window_tokens != 0 {
+            range("window_tokens", e.window_tokens, 32.0, 8192.0)?;
+        }
         range("window_overlap", e.window_overlap, 0.0, 128.0)?;
         range("threads", e.threads, 0.0, 256.0)?;
         range("sessions", e.sessions, 0.0, 256.0)
     }
     fn key_params(p: &EmbedParams, _cfg: &Loaded) -> serde_json::Value {
-        // The backend and thread count do not change what is produced: keep them out of the key.
+        // The backend and thread count do not change what is produced: keep them out of
+        // the key. The batch size does only where activations are quantised per batch.
         let mut v = canonical(p);
         if let Some(o) = v.as_object_mut() {
             o.remove("backend");
             o.remove("threads");
             o.remove("sessions");
-            o.remove("batch_size");
+            if !p.int8 {
+                o.remove("batch_size");
+            }
         }
         v
     }
@@ -245,12 +261,22 @@ impl Stage for Embed {
             n => n.min(threads),
         }
         .max(1);
-        let opts = EncoderOptions { intra_threads: (threads / sessions).max(1), backend, ..EncoderOptions::default() };
+        // The int8 GEMM is ONNX Runtime's CPU kernel: an accelerator runs the float path.
+        let int8 = p.int8 && backend == Backend::Cpu;
+        let opts = EncoderOptions {
+            intra_threads: (threads / sessions).max(1),
+            backend,
+            int8_weights: int8,
+            ..EncoderOptions::default()
+        };
         let load = || Encoder::load(spec, &model::model_dir(spec.id), &model::ort_dylib(), &opts);
         let embedder = &load()?;
         let mut out = StageOutput::default();
         out.notes.extend(embedder.warnings.iter().cloned());
-        let size = embedder.window();
+        let size = match p.window_tokens {
+            0 => embedder.window(),
+            n => n.min(embedder.window()),
+        };
         let overlap = p.window_overlap.min(size / 2);
         let key = |text: &str| -> Digest {
             KeyBuilder::new("item")
@@ -260,6 +286,8 @@ impl Stage for Embed {
                 .str("prefix", spec.passage_prefix)
                 .part("window", &(size as u64).to_le_bytes())
                 .part("overlap", &(overlap as u64).to_le_bytes())
+                .part("int8", &[u8::from(int8)])
+                .part("batch", &(if int8 { p.batch_size as u64 } else { 0 }).to_le_bytes())
                 .digest("text", Digest::of(text.as_bytes()))
                 .finish()
         };

@@ -1,7 +1,7 @@
 //! Embed-stage variants over one bundle's chunks, side by side in one run (`cargo xtask
-//! bench embed-variants`): the same windows (the stage's header, prefix, window and
-//! overlap), each variant timed over all of them, its vectors compared with the
-//! stage's own loop (the first row). Prints one row per variant:
+//! bench embed`): the stage's windows (header, prefix, window and overlap), each
+//! variant timed over all of them, its vectors compared with the first row's where the
+//! windows are the same (per chunk, its first window). Prints one row per variant:
 //! `variant  windows  tokens  seconds  tokens/s  ms/chunk  min-cosine-vs-first`.
 //!
 //! Usage: embed_bench CHUNKS_PARQUET MODEL_DIR ORT_LIB [LIMIT]
@@ -23,7 +23,11 @@ struct Variant {
     name: String,
     sessions: usize,
     threads_each: usize,
+    /// Run the weights as int8 (`EncoderOptions::int8_weights`): the int8 GEMM.
+    int8: bool,
     batch: BatchBy,
+    /// Tokens a window (the model's own: 254).
+    size: usize,
     overlap: usize,
 }
 
@@ -38,74 +42,39 @@ fn main() {
     records.truncate(limit);
     let spec = model::spec(model::DEFAULT_MODEL).expect("the default model");
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let load = |threads: usize| {
-        let opts = EncoderOptions { intra_threads: threads, ..EncoderOptions::default() };
+    let load = |threads: usize, int8_weights: bool| {
+        let opts = EncoderOptions { intra_threads: threads, int8_weights, ..EncoderOptions::default() };
         Encoder::load(spec, Path::new(model_dir), Path::new(ort), &opts).expect("the model")
     };
-    let probe = load(1);
+    let probe = load(1, false);
     let size = probe.window();
     let tokenized: Vec<Vec<u32>> = records
         .iter()
         .map(|r| probe.tokenize(&format!("{}{}", spec.passage_prefix, with_header(r))).expect("tokens"))
         .collect();
     drop(probe);
-    let mut variants = vec![Variant {
-        name: format!("stage today: 1 session x {cores} threads, 16 a batch"),
-        sessions: 1,
-        threads_each: cores,
-        batch: BatchBy::Count(16),
-        overlap: 32,
-    }];
-    variants.push(Variant {
-        name: format!("1 session x {cores} threads, 32 a batch"),
-        sessions: 1,
-        threads_each: cores,
-        batch: BatchBy::Count(32),
-        overlap: 32,
-    });
-    for budget in [4096, 8192] {
-        variants.push(Variant {
-            name: format!("1 session x {cores} threads, {budget} tokens a batch"),
-            sessions: 1,
-            threads_each: cores,
-            batch: BatchBy::Tokens(budget),
-            overlap: 32,
-        });
-    }
-    variants.push(Variant {
-        name: format!("{cores} sessions x 1 thread, 16 a batch"),
-        sessions: cores,
-        threads_each: 1,
-        batch: BatchBy::Count(16),
-        overlap: 32,
-    });
-    variants.push(Variant {
-        name: format!("{cores} sessions x 1 thread, 4096 tokens a batch"),
-        sessions: cores,
-        threads_each: 1,
-        batch: BatchBy::Tokens(4096),
-        overlap: 32,
-    });
-    for overlap in [0, 64] {
-        variants.push(Variant {
-            name: format!("{cores} sessions x 1 thread, 4096 tokens a batch, overlap {overlap}"),
-            sessions: cores,
-            threads_each: 1,
-            batch: BatchBy::Tokens(4096),
-            overlap,
-        });
-    }
+    let v = |name: String, sessions: usize, threads_each: usize, int8: bool, batch: usize, size: usize, overlap: usize| {
+        Variant { name, sessions, threads_each, int8, batch: BatchBy::Count(batch), size, overlap }
+    };
+    let variants = vec![
+        v(format!("before: {cores} sessions x 1 thread, float, 16 a batch"), cores, 1, false, 16, size, 32),
+        v(format!("{cores} sessions x 1 thread, int8 GEMM, 16 a batch"), cores, 1, true, 16, size, 32),
+        v(format!("{cores} sessions x 1 thread, int8 GEMM, 1 a batch"), cores, 1, true, 1, size, 32),
+        v(format!("1 session x {cores} threads, int8 GEMM, 1 a batch"), 1, cores, true, 1, size, 32),
+        v(format!("{cores} sessions, int8, 1 a batch, window 126 (16 shared)"), cores, 1, true, 1, 126, 16),
+        v(format!("{cores} sessions, int8, 1 a batch, window 126 (0 shared)"), cores, 1, true, 1, 126, 0),
+    ];
 
     println!("{} chunks, {} tokens, window {size}", records.len(), tokenized.iter().map(Vec::len).sum::<usize>());
     let mut first: Option<Vec<Vec<f32>>> = None;
     for v in &variants {
         let mut jobs: Vec<Job<'_>> = Vec::new();
         for (chunk, ids) in tokenized.iter().enumerate() {
-            jobs.extend(windows(ids, size, v.overlap).into_iter().map(|ids| Job { chunk, ids }));
+            jobs.extend(windows(ids, v.size, v.overlap).into_iter().map(|ids| Job { chunk, ids }));
         }
         jobs.sort_by_key(|j| j.ids.len());
         let batches = v.batch.split(jobs.iter().map(|j| j.ids.len()).collect::<Vec<_>>().as_slice());
-        let encoders: Vec<Encoder> = (0..v.sessions).map(|_| load(v.threads_each)).collect();
+        let encoders: Vec<Encoder> = (0..v.sessions).map(|_| load(v.threads_each, v.int8)).collect();
         // Warm each session once (first-run allocations), outside the timing.
         for e in &encoders {
             e.embed_ids(&[&jobs[0].ids[..jobs[0].ids.len().min(8)]]).expect("warm-up");
@@ -131,12 +100,16 @@ fn main() {
                 per_chunk[j.chunk] = v.clone();
             }
         }
-        let min_cos = first.as_ref().map_or(1.0, |f| {
-            f.iter()
+        // Against the first row's vectors, where the windows are the same.
+        let min_cos = match &first {
+            None => 1.0,
+            Some(_) if v.size != size => f64::NAN,
+            Some(f) => f
+                .iter()
                 .zip(&per_chunk)
                 .map(|(a, b)| a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>())
-                .fold(1.0f64, f64::min)
-        });
+                .fold(1.0f64, f64::min),
+        };
         println!(
             "{:<62} {:>7} {:>8} {:>7.2} s {:>7.0} tokens/s {:>6.2} ms/chunk  min cos {:.6}",
             v.name,

@@ -145,3 +145,50 @@ fn the_int8_query_model_agrees_with_the_float_one() {
         assert!(cos >= 0.98, "{t}: cosine {cos}");
     }
 }
+
+/// With the int8 GEMM (the default) each forward pass quantises its activations as a
+/// whole, so each window runs alone: its vector is the one its text gets on its own
+/// (as a query does), whatever else the build embeds. The float path (`int8: false`)
+/// agrees with it to within quantisation.
+#[test]
+fn every_window_gets_the_vector_its_text_gets_alone() {
+    use atlas_runtime::encoder::{Encoder, EncoderOptions};
+    if !model_ready() {
+        return;
+    }
+    let site = tempfile::tempdir().unwrap();
+    write_fixture_site(site.path());
+    let build = |extra: &str| {
+        let work = tempfile::tempdir().unwrap();
+        let cfg = write_config(work.path(), site.path(), &format!("stages:\n  embed:\n    threads: 2\n{extra}"));
+        run(pipeline().arg("-c").arg(&cfg).args(["run", "--until", "embed"])).success();
+        let npy = std::fs::read(work.path().join(".atlas/build/embeddings.npy")).unwrap();
+        let (rows, dims, data) = atlas_runtime::vectors::from_npy_f16(&npy).unwrap();
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(work.path().join(".atlas/build/embeddings.json")).unwrap()).unwrap();
+        let records = atlas_runtime::chunk_table::read_file(&work.path().join(".atlas/build/chunks.parquet")).unwrap();
+        assert_eq!(rows, records.len(), "the fixture's chunks each fit one window");
+        assert!(m["window_chunk"].as_array().unwrap().iter().enumerate().all(|(i, c)| c.as_u64() == Some(i as u64)));
+        let vectors: Vec<Vec<f32>> = data.chunks(dims).map(|r| r.iter().map(|x| x.to_f32()).collect()).collect();
+        (records, vectors)
+    };
+    let (records, int8) = build("");
+    let (_, float) = build("    int8: false\n    batch_size: 16\n");
+    let spec = atlas_runtime::model::spec(atlas_runtime::model::DEFAULT_MODEL).unwrap();
+    let dir = atlas_runtime::model::model_dir(spec.id);
+    let alone = Encoder::load(
+        spec,
+        &dir,
+        &atlas_runtime::model::ort_dylib(),
+        &EncoderOptions { int8_weights: true, ..EncoderOptions::query() },
+    )
+    .unwrap();
+    let cos = |a: &[f32], b: &[f32]| -> f32 { a.iter().zip(b).map(|(x, y)| x * y).sum() };
+    assert!(records.len() > 8, "several batches' worth: {}", records.len());
+    for (i, r) in records.iter().enumerate() {
+        let ids = alone.tokenize(&format!("{}{}", spec.passage_prefix, atlas_stages::embed::with_header(r))).unwrap();
+        let own = alone.embed_ids(&[&ids]).unwrap().remove(0);
+        assert!(cos(&own, &int8[i]) > 0.9999, "{}: cosine {} to its text alone", r.chunk_id, cos(&own, &int8[i]));
+        assert!(cos(&float[i], &int8[i]) > 0.97, "{}: cosine {} to the float path", r.chunk_id, cos(&float[i], &int8[i]));
+    }
+}

@@ -147,26 +147,30 @@ fn embed() -> anyhow::Result<()> {
     }
     let line =
         log.lines().find(|l| l.contains("tokens/s") && l.starts_with("embed: embedded")).context("no embed figures")?;
-    let atlas_tps: f64 = line
-        .rsplit(", ")
-        .next()
-        .and_then(|t| t.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .context("tokens/s")?;
+    // "embed: embedded N chunks (T tokens) in S s: C chunks/s, R tokens/s"
+    let figure = |unit: &str| -> anyhow::Result<f64> {
+        line.split(", ")
+            .chain(line.split(": "))
+            .find_map(|part| part.strip_suffix(unit).and_then(|n| n.trim().parse().ok()))
+            .with_context(|| format!("no {unit} in {line:?}"))
+    };
+    let (atlas_tps, atlas_cps) = (figure(" tokens/s")?, figure(" chunks/s")?);
     chunks_jsonl(&work.join(".atlas/build/chunks.parquet"), &work.join("chunks.jsonl"))?;
+    let chunks = std::fs::read_to_string(work.join("chunks.jsonl"))?.lines().count() as f64;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).to_string();
     let mut py = python("embed_baseline.py");
-    py.arg(default_model_dir(release)?).arg(work.join("chunks.jsonl")).arg(&threads);
+    py.arg(default_model_dir(release)?).arg(work.join("chunks.jsonl")).arg(&threads).arg("sorted");
     let py_out = output(py)?;
-    let py_tps: f64 = py_out
-        .split_whitespace()
-        .nth(2)
-        .and_then(|n| n.parse().ok())
-        .with_context(|| format!("baseline said {py_out:?}"))?;
+    let py_fig = |i: usize| py_out.split_whitespace().nth(i).and_then(|n| n.parse::<f64>().ok());
+    let (Some(py_secs), Some(py_tps)) = (py_fig(1), py_fig(2)) else { bail!("baseline said {py_out:?}") };
     say(line);
     say(&format!(
-        "embed throughput: atlas {atlas_tps:.0} tokens/s, plain Python loop {py_tps:.0} tokens/s: {:.2}x",
-        atlas_tps / py_tps
+        "embed throughput: atlas {atlas_tps:.0} tokens/s, the sorted Python loop {py_tps:.0} tokens/s: {:.2}x; \
+         per chunk atlas {:.1} ms, Python {:.1} ms: {:.2}x the time",
+        atlas_tps / py_tps,
+        1e3 / atlas_cps,
+        py_secs * 1e3 / chunks,
+        (1e3 / atlas_cps) / (py_secs * 1e3 / chunks)
     ));
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
