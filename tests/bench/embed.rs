@@ -53,9 +53,10 @@ fn main() {
         .map(|r| probe.tokenize(&format!("{}{}", spec.passage_prefix, with_header(r))).expect("tokens"))
         .collect();
     drop(probe);
-    let v = |name: String, sessions: usize, threads_each: usize, int8: bool, batch: usize, size: usize, overlap: usize| {
-        Variant { name, sessions, threads_each, int8, batch: BatchBy::Count(batch), size, overlap }
-    };
+    let v =
+        |name: String, sessions: usize, threads_each: usize, int8: bool, batch: usize, size: usize, overlap: usize| {
+            Variant { name, sessions, threads_each, int8, batch: BatchBy::Count(batch), size, overlap }
+        };
     let variants = vec![
         v(format!("before: {cores} sessions x 1 thread, float, 16 a batch"), cores, 1, false, 16, size, 32),
         v(format!("{cores} sessions x 1 thread, int8 GEMM, 16 a batch"), cores, 1, true, 16, size, 32),

@@ -189,6 +189,11 @@ fn every_window_gets_the_vector_its_text_gets_alone() {
         let ids = alone.tokenize(&format!("{}{}", spec.passage_prefix, atlas_stages::embed::with_header(r))).unwrap();
         let own = alone.embed_ids(&[&ids]).unwrap().remove(0);
         assert!(cos(&own, &int8[i]) > 0.9999, "{}: cosine {} to its text alone", r.chunk_id, cos(&own, &int8[i]));
-        assert!(cos(&float[i], &int8[i]) > 0.97, "{}: cosine {} to the float path", r.chunk_id, cos(&float[i], &int8[i]));
+        assert!(
+            cos(&float[i], &int8[i]) > 0.97,
+            "{}: cosine {} to the float path",
+            r.chunk_id,
+            cos(&float[i], &int8[i])
+        );
     }
 }
