@@ -28,10 +28,11 @@ use crate::runner::{Ctx, Loaded, Outputs, ParamError, Stage, StageOutput, canoni
 pub struct EmbedParams {
     /// A model id from the registry.
     pub model: String,
-    /// Windows per forward pass. With `int8`, each pass's activations are quantised as
-    /// a whole, so a window's vector depends on its batch-mates unless it runs alone:
-    /// 1 (the default) gives every window the vector a query of the same text gets,
-    /// whatever else is embedded, and is the fastest here (docs/benchmarks.md).
+    /// Windows per forward pass (0: 1 with the int8 GEMM, 16 on the float path). With
+    /// `int8`, each pass's activations are quantised as a whole, so a window's vector
+    /// depends on its batch-mates unless it runs alone: one a pass gives every window
+    /// the vector a query of the same text gets, whatever else is embedded, and is the
+    /// fastest on a CPU (docs/benchmarks.md).
     pub batch_size: usize,
     /// Tokens a window holds (0: as many as the model takes, 254 for MiniLM).
     pub window_tokens: usize,
@@ -56,7 +57,7 @@ impl Default for EmbedParams {
     fn default() -> Self {
         EmbedParams {
             model: model::DEFAULT_MODEL.to_owned(),
-            batch_size: 1,
+            batch_size: 0,
             window_tokens: 0,
             window_overlap: 32,
             int8: true,
@@ -213,7 +214,7 @@ impl Stage for Embed {
             ));
         }
         let range = |key: &str, v: usize, lo: f64, hi: f64| check_range(Self::NAME, key, v as f64, lo, hi);
-        range("batch_size", e.batch_size, 1.0, 1024.0)?;
+        range("batch_size", e.batch_size, 0.0, 1024.0)?;
         if e.window_tokens != 0 {
             range("window_tokens", e.window_tokens, 32.0, 8192.0)?;
         }
@@ -261,8 +262,14 @@ impl Stage for Embed {
             n => n.min(threads),
         }
         .max(1);
-        // The int8 GEMM is ONNX Runtime's CPU kernel: an accelerator runs the float path.
+        // The int8 GEMM is ONNX Runtime's CPU kernel: an accelerator (or `auto`) runs the
+        // float path, in batches.
         let int8 = p.int8 && backend == Backend::Cpu;
+        let batch_size = match p.batch_size {
+            0 if int8 => 1,
+            0 => 16,
+            n => n,
+        };
         let opts = EncoderOptions {
             intra_threads: (threads / sessions).max(1),
             backend,
@@ -287,7 +294,7 @@ impl Stage for Embed {
                 .part("window", &(size as u64).to_le_bytes())
                 .part("overlap", &(overlap as u64).to_le_bytes())
                 .part("int8", &[u8::from(int8)])
-                .part("batch", &(if int8 { p.batch_size as u64 } else { 0 }).to_le_bytes())
+                .part("batch", &(if int8 { batch_size as u64 } else { 0 }).to_le_bytes())
                 .digest("text", Digest::of(text.as_bytes()))
                 .finish()
         };
@@ -318,7 +325,7 @@ impl Stage for Embed {
             if jobs.is_empty() { Vec::new() } else { (1..sessions).map(|_| load()).collect::<Result<_, _>>()? };
         let encoders: Vec<&Encoder> = std::iter::once(embedder).chain(&more).collect();
         let lengths: Vec<usize> = jobs.iter().map(|j| j.2.len()).collect();
-        let batches = BatchBy::Count(p.batch_size.max(1)).split(&lengths);
+        let batches = BatchBy::Count(batch_size).split(&lengths);
         // This thread stores each chunk as soon as its last window is back, so a kill
         // loses little.
         let windows: Vec<&[u32]> = jobs.iter().map(|j| j.2).collect();

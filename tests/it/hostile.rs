@@ -205,7 +205,8 @@ fn negative_nan_and_huge_timeouts_are_config_errors_and_nothing_is_written() {
         );
     }
     check_config_error("stages:\n  crawl:\n    max_error_ratio: 2\n", &["stages.crawl.max_error_ratio"]);
-    check_config_error("stages:\n  embed:\n    batch_size: 0\n", &["stages.embed.batch_size"]);
+    check_config_error("stages:\n  embed:\n    batch_size: 100000\n", &["stages.embed.batch_size"]);
+    check_config_error("stages:\n  embed:\n    window_tokens: 8\n", &["stages.embed.window_tokens"]);
     check_config_error("stages:\n  bm25:\n    boosts:\n      text: .nan\n", &["stages.bm25.text"]);
 }
 

