@@ -123,15 +123,14 @@ fn tls() -> anyhow::Result<tokio_postgres_rustls::MakeRustlsConnect> {
         Some(path) => {
             use rustls::pki_types::{CertificateDer, pem::PemObject as _};
             let shown = std::path::Path::new(&path).display().to_string();
+            let bad =
+                |why: String| UsageError(format!("PGSSLROOTCERT {shown}: {why}; name a PEM file of CA certificates"));
             let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_file_iter(&path)
-                .map_err(|e| UsageError(format!("PGSSLROOTCERT {shown}: {e}; name a PEM file of CA certificates")))?
-            {
-                let cert = cert.map_err(|e| UsageError(format!("PGSSLROOTCERT {shown}: {e}")))?;
-                roots.add(cert).map_err(|e| UsageError(format!("PGSSLROOTCERT {shown}: {e}")))?;
+            for cert in CertificateDer::pem_file_iter(&path).map_err(|e| bad(e.to_string()))? {
+                roots.add(cert.map_err(|e| bad(e.to_string()))?).map_err(|e| bad(e.to_string()))?;
             }
             if roots.is_empty() {
-                return Err(UsageError(format!("PGSSLROOTCERT {shown} holds no certificate; name a PEM file")).into());
+                return Err(bad("it holds no certificate".into()).into());
             }
             rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth()
         }
@@ -147,7 +146,7 @@ fn pg(e: tokio_postgres::Error) -> anyhow::Error {
 
 /// Whether the catalog of exports exists (no export has run there otherwise).
 async fn catalog_exists(c: &deadpool_postgres::Client) -> anyhow::Result<bool> {
-    Ok(c.query_one("SELECT to_regclass('atlas.bundles') IS NOT NULL", &[]).await.map_err(pg)?.get(0))
+    Ok(c.query_one(&format!("SELECT to_regclass('{CATALOG}') IS NOT NULL"), &[]).await.map_err(pg)?.get(0))
 }
 
 /// A pool error as one line (deadpool's wrap the driver's).
