@@ -53,6 +53,10 @@ pub struct EncoderOptions {
     /// Run an int8 model's weights as int8 ([`crate::int8`]): no float copy of them in
     /// memory. At query time (`ATLAS_INT8_WEIGHTS=0` turns it off).
     pub int8_weights: bool,
+    /// With `int8_weights`, also run each attention block, GELU and bias add as one
+    /// fused kernel ([`crate::int8`]). On by default; the embed bench turns it off to
+    /// measure it.
+    pub fused: bool,
 }
 
 impl Default for EncoderOptions {
@@ -64,6 +68,7 @@ impl Default for EncoderOptions {
             spinning: true,
             arena: true,
             int8_weights: false,
+            fused: true,
         }
     }
 }
@@ -121,7 +126,7 @@ pub(crate) fn session(model_path: &Path, lib: &Path, opts: &EncoderOptions) -> R
     let rewritten = match opts.int8_weights {
         true => std::fs::read(model_path)
             .map_err(|error| Error::Io { path: model_path.to_owned(), error })
-            .map(|b| crate::int8::rewrite(&b))?,
+            .map(|b| crate::int8::rewrite(&b, opts.fused).map(|(bytes, _)| bytes))?,
         false => None,
     };
     let session = match rewritten {

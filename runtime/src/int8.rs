@@ -1,4 +1,4 @@
-//! The query model without a float copy of its weights.
+//! The int8 model run as int8, with its attention fused.
 //!
 //! The int8 MiniLM stores each weight as `Cast(int8) * scale`. ONNX Runtime's constant
 //! folding turns every such product into a float initializer at load: fast queries,
@@ -11,8 +11,20 @@
 //! - `Gather(Cast(E) * s, ids)` with a per-row scale (the embedding tables) becomes
 //!   `Cast(Gather(E, ids)) * Gather(s, ids)`: only the looked-up rows are widened.
 //!
+//! With `fuse` it also replaces what ONNX Runtime's own fusions do not recognise in
+//! this export (about 14 % of a 254-token pass):
+//! - the bias `Add` after a GEMM goes inside it (`DynamicQuantizeMatMul`'s bias);
+//! - each attention block, as the export writes scaled dot-product attention (two
+//!   reshapes and transposes a head, the scale split over q and k, a `Where` mask and
+//!   a NaN guard), becomes one `com.microsoft.MultiHeadAttention` reading the
+//!   `attention_mask` input as its key padding mask;
+//! - `x * (0.5 * (1 + erf(x / √2)))` becomes `com.microsoft.Gelu`.
+//!
+//! Every pattern is matched in full, constants included (the scale against the head
+//! size, the mask's fill), or left as it is. What no output needs any more is dropped.
+//!
 //! It works on the protobuf wire format: fields it does not touch are copied byte for
-//! byte, so nothing it does not understand is lost. A model without the pattern comes
+//! byte, so nothing it does not understand is lost. A model without int8 weights comes
 //! back as `None`, and the caller loads the file as it is.
 
 use std::collections::{HashMap, HashSet};
@@ -154,15 +166,31 @@ impl Node {
     }
 }
 
-/// An initializer's name, element type and dims.
-struct Init {
+/// An initializer's name, element type, dims and raw bytes (empty when its values
+/// are stored another way).
+struct Init<'a> {
     dims: Vec<i64>,
     data_type: u64,
+    raw: &'a [u8],
 }
 
-fn parse_init(b: &[u8]) -> Option<(String, Init)> {
+impl Init<'_> {
+    /// Its value, when it is one float stored raw.
+    fn scalar_f32(&self) -> Option<f32> {
+        let b: [u8; 4] = self.raw.try_into().ok()?;
+        (self.data_type == FLOAT && self.dims.iter().all(|&d| d == 1)).then(|| f32::from_le_bytes(b))
+    }
+
+    /// Its value, when it is one int64 stored raw.
+    fn scalar_i64(&self) -> Option<i64> {
+        let b: [u8; 8] = self.raw.try_into().ok()?;
+        (self.data_type == INT64 && self.dims.iter().all(|&d| d == 1)).then(|| i64::from_le_bytes(b))
+    }
+}
+
+fn parse_init(b: &[u8]) -> Option<(String, Init<'_>)> {
     let mut name = String::new();
-    let mut init = Init { dims: Vec::new(), data_type: 0 };
+    let mut init = Init { dims: Vec::new(), data_type: 0, raw: &[] };
     for f in fields(b)? {
         match f.num {
             // dims: packed or one by one.
@@ -175,6 +203,7 @@ fn parse_init(b: &[u8]) -> Option<(String, Init)> {
             1 => init.dims.push(f.value as i64),
             2 => init.data_type = f.value,
             8 => name = text(f.payload),
+            9 => init.raw = f.payload,
             _ => {}
         }
     }
@@ -198,87 +227,208 @@ fn reshaped(src: &[u8], name: &str, dims: &[i64]) -> Option<Vec<u8>> {
     Some(b)
 }
 
-const INT8: u64 = 3;
+/// An integer attribute (AttributeProto: name, i, type INT).
+fn int_attribute(name: &str, v: i64) -> Vec<u8> {
+    let mut a = Vec::new();
+    put_bytes(&mut a, 1, name.as_bytes());
+    put_varint(&mut a, 3 << 3);
+    put_varint(&mut a, v as u64);
+    put_varint(&mut a, 20 << 3);
+    put_varint(&mut a, 2);
+    let mut field = Vec::new();
+    put_bytes(&mut field, 5, &a);
+    field
+}
+
 const FLOAT: u64 = 1;
+const INT8: u64 = 3;
+const INT32: i64 = 6;
+const INT64: u64 = 7;
 const MS: &str = "com.microsoft";
 
-/// The model's bytes with its int8 weights used as int8 (module docs); `None` when
-/// nothing matches or the bytes do not parse.
-pub fn rewrite(model: &[u8]) -> Option<Vec<u8>> {
+/// Which rewrite made a model's vectors: part of the embed stage's cache key, so
+/// vectors from an older rewrite are not mixed with this one's.
+pub const REWRITE: u8 = 2;
+
+/// What [`rewrite`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fused {
+    /// `MatMul`s now an int8 GEMM (their bias added inside it where one followed).
+    pub int8_matmuls: usize,
+    /// Attention blocks now one `MultiHeadAttention`.
+    pub attention: usize,
+    /// `x * 0.5 * (1 + erf(x / √2))` now one `Gelu`.
+    pub gelu: usize,
+}
+
+/// The graph being rewritten: nodes (`None` once removed), initializers, and who
+/// produces and uses each value.
+struct Graph<'a> {
+    nodes: Vec<Option<Node>>,
+    inits: HashMap<String, (Init<'a>, &'a [u8])>,
+    producer: HashMap<String, usize>,
+    users: HashMap<String, Vec<usize>>,
+    inputs: HashSet<String>,
+}
+
+impl<'a> Graph<'a> {
+    fn node(&self, i: usize) -> Option<&Node> {
+        self.nodes.get(i)?.as_ref()
+    }
+
+    /// The node producing `value`, when it is an `op` with `n` inputs.
+    fn made_by(&self, value: &str, op: &str, n: usize) -> Option<(usize, &Node)> {
+        let &i = self.producer.get(value)?;
+        let node = self.node(i)?;
+        (node.op == op && node.domain.is_empty() && node.inputs.len() == n).then_some((i, node))
+    }
+
+    /// The one node using `value`.
+    fn only_user(&self, value: &str) -> Option<(usize, &Node)> {
+        match self.users.get(value).map(Vec::as_slice) {
+            Some(&[i]) => Some((i, self.node(i)?)),
+            _ => None,
+        }
+    }
+
+    fn init(&self, name: &str) -> Option<&Init<'a>> {
+        self.inits.get(name).map(|(i, _)| i)
+    }
+
+    /// A node's integer attribute `name`, one (`axis`) or a list (`perm`).
+    fn ints(node: &Node, name: &str) -> Option<Vec<i64>> {
+        for f in fields(&node.rest)? {
+            if f.num != 5 {
+                continue;
+            }
+            let a = fields(f.payload)?;
+            if !a.iter().any(|x| x.num == 1 && x.payload == name.as_bytes()) {
+                continue;
+            }
+            let mut out = Vec::new();
+            for x in a.iter().filter(|x| x.num == 3 || x.num == 8) {
+                if x.raw.first().is_some_and(|t| t & 7 == 2) {
+                    let mut p = 0;
+                    while p < x.payload.len() {
+                        out.push(varint(x.payload, &mut p)? as i64);
+                    }
+                } else {
+                    out.push(x.value as i64);
+                }
+            }
+            return Some(out);
+        }
+        None
+    }
+
+    /// `value` through `Transpose(perm)` then `Reshape`: the reshape's input.
+    fn heads_of(&self, value: &str, perm: &[i64]) -> Option<String> {
+        let (_, t) = self.made_by(value, "Transpose", 1)?;
+        if Self::ints(t, "perm")? != perm {
+            return None;
+        }
+        Some(self.made_by(&t.inputs[0], "Reshape", 2)?.1.inputs[0].clone())
+    }
+
+    /// `Cast(int8 init) * float init` feeding only `value`'s user: (cast, mul, weight, scale).
+    fn widened(&self, value: &str) -> Option<(usize, usize, String, String)> {
+        let (m, mul) = self.made_by(value, "Mul", 2)?;
+        self.only_user(value)?;
+        let (c, cast) = self.made_by(&mul.inputs[0], "Cast", 1)?;
+        self.only_user(&mul.inputs[0])?;
+        let (w, s) = (&cast.inputs[0], &mul.inputs[1]);
+        let (wi, si) = (self.init(w)?, self.init(s)?);
+        (wi.data_type == INT8 && si.data_type == FLOAT && wi.dims.len() == 2).then(|| (c, m, w.clone(), s.clone()))
+    }
+}
+
+/// The model's bytes rewritten (module docs), and what was done; with `fuse` false,
+/// only the int8 weights. `None` when it has no int8 weights to keep or the bytes do
+/// not parse.
+pub fn rewrite(model: &[u8], fuse: bool) -> Option<(Vec<u8>, Fused)> {
     let top = fields(model)?;
     let graph_field = top.iter().find(|f| f.num == 7)?;
     let graph = fields(graph_field.payload)?;
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut inits: HashMap<String, (Init, &[u8])> = HashMap::new();
+    let mut g = Graph {
+        nodes: Vec::new(),
+        inits: HashMap::new(),
+        producer: HashMap::new(),
+        users: HashMap::new(),
+        inputs: HashSet::new(),
+    };
+    let mut outputs: Vec<String> = Vec::new();
     for f in &graph {
         match f.num {
-            1 => nodes.push(Node::parse(f.payload)?),
+            1 => g.nodes.push(Some(Node::parse(f.payload)?)),
             5 => {
                 let (name, init) = parse_init(f.payload)?;
-                inits.insert(name, (init, f.payload));
+                g.inits.insert(name, (init, f.payload));
+            }
+            11 | 12 => {
+                let name = fields(f.payload)?.iter().find(|v| v.num == 1).map(|v| text(v.payload))?;
+                if f.num == 11 {
+                    g.inputs.insert(name);
+                } else {
+                    outputs.push(name);
+                }
             }
             _ => {}
         }
     }
-    let producer: HashMap<&str, usize> =
-        nodes.iter().enumerate().flat_map(|(i, n)| n.outputs.iter().map(move |o| (o.as_str(), i))).collect();
-    let mut uses: HashMap<&str, usize> = HashMap::new();
-    for n in &nodes {
-        for i in &n.inputs {
-            *uses.entry(i.as_str()).or_default() += 1;
+    for (i, n) in g.nodes.iter().enumerate() {
+        let n = n.as_ref()?;
+        for o in &n.outputs {
+            g.producer.insert(o.clone(), i);
+        }
+        for v in &n.inputs {
+            g.users.entry(v.clone()).or_default().push(i);
         }
     }
-    // `Cast(int8 init) * float init`, used once: (cast index, mul index, weight, scale).
-    let widened = |t: &str| -> Option<(usize, usize, String, String)> {
-        let &m = producer.get(t)?;
-        let mul = &nodes[m];
-        if mul.op != "Mul" || mul.inputs.len() != 2 || uses.get(t) != Some(&1) {
-            return None;
-        }
-        let &c = producer.get(mul.inputs[0].as_str())?;
-        let cast = &nodes[c];
-        if cast.op != "Cast" || uses.get(mul.inputs[0].as_str()) != Some(&1) {
-            return None;
-        }
-        let (w, s) = (&cast.inputs[0], &mul.inputs[1]);
-        let (wi, si) = (&inits.get(w)?.0, &inits.get(s)?.0);
-        (wi.data_type == INT8 && si.data_type == FLOAT && wi.dims.len() == 2).then(|| (c, m, w.clone(), s.clone()))
-    };
-    let mut drop: HashSet<usize> = HashSet::new();
-    let mut replace: HashMap<usize, Vec<Node>> = HashMap::new();
+    let mut fused = Fused::default();
     let mut new_inits: Vec<Vec<u8>> = Vec::new();
+    // Replacements by node index; the nodes they make dead go in the sweep below.
+    let mut replace: HashMap<usize, Vec<Node>> = HashMap::new();
+    let mut first: Vec<Node> = Vec::new();
     let mut made: HashSet<String> = HashSet::new();
-    for (i, n) in nodes.iter().enumerate() {
+    for i in 0..g.nodes.len() {
+        let Some(n) = g.node(i) else { continue };
         match n.op.as_str() {
-            "MatMul" if n.domain.is_empty() && n.inputs.len() == 2 => {
-                let Some((c, m, w, s)) = widened(&n.inputs[1]) else { continue };
-                let cols = inits[&w].0.dims[1];
-                let sd = &inits[&s].0.dims;
+            "MatMul" if n.domain.is_empty() && n.inputs.len() == 2 && n.outputs.len() == 1 => {
+                let Some((_, _, w, s)) = g.widened(&n.inputs[1]) else { continue };
+                let cols = g.inits[&w].0.dims[1];
+                let sd = &g.inits[&s].0.dims;
                 if !(sd == &[1, cols] || sd == &[cols]) {
                     continue;
                 }
                 let s1 = format!("{s}__1d");
                 if sd.len() == 2 && made.insert(s1.clone()) {
-                    new_inits.push(reshaped(inits[&s].1, &s1, &[cols])?);
+                    new_inits.push(reshaped(g.inits[&s].1, &s1, &[cols])?);
                 }
-                let scale = if sd.len() == 2 { s1.as_str() } else { s.as_str() };
-                let out: Vec<&str> = n.outputs.iter().map(String::as_str).collect();
-                replace.insert(
-                    i,
-                    vec![Node::new(
-                        "DynamicQuantizeMatMul",
-                        MS,
-                        &[&n.inputs[0], &w, scale],
-                        &out,
-                        format!("{}__int8", n.name),
-                    )],
-                );
-                drop.extend([c, m]);
+                let scale = if sd.len() == 2 { s1 } else { s };
+                // `Add(y, bias)` after it goes inside the GEMM.
+                let bias = g.only_user(&n.outputs[0]).filter(|(_, a)| {
+                    fuse && a.op == "Add"
+                        && a.domain.is_empty()
+                        && a.inputs.len() == 2
+                        && a.inputs[0] == n.outputs[0]
+                        && g.init(&a.inputs[1]).is_some_and(|b| b.data_type == FLOAT && b.dims == [cols])
+                });
+                let (x, w, scale) = (n.inputs[0].as_str(), w.as_str(), scale.as_str());
+                let (inputs, out) = match bias {
+                    Some((a, add)) => {
+                        replace.insert(a, Vec::new());
+                        (vec![x, w, scale, "", add.inputs[1].as_str()], add.outputs[0].as_str())
+                    }
+                    None => (vec![x, w, scale], n.outputs[0].as_str()),
+                };
+                let name = format!("{}__int8", n.name);
+                replace.insert(i, vec![Node::new("DynamicQuantizeMatMul", MS, &inputs, &[out], name)]);
+                fused.int8_matmuls += 1;
             }
             "Gather" if n.domain.is_empty() && n.inputs.len() == 2 && n.outputs.len() == 1 => {
-                let Some((c, m, w, s)) = widened(&n.inputs[0]) else { continue };
-                let rows = inits[&w].0.dims[0];
-                if inits[&s].0.dims != [rows, 1] {
+                let Some((c, m, w, s)) = g.widened(&n.inputs[0]) else { continue };
+                let rows = g.inits[&w].0.dims[0];
+                if g.inits[&s].0.dims != [rows, 1] {
                     continue;
                 }
                 let (ids, out) = (n.inputs[1].as_str(), n.outputs[0].as_str());
@@ -290,46 +440,76 @@ pub fn rewrite(model: &[u8]) -> Option<Vec<u8>> {
                 gs.inputs = vec![s.clone(), ids.to_owned()];
                 gs.outputs = vec![sc.clone()];
                 gs.name = format!("{}__scale", n.name);
-                let mut cast = nodes[c].clone();
+                let mut cast = g.node(c)?.clone();
                 cast.inputs = vec![q.clone()];
                 cast.outputs = vec![f.clone()];
-                let mut mul = nodes[m].clone();
+                let mut mul = g.node(m)?.clone();
                 mul.inputs = vec![f, sc];
                 mul.outputs = vec![out.to_owned()];
                 replace.insert(i, vec![gq, gs, cast, mul]);
-                drop.extend([c, m]);
+            }
+            "Softmax" if fuse => {
+                let Some((end, mha)) = attention(&g, i) else { continue };
+                if made.insert(MASK.to_owned()) {
+                    let mut cast = Node::new("Cast", "", &["attention_mask"], &[MASK], MASK.to_owned());
+                    cast.rest = int_attribute("to", INT32);
+                    first.push(cast);
+                }
+                replace.insert(end, vec![mha]);
+                fused.attention += 1;
+            }
+            "Mul" if fuse => {
+                let Some(gelu) = gelu(&g, i) else { continue };
+                replace.insert(i, vec![gelu]);
+                fused.gelu += 1;
             }
             _ => {}
         }
     }
-    if replace.is_empty() {
+    if fused.int8_matmuls == 0 {
         return None;
     }
-    // The graph: every field but the nodes as it was, then the nodes in order (a
-    // rewritten node where its original stood), then the new initializers.
-    let mut g = Vec::with_capacity(graph_field.payload.len() + 1024);
-    for f in &graph {
-        if f.num != 1 {
-            g.extend_from_slice(f.raw);
+    // The nodes in order (a rewritten node where its original stood), then only what
+    // the outputs still need, and the initializers something still reads.
+    let mut order: Vec<Node> = first;
+    for (i, n) in g.nodes.iter().enumerate() {
+        match replace.remove(&i) {
+            Some(list) => order.extend(list),
+            None => order.extend(n.clone()),
         }
     }
-    for (i, n) in nodes.iter().enumerate() {
-        if drop.contains(&i) {
-            continue;
+    let mut live: HashSet<String> = outputs.into_iter().collect();
+    let mut keep = vec![false; order.len()];
+    for (k, n) in order.iter().enumerate().rev() {
+        if n.outputs.iter().any(|o| live.contains(o)) {
+            keep[k] = true;
+            live.extend(n.inputs.iter().filter(|v| !v.is_empty()).cloned());
         }
-        match replace.get(&i) {
-            Some(list) => list.iter().for_each(|r| put_bytes(&mut g, 1, &r.encode())),
-            None => put_bytes(&mut g, 1, &n.encode()),
+    }
+    let mut out_graph = Vec::with_capacity(graph_field.payload.len() + 1024);
+    for f in &graph {
+        match f.num {
+            1 => {}
+            5 => {
+                let (name, _) = parse_init(f.payload)?;
+                if live.contains(&name) {
+                    out_graph.extend_from_slice(f.raw);
+                }
+            }
+            _ => out_graph.extend_from_slice(f.raw),
         }
+    }
+    for (n, _) in order.iter().zip(&keep).filter(|(_, k)| **k) {
+        put_bytes(&mut out_graph, 1, &n.encode());
     }
     for t in &new_inits {
-        put_bytes(&mut g, 5, t);
+        put_bytes(&mut out_graph, 5, t);
     }
     let mut out = Vec::with_capacity(model.len() + 1024);
     let mut has_ms = false;
     for f in &top {
         match f.num {
-            7 => put_bytes(&mut out, 7, &g),
+            7 => put_bytes(&mut out, 7, &out_graph),
             8 => {
                 has_ms |= fields(f.payload)?.iter().any(|o| o.num == 1 && o.payload == MS.as_bytes());
                 out.extend_from_slice(f.raw);
@@ -344,7 +524,129 @@ pub fn rewrite(model: &[u8]) -> Option<Vec<u8>> {
         put_varint(&mut op, 1);
         put_bytes(&mut out, 8, &op);
     }
-    Some(out)
+    Some((out, fused))
+}
+
+/// The attention mask as int32, the form `MultiHeadAttention` reads.
+const MASK: &str = "attention_mask__i32";
+
+/// The attention block around the `Softmax` at `i`, as the model's export writes it:
+///
+/// ```text
+/// q' = Transpose₀₂₁₃(Reshape(q)) * c      k' = Reshape(Transpose(Reshape(Transpose₀₂₁₃(Reshape(k))))) * c
+/// p  = Softmax(q' k' + Where(mask, 0, -big)),  with NaN set to 0
+/// out = Reshape(Transpose₀₂₁₃(p · Transpose₀₂₁₃(Reshape(v))))
+/// ```
+///
+/// with `c² = 1/√head_size` and the mask made from the `attention_mask` input: one
+/// `MultiHeadAttention(q, k, v, key_padding_mask)`, placed where the last `Reshape`
+/// was. The index of that `Reshape` and the node; `None` unless all of it matches.
+fn attention(g: &Graph<'_>, i: usize) -> Option<(usize, Node)> {
+    const HEADS: [i64; 4] = [0, 2, 1, 3];
+    let sm = g.node(i)?;
+    if !sm.domain.is_empty() || sm.inputs.len() != 1 || sm.outputs.len() != 1 || Graph::ints(sm, "axis")? != [-1] {
+        return None;
+    }
+    let (_, add) = g.made_by(&sm.inputs[0], "Add", 2)?;
+    let (_, scores) = g.made_by(&add.inputs[0], "MatMul", 2)?;
+    let (_, where_mask) = g.made_by(&add.inputs[1], "Where", 3)?;
+    if g.init(&where_mask.inputs[1])?.scalar_f32()? != 0.0 || g.init(&where_mask.inputs[2])?.scalar_f32()? > -1e4 {
+        return None;
+    }
+    if !g.inputs.contains("attention_mask") || !reaches(g, &where_mask.inputs[0], "attention_mask") {
+        return None;
+    }
+    let (_, qc) = g.made_by(&scores.inputs[0], "Mul", 2)?;
+    let (_, kc) = g.made_by(&scores.inputs[1], "Mul", 2)?;
+    let c = g.init(&qc.inputs[1])?.scalar_f32()?;
+    if kc.inputs[1] != qc.inputs[1] {
+        return None;
+    }
+    let q = g.heads_of(&qc.inputs[0], &HEADS)?;
+    let (_, k1) = g.made_by(&kc.inputs[0], "Reshape", 2)?;
+    let (_, k2) = g.made_by(&k1.inputs[0], "Transpose", 1)?;
+    let (_, k3) = g.made_by(&k2.inputs[0], "Reshape", 2)?;
+    let k = g.heads_of(&k3.inputs[0], &HEADS)?;
+    // Softmax → IsNaN → Where(nan, 0, p) → MatMul(p, v').
+    let users = g.users.get(&sm.outputs[0])?;
+    let isnan = users.iter().filter_map(|&u| g.node(u)).find(|n| n.op == "IsNaN")?;
+    let (_, zeroed) = g.only_user(&isnan.outputs[0])?;
+    if zeroed.op != "Where" || zeroed.inputs[2] != sm.outputs[0] || g.init(&zeroed.inputs[1])?.scalar_f32()? != 0.0 {
+        return None;
+    }
+    let (_, pv) = g.only_user(&zeroed.outputs[0])?;
+    if pv.op != "MatMul" || pv.inputs[0] != zeroed.outputs[0] {
+        return None;
+    }
+    let v = g.heads_of(&pv.inputs[1], &HEADS)?;
+    let (_, back) = g.only_user(&pv.outputs[0])?;
+    if back.op != "Transpose" || Graph::ints(back, "perm")? != HEADS {
+        return None;
+    }
+    let (end, merged) = g.only_user(&back.outputs[0])?;
+    if merged.op != "Reshape" {
+        return None;
+    }
+    // The head size: the last entry of q's `Reshape` shape, a `Concat` of scalars.
+    let (_, qr) = g.made_by(&g.made_by(&qc.inputs[0], "Transpose", 1)?.1.inputs[0], "Reshape", 2)?;
+    let shape = g.producer.get(&qr.inputs[1]).and_then(|&p| g.node(p))?;
+    let head = g.init(shape.inputs.last()?)?.scalar_i64().filter(|h| (1..=4096).contains(h))?;
+    let hidden = g.init(&width_of(g, &q)?)?.dims[1];
+    if shape.op != "Concat" || hidden % head != 0 || ((c * c) as f64 * (head as f64).sqrt() - 1.0).abs() > 1e-4 {
+        return None;
+    }
+    let mut mha = Node::new(
+        "MultiHeadAttention",
+        MS,
+        &[q.as_str(), k.as_str(), v.as_str(), "", MASK],
+        &[&merged.outputs[0]],
+        format!("{}__attention", merged.name),
+    );
+    mha.rest = int_attribute("num_heads", hidden / head);
+    Some((end, mha))
+}
+
+/// The int8 weight behind a projection `value = MatMul(x, W) [+ b]`.
+fn width_of(g: &Graph<'_>, value: &str) -> Option<String> {
+    let mm = match g.made_by(value, "Add", 2) {
+        Some((_, add)) => g.made_by(&add.inputs[0], "MatMul", 2)?.1,
+        None => g.made_by(value, "MatMul", 2)?.1,
+    };
+    Some(g.widened(&mm.inputs[1])?.2)
+}
+
+/// Whether `value` is computed from `input` (a bounded walk up its producers).
+fn reaches(g: &Graph<'_>, value: &str, input: &str) -> bool {
+    let mut todo = vec![value.to_owned()];
+    let mut seen = HashSet::new();
+    while let Some(v) = todo.pop() {
+        if v == input {
+            return true;
+        }
+        if seen.len() > 256 || !seen.insert(v.clone()) {
+            continue;
+        }
+        if let Some(n) = g.producer.get(&v).and_then(|&p| g.node(p)) {
+            todo.extend(n.inputs.iter().cloned());
+        }
+    }
+    false
+}
+
+/// `x * (0.5 * (1 + erf(x / √2)))` ending at the `Mul` at `i`: one `Gelu(x)`.
+fn gelu(g: &Graph<'_>, i: usize) -> Option<Node> {
+    let n = g.node(i)?;
+    if !n.domain.is_empty() || n.inputs.len() != 2 || n.outputs.len() != 1 {
+        return None;
+    }
+    let x = &n.inputs[0];
+    let near = |name: &str, want: f32| g.init(name).and_then(Init::scalar_f32).is_some_and(|v| (v - want).abs() < 1e-6);
+    let (_, half) = g.made_by(&n.inputs[1], "Mul", 2)?;
+    let (_, one) = g.made_by(&half.inputs[1], "Add", 2)?;
+    let (_, erf) = g.made_by(&one.inputs[0], "Erf", 1)?;
+    let (_, div) = g.made_by(&erf.inputs[0], "Div", 2)?;
+    let ok = near(&half.inputs[0], 0.5) && near(&one.inputs[1], 1.0) && near(&div.inputs[1], std::f32::consts::SQRT_2);
+    (ok && div.inputs[0] == *x).then(|| Node::new("Gelu", MS, &[x], &[&n.outputs[0]], format!("{}__gelu", n.name)))
 }
 
 #[cfg(test)]
@@ -361,7 +663,7 @@ mod tests {
         assert_eq!((f[0].num, f[0].payload), (3, &b"name"[..]));
         assert_eq!((f[1].num, f[1].value), (2, 300));
         assert!(fields(&[0x0a, 0x05, 1]).is_none(), "a length past the end");
-        assert!(rewrite(b"not a model").is_none());
+        assert!(rewrite(b"not a model", true).is_none());
         let n = Node::new("MatMul", "", &["x", "w"], &["y"], "m".into());
         let back = Node::parse(&n.encode()).unwrap();
         assert_eq!((back.inputs, back.outputs, back.op, back.name), (n.inputs, n.outputs, n.op, n.name));

@@ -293,7 +293,7 @@ impl Stage for Embed {
                 .str("prefix", spec.passage_prefix)
                 .part("window", &(size as u64).to_le_bytes())
                 .part("overlap", &(overlap as u64).to_le_bytes())
-                .part("int8", &[u8::from(int8)])
+                .part("int8", &[if int8 { atlas_runtime::int8::REWRITE } else { 0 }])
                 .part("batch", &(if int8 { batch_size as u64 } else { 0 }).to_le_bytes())
                 .digest("text", Digest::of(text.as_bytes()))
                 .finish()

@@ -9,6 +9,7 @@
 use std::path::Path;
 use std::time::Instant;
 
+use Weights::{Float, Fused, Int8};
 use atlas_runtime::encoder::{Encoder, EncoderOptions};
 use atlas_runtime::model;
 use atlas_stages::embed::{BatchBy, embed_batches, windows, with_header};
@@ -18,13 +19,23 @@ struct Job<'a> {
     ids: &'a [u32],
 }
 
+/// How the model runs (`EncoderOptions::int8_weights` and `fused`).
+#[derive(Clone, Copy)]
+enum Weights {
+    /// Float weights (ONNX Runtime folds the int8 ones).
+    Float,
+    /// The int8 GEMM, the graph otherwise as exported.
+    Int8,
+    /// The int8 GEMM with attention, GELU and bias adds fused (the stage's default).
+    Fused,
+}
+
 /// One way to run the stage's loop.
 struct Variant {
     name: String,
     sessions: usize,
     threads_each: usize,
-    /// Run the weights as int8 (`EncoderOptions::int8_weights`): the int8 GEMM.
-    int8: bool,
+    weights: Weights,
     batch: BatchBy,
     /// Tokens a window (the model's own: 254).
     size: usize,
@@ -42,28 +53,37 @@ fn main() {
     records.truncate(limit);
     let spec = model::spec(model::DEFAULT_MODEL).expect("the default model");
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let load = |threads: usize, int8_weights: bool| {
-        let opts = EncoderOptions { intra_threads: threads, int8_weights, ..EncoderOptions::default() };
+    let load = |threads: usize, weights: Weights| {
+        let (int8_weights, fused) = match weights {
+            Float => (false, false),
+            Int8 => (true, false),
+            Fused => (true, true),
+        };
+        let opts = EncoderOptions { intra_threads: threads, int8_weights, fused, ..EncoderOptions::default() };
         Encoder::load(spec, Path::new(model_dir), Path::new(ort), &opts).expect("the model")
     };
-    let probe = load(1, false);
+    let probe = load(1, Float);
     let size = probe.window();
     let tokenized: Vec<Vec<u32>> = records
         .iter()
         .map(|r| probe.tokenize(&format!("{}{}", spec.passage_prefix, with_header(r))).expect("tokens"))
         .collect();
     drop(probe);
-    let v =
-        |name: String, sessions: usize, threads_each: usize, int8: bool, batch: usize, size: usize, overlap: usize| {
-            Variant { name, sessions, threads_each, int8, batch: BatchBy::Count(batch), size, overlap }
-        };
+    let v = |name: String, sessions: usize, threads_each: usize, weights: Weights, batch: usize| Variant {
+        name,
+        sessions,
+        threads_each,
+        weights,
+        batch: BatchBy::Count(batch),
+        size,
+        overlap: 32,
+    };
     let variants = vec![
-        v(format!("before: {cores} sessions x 1 thread, float, 16 a batch"), cores, 1, false, 16, size, 32),
-        v(format!("{cores} sessions x 1 thread, int8 GEMM, 16 a batch"), cores, 1, true, 16, size, 32),
-        v(format!("{cores} sessions x 1 thread, int8 GEMM, 1 a batch"), cores, 1, true, 1, size, 32),
-        v(format!("1 session x {cores} threads, int8 GEMM, 1 a batch"), 1, cores, true, 1, size, 32),
-        v(format!("{cores} sessions, int8, 1 a batch, window 126 (16 shared)"), cores, 1, true, 1, 126, 16),
-        v(format!("{cores} sessions, int8, 1 a batch, window 126 (0 shared)"), cores, 1, true, 1, 126, 0),
+        v(format!("before: {cores} sessions x 1 thread, float, 16 a batch"), cores, 1, Float, 16),
+        v(format!("{cores} sessions x 1 thread, int8 GEMM, 1 a batch"), cores, 1, Int8, 1),
+        v(format!("{cores} sessions x 1 thread, int8 GEMM + fused, 1 a batch"), cores, 1, Fused, 1),
+        v(format!("1 session x {cores} threads, int8 GEMM + fused, 1 a batch"), 1, cores, Fused, 1),
+        v(format!("{cores} sessions x 1 thread, int8 GEMM + fused, 16 a batch"), cores, 1, Fused, 16),
     ];
 
     println!("{} chunks, {} tokens, window {size}", records.len(), tokenized.iter().map(Vec::len).sum::<usize>());
@@ -75,7 +95,7 @@ fn main() {
         }
         jobs.sort_by_key(|j| j.ids.len());
         let batches = v.batch.split(jobs.iter().map(|j| j.ids.len()).collect::<Vec<_>>().as_slice());
-        let encoders: Vec<Encoder> = (0..v.sessions).map(|_| load(v.threads_each, v.int8)).collect();
+        let encoders: Vec<Encoder> = (0..v.sessions).map(|_| load(v.threads_each, v.weights)).collect();
         // Warm each session once (first-run allocations), outside the timing.
         for e in &encoders {
             e.embed_ids(&[&jobs[0].ids[..jobs[0].ids.len().min(8)]]).expect("warm-up");

@@ -115,9 +115,10 @@ fn a_missing_model_names_the_setup_command() {
     assert!(last.contains("atlas setup"), "{last}");
 }
 
-/// The query model runs its int8 weights as int8 (`runtime::int8`): the rewrite
-/// applies to the default model and its embeddings stay those of the folded float
-/// path, to within quantisation (cosine ≥ 0.98 on prose and code).
+/// The query model runs its int8 weights as int8 with its attention and GELU fused
+/// (`runtime::int8`): the rewrite applies in full to the default model and its
+/// embeddings stay those of the folded float path, to within quantisation (cosine
+/// ≥ 0.98 on prose and code).
 #[test]
 fn the_int8_query_model_agrees_with_the_float_one() {
     use atlas_runtime::encoder::{Encoder, EncoderOptions};
@@ -127,9 +128,11 @@ fn the_int8_query_model_agrees_with_the_float_one() {
     let spec = atlas_runtime::model::spec(atlas_runtime::model::DEFAULT_MODEL).unwrap();
     let dir = atlas_runtime::model::model_dir(spec.id);
     let bytes = std::fs::read(dir.join("model.onnx")).unwrap();
-    assert!(atlas_runtime::int8::rewrite(&bytes).is_some(), "the default model has int8 weights to keep");
-    let load = |int8: bool| {
-        let o = EncoderOptions { int8_weights: int8, ..EncoderOptions::query() };
+    let (_, fused) = atlas_runtime::int8::rewrite(&bytes, true).expect("the default model has int8 weights to keep");
+    let all = atlas_runtime::int8::Fused { int8_matmuls: 36, attention: 6, gelu: 6 };
+    assert_eq!(fused, all, "every GEMM, attention block and GELU of the 6 layers");
+    let load = |int8_weights: bool, fused: bool| {
+        let o = EncoderOptions { int8_weights, fused, ..EncoderOptions::query() };
         Encoder::load(spec, &dir, &atlas_runtime::model::ort_dylib(), &o).unwrap()
     };
     let texts = [
@@ -138,11 +141,15 @@ fn the_int8_query_model_agrees_with_the_float_one() {
         "fn parse_retry_after(v: &str) -> Option<u64>",
         "class InvoiceBuilder: builds invoices line by line",
     ];
-    let (a, b) = (load(false).embed_texts(&texts).unwrap(), load(true).embed_texts(&texts).unwrap());
-    for (t, (x, y)) in texts.iter().zip(a.iter().zip(&b)) {
-        let cos: f32 = x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>()
-            / (x.iter().map(|p| p * p).sum::<f32>().sqrt() * y.iter().map(|q| q * q).sum::<f32>().sqrt());
-        assert!(cos >= 0.98, "{t}: cosine {cos}");
+    let embed = |int8, fused| load(int8, fused).embed_texts(&texts).unwrap();
+    let (float, int8, fused) = (embed(false, false), embed(true, false), embed(true, true));
+    let cos = |x: &[f32], y: &[f32]| {
+        x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>()
+            / (x.iter().map(|p| p * p).sum::<f32>().sqrt() * y.iter().map(|q| q * q).sum::<f32>().sqrt())
+    };
+    for (i, t) in texts.iter().enumerate() {
+        assert!(cos(&float[i], &fused[i]) >= 0.98, "{t}: fused against float {}", cos(&float[i], &fused[i]));
+        assert!(cos(&int8[i], &fused[i]) >= 0.99, "{t}: fused against unfused {}", cos(&int8[i], &fused[i]));
     }
 }
 

@@ -74,6 +74,7 @@ fn a_missing_accelerator_falls_back_to_the_cpu_with_a_warning() {
         spinning: false,
         arena: false,
         int8_weights: false,
+        fused: false,
     }) else {
         return;
     };
