@@ -261,10 +261,10 @@ pub struct Fused {
     pub gelu: usize,
 }
 
-/// The graph being rewritten: nodes (`None` once removed), initializers, and who
-/// produces and uses each value.
+/// The graph being rewritten (as read: the rewrite collects replacements beside it),
+/// its initializers, and who produces and uses each value.
 struct Graph<'a> {
-    nodes: Vec<Option<Node>>,
+    nodes: Vec<Node>,
     inits: HashMap<String, (Init<'a>, &'a [u8])>,
     producer: HashMap<String, usize>,
     users: HashMap<String, Vec<usize>>,
@@ -273,7 +273,7 @@ struct Graph<'a> {
 
 impl<'a> Graph<'a> {
     fn node(&self, i: usize) -> Option<&Node> {
-        self.nodes.get(i)?.as_ref()
+        self.nodes.get(i)
     }
 
     /// The node producing `value`, when it is an `op` with `n` inputs.
@@ -359,7 +359,7 @@ pub fn rewrite(model: &[u8], fuse: bool) -> Option<(Vec<u8>, Fused)> {
     let mut outputs: Vec<String> = Vec::new();
     for f in &graph {
         match f.num {
-            1 => g.nodes.push(Some(Node::parse(f.payload)?)),
+            1 => g.nodes.push(Node::parse(f.payload)?),
             5 => {
                 let (name, init) = parse_init(f.payload)?;
                 g.inits.insert(name, (init, f.payload));
@@ -376,7 +376,6 @@ pub fn rewrite(model: &[u8], fuse: bool) -> Option<(Vec<u8>, Fused)> {
         }
     }
     for (i, n) in g.nodes.iter().enumerate() {
-        let n = n.as_ref()?;
         for o in &n.outputs {
             g.producer.insert(o.clone(), i);
         }
@@ -475,7 +474,7 @@ pub fn rewrite(model: &[u8], fuse: bool) -> Option<(Vec<u8>, Fused)> {
     for (i, n) in g.nodes.iter().enumerate() {
         match replace.remove(&i) {
             Some(list) => order.extend(list),
-            None => order.extend(n.clone()),
+            None => order.push(n.clone()),
         }
     }
     let mut live: HashSet<String> = outputs.into_iter().collect();
@@ -492,7 +491,9 @@ pub fn rewrite(model: &[u8], fuse: bool) -> Option<(Vec<u8>, Fused)> {
             1 => {}
             5 => {
                 let (name, _) = parse_init(f.payload)?;
-                if live.contains(&name) {
+                // An initializer also listed as an input stays: dropping it would
+                // make it an input to feed.
+                if live.contains(&name) || g.inputs.contains(&name) {
                     out_graph.extend_from_slice(f.raw);
                 }
             }
@@ -652,6 +653,69 @@ fn gelu(g: &Graph<'_>, i: usize) -> Option<Node> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A model: `y = x · (Cast(W) * s)`, then GELU as the export writes it with `half`
+    /// for its 0.5.
+    fn gelu_model(half: f32) -> Vec<u8> {
+        let tensor = |name: &str, dims: &[i64], data_type: u64, raw: &[u8]| {
+            let mut t = Vec::new();
+            for d in dims {
+                put_varint(&mut t, 1 << 3);
+                put_varint(&mut t, *d as u64);
+            }
+            put_varint(&mut t, 2 << 3);
+            put_varint(&mut t, data_type);
+            put_bytes(&mut t, 8, name.as_bytes());
+            put_bytes(&mut t, 9, raw);
+            t
+        };
+        let value = |name: &str| {
+            let mut v = Vec::new();
+            put_bytes(&mut v, 1, name.as_bytes());
+            v
+        };
+        let mut g = Vec::new();
+        let nodes = [
+            ("Cast", vec!["w"], "wf"),
+            ("Mul", vec!["wf", "s"], "ww"),
+            ("MatMul", vec!["x", "ww"], "y"),
+            ("Div", vec!["y", "sqrt2"], "d"),
+            ("Erf", vec!["d"], "e"),
+            ("Add", vec!["e", "one"], "a"),
+            ("Mul", vec!["half", "a"], "h"),
+            ("Mul", vec!["y", "h"], "out"),
+        ];
+        for (k, (op, inputs, out)) in nodes.iter().enumerate() {
+            put_bytes(&mut g, 1, &Node::new(op, "", inputs, &[out], format!("n{k}")).encode());
+        }
+        put_bytes(&mut g, 5, &tensor("w", &[2, 2], INT8, &[1, 2, 3, 4]));
+        put_bytes(&mut g, 5, &tensor("s", &[2], FLOAT, &[0.5f32, 0.25].map(f32::to_le_bytes).concat()));
+        for (name, v) in [("sqrt2", std::f32::consts::SQRT_2), ("one", 1.0), ("half", half)] {
+            put_bytes(&mut g, 5, &tensor(name, &[], FLOAT, &v.to_le_bytes()));
+        }
+        put_bytes(&mut g, 11, &value("x"));
+        put_bytes(&mut g, 12, &value("out"));
+        let mut m = Vec::new();
+        put_bytes(&mut m, 7, &g);
+        m
+    }
+
+    #[test]
+    fn a_pattern_is_fused_only_when_its_constants_match() {
+        let all = Fused { int8_matmuls: 1, attention: 0, gelu: 1 };
+        let (bytes, fused) = rewrite(&gelu_model(0.5), true).unwrap();
+        assert_eq!(fused, all);
+        let graph = fields(&bytes).unwrap().into_iter().find(|f| f.num == 7).unwrap();
+        let ops: Vec<String> = fields(graph.payload)
+            .unwrap()
+            .iter()
+            .filter(|f| f.num == 1)
+            .map(|f| Node::parse(f.payload).unwrap().op)
+            .collect();
+        assert_eq!(ops, ["DynamicQuantizeMatMul", "Gelu"], "the dead nodes are gone");
+        assert_eq!(rewrite(&gelu_model(0.6), true).unwrap().1, Fused { gelu: 0, ..all }, "not GELU: left alone");
+        assert_eq!(rewrite(&gelu_model(0.5), false).unwrap().1, Fused { gelu: 0, ..all }, "fusions off");
+    }
 
     #[test]
     fn wire_format_round_trips_and_bad_bytes_are_none() {
