@@ -81,7 +81,8 @@ impl EncoderOptions {
     }
 }
 
-/// A session on `model_path` with `opts`; warnings name accelerators that were not there.
+/// A session on `model_path` with `opts`; warnings name accelerators that were not
+/// there, and an int8 model whose attention the rewrite could not fuse.
 pub(crate) fn session(model_path: &Path, lib: &Path, opts: &EncoderOptions) -> Result<(Session, Vec<String>)> {
     let env = environment(lib)?;
     let mut warnings = Vec::new();
@@ -126,11 +127,22 @@ pub(crate) fn session(model_path: &Path, lib: &Path, opts: &EncoderOptions) -> R
     let rewritten = match opts.int8_weights {
         true => std::fs::read(model_path)
             .map_err(|error| Error::Io { path: model_path.to_owned(), error })
-            .map(|b| crate::int8::rewrite(&b, opts.fused).map(|(bytes, _)| bytes))?,
+            .map(|b| crate::int8::rewrite(&b, opts.fused))?,
         false => None,
     };
+    if let Some((_, fused)) = &rewritten
+        && opts.fused
+        && (fused.attention == 0 || fused.gelu == 0)
+    {
+        warnings.push(format!(
+            "{}: its attention or GELU is not in a form the int8 rewrite fuses ({} attention blocks, {} GELUs fused); it runs unfused, slower",
+            model_path.display(),
+            fused.attention,
+            fused.gelu
+        ));
+    }
     let session = match rewritten {
-        Some(bytes) => builder.commit_from_memory(&bytes).map_err(loading)?,
+        Some((bytes, _)) => builder.commit_from_memory(&bytes).map_err(loading)?,
         None => builder.commit_from_file(model_path).map_err(loading)?,
     };
     Ok((session, warnings))

@@ -141,6 +141,8 @@ fn the_int8_query_model_agrees_with_the_float_one() {
         "fn parse_retry_after(v: &str) -> Option<u64>",
         "class InvoiceBuilder: builds invoices line by line",
     ];
+    let fused = load(true, true);
+    assert!(fused.warnings.is_empty(), "the default model fuses without a warning: {:?}", fused.warnings);
     let embed = |int8, fused| load(int8, fused).embed_texts(&texts).unwrap();
     let (float, int8, fused) = (embed(false, false), embed(true, false), embed(true, true));
     let cos = |x: &[f32], y: &[f32]| {
