@@ -78,6 +78,12 @@ fn keyword_expands_plain_words_but_not_identifiers() {
     assert!(atlas_runtime::search::query_words("delay_ms").len() == 1);
     let hits = search(&b, "delay_ms", mode(Mode::Keyword));
     assert!(hits[0].snippet.contains("fn delay_ms"), "{hits:#?}");
+    // And labelled by that definition, whatever the chunk holding it is named after.
+    let labels = |h: &atlas_runtime::Hit| (h.symbol.clone(), h.symbol_kind.clone());
+    for q in ["delay_ms", "Backoff::delay_ms", "Backoff.delay_ms()"] {
+        let hits = search(&b, q, mode(Mode::Hybrid));
+        assert_eq!(labels(&hits[0]), (Some("Backoff::delay_ms".into()), Some("method".into())), "{q}: {hits:#?}");
+    }
 }
 
 #[test]

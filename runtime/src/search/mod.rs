@@ -108,9 +108,12 @@ impl Bundle {
         // holding a quoted string, an identifier or the whole query verbatim, goes
         // first in keyword and hybrid mode (grep never loses).
         let mut found_verbatim = false;
+        let mut defines: Vec<(usize, u32)> = Vec::new();
         if opts.mode != Mode::Vector && !opts.rerank {
-            let mut first =
-                if t.definitions_first { self.definition_matches(query, &opts.filters) } else { Vec::new() };
+            if t.definitions_first {
+                defines = self.definition_matches(query, &opts.filters);
+            }
+            let mut first: Vec<usize> = defines.iter().map(|&(c, _)| c).collect();
             for i in self.exact_matches(query, &opts.filters)? {
                 if !first.contains(&i) {
                     first.push(i);
@@ -127,7 +130,16 @@ impl Bundle {
             if opts.min_score.is_some_and(|m| score < m) {
                 continue;
             }
-            hits.push(self.hit(i, score));
+            let mut hit = self.hit(i, score);
+            // A chunk promoted for a definition is labelled by it: a small item
+            // merged into a chunk named after its first item (`struct KeyBuilder` in
+            // `impl From<Digest> for String`) is what the query asked for.
+            if let Some(&(_, d)) = defines.iter().find(|&&(c, _)| c == i) {
+                let def = &self.symbols.defs[d as usize];
+                hit.symbol = Some(def.name.clone());
+                hit.symbol_kind = Some(def.kind.clone());
+            }
+            hits.push(hit);
             if hits.len() == opts.top_k {
                 break;
             }

@@ -227,8 +227,9 @@ impl Bundle {
     /// word), the definitions the symbol table resolves it to
     /// ([`crate::symbols::SymbolTable::lookup`]: bare, or qualified by type, module
     /// or path), when there are at most [`MAX_DEFINITIONS`]. Types and functions come
-    /// before variables, code before tests.
-    pub(super) fn definition_matches(&self, query: &str, filters: &Filters) -> Vec<usize> {
+    /// before variables, code before tests. Each chunk once, with the first
+    /// definition it was chosen for.
+    pub(super) fn definition_matches(&self, query: &str, filters: &Filters) -> Vec<(usize, u32)> {
         if self.symbols.is_empty() {
             return Vec::new();
         }
@@ -259,11 +260,11 @@ impl Bundle {
             (is_test_path(&d.path), kind, d.name.len(), d.path.clone(), d.start_line)
         };
         found.sort_by_key(|&i| rank(i));
-        let mut out: Vec<usize> = Vec::new();
+        let mut out: Vec<(usize, u32)> = Vec::new();
         for i in found {
             let c = self.definition_chunk(i);
-            if (filters.is_empty() || filters.keep(&self.chunks[c])) && !out.contains(&c) {
-                out.push(c);
+            if (filters.is_empty() || filters.keep(&self.chunks[c])) && !out.iter().any(|&(o, _)| o == c) {
+                out.push((c, i));
             }
         }
         out
