@@ -133,9 +133,12 @@ impl Bundle {
             let mut hit = self.hit(i, score);
             // A chunk promoted for a definition is labelled by it: a small item
             // merged into a chunk named after its first item (`struct KeyBuilder` in
-            // `impl From<Digest> for String`) is what the query asked for.
-            if let Some(&(_, d)) = defines.iter().find(|&&(c, _)| c == i) {
-                let def = &self.symbols.defs[d as usize];
+            // `impl From<Digest> for String`) is what the query asked for. Not against
+            // a symbol-kind filter the chunk was kept for.
+            if let Some(&(_, d)) = defines.iter().find(|&&(c, _)| c == i)
+                && let def = &self.symbols.defs[d as usize]
+                && opts.filters.symbol_kind.as_ref().is_none_or(|k| *k == def.kind)
+            {
                 hit.symbol = Some(def.name.clone());
                 hit.symbol_kind = Some(def.kind.clone());
             }
