@@ -321,13 +321,14 @@ impl<'a> Graph<'a> {
         None
     }
 
-    /// `value` through `Transpose(perm)` then `Reshape`: the reshape's input.
-    fn heads_of(&self, value: &str, perm: &[i64]) -> Option<String> {
+    /// The `Reshape` that splits a projection into heads, when `value` is it through
+    /// `Transpose(HEADS)`: its inputs are the projection and the shape.
+    fn heads_of(&self, value: &str) -> Option<&Node> {
         let (_, t) = self.made_by(value, "Transpose", 1)?;
-        if Self::ints(t, "perm")? != perm {
+        if Self::ints(t, "perm")? != HEADS {
             return None;
         }
-        Some(self.made_by(&t.inputs[0], "Reshape", 2)?.1.inputs[0].clone())
+        Some(self.made_by(&t.inputs[0], "Reshape", 2)?.1)
     }
 
     /// `Cast(int8 init) * float init` feeding only `value`'s user: (cast, mul, weight, scale).
@@ -528,6 +529,10 @@ pub fn rewrite(model: &[u8], fuse: bool) -> Option<(Vec<u8>, Fused)> {
     Some((out, fused))
 }
 
+/// The permutation between `[batch, seq, heads, head_size]` and `[batch, heads, seq,
+/// head_size]`.
+const HEADS: [i64; 4] = [0, 2, 1, 3];
+
 /// The attention mask as int32, the form `MultiHeadAttention` reads.
 const MASK: &str = "attention_mask__i32";
 
@@ -543,7 +548,6 @@ const MASK: &str = "attention_mask__i32";
 /// `MultiHeadAttention(q, k, v, key_padding_mask)`, placed where the last `Reshape`
 /// was. The index of that `Reshape` and the node; `None` unless all of it matches.
 fn attention(g: &Graph<'_>, i: usize) -> Option<(usize, Node)> {
-    const HEADS: [i64; 4] = [0, 2, 1, 3];
     let sm = g.node(i)?;
     if !sm.domain.is_empty() || sm.inputs.len() != 1 || sm.outputs.len() != 1 || Graph::ints(sm, "axis")? != [-1] {
         return None;
@@ -563,11 +567,12 @@ fn attention(g: &Graph<'_>, i: usize) -> Option<(usize, Node)> {
     if kc.inputs[1] != qc.inputs[1] {
         return None;
     }
-    let q = g.heads_of(&qc.inputs[0], &HEADS)?;
+    let qr = g.heads_of(&qc.inputs[0])?;
+    let q = &qr.inputs[0];
     let (_, k1) = g.made_by(&kc.inputs[0], "Reshape", 2)?;
     let (_, k2) = g.made_by(&k1.inputs[0], "Transpose", 1)?;
     let (_, k3) = g.made_by(&k2.inputs[0], "Reshape", 2)?;
-    let k = g.heads_of(&k3.inputs[0], &HEADS)?;
+    let k = &g.heads_of(&k3.inputs[0])?.inputs[0];
     // Softmax → IsNaN → Where(nan, 0, p) → MatMul(p, v').
     let users = g.users.get(&sm.outputs[0])?;
     let isnan = users.iter().filter_map(|&u| g.node(u)).find(|n| n.op == "IsNaN")?;
@@ -579,7 +584,7 @@ fn attention(g: &Graph<'_>, i: usize) -> Option<(usize, Node)> {
     if pv.op != "MatMul" || pv.inputs[0] != zeroed.outputs[0] {
         return None;
     }
-    let v = g.heads_of(&pv.inputs[1], &HEADS)?;
+    let v = &g.heads_of(&pv.inputs[1])?.inputs[0];
     let (_, back) = g.only_user(&pv.outputs[0])?;
     if back.op != "Transpose" || Graph::ints(back, "perm")? != HEADS {
         return None;
@@ -589,10 +594,9 @@ fn attention(g: &Graph<'_>, i: usize) -> Option<(usize, Node)> {
         return None;
     }
     // The head size: the last entry of q's `Reshape` shape, a `Concat` of scalars.
-    let (_, qr) = g.made_by(&g.made_by(&qc.inputs[0], "Transpose", 1)?.1.inputs[0], "Reshape", 2)?;
     let shape = g.producer.get(&qr.inputs[1]).and_then(|&p| g.node(p))?;
     let head = g.init(shape.inputs.last()?)?.scalar_i64().filter(|h| (1..=4096).contains(h))?;
-    let hidden = g.init(&width_of(g, &q)?)?.dims[1];
+    let hidden = g.init(&width_of(g, q)?)?.dims[1];
     if shape.op != "Concat" || hidden % head != 0 || ((c * c) as f64 * (head as f64).sqrt() - 1.0).abs() > 1e-4 {
         return None;
     }
