@@ -65,14 +65,6 @@ pub struct SearchOptions {
     pub fusion: Fusion,
     /// Rerank a pooled candidate set with the cross-encoder (see [`Bundle::search`]).
     pub rerank: bool,
-    /// Only each chunk's first window (what a plain, truncating embedder would give).
-    /// For the evaluation of the window policy; not for users.
-    #[serde(skip)]
-    pub first_window_only: bool,
-    /// Weight of a chunk's later windows against its first (the default
-    /// [`LATER_WINDOW_WEIGHT`]); for the evaluation.
-    #[serde(skip)]
-    pub later_window_weight: f32,
     /// The ranking's knobs (the default: what the development sets' tune halves
     /// fitted); for the evaluation, not for users.
     #[serde(skip)]
@@ -112,6 +104,9 @@ pub struct Tuning {
     /// Several libraries behind one server: how sharply a library whose nearest chunk
     /// is farther than the best library's loses weight (`exp(−sharpness · gap)`).
     pub library_sharpness: f32,
+    /// Weight of a chunk's later windows against its first; 0 searches first windows
+    /// only (what a plain, truncating embedder would give).
+    pub later_window_weight: f32,
 }
 
 /// How score fusion scales one list's scores before weighting them.
@@ -143,6 +138,7 @@ impl Default for Tuning {
             fusion: None,
             norm: [Norm::MinMax, Norm::Max],
             library_sharpness: 5.0,
+            later_window_weight: LATER_WINDOW_WEIGHT,
         }
     }
 }
@@ -156,8 +152,6 @@ impl Default for SearchOptions {
             filters: Filters::default(),
             fusion: Fusion::default(),
             rerank: false,
-            first_window_only: false,
-            later_window_weight: LATER_WINDOW_WEIGHT,
             tuning: Tuning::default(),
         }
     }

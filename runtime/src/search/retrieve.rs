@@ -29,7 +29,8 @@ impl Bundle {
     /// Vector candidates: the best window per chunk, exact f16 scan up to the
     /// threshold, HNSW above it.
     pub(crate) fn vector(&self, q: &[f32], opts: &SearchOptions, want: usize) -> Result<Vec<(usize, f32)>> {
-        let (filters, first_window_only) = (&opts.filters, opts.first_window_only);
+        let (filters, later) = (&opts.filters, opts.tuning.later_window_weight);
+        let first_window_only = later <= 0.0;
         // (chunk, first window?, cosine) of the nearest windows.
         let near: Vec<(usize, bool, f32)> = match &self.candidates {
             Candidates::Local { vectors, hnsw, window_chunk, first_window } => {
@@ -64,7 +65,7 @@ impl Bundle {
         };
         let mut best: HashMap<usize, f32> = HashMap::new();
         for (c, first, s) in near {
-            let s = if first { s } else { s * opts.later_window_weight };
+            let s = if first { s } else { s * later };
             let e = best.entry(c).or_insert(f32::MIN);
             *e = e.max(s);
         }
