@@ -86,6 +86,35 @@ fn keyword_expands_plain_words_but_not_identifiers() {
     }
 }
 
+/// A page named after one of the question's words (title, heading, file name) must
+/// not outrank the section whose text holds the question: keyword scores the text
+/// first (`text_index::DEFAULT_BOOSTS`; with the former boosts, 3 on the title, 2 on
+/// the heading and 2.5 on the path, `tokens.md` came first).
+#[test]
+fn keyword_ranks_the_text_that_answers_above_a_page_named_after_one_word() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let pages = [
+        ("guides/tokens.md", "# Tokens\n\nAn overview of the kinds of tokens.\n"),
+        (
+            "guides/security.md",
+            "# Security\n\n## Rotation\n\nRotate the API tokens every month from the admin console, then restart the workers.\n",
+        ),
+    ];
+    let b = open(&atlas_e2e::build_fixture_bundle_with(work.path(), &pages));
+    for m in [Mode::Keyword, Mode::Hybrid] {
+        let hits = search(&b, "how often should I rotate API tokens", mode(m));
+        assert_eq!(
+            hits[0].path,
+            "site/guides/security.md",
+            "{m:?}: {:#?}",
+            hits.iter().map(|h| &h.path).collect::<Vec<_>>()
+        );
+    }
+}
+
 #[test]
 fn filters_narrow_every_mode() {
     let Some(dir) = fixture_bundle() else { return };

@@ -125,9 +125,11 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             rrf_k: 60.0,
-            // Identifiers and keywords: keyword as much as vector; a question in prose:
-            // keyword at 0.65 (the tune halves' plateau, 0.6 to 0.7, docs and code alike).
-            keyword_weight: [[1.0, 1.0], [1.0, 1.0], [0.65, 0.65]],
+            // Keyword as much as vector for every shape and kind. With keyword scoring
+            // the chunk's text first (`text_index::DEFAULT_BOOSTS`) the tune halves are
+            // flat from 0.65 to 1.2 for prose questions, and 1.0 is where hybrid trails
+            // its best single mode least (docs/decisions.md, "Field boosts").
+            keyword_weight: [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]],
             same_file: 0.85,
             file_second: 0.0,
             link_boost: 1.0,
