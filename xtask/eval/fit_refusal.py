@@ -15,7 +15,9 @@ import math
 import sys
 
 SETS = ["docs-aep", "docs-devtron", "code-concrete-ml", "code-tfhe"]
-FEATURES = ["top_cosine", "unseen"]
+FEATURES = ["top_cosine", "unseen", "keyword"]
+# How each signal enters the model (runtime/src/search/confidence.rs: `Signals::logit`).
+TRANSFORM = {"keyword": lambda x: math.log1p(max(0.0, x))}
 
 
 def load():
@@ -25,7 +27,8 @@ def load():
         mode = next(m for m in rep["modes"] if m["mode"] == "hybrid")
         for q in mode["queries"]:
             sig = q["signals"]
-            rows.append((s, q["tags"]["half"], 0 if q["negative"] else 1, sig["exact"], [float(sig[f]) for f in FEATURES]))
+            x = [TRANSFORM.get(f, float)(float(sig.get(f, 0.0))) for f in FEATURES]
+            rows.append((s, q["tags"]["half"], 0 if q["negative"] else 1, sig["exact"], x))
     return rows
 
 

@@ -150,7 +150,7 @@ impl Bundle {
         let (confidence, signals) = if keyword_only {
             (retrieved.keyword.first().map_or(0.0, |x| x.1), Signals { exact: found_verbatim, ..Signals::default() })
         } else {
-            let s = self.signals(query, &retrieved, found_verbatim)?;
+            let s = self.signals(query, &retrieved, &opts.filters, found_verbatim)?;
             (s.confidence(&CALIBRATION), s)
         };
         Ok(Searched { hits, confidence, signals })
@@ -205,14 +205,20 @@ impl Bundle {
         Ok(moved.into_iter().map(|(i, s)| (i, cos.get(&i).copied().unwrap_or(s))).collect())
     }
 
-    /// The confidence model's inputs for a search.
-    fn signals(&self, query: &str, r: &Retrieved, exact: bool) -> Result<Signals> {
+    /// The confidence model's inputs for a search (vector mode runs the keyword
+    /// query too, for its best score).
+    fn signals(&self, query: &str, r: &Retrieved, filters: &Filters, exact: bool) -> Result<Signals> {
         let top_cosine = r.vector.first().map_or(0.0, |x| x.1);
+        let best_keyword = match r.keyword.first() {
+            Some(&(_, s)) => s,
+            None => self.keyword(query, filters, 1)?.first().map_or(0.0, |x| x.1),
+        };
+        let keyword = best_keyword / (1.0 + self.chunks.len() as f32).ln().max(1.0);
         let words: std::collections::BTreeSet<String> = crate::words::stems(query).into_iter().collect();
         let words: Vec<String> = words.into_iter().collect();
         let unseen = self.unseen_words(&words)?;
         let unseen = if words.is_empty() { 0.0 } else { unseen as f32 / words.len() as f32 };
-        Ok(Signals { top_cosine, unseen, words: words.len(), exact })
+        Ok(Signals { top_cosine, unseen, words: words.len(), keyword, exact })
     }
 
     /// The rerank pool: the top code and top docs candidates of hybrid (15 each,
