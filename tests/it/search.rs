@@ -115,6 +115,21 @@ fn keyword_ranks_the_text_that_answers_above_a_page_named_after_one_word() {
     }
 }
 
+/// The refusal model's keyword signal is the same whichever mode asked (vector mode
+/// runs the keyword query for it), and a question the pages hold scores above one
+/// they do not.
+#[test]
+fn the_confidence_reads_the_best_keyword_score_in_every_mode() {
+    let Some(dir) = fixture_bundle() else { return };
+    let b = open(dir);
+    let scored = |q: &str, m: Mode| b.search_scored(q, &mode(m)).unwrap();
+    let (v, h) = (scored("how many pods run", Mode::Vector), scored("how many pods run", Mode::Hybrid));
+    assert!(v.signals.keyword > 0.0, "{:?}", v.signals);
+    assert_eq!(v.signals.keyword, h.signals.keyword);
+    let off = scored("quantum chromodynamics lattice gauge", Mode::Hybrid);
+    assert!(off.signals.keyword < h.signals.keyword && off.confidence < h.confidence, "{off:?} / {h:?}");
+}
+
 #[test]
 fn filters_narrow_every_mode() {
     let Some(dir) = fixture_bundle() else { return };
