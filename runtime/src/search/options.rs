@@ -127,7 +127,7 @@ impl Default for Tuning {
             rrf_k: 60.0,
             // Keyword as much as vector for every shape and kind. With keyword scoring
             // the chunk's text first (`text_index::DEFAULT_BOOSTS`) the tune halves are
-            // flat from 0.65 to 1.2 for prose questions, and 1.0 is where hybrid trails
+            // flat from 0.65 to 1.5 for prose questions, and 1.0 is where hybrid trails
             // its best single mode least (docs/decisions.md, "Field boosts").
             keyword_weight: [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]],
             same_file: 0.85,
