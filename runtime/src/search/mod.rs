@@ -150,7 +150,7 @@ impl Bundle {
         let (confidence, signals) = if keyword_only {
             (retrieved.keyword.first().map_or(0.0, |x| x.1), Signals { exact: found_verbatim, ..Signals::default() })
         } else {
-            let s = self.signals(query, &retrieved, &opts.filters, found_verbatim)?;
+            let s = self.signals(query, &retrieved, opts, found_verbatim)?;
             (s.confidence(&CALIBRATION), s)
         };
         Ok(Searched { hits, confidence, signals })
@@ -207,11 +207,12 @@ impl Bundle {
 
     /// The confidence model's inputs for a search (vector mode runs the keyword
     /// query too, for its best score).
-    fn signals(&self, query: &str, r: &Retrieved, filters: &Filters, exact: bool) -> Result<Signals> {
+    fn signals(&self, query: &str, r: &Retrieved, opts: &SearchOptions, exact: bool) -> Result<Signals> {
         let top_cosine = r.vector.first().map_or(0.0, |x| x.1);
-        let best_keyword = match r.keyword.first() {
-            Some(&(_, s)) => s,
-            None => self.keyword(query, filters, 1)?.first().map_or(0.0, |x| x.1),
+        let best_keyword = if opts.mode == Mode::Vector && !opts.rerank {
+            self.keyword(query, &opts.filters, 1)?.first().map_or(0.0, |x| x.1)
+        } else {
+            r.keyword.first().map_or(0.0, |x| x.1)
         };
         let keyword = best_keyword / (1.0 + self.chunks.len() as f32).ln().max(1.0);
         let words: std::collections::BTreeSet<String> = crate::words::stems(query).into_iter().collect();
