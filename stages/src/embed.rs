@@ -51,6 +51,9 @@ pub struct EmbedParams {
     pub sessions: usize,
     /// Embed each chunk with a line that places it ([`with_header`]); off: the text alone.
     pub header: bool,
+    /// Start every window of an over-long chunk with that line, not the first alone
+    /// ([`header_windows`]): a tail then reads as part of its page.
+    pub header_windows: bool,
 }
 
 impl Default for EmbedParams {
@@ -65,6 +68,7 @@ impl Default for EmbedParams {
             threads: 0,
             sessions: 0,
             header: true,
+            header_windows: true,
         }
     }
 }
@@ -90,6 +94,18 @@ impl ChunkVectors {
         let u = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         Ok(ChunkVectors { windows: u(0), tokens: u(4), data: b[8..].to_vec() })
     }
+}
+
+/// Windows of at most `size` tokens over `header` then `text`: one when both fit,
+/// else the text's windows (consecutive ones sharing `overlap` tokens), each after the
+/// header, which keeps at most half the window.
+pub fn header_windows(header: &[u32], text: &[u32], size: usize, overlap: usize) -> Vec<Vec<u32>> {
+    if header.len() + text.len() <= size {
+        return vec![[header, text].concat()];
+    }
+    let header = &header[..header.len().min(size / 2)];
+    let room = size - header.len();
+    windows(text, room, overlap.min(room / 2)).into_iter().map(|w| [header, w].concat()).collect()
 }
 
 /// Windows of at most `size` tokens, consecutive ones sharing `overlap` tokens.
@@ -295,6 +311,7 @@ impl Stage for Embed {
                 .part("overlap", &(overlap as u64).to_le_bytes())
                 .part("int8", &[if int8 { atlas_runtime::int8::REWRITE } else { 0 }])
                 .part("batch", &(if int8 { batch_size as u64 } else { 0 }).to_le_bytes())
+                .part("header_windows", &[u8::from(p.header && p.header_windows)])
                 .digest("text", Digest::of(text.as_bytes()))
                 .finish()
         };
@@ -302,22 +319,30 @@ impl Stage for Embed {
             records.par_iter().map(|r| if p.header { with_header(r) } else { r.text.clone() }).collect();
         let mut memo = ctx.memo(passages.par_iter().map(|t| key(t)).collect())?;
         let missing = memo.missing();
-        // Tokenise the misses in parallel.
+        // Tokenise the misses in parallel, and cut them into windows.
         let t0 = Instant::now();
-        let tokenized: Vec<Vec<u32>> = missing
+        let repeat = p.header && p.header_windows;
+        let tokenized: Vec<(usize, Vec<Vec<u32>>)> = missing
             .par_iter()
-            .map(|&i| embedder.tokenize(&format!("{}{}", spec.passage_prefix, passages[i])))
+            .map(|&i| -> anyhow::Result<(usize, Vec<Vec<u32>>)> {
+                let (head, text) = if repeat {
+                    let r = &records[i];
+                    (embedder.tokenize(&format!("{}{}", spec.passage_prefix, header(r)))?, embedder.tokenize(&r.text)?)
+                } else {
+                    (Vec::new(), embedder.tokenize(&format!("{}{}", spec.passage_prefix, passages[i]))?)
+                };
+                Ok((head.len() + text.len(), header_windows(&head, &text, size, overlap)))
+            })
             .collect::<Result<_, _>>()?;
         let mut jobs: Vec<(usize, usize, &[u32])> = Vec::new(); // (miss index, window index, ids)
         let mut vectors: Vec<Vec<Vec<f32>>> = Vec::with_capacity(tokenized.len());
-        for (m, ids) in tokenized.iter().enumerate() {
-            let wins = windows(ids, size, overlap);
+        for (m, (_, wins)) in tokenized.iter().enumerate() {
             vectors.push(vec![Vec::new(); wins.len()]);
-            jobs.extend(wins.into_iter().enumerate().map(|(w, win)| (m, w, win)));
+            jobs.extend(wins.iter().enumerate().map(|(w, win)| (m, w, win.as_slice())));
         }
         jobs.sort_by_key(|j| j.2.len());
         let bar = ctx.progress.stage("embed", missing.len());
-        let total_tokens: u64 = tokenized.iter().map(|t| t.len() as u64).sum();
+        let total_tokens: u64 = tokenized.iter().map(|t| t.0 as u64).sum();
         let mut done_tokens = 0u64;
         let mut remaining: Vec<usize> = vectors.iter().map(Vec::len).collect();
         // The other sessions, only when there is something to embed.
@@ -340,8 +365,7 @@ impl Stage for Embed {
                     for v in &vectors[*m] {
                         data.extend(v.iter().flat_map(|x| f16::from_f32(*x).to_le_bytes()));
                     }
-                    let item =
-                        ChunkVectors { windows: vectors[*m].len() as u32, tokens: tokenized[*m].len() as u32, data };
+                    let item = ChunkVectors { windows: vectors[*m].len() as u32, tokens: tokenized[*m].0 as u32, data };
                     memo.store(i, &item.encode())?;
                     bar.inc();
                 }
@@ -417,7 +441,13 @@ impl Stage for Embed {
 /// title). Code: the file's path in its source and the symbol with its kind (a
 /// function's body rarely says which module or type it belongs to).
 pub fn with_header(r: &atlas_runtime::chunk_table::ChunkRecord) -> String {
-    let header = if r.kind == ChunkKind::Code {
+    format!("{}\n{}", header(r), r.text)
+}
+
+/// The line that places a chunk: its file and symbol (code), or its title and heading
+/// path (docs).
+pub fn header(r: &atlas_runtime::chunk_table::ChunkRecord) -> String {
+    if r.kind == ChunkKind::Code {
         let path = r.path.split_once('/').map_or(r.path.as_str(), |(_, p)| p);
         match (&r.symbol, &r.symbol_kind) {
             (Some(s), Some(k)) => format!("{path}: {k} {s}"),
@@ -427,8 +457,7 @@ pub fn with_header(r: &atlas_runtime::chunk_table::ChunkRecord) -> String {
         let mut parts = vec![r.title.as_str()];
         parts.extend(r.heading_path.iter().map(String::as_str).filter(|h| *h != r.title));
         parts.join(" > ")
-    };
-    format!("{header}\n{}", r.text)
+    }
 }
 
 #[cfg(test)]
@@ -454,5 +483,20 @@ mod tests {
         assert_eq!(w[1][0], 222);
         assert_eq!(*w.last().unwrap().last().unwrap(), 599);
         assert_eq!(windows(&ids[..10], 254, 32).len(), 1);
+    }
+
+    #[test]
+    fn every_window_of_a_long_chunk_starts_with_its_header() {
+        let (head, text): (Vec<u32>, Vec<u32>) = ((1000..1010).collect(), (0..600).collect());
+        // Both fit: one window, the header then the text, as one tokenisation gives.
+        assert_eq!(header_windows(&head, &text[..200], 254, 32), vec![[&head[..], &text[..200]].concat()]);
+        let w = header_windows(&head, &text, 254, 32);
+        assert!(w.iter().all(|w| w.len() <= 254 && w[..10] == head[..]), "each window opens with the header");
+        assert_eq!(w[0], [&head[..], &text[..244]].concat(), "the first window is the single tokenisation's");
+        assert_eq!(w[1][10], 244 - 32, "consecutive windows share 32 tokens of text");
+        assert_eq!(*w.last().unwrap().last().unwrap(), 599, "the text is covered to its end");
+        // A header longer than half the window keeps half.
+        let long: Vec<u32> = (1000..1300).collect();
+        assert!(header_windows(&long, &text, 254, 32).iter().all(|w| w[..127] == long[..127] && w[127] < 1000));
     }
 }

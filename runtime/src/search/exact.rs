@@ -76,8 +76,9 @@ pub(super) fn clean_literal(w: &str) -> &str {
 }
 
 /// Identifier-shaped: a flag, a path (`a.b`, `a::b`, `a/b`), `snake_case`, a humped
-/// `camelCase`, or a hyphenated name with a capital (`X-Foo-Bar`; lowercase
-/// hyphenated English such as `on-device` is prose).
+/// `camelCase`, or a hyphenated name whose every part opens with a capital or a digit
+/// (`X-Foo-Bar`, `UTF-8`; hyphenated English such as `on-device` or `CPU-only` is
+/// prose).
 pub(super) fn is_identifier(w: &str) -> bool {
     let chars: Vec<char> = w.chars().collect();
     if chars.len() < 3 {
@@ -88,7 +89,8 @@ pub(super) fn is_identifier(w: &str) -> bool {
     };
     let flag = w.starts_with('-') && chars.iter().find(|c| **c != '-').is_some_and(|c| c.is_alphabetic());
     let hump = chars.windows(2).any(|x| x[0].is_lowercase() && x[1].is_uppercase());
-    let capital = chars.iter().any(|c| c.is_uppercase());
+    let capital = chars.iter().any(|c| c.is_uppercase())
+        && w.split('-').all(|part| part.chars().next().is_none_or(|c| c.is_uppercase() || c.is_ascii_digit()));
     flag || w.contains("::")
         || inner('.')
         || inner('/')
@@ -144,6 +146,7 @@ mod tests {
         check("call Self::insert_with_clear_key", &["Self::insert_with_clear_key"]);
         check("pip --extra-index-url", &["--extra-index-url"]);
         check("store attributes in the on-device profile", &[]);
+        check("run the CPU-only tests with UTF-8 names", &["UTF-8"]);
         check("the `node_to_cut_name` argument", &["node_to_cut_name"]);
         check("\"not properly initialized\" error", &["not properly initialized"]);
         // A pasted message is taken whole; a typed question is not.
