@@ -301,19 +301,23 @@ impl Stage for Embed {
             n => n.min(embedder.window()),
         };
         let overlap = p.window_overlap.min(size / 2);
+        let repeat = p.header && p.header_windows;
         let key = |text: &str| -> Digest {
-            KeyBuilder::new("item")
-                .str("stage", "embed")
+            let mut k = KeyBuilder::new("item");
+            k.str("stage", "embed")
                 .part("version", &Self::VERSION.to_le_bytes())
                 .str("model", &embedder.model_sha256)
                 .str("prefix", spec.passage_prefix)
                 .part("window", &(size as u64).to_le_bytes())
                 .part("overlap", &(overlap as u64).to_le_bytes())
                 .part("int8", &[if int8 { atlas_runtime::int8::REWRITE } else { 0 }])
-                .part("batch", &(if int8 { batch_size as u64 } else { 0 }).to_le_bytes())
-                .part("header_windows", &[u8::from(p.header && p.header_windows)])
-                .digest("text", Digest::of(text.as_bytes()))
-                .finish()
+                .part("batch", &(if int8 { batch_size as u64 } else { 0 }).to_le_bytes());
+            // Only when on: with it off, keys (and the vectors cached under them) stay
+            // what they were before the option existed.
+            if repeat {
+                k.part("header_windows", &[1]);
+            }
+            k.digest("text", Digest::of(text.as_bytes())).finish()
         };
         let passages: Vec<String> =
             records.par_iter().map(|r| if p.header { with_header(r) } else { r.text.clone() }).collect();
@@ -321,7 +325,6 @@ impl Stage for Embed {
         let missing = memo.missing();
         // Tokenise the misses in parallel, and cut them into windows.
         let t0 = Instant::now();
-        let repeat = p.header && p.header_windows;
         let tokenized: Vec<(usize, Vec<Vec<u32>>)> = missing
             .par_iter()
             .map(|&i| -> anyhow::Result<(usize, Vec<Vec<u32>>)> {
