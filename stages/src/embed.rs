@@ -8,7 +8,8 @@
 //! params, chunk text digest), so unchanged chunks are never embedded again.
 
 use atlas_runtime::ChunkKind;
-use std::collections::BTreeMap;
+use atlas_runtime::chunk_table::ChunkRecord;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -55,6 +56,11 @@ pub struct EmbedParams {
     /// ([`header_windows`]): a tail then reads as part of its page. Off by default: it
     /// lifts the docs sets but not every test half (docs/decisions.md).
     pub header_windows: bool,
+    /// Words of a docs page's opening paragraph added to the header of the page's
+    /// later chunks ([`file_context`]): a section then reads as part of its page, and
+    /// sibling pages (a feature, its troubleshooting, its release notes) read apart.
+    /// 0: none.
+    pub context_words: usize,
 }
 
 impl Default for EmbedParams {
@@ -70,6 +76,7 @@ impl Default for EmbedParams {
             sessions: 0,
             header: true,
             header_windows: false,
+            context_words: 30,
         }
     }
 }
@@ -320,8 +327,9 @@ impl Stage for Embed {
             }
             k.digest("text", Digest::of(text.as_bytes())).finish()
         };
+        let context = file_context(&records, p.context_words);
         let passages: Vec<String> =
-            records.par_iter().map(|r| if p.header { with_header(r) } else { r.text.clone() }).collect();
+            records.par_iter().map(|r| if p.header { with_header(r, &context) } else { r.text.clone() }).collect();
         let mut memo = ctx.memo(passages.par_iter().map(|t| key(t)).collect())?;
         let missing = memo.missing();
         // Tokenise the misses in parallel, and cut them into windows.
@@ -331,7 +339,8 @@ impl Stage for Embed {
             .map(|&i| -> anyhow::Result<(usize, Vec<Vec<u32>>)> {
                 let (head, text) = if repeat {
                     let r = &records[i];
-                    (embedder.tokenize(&format!("{}{}", spec.passage_prefix, header(r)))?, embedder.tokenize(&r.text)?)
+                    let head = header(r, &context);
+                    (embedder.tokenize(&format!("{}{}", spec.passage_prefix, head))?, embedder.tokenize(&r.text)?)
                 } else {
                     (Vec::new(), embedder.tokenize(&format!("{}{}", spec.passage_prefix, passages[i]))?)
                 };
@@ -442,16 +451,48 @@ impl Stage for Embed {
 
 /// What the embedder reads for a chunk: one line that places it, then its text. Docs:
 /// the page title and heading path (an H2 chunk's text does not hold its page's
-/// title). Code: the file's path in its source and the symbol with its kind (a
-/// function's body rarely says which module or type it belongs to).
-pub fn with_header(r: &atlas_runtime::chunk_table::ChunkRecord) -> String {
-    format!("{}\n{}", header(r), r.text)
+/// title), and the page's opening words ([`file_context`]). Code: the file's path in
+/// its source and the symbol with its kind (a function's body rarely says which
+/// module or type it belongs to).
+pub fn with_header(r: &ChunkRecord, context: &HashMap<String, String>) -> String {
+    format!("{}\n{}", header(r, context), r.text)
+}
+
+/// Each docs page's opening, at most `words` words, by path ([`opening`] of the
+/// page's first chunk). Empty when `words` is 0. Code files get none: a module's
+/// docs, tried the same way, did not help (docs/decisions.md, "The page's opening").
+pub fn file_context(records: &[ChunkRecord], words: usize) -> HashMap<String, String> {
+    if words == 0 {
+        return HashMap::new();
+    }
+    records
+        .iter()
+        .filter(|r| r.ordinal == 0 && r.kind == ChunkKind::Docs)
+        .filter_map(|r| Some((r.path.clone(), opening(&r.text, words)?)))
+        .collect()
+}
+
+/// The first `words` words of a page after its headings: its lines as written, blank
+/// lines and headings skipped, up to its first code block. None when it opens with
+/// none. (Taking only its paragraphs' prose, without front matter, tables, lists and
+/// GitBook tags, scored lower on the tune halves: docs/decisions.md.)
+pub fn opening(markdown: &str, words: usize) -> Option<String> {
+    let out: Vec<&str> = markdown
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .take_while(|l| !l.starts_with("```"))
+        .flat_map(str::split_whitespace)
+        .take(words)
+        .collect();
+    (!out.is_empty()).then(|| out.join(" "))
 }
 
 /// The line that places a chunk: its file and symbol (code), or its title and heading
-/// path (docs).
-pub fn header(r: &atlas_runtime::chunk_table::ChunkRecord) -> String {
-    if r.kind == ChunkKind::Code {
+/// path (docs), then its page's opening in brackets (`context`, [`file_context`])
+/// unless it is the page's first chunk, which holds the opening itself.
+pub fn header(r: &ChunkRecord, context: &HashMap<String, String>) -> String {
+    let line = if r.kind == ChunkKind::Code {
         let path = r.path.split_once('/').map_or(r.path.as_str(), |(_, p)| p);
         match (&r.symbol, &r.symbol_kind) {
             (Some(s), Some(k)) => format!("{path}: {k} {s}"),
@@ -461,6 +502,10 @@ pub fn header(r: &atlas_runtime::chunk_table::ChunkRecord) -> String {
         let mut parts = vec![r.title.as_str()];
         parts.extend(r.heading_path.iter().map(String::as_str).filter(|h| *h != r.title));
         parts.join(" > ")
+    };
+    match context.get(&r.path).filter(|_| r.ordinal > 0) {
+        Some(c) => format!("{line} ({c})"),
+        None => line,
     }
 }
 
@@ -502,5 +547,54 @@ mod tests {
         // A header longer than half the window keeps half.
         let long: Vec<u32> = (1000..1300).collect();
         assert!(header_windows(&long, &text, 254, 32).iter().all(|w| w[..127] == long[..127] && w[127] < 1000));
+    }
+
+    fn record(kind: ChunkKind, path: &str, ordinal: u32, text: &str) -> ChunkRecord {
+        ChunkRecord {
+            chunk_id: format!("{path}#{ordinal}"),
+            kind,
+            language: None,
+            source: "s".into(),
+            section: String::new(),
+            path: path.into(),
+            url: None,
+            repo: None,
+            commit: None,
+            title: "Title".into(),
+            description: None,
+            heading_path: vec!["Title".into(), "Later".into()],
+            ordinal,
+            text: text.into(),
+            overlap_chars: 0,
+            is_code: kind == ChunkKind::Code,
+            cluster_tags: String::new(),
+            start_line: 1,
+            end_line: 2,
+            symbol: None,
+            symbol_kind: None,
+            signature: None,
+            symbols: vec![],
+            mentions: vec![],
+            mentioned_in: vec![],
+        }
+    }
+
+    #[test]
+    fn later_chunks_carry_their_pages_opening_words() {
+        let records = [
+            record(ChunkKind::Docs, "s/page.md", 0, "# Title\n\nSend events  to the\nedge network.\n\n```\ncode\n```"),
+            record(ChunkKind::Docs, "s/page.md", 1, "## Later\n\nmore"),
+            record(ChunkKind::Docs, "s/short.md", 0, "# Title\n\n```\ncode first\n```\n\nprose after"),
+            record(ChunkKind::Code, "s/m.py", 0, "\"\"\"Quantised linear models.\"\"\"\nimport x"),
+            record(ChunkKind::Code, "s/m.py", 1, "def f(): pass"),
+        ];
+        let context = file_context(&records, 4);
+        assert_eq!(context["s/page.md"], "Send events to the");
+        assert!(!context.contains_key("s/short.md"), "a page that opens with code has no opening");
+        assert!(!context.contains_key("s/m.py"), "code files get none");
+        assert_eq!(header(&records[1], &context), "Title > Later (Send events to the)");
+        assert_eq!(header(&records[0], &context), "Title > Later", "the first chunk holds the opening itself");
+        assert_eq!(with_header(&records[4], &context), "m.py\ndef f(): pass");
+        assert!(file_context(&records, 0).is_empty());
     }
 }

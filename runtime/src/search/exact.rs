@@ -75,7 +75,7 @@ pub(super) fn clean_literal(w: &str) -> &str {
     w.trim_end_matches([')', ']', '}', '>', ',', ';', ':', '?', '!', '.'])
 }
 
-/// Identifier-shaped: a flag, a path (`a.b`, `a::b`, `a/b`), `snake_case`, a humped
+/// Identifier-shaped: a flag, a path (`a.b`, `a::b`, `src/lib`; not `A/B`), `snake_case`, a humped
 /// `camelCase`, or a hyphenated name whose every part opens with a capital or a digit
 /// (`X-Foo-Bar`, `UTF-8`; hyphenated English such as `on-device` or `CPU-only` is
 /// prose).
@@ -91,9 +91,11 @@ pub(super) fn is_identifier(w: &str) -> bool {
     let hump = chars.windows(2).any(|x| x[0].is_lowercase() && x[1].is_uppercase());
     let capital = chars.iter().any(|c| c.is_uppercase())
         && w.split('-').all(|part| part.chars().next().is_none_or(|c| c.is_uppercase() || c.is_ascii_digit()));
+    // A path has a segment longer than one letter: `A/B`, `I/O` are English.
+    let path = inner('/') && w.split('/').any(|seg| seg.chars().filter(|c| c.is_alphanumeric()).count() > 1);
     flag || w.contains("::")
         || inner('.')
-        || inner('/')
+        || path
         || (inner('_') || w.starts_with('_'))
         || hump
         || (inner('-') && capital)
@@ -147,6 +149,7 @@ mod tests {
         check("pip --extra-index-url", &["--extra-index-url"]);
         check("store attributes in the on-device profile", &[]);
         check("run the CPU-only tests with UTF-8 names", &["UTF-8"]);
+        check("how do I A/B test the I/O layer in docs/guides", &["docs/guides"]);
         check("the `node_to_cut_name` argument", &["node_to_cut_name"]);
         check("\"not properly initialized\" error", &["not properly initialized"]);
         // A pasted message is taken whole; a typed question is not.
