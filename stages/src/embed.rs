@@ -474,18 +474,26 @@ pub fn file_context(records: &[ChunkRecord], words: usize) -> HashMap<String, St
 
 /// The first `words` words of a page after its headings: its lines as written, blank
 /// lines and headings skipped, up to its first code block. None when it opens with
-/// none. (Taking only its paragraphs' prose, without front matter, tables, lists and
-/// GitBook tags, scored lower on the tune halves: docs/decisions.md.)
+/// none. At most 16 bytes a word (cut at a character), so a page of one endless
+/// "word" cannot fill its other chunks' windows. (Taking only its paragraphs' prose,
+/// without front matter, tables, lists and GitBook tags, scored lower on the tune
+/// halves: docs/decisions.md.)
 pub fn opening(markdown: &str, words: usize) -> Option<String> {
-    let out: Vec<&str> = markdown
+    let mut out: String = markdown
         .lines()
         .map(str::trim)
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .take_while(|l| !l.starts_with("```"))
         .flat_map(str::split_whitespace)
         .take(words)
-        .collect();
-    (!out.is_empty()).then(|| out.join(" "))
+        .collect::<Vec<&str>>()
+        .join(" ");
+    let cap = words.saturating_mul(16);
+    if out.len() > cap {
+        let cut = (0..=cap).rev().find(|&i| out.is_char_boundary(i)).unwrap_or(0);
+        out.truncate(cut);
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// The line that places a chunk: its file and symbol (code), or its title and heading
@@ -596,5 +604,7 @@ mod tests {
         assert_eq!(header(&records[0], &context), "Title > Later", "the first chunk holds the opening itself");
         assert_eq!(with_header(&records[4], &context), "m.py\ndef f(): pass");
         assert!(file_context(&records, 0).is_empty());
+        let endless = format!("# T\n\n{}", "é".repeat(10_000));
+        assert_eq!(opening(&endless, 4).map(|o| o.len()), Some(64), "16 bytes a word, cut at a character");
     }
 }
