@@ -130,6 +130,29 @@ fn the_confidence_reads_the_best_keyword_score_in_every_mode() {
     assert!(off.signals.keyword < h.signals.keyword && off.confidence < h.confidence, "{off:?} / {h:?}");
 }
 
+/// A question about a release the pages do not cover reads as unanswered, though it
+/// is as near the release notes as one they cover: the version it names is in none of
+/// the first hits (`Signals::unmatched`).
+#[test]
+fn a_version_the_pages_never_mention_lowers_the_confidence() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let pages = [(
+        "release-notes.md",
+        "# Release notes\n\n## 1.4.0\n\nThe scheduler retries failed jobs with backoff.\n\n\
+         ## 1.3.2\n\nFixed a crash when the queue was empty.\n",
+    )];
+    let b = open(&atlas_e2e::build_fixture_bundle_with(work.path(), &pages));
+    let scored = |q: &str| b.search_scored(q, &mode(Mode::Hybrid)).unwrap();
+    let covered = scored("what changed in the scheduler in version 1.4");
+    let uncovered = scored("what changed in the scheduler in version 2.7");
+    assert!(!covered.signals.unmatched, "{:?}", covered.signals);
+    assert!(uncovered.signals.unmatched, "{:?}", uncovered.signals);
+    assert!(uncovered.confidence < covered.confidence / 4.0, "{uncovered:?} / {covered:?}");
+}
+
 #[test]
 fn filters_narrow_every_mode() {
     let Some(dir) = fixture_bundle() else { return };

@@ -8,22 +8,33 @@ method, L2 0.01, standardised features, no libraries needed) on the tune halves 
 set pooled, and prints the weights in the confidence model's raw-feature form, then
 false answers and false refusals per set and half at the chosen threshold.
 
-    python3 xtask/eval/fit_refusal.py [--threshold 0.5] [--recall 0.97]
+    python3 xtask/eval/fit_refusal.py [--threshold 0.5] [--recall 0.97] [--dir target/eval]
+                                      [--add unmatched]
+
+`--add F` fits only feature F's weight, the others held at SHIPPED (the model before F
+existed) as a fixed offset: how a signal is added without refitting what the test
+halves already judged.
 """
 import json
 import math
 import sys
 
 SETS = ["docs-aep", "docs-devtron", "code-concrete-ml", "code-tfhe"]
-FEATURES = ["top_cosine", "unseen", "keyword"]
+FEATURES = ["top_cosine", "unseen", "keyword", "unmatched"]
 # How each signal enters the model (runtime/src/search/confidence.rs: `Signals::logit`).
 TRANSFORM = {"keyword": lambda x: math.log1p(max(0.0, x))}
+# Where the reports are (`--dir`; `cargo xtask eval` writes target/eval).
+DIR = sys.argv[sys.argv.index("--dir") + 1] if "--dir" in sys.argv else "target/eval"
+
+
+# The model before `unmatched` (cosine-unseen-keyword-v2), for `--add`.
+SHIPPED = {"top_cosine": 7.545, "unseen": -14.323, "keyword": 5.565, "bias": -10.402}
 
 
 def load():
     rows = []
     for s in SETS:
-        rep = json.load(open(f"target/eval/{s}.json"))
+        rep = json.load(open(f"{DIR}/{s}.json"))
         mode = next(m for m in rep["modes"] if m["mode"] == "hybrid")
         for q in mode["queries"]:
             sig = q["signals"]
@@ -44,6 +55,22 @@ def solve(a, b):
                 f = m[r][c] / m[c][c]
                 m[r] = [x - f * y for x, y in zip(m[r], m[c])]
     return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def fit_one(xs, ys, offsets, l2=0.01):
+    """One standardised weight (no intercept) over fixed log-odds `offsets`."""
+    mean = sum(xs) / len(xs)
+    sd = max(1e-6, math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs)))
+    b = 0.0
+    for _ in range(100):
+        g, h = l2 * b, l2
+        for x, y, z in zip(xs, ys, offsets):
+            x = (x - mean) / sd
+            p = 1 / (1 + math.exp(-(z + b * x)))
+            g += (p - y) * x
+            h += p * (1 - p) * x * x
+        b -= g / h
+    return b / sd
 
 
 def fit(xs, ys, l2=0.01):
@@ -82,7 +109,15 @@ def main():
     args = sys.argv[1:]
     rows = load()
     tune = [r for r in rows if r[1] == "tune" and not r[3]]
-    weights, bias = fit([r[4] for r in tune], [r[2] for r in tune])
+    if "--add" in args:
+        added = args[args.index("--add") + 1]
+        j = FEATURES.index(added)
+        weights = [SHIPPED.get(f, 0.0) for f in FEATURES]
+        bias = SHIPPED["bias"]
+        offsets = [bias + sum(w * x for w, x in zip(weights, r[4])) for r in tune]
+        weights[j] = fit_one([r[4][j] for r in tune], [r[2] for r in tune], offsets)
+    else:
+        weights, bias = fit([r[4] for r in tune], [r[2] for r in tune])
     print("CALIBRATION:", ", ".join(f"{f}: {w:.3f}" for f, w in zip(FEATURES, weights)), f"bias: {bias:.3f}")
     recall = float(args[args.index("--recall") + 1]) if "--recall" in args else 0.97
     # Atlas ships 0.25 (DEFAULT_THRESHOLD): the tune halves keep 97 % of their

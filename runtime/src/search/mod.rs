@@ -43,6 +43,9 @@ const CANDIDATES: usize = 50;
 pub const RERANK_POOL_PER_KIND: usize = 15;
 /// How many top vector hits Rocchio feedback averages.
 const PRF_DEPTH: usize = 3;
+/// How many of the first hits a version or size the question names is looked for in
+/// (the confidence's `unmatched`).
+const UNMATCHED_DEPTH: usize = 5;
 
 /// Hits with the search's confidence that the corpus answers the query.
 #[derive(Debug, Clone, PartialEq)]
@@ -219,7 +222,9 @@ impl Bundle {
         let words: Vec<String> = words.into_iter().collect();
         let unseen = self.unseen_words(&words)?;
         let unseen = if words.is_empty() { 0.0 } else { unseen as f32 / words.len() as f32 };
-        Ok(Signals { top_cosine, unseen, words: words.len(), keyword, exact })
+        let first = r.ranked.iter().take(UNMATCHED_DEPTH).map(|&(i, _)| self.text(i));
+        let unmatched = confidence::unmatched_numbers(query, first);
+        Ok(Signals { top_cosine, unseen, words: words.len(), keyword, exact, unmatched })
     }
 
     /// The rerank pool: the top code and top docs candidates of hybrid (15 each,
