@@ -328,8 +328,7 @@ impl Stage for Embed {
             k.digest("text", Digest::of(text.as_bytes())).finish()
         };
         let context = file_context(&records, p.context_words);
-        let passages: Vec<String> =
-            records.par_iter().map(|r| if p.header { with_header(r, &context) } else { r.text.clone() }).collect();
+        let passages = passages(&records, &context, p.header);
         let mut memo = ctx.memo(passages.par_iter().map(|t| key(t)).collect())?;
         let missing = memo.missing();
         // Tokenise the misses in parallel, and cut them into windows.
@@ -458,6 +457,12 @@ pub fn with_header(r: &ChunkRecord, context: &HashMap<String, String>) -> String
     format!("{}\n{}", header(r, context), r.text)
 }
 
+/// What the embedder reads for each chunk: [`with_header`] with `context`
+/// ([`file_context`]), or the text alone without `header`.
+pub fn passages(records: &[ChunkRecord], context: &HashMap<String, String>, header: bool) -> Vec<String> {
+    records.par_iter().map(|r| if header { with_header(r, context) } else { r.text.clone() }).collect()
+}
+
 /// Each docs page's opening, at most `words` words, by path ([`opening`] of the
 /// page's first chunk). Empty when `words` is 0. Code files get none: a module's
 /// docs, tried the same way, did not help (docs/decisions.md, "The page's opening").
@@ -488,11 +493,7 @@ pub fn opening(markdown: &str, words: usize) -> Option<String> {
         .take(words)
         .collect::<Vec<&str>>()
         .join(" ");
-    let cap = words.saturating_mul(16);
-    if out.len() > cap {
-        let cut = (0..=cap).rev().find(|&i| out.is_char_boundary(i)).unwrap_or(0);
-        out.truncate(cut);
-    }
+    out.truncate(crate::text::floor_char_boundary(&out, words.saturating_mul(16)));
     (!out.is_empty()).then_some(out)
 }
 

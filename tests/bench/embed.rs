@@ -12,7 +12,7 @@ use std::time::Instant;
 use Weights::{Float, Fused, Int8};
 use atlas_runtime::encoder::{Encoder, EncoderOptions};
 use atlas_runtime::model;
-use atlas_stages::embed::{BatchBy, EmbedParams, embed_batches, file_context, windows, with_header};
+use atlas_stages::embed::{BatchBy, EmbedParams, embed_batches, file_context, passages, windows};
 
 struct Job<'a> {
     chunk: usize,
@@ -64,10 +64,10 @@ fn main() {
     };
     let probe = load(1, Float);
     let size = probe.window();
-    let context = file_context(&records, EmbedParams::default().context_words);
-    let tokenized: Vec<Vec<u32>> = records
+    let p = EmbedParams::default();
+    let tokenized: Vec<Vec<u32>> = passages(&records, &file_context(&records, p.context_words), p.header)
         .iter()
-        .map(|r| probe.tokenize(&format!("{}{}", spec.passage_prefix, with_header(r, &context))).expect("tokens"))
+        .map(|t| probe.tokenize(&format!("{}{}", spec.passage_prefix, t)).expect("tokens"))
         .collect();
     drop(probe);
     let v = |name: String, sessions: usize, threads_each: usize, weights: Weights, batch: usize| Variant {

@@ -192,10 +192,10 @@ fn every_window_gets_the_vector_its_text_gets_alone() {
     .unwrap();
     let cos = |a: &[f32], b: &[f32]| -> f32 { a.iter().zip(b).map(|(x, y)| x * y).sum() };
     assert!(records.len() > 8, "several batches' worth: {}", records.len());
-    let context =
-        atlas_stages::embed::file_context(&records, atlas_stages::embed::EmbedParams::default().context_words);
-    for (i, r) in records.iter().enumerate() {
-        let passage = atlas_stages::embed::with_header(r, &context);
+    let p = atlas_stages::embed::EmbedParams::default();
+    let context = atlas_stages::embed::file_context(&records, p.context_words);
+    let passages = atlas_stages::embed::passages(&records, &context, p.header);
+    for (i, (r, passage)) in records.iter().zip(&passages).enumerate() {
         let ids = alone.tokenize(&format!("{}{}", spec.passage_prefix, passage)).unwrap();
         let own = alone.embed_ids(&[&ids]).unwrap().remove(0);
         assert!(cos(&own, &int8[i]) > 0.9999, "{}: cosine {} to its text alone", r.chunk_id, cos(&own, &int8[i]));

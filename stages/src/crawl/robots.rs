@@ -22,7 +22,7 @@ pub struct Rule {
 impl Robots {
     /// Parses a robots.txt body for the product token `agent` (e.g. `atlas`).
     pub fn parse(body: &str, agent: &str) -> Robots {
-        let body = &body[..floor_char_boundary(body, MAX_ROBOTS_BYTES)];
+        let body = &body[..crate::text::floor_char_boundary(body, MAX_ROBOTS_BYTES)];
         let agent = agent.to_ascii_lowercase();
         // Groups: consecutive user-agent lines, then rules.
         let mut groups: Vec<(Vec<String>, Vec<Rule>)> = Vec::new();
@@ -88,17 +88,6 @@ impl Robots {
             }
         }
     }
-}
-
-fn floor_char_boundary(s: &str, max: usize) -> usize {
-    if s.len() <= max {
-        return s.len();
-    }
-    let mut i = max;
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
 }
 
 /// RFC 9309 matching: `*` is any run of characters, a trailing `$` anchors the end;
