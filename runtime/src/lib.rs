@@ -26,6 +26,7 @@ pub mod search;
 pub mod symbols;
 pub mod text_index;
 pub mod text_store;
+pub mod utf8;
 pub mod vectors;
 pub mod words;
 

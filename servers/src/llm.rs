@@ -65,10 +65,7 @@ pub async fn stream(llm: &Llm, messages: &[Message], on: &mut (dyn FnMut(&str) +
     let mut taken = 0usize;
     let mut capped = |t: &str| -> bool {
         let room = MAX_ANSWER_BYTES.saturating_sub(taken);
-        let mut cut = t.len().min(room);
-        while !t.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let cut = atlas_runtime::utf8::floor_char_boundary(t, room);
         taken += cut;
         on(&t[..cut]);
         cut < t.len()

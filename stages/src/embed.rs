@@ -493,7 +493,7 @@ pub fn opening(markdown: &str, words: usize) -> Option<String> {
         .take(words)
         .collect::<Vec<&str>>()
         .join(" ");
-    out.truncate(crate::text::floor_char_boundary(&out, words.saturating_mul(16)));
+    out.truncate(atlas_runtime::utf8::floor_char_boundary(&out, words.saturating_mul(16)));
     (!out.is_empty()).then_some(out)
 }
 

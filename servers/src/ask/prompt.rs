@@ -27,10 +27,7 @@ pub fn assemble(hits: Vec<(Hit, String)>, budget: usize) -> Vec<Source> {
         let text = if text.len() <= room {
             text
         } else {
-            let mut cut = room;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
+            let cut = atlas_runtime::utf8::floor_char_boundary(&text, room);
             let cut = text[..cut].rfind('\n').filter(|&i| i > room / 2).unwrap_or(cut);
             format!("{}\n…", &text[..cut])
         };

@@ -1,20 +1,12 @@
 //! `read_file`'s windows of lines.
 
+use atlas_runtime::utf8::{floor_char_boundary, floor_char_boundary_nonempty};
 use rmcp::schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Fs, PathError, READ_MAX_BYTES, READ_MAX_FILE_BYTES, READ_MAX_LINES, ReadFileArgs, shown};
 use crate::budget::{Cursor, call_key};
 use crate::output::fence;
-
-/// The largest `i <= at` that is a char boundary of `s`.
-fn floor_boundary(s: &str, at: usize) -> usize {
-    let mut i = at.min(s.len());
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
 
 /// A file of the mirror, read through the path guard (`rel` as the mirror names it),
 /// checked to be a regular file under the size cap and, in a bundle, to match the
@@ -75,7 +67,7 @@ pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs, budget: usize
     if offset > 0 && offset >= first.len() {
         return Err(format!("byte_offset {offset} is past the end of line {start} ({} bytes)", first.len()));
     }
-    let offset = floor_boundary(first, offset);
+    let offset = floor_char_boundary(first, offset);
     // The lines come back twice (the fenced text and the structured `text`), and the
     // reply's frame takes some: what is left of the budget, halved, caps the window.
     let budget_cap = budget.saturating_sub(READ_FRAME_BYTES) / 2;
@@ -101,8 +93,7 @@ pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs, budget: usize
             cap = Some(cap_name);
             if i == 0 {
                 // One line over the cap: return a piece of it, cut at a char boundary.
-                let cut =
-                    floor_boundary(line, byte_cap.saturating_sub(1)).max(line.chars().next().map_or(0, char::len_utf8));
+                let cut = floor_char_boundary_nonempty(line, byte_cap.saturating_sub(1));
                 out.push_str(&line[..cut]);
                 out.push('\n');
                 end = start;

@@ -65,7 +65,7 @@ pub(super) fn chunk_reply(
         (rest.to_owned(), None)
     } else {
         let cut = rest[..room.min(rest.len())].rfind('\n').map_or(0, |i| i + 1);
-        let cut = if cut == 0 { floor_char(rest, room.max(1)) } else { cut };
+        let cut = if cut == 0 { atlas_runtime::utf8::floor_char_boundary_nonempty(rest, room) } else { cut };
         (rest[..cut].to_owned(), Some(from + cut))
     };
     spend.take(piece.len() * 2);
@@ -110,15 +110,6 @@ pub(super) fn chunk_reply(
         text.push_str(&budget::more_line(c, max));
     }
     output::typed(text, &ChunkOut { chunk: ctx, next_cursor })
-}
-
-/// The largest `i <= at` that is a char boundary of `s`, at least the first char.
-pub(super) fn floor_char(s: &str, at: usize) -> usize {
-    let mut i = at.min(s.len());
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    if i == 0 { s.chars().next().map_or(0, char::len_utf8) } else { i }
 }
 
 /// A library's description when its manifest has none: what it holds.

@@ -22,7 +22,7 @@ pub struct Rule {
 impl Robots {
     /// Parses a robots.txt body for the product token `agent` (e.g. `atlas`).
     pub fn parse(body: &str, agent: &str) -> Robots {
-        let body = &body[..crate::text::floor_char_boundary(body, MAX_ROBOTS_BYTES)];
+        let body = &body[..atlas_runtime::utf8::floor_char_boundary(body, MAX_ROBOTS_BYTES)];
         let agent = agent.to_ascii_lowercase();
         // Groups: consecutive user-agent lines, then rules.
         let mut groups: Vec<(Vec<String>, Vec<Rule>)> = Vec::new();

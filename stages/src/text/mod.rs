@@ -97,15 +97,6 @@ pub fn code_spans(s: &str) -> Vec<(usize, usize)> {
     spans
 }
 
-/// The largest index at most `max` that starts a character of `s` (`s.len()` when
-/// it is shorter): where to cut a string at a byte budget.
-pub fn floor_char_boundary(s: &str, max: usize) -> usize {
-    if s.len() <= max {
-        return s.len();
-    }
-    (0..=max).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0)
-}
-
 /// Markdown documents go through the GitBook cleaner and the markdown chunker; every
 /// other text file is mirrored verbatim and chunked as code.
 pub fn is_markdown(rel: &str) -> bool {
