@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use atlas_e2e::{bin, build_fixture_bundle, run, write_tiny_cross_encoder};
-use atlas_runtime::search::{Filters, Fusion};
+use atlas_runtime::search::{Filters, Fusion, Tuning};
 use atlas_runtime::{Bundle, Mode, OpenOptions, SearchOptions};
 
 /// One fixture bundle for every test in this module (built once, read-only after).
@@ -199,6 +199,38 @@ fn diversity_drops_repeats_and_min_score_cuts() {
     let kept =
         search(&b, "install", SearchOptions { mode: Mode::Vector, min_score: Some(cut), ..SearchOptions::default() });
     assert!(kept.iter().all(|h| h.score >= cut) && kept.len() < all.len());
+}
+
+#[test]
+fn the_first_five_hits_hold_docs_and_code_when_the_next_five_hold_the_other() {
+    let Some(dir) = fixture_bundle() else { return };
+    let b = open(dir);
+    let ids = |h: &[atlas_runtime::Hit]| h.iter().map(|h| h.chunk_id.clone()).collect::<Vec<_>>();
+    let kinds = |h: &[atlas_runtime::Hit]| h.iter().take(5).map(|h| h.kind).collect::<std::collections::HashSet<_>>();
+    let off = Tuning { kind_mix: 0, ..Tuning::default() };
+    let mut fired = 0;
+    for q in [
+        "install the chart with helm",
+        "how many pods run",
+        "list the apps endpoint",
+        "tokens in rules",
+        "wait before retrying",
+        "add up the invoice",
+    ] {
+        for m in [Mode::Keyword, Mode::Vector, Mode::Hybrid] {
+            let plain = search(&b, q, SearchOptions { mode: m, tuning: off, ..SearchOptions::default() });
+            let mixed = search(&b, q, mode(m));
+            assert!(mixed.windows(2).all(|w| w[0].score >= w[1].score), "{m:?} {q:?}: scores out of order");
+            if kinds(&plain).len() == 1 && plain.iter().skip(5).any(|h| h.kind != plain[0].kind) {
+                fired += 1;
+                assert_eq!(kinds(&mixed).len(), 2, "{m:?} {q:?}: {:#?}", ids(&mixed));
+                assert_eq!(ids(&mixed[..4]), ids(&plain[..4]), "{m:?} {q:?}: the first four moved");
+            } else {
+                assert_eq!(ids(&mixed), ids(&plain), "{m:?} {q:?}: mixed without need");
+            }
+        }
+    }
+    assert!(fired > 0, "no question of the fixture needed the other kind");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::options::Norm;
+use super::options::{MIX_SLOT, Norm};
 use super::{Fusion, Shape, Tuning};
 use crate::chunk_table::{ChunkKind, ChunkRecord};
 
@@ -143,6 +143,37 @@ pub(super) fn diversify(chunks: &[ChunkRecord], ranked: &mut Vec<(usize, f32)>, 
     }
     sort_desc(&mut out);
     *ranked = out;
+}
+
+/// Both kinds in the first hits: when the first `MIX_SLOT + 1` are all one kind (docs
+/// or code) and one of the other kind is among the first `reach`, the best of those
+/// moves up to the last of those places, at the score of the hit it passes. A
+/// question over docs and code is often answered by both (the page that explains,
+/// the code that does it), and an agent shown only one kind does not know the other
+/// exists. A chunk promoted for a definition or an exact string (`pinned`) is
+/// never passed, and a hit under `min_score` is not moved.
+pub(super) fn mix_kinds(
+    chunks: &[ChunkRecord],
+    ranked: &mut [(usize, f32)],
+    reach: usize,
+    pinned: &[usize],
+    min_score: Option<f32>,
+) {
+    let (slot, end) = (MIX_SLOT, reach.min(ranked.len()));
+    if slot >= end {
+        return;
+    }
+    let kind = chunks[ranked[0].0].kind;
+    if ranked[..=slot].iter().any(|&(i, _)| chunks[i].kind != kind) {
+        return;
+    }
+    let Some(j) = (slot + 1..end).find(|&j| chunks[ranked[j].0].kind != kind) else { return };
+    if ranked[slot..j].iter().any(|(i, _)| pinned.contains(i)) || min_score.is_some_and(|m| ranked[j].1 < m) {
+        return;
+    }
+    let score = ranked[slot].1;
+    ranked[slot..=j].rotate_right(1);
+    ranked[slot].1 = score;
 }
 
 /// Puts `exact` first, in its order, above everything else; the rest keep theirs.

@@ -34,7 +34,7 @@ use std::collections::HashSet;
 use crate::bundle::{Bundle, Candidates};
 use crate::chunk_table::ChunkKind;
 use crate::{Error, Result};
-use fusion::{diversify, file_evidence, fuse_weighted, keyword_weight, link_boost, promote, sort_desc};
+use fusion::{diversify, file_evidence, fuse_weighted, keyword_weight, link_boost, mix_kinds, promote, sort_desc};
 use snippet::{passage, snippet};
 
 /// Candidates each retriever hands to fusion.
@@ -112,11 +112,12 @@ impl Bundle {
         // first in keyword and hybrid mode (grep never loses).
         let mut found_verbatim = false;
         let mut defines: Vec<(usize, u32)> = Vec::new();
+        let mut first: Vec<usize> = Vec::new();
         if opts.mode != Mode::Vector && !opts.rerank {
             if t.definitions_first {
                 defines = self.definition_matches(query, &opts.filters);
             }
-            let mut first: Vec<usize> = defines.iter().map(|&(c, _)| c).collect();
+            first = defines.iter().map(|&(c, _)| c).collect();
             for i in self.exact_matches(query, &opts.filters)? {
                 if !first.contains(&i) {
                     first.push(i);
@@ -128,6 +129,7 @@ impl Bundle {
             }
         }
         diversify(&self.chunks, &mut ranked, t.same_file);
+        mix_kinds(&self.chunks, &mut ranked, t.kind_mix, &first, opts.min_score);
         let mut hits = Vec::new();
         for &(i, score) in &ranked {
             if opts.min_score.is_some_and(|m| score < m) {

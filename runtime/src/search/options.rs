@@ -107,7 +107,14 @@ pub struct Tuning {
     /// Weight of a chunk's later windows against its first; 0 searches first windows
     /// only (what a plain, truncating embedder would give).
     pub later_window_weight: f32,
+    /// Kinds in the first hits: when the first [`MIX_SLOT`] + 1 hits are all docs or
+    /// all code and a hit of the other kind is among the first `kind_mix`, it takes
+    /// the last of those places (0: off).
+    pub kind_mix: usize,
 }
+
+/// The place (0-based) a hit of the missing kind takes: the fifth.
+pub const MIX_SLOT: usize = 4;
 
 /// How score fusion scales one list's scores before weighting them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,6 +148,7 @@ impl Default for Tuning {
             norm: [Norm::MinMax, Norm::Max],
             library_sharpness: 5.0,
             later_window_weight: LATER_WINDOW_WEIGHT,
+            kind_mix: 10,
         }
     }
 }
