@@ -23,15 +23,18 @@ type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 fn main() -> Res {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (bundle, golden) = (PathBuf::from(&args[0]), &args[1]);
+    const USAGE: &str = "usage: search_bench <bundle> <golden.jsonl> [--synthetic N DIR | --many K N DIR]";
+    let arg = |i: usize| args.get(i).map(String::as_str).ok_or(USAGE);
+    let [bundle, golden, ..] = args.as_slice() else { return Err(USAGE.into()) };
+    let bundle = PathBuf::from(bundle);
     let queries: Vec<String> = atlas_runtime::eval::parse_golden(&std::fs::read_to_string(golden)?)?
         .into_iter()
         .filter(|q| !q.is_negative())
         .map(|q| q.query)
         .collect();
     if args.get(2).map(String::as_str) == Some("--many") {
-        let (k, n): (usize, usize) = (args[3].parse()?, args[4].parse()?);
-        let out = PathBuf::from(&args[5]);
+        let (k, n): (usize, usize) = (arg(3)?.parse()?, arg(4)?.parse()?);
+        let out = PathBuf::from(arg(5)?);
         let dirs: Vec<PathBuf> = (0..k).map(|i| out.join(i.to_string())).collect();
         if std::env::var("BENCH_PHASE").as_deref() == Ok("many") {
             return many(&dirs, &queries[0]);
@@ -43,8 +46,8 @@ fn main() -> Res {
         return Ok(());
     }
     let dir = if args.get(2).map(String::as_str) == Some("--synthetic") {
-        let n: usize = args[3].parse()?;
-        let out = PathBuf::from(&args[4]);
+        let n: usize = arg(3)?.parse()?;
+        let out = PathBuf::from(arg(4)?);
         let t = Instant::now();
         synthesize(&bundle, n, &out, &format!("synthetic-{n}"))?;
         println!("synthetic bundle: {n} chunks written in {:.1}s", t.elapsed().as_secs_f64());
