@@ -110,26 +110,25 @@ impl Bundle {
         // Definitions, then exact strings: a chunk defining a name the query gives, or
         // holding a quoted string, an identifier or the whole query verbatim, goes
         // first in keyword and hybrid mode (grep never loses).
-        let mut found_verbatim = false;
         let mut defines: Vec<(usize, u32)> = Vec::new();
-        let mut first: Vec<usize> = Vec::new();
+        let mut promoted: Vec<usize> = Vec::new();
         if opts.mode != Mode::Vector && !opts.rerank {
             if t.definitions_first {
                 defines = self.definition_matches(query, &opts.filters);
             }
-            first = defines.iter().map(|&(c, _)| c).collect();
+            promoted = defines.iter().map(|&(c, _)| c).collect();
             for i in self.exact_matches(query, &opts.filters)? {
-                if !first.contains(&i) {
-                    first.push(i);
+                if !promoted.contains(&i) {
+                    promoted.push(i);
                 }
             }
-            if !first.is_empty() {
-                promote(&mut ranked, &first);
-                found_verbatim = true;
+            if !promoted.is_empty() {
+                promote(&mut ranked, &promoted);
             }
         }
+        let found_verbatim = !promoted.is_empty();
         diversify(&self.chunks, &mut ranked, t.same_file);
-        mix_kinds(&self.chunks, &mut ranked, t.kind_mix, &first, opts.min_score);
+        mix_kinds(&self.chunks, &mut ranked, t.kind_mix, &promoted, opts.min_score);
         let mut hits = Vec::new();
         for &(i, score) in &ranked {
             if opts.min_score.is_some_and(|m| score < m) {

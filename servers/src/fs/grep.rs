@@ -26,10 +26,7 @@ pub struct Match {
 fn clip(line: &[u8]) -> String {
     let s = String::from_utf8_lossy(line);
     let s = s.trim_end_matches(['\n', '\r']);
-    match s.char_indices().nth(LINE_MAX_CHARS) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
-    }
+    atlas_runtime::utf8::clip_chars(s, LINE_MAX_CHARS)
 }
 
 /// What a grep found.

@@ -776,11 +776,7 @@ fn doc_comment(cx: &Ctx<'_>, from: usize, item_row: usize, node: Node<'_>) -> Op
     if para.is_empty() {
         return None;
     }
-    let max = atlas_runtime::symbols::MAX_DOC_CHARS;
-    Some(match para.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &para[..at]),
-        None => para,
-    })
+    Some(atlas_runtime::utf8::clip_chars(&para, atlas_runtime::symbols::MAX_DOC_CHARS))
 }
 
 /// Definitions of the items inside a container chunked whole (its members have no
