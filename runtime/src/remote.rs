@@ -6,7 +6,7 @@
 //! a local bundle. The one implementation is the PostgreSQL backend of the `atlas`
 //! binary (`servers/src/pg`); docs/scaling.md.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use crate::Result;
 use crate::chunk_table::ChunkRecord;
@@ -46,8 +46,9 @@ pub trait RemoteIndex: Send + Sync + std::fmt::Debug {
     /// Up to `limit` chunks whose text holds `needle`, ASCII case aside (the caller
     /// checks word boundaries).
     fn containing(&self, needle: &str, filters: &Filters, limit: usize) -> Result<Vec<usize>>;
-    /// Which of `stems` some chunk's text, title or heading holds.
-    fn known(&self, stems: &[String]) -> Result<HashSet<String>>;
+    /// How many chunks hold each of `stems` in their text, title or heading (the
+    /// most of the three fields); a stem no chunk holds may be left out.
+    fn doc_freqs(&self, stems: &[String]) -> Result<HashMap<String, u64>>;
     /// What serves the vectors, for `get_bundle_info` (`pgvector-hnsw`).
     fn vector_index(&self) -> String;
 }

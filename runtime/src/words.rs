@@ -53,6 +53,55 @@ pub fn variants(w: &str) -> Vec<String> {
     v
 }
 
+/// The American spellings a British-spelt word may stand for (`behaviour` →
+/// `behavior`, `initialise` → `initialize`, `analysed` → `analyzed`, `centre` →
+/// `center`, `catalogue` → `catalog`, `modelling` → `modeling`, `licence` →
+/// `license`), for a lowercase ASCII word. Candidates, not answers: some are no
+/// word at all (`promise` → `promize`), so a caller keeps one only where the corpus
+/// uses it more than the word as typed.
+pub fn american_spellings(w: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if w.len() < 5 || !w.bytes().all(|b| b.is_ascii_lowercase()) {
+        return out;
+    }
+    // `-ise`/`-isation` → `-ize`/`-ization`, `-yse` → `-yze`: the suffix after `is`/`ys`.
+    const IZE: &[&str] = &["e", "ed", "es", "ing", "er", "ers", "ation", "ations", "ational", "able"];
+    for (from, to) in [("is", "iz"), ("ys", "yz")] {
+        for tail in IZE {
+            if let Some(stem) = w.strip_suffix(tail).and_then(|s| s.strip_suffix(from)).filter(|s| s.len() >= 2) {
+                out.push(format!("{stem}{to}{tail}"));
+            }
+        }
+    }
+    // `-our` → `-or`, with what follows (`behaviours`, `favourite`, `colouring`).
+    if let Some(at) = w.rfind("our").filter(|&at| at >= 3) {
+        out.push(format!("{}or{}", &w[..at], &w[at + 3..]));
+    }
+    for (from, to) in [("tre", "ter"), ("tres", "ters"), ("ogue", "og"), ("ogues", "ogs"), ("ence", "ense")] {
+        if let Some(stem) = w.strip_suffix(from).filter(|s| s.len() >= 2) {
+            // `-ence` → `-ense` only for the nouns that differ (`licence`, `defence`).
+            if from != "ence" || ["lic", "def", "off", "pret"].contains(&stem) {
+                out.push(format!("{stem}{to}"));
+            }
+        }
+    }
+    // A doubled `l` after the vowel of a later syllable, before an ending:
+    // `cancelled`, `modelling`, `labeller` (not `filled`, `called`).
+    let vowel = |b: &u8| b"aeiou".contains(b);
+    for tail in ["ed", "ing", "er", "ers"] {
+        if let Some(stem) = w.strip_suffix(tail).and_then(|s| s.strip_suffix("ll"))
+            && let Some((last, before)) = stem.as_bytes().split_last()
+            && vowel(last)
+            && before.iter().any(vowel)
+        {
+            out.push(format!("{stem}l{tail}"));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The English stems of `text`'s words, lowercased, function words left out: what
 /// the keyword index's English fields hold (tantivy's Snowball stemmer).
 pub fn stems(text: &str) -> Vec<String> {
@@ -85,5 +134,34 @@ mod tests {
         check("policy", &["policies", "policying"]);
         check("running", &["run", "runne", "runn"]);
         check("indexes", &["index"]);
+    }
+
+    #[test]
+    fn british_spellings_have_american_candidates() {
+        let check = |w: &str, want: &[&str]| assert_eq!(american_spellings(w), want, "{w}");
+        check("behaviour", &["behavior"]);
+        check("neighbours", &["neighbors"]);
+        check("favourite", &["favorite"]);
+        check("initialise", &["initialize"]);
+        check("serialised", &["serialized"]);
+        check("quantisation", &["quantization"]);
+        check("organisational", &["organizational"]);
+        check("analyse", &["analyze"]);
+        check("centre", &["center"]);
+        check("catalogue", &["catalog"]);
+        check("licence", &["license"]);
+        check("modelling", &["modeling"]);
+        check("cancelled", &["canceled"]);
+        // Words no rule touches, or too short to be a spelling at all.
+        check("presence", &[]);
+        check("your", &[]);
+        check("four", &[]);
+        check("install", &[]);
+        check("Colour", &[]);
+        // Candidates the corpus must rule out.
+        check("filled", &[]);
+        check("called", &[]);
+        check("promise", &["promize"]);
+        check("installed", &["instaled"]);
     }
 }

@@ -43,8 +43,9 @@ pub(crate) fn archive(bundle: &Path) -> PathBuf {
     bundle.with_file_name(format!("{}-{}.tar.zst", m["name"].as_str().unwrap(), m["version"].as_str().unwrap()))
 }
 
-/// The version 2 install page: a flag version 1 does not have.
-const V2_INSTALL: &str = "# Install\n\n## With Helm\n\n```bash\nhelm repo add x https://x.test\nhelm upgrade --install x x/x --atomic\n```\n\nVersion 2 installs atomically: a failed upgrade rolls back on its own.\n";
+/// The version 2 install page: a flag version 1 does not have (and an American
+/// spelling, for the database's respelling).
+const V2_INSTALL: &str = "# Install\n\n## With Helm\n\n```bash\nhelm repo add x https://x.test\nhelm upgrade --install x x/x --atomic\n```\n\nVersion 2 installs atomically: a failed upgrade rolls back on its own and is never finalized half-way.\n";
 
 /// fixture 1.0.0 (the fixture site), fixture 2.0.0 (its install page rewritten) and
 /// portfolio 0.3.0 (the fixture code), built once.

@@ -120,6 +120,22 @@ fn exported_bundles_serve_the_same_answers_over_mcp_with_pinning_and_ranges() {
                 assert!(got["hits"][0]["citation"].as_str().is_some_and(|c| !c.is_empty()), "{got}");
             }
         }
+        // The database's document frequencies respell a query as the files do: British
+        // "finalised" searches as the page's "finalized", with the same scores.
+        for mode in ["keyword", "vector", "hybrid"] {
+            let scored = |v: &Value| -> Vec<(String, String)> {
+                v["hits"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| (h["chunk_id"].to_string(), h["score"].to_string()))
+                    .collect()
+            };
+            let a = |q: &str| json!({"query": q, "mode": mode, "top_k": 5, "library": "fixture@2.0.0"});
+            let (_, uk) = ok(call(&r, "search_docs", a("an upgrade never finalised half-way")).await);
+            let (_, us) = ok(call(&r, "search_docs", a("an upgrade never finalized half-way")).await);
+            assert_eq!(scored(&uk), scored(&us), "{mode}");
+        }
         // Pinning and ranges, as for local bundles.
         let q = "install atomically, rolling back a failed upgrade";
         for pin in ["fixture@2.0.0", "fixture@^2", "fixture@>=1.5, <3", "fixture"] {

@@ -115,6 +115,42 @@ fn keyword_ranks_the_text_that_answers_above_a_page_named_after_one_word() {
     }
 }
 
+/// A question in British spelling searches as the corpus spells: in a corpus that
+/// writes `serialize` and `behavior`, `serialise` and `behaviour` find what the
+/// American spelling finds, with the same scores and confidence (as typed, neither is
+/// in any chunk: keyword misses them and the confidence counts them unseen). A word
+/// the corpus writes the British way (`colour`) stays as typed.
+#[test]
+fn british_spelling_searches_as_the_corpus_spells() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let pages = [
+        (
+            "guides/export.md",
+            "# Export\n\nSerialize a trained model to disk, then load the serialized file on the server. \
+             The loader's behavior on a missing file is to raise an error.\n",
+        ),
+        ("guides/theme.md", "# Theme\n\nPick the colour of the dashboard theme; the colour applies to every chart.\n"),
+    ];
+    let b = open(&atlas_e2e::build_fixture_bundle_with(work.path(), &pages));
+    let british = "how do I serialise a model, and what is the behaviour when the file is missing";
+    let american = "how do I serialize a model, and what is the behavior when the file is missing";
+    for m in [Mode::Keyword, Mode::Vector, Mode::Hybrid] {
+        let (uk, us) = (b.search_scored(british, &mode(m)).unwrap(), b.search_scored(american, &mode(m)).unwrap());
+        let ranked = |s: &atlas_runtime::search::Searched| {
+            s.hits.iter().map(|h| (h.chunk_id.clone(), h.score)).collect::<Vec<_>>()
+        };
+        assert_eq!(ranked(&uk), ranked(&us), "{m:?}");
+        assert_eq!((uk.confidence, uk.signals.unseen), (us.confidence, us.signals.unseen), "{m:?}");
+        assert_eq!(uk.hits[0].path, "site/guides/export.md", "{m:?}");
+    }
+    let colour = b.search_scored("the colour of the dashboard", &mode(Mode::Hybrid)).unwrap();
+    assert_eq!(colour.signals.unseen, 0.0, "{:?}", colour.signals);
+    assert_eq!(colour.hits[0].path, "site/guides/theme.md");
+}
+
 /// The refusal model's keyword signal is the same whichever mode asked (vector mode
 /// runs the keyword query for it), and a question the pages hold scores above one
 /// they do not.

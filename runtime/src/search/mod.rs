@@ -25,10 +25,11 @@ pub use confidence::{CALIBRATION, Calibration, Signals};
 pub use exact::exact_strings;
 pub use fusion::fuse;
 pub use options::{Filters, Fusion, LATER_WINDOW_WEIGHT, MAX_QUERY_BYTES, MAX_TOP_K, Mode, SearchOptions, Tuning};
-pub use query::query_words;
+pub use query::{query_words, spelling_candidates};
 pub use retrieve::{EXACT_MAX_FILES, MAX_DEFINITIONS};
 pub use shape::{Shape, shape};
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::bundle::{Bundle, Candidates};
@@ -98,6 +99,11 @@ impl Bundle {
             return Ok(Searched { hits: Vec::new(), confidence: 0.0, signals: Signals::default() });
         }
         let t = &opts.tuning;
+        // The ranking reads the query in the corpus's spelling; definitions and exact
+        // strings, as typed.
+        let typed = query;
+        let respelled = self.in_corpus_spelling(query)?;
+        let query = respelled.as_ref();
         let keyword_only = opts.mode == Mode::Keyword && !opts.rerank;
         let qvec = if keyword_only { Vec::new() } else { self.embed_query(query)? };
         let want = (opts.top_k * 4).max(CANDIDATES);
@@ -114,10 +120,10 @@ impl Bundle {
         let mut promoted: Vec<usize> = Vec::new();
         if opts.mode != Mode::Vector && !opts.rerank {
             if t.definitions_first {
-                defines = self.definition_matches(query, &opts.filters);
+                defines = self.definition_matches(typed, &opts.filters);
             }
             promoted = defines.iter().map(|&(c, _)| c).collect();
-            for i in self.exact_matches(query, &opts.filters)? {
+            for i in self.exact_matches(typed, &opts.filters)? {
                 if !promoted.contains(&i) {
                     promoted.push(i);
                 }
@@ -254,6 +260,46 @@ impl Bundle {
         sort_desc(&mut out);
         all.ranked.clone_from(&out);
         Ok((out, all))
+    }
+
+    /// `query` in the corpus's spelling: each word that may be a British spelling
+    /// ([`spelling_candidates`]) becomes the American form the corpus's chunks hold
+    /// more often than the word as typed (`behaviour` → `behavior` in a corpus that
+    /// writes `behavior`; as typed where the corpus writes `behaviour` more).
+    /// Unchanged when no word may be one.
+    fn in_corpus_spelling<'q>(&self, query: &'q str) -> Result<Cow<'q, str>> {
+        let words = spelling_candidates(query);
+        if words.is_empty() {
+            return Ok(Cow::Borrowed(query));
+        }
+        let stem = |w: &str| crate::words::stems(w).into_iter().next().unwrap_or_else(|| w.to_owned());
+        let mut stems: Vec<String> = Vec::new();
+        for (range, candidates) in &words {
+            stems.push(stem(&query[range.clone()].to_ascii_lowercase()));
+            stems.extend(candidates.iter().map(|c| stem(c)));
+        }
+        stems.sort();
+        stems.dedup();
+        let df = self.doc_freqs(&stems)?;
+        let freq = |w: &str| df.get(&stem(w)).copied().unwrap_or(0);
+        let (mut out, mut at) = (String::with_capacity(query.len()), 0);
+        for (range, candidates) in words {
+            let typed = &query[range.clone()];
+            let best =
+                candidates.iter().max_by_key(|c| freq(c)).filter(|c| freq(c) > freq(&typed.to_ascii_lowercase()));
+            if let Some(best) = best {
+                out.push_str(&query[at..range.start]);
+                if typed.starts_with(|c: char| c.is_ascii_uppercase()) {
+                    out.push_str(&best[..1].to_ascii_uppercase());
+                    out.push_str(&best[1..]);
+                } else {
+                    out.push_str(best);
+                }
+                at = range.end;
+            }
+        }
+        out.push_str(&query[at..]);
+        Ok(Cow::Owned(out))
     }
 
     /// The query's embedding (with the model's query prefix).

@@ -202,25 +202,37 @@ impl Bundle {
 }
 
 impl Bundle {
-    /// How many of `words` (stems, as the prose fields hold them) no chunk's text,
-    /// title or heading holds.
-    pub(super) fn unseen_words(&self, words: &[String]) -> Result<usize> {
+    /// How many chunks hold each of `stems` (as the prose fields hold them) in their
+    /// text, title or heading: the most of the three fields.
+    pub(super) fn doc_freqs(&self, stems: &[String]) -> Result<HashMap<String, u64>> {
+        if stems.is_empty() {
+            return Ok(HashMap::new());
+        }
         if let Candidates::Remote(r) = &self.candidates {
-            let known = r.known(words)?;
-            return Ok(words.iter().filter(|w| !known.contains(*w)).count());
+            return r.doc_freqs(stems);
         }
         let t = &self.text;
         let searcher = t.reader.searcher();
         let prose: Vec<_> =
             t.fields.iter().filter(|(_, name, _)| matches!(*name, "text" | "title" | "heading")).collect();
-        Ok(words
+        Ok(stems
             .iter()
-            .filter(|w| {
-                prose
+            .map(|w| {
+                let df = prose
                     .iter()
-                    .all(|(field, _, _)| searcher.doc_freq(&Term::from_field_text(*field, w)).map_or(true, |n| n == 0))
+                    .map(|(field, _, _)| searcher.doc_freq(&Term::from_field_text(*field, w)).unwrap_or(0))
+                    .max()
+                    .unwrap_or(0);
+                (w.clone(), df)
             })
-            .count())
+            .collect())
+    }
+
+    /// How many of `words` (stems, as the prose fields hold them) no chunk's text,
+    /// title or heading holds.
+    pub(super) fn unseen_words(&self, words: &[String]) -> Result<usize> {
+        let df = self.doc_freqs(words)?;
+        Ok(words.iter().filter(|w| df.get(*w).is_none_or(|&n| n == 0)).count())
     }
 
     /// The chunks that define a symbol the query names, to rank first: for each

@@ -4,7 +4,7 @@
 //! stored postings and statistics, substrings through the trigram index, known
 //! words through the term table. Filters go into each statement's WHERE.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -141,17 +141,17 @@ impl RemoteIndex for PgIndex {
             .map_err(|e| remote(&self.db, e))
     }
 
-    fn known(&self, stems: &[String]) -> atlas_runtime::Result<HashSet<String>> {
+    fn doc_freqs(&self, stems: &[String]) -> atlas_runtime::Result<HashMap<String, u64>> {
         if stems.is_empty() {
-            return Ok(HashSet::new());
+            return Ok(HashMap::new());
         }
         let s = &self.schema;
         let prose: Vec<i16> = ["text", "title", "heading"].iter().map(|f| field_no(f)).collect();
-        let sql = format!("SELECT DISTINCT term FROM {s}.terms WHERE field = ANY($1) AND term = ANY($2)");
+        let sql = format!("SELECT term, max(df) FROM {s}.terms WHERE field = ANY($1) AND term = ANY($2) GROUP BY term");
         self.db
             .run(async |c| {
                 let rows = c.query(&sql, &[&prose, &stems]).await.map_err(pg)?;
-                Ok(rows.iter().map(|r| r.get(0)).collect())
+                Ok(rows.iter().map(|r| (r.get(0), u64::try_from(r.get::<_, i32>(1)).unwrap_or(0))).collect())
             })
             .map_err(|e| remote(&self.db, e))
     }
