@@ -285,8 +285,8 @@ impl Bundle {
         let (mut out, mut at) = (String::with_capacity(query.len()), 0);
         for (range, candidates) in words {
             let typed = &query[range.clone()];
-            let best =
-                candidates.iter().max_by_key(|c| freq(c)).filter(|c| freq(c) > freq(&typed.to_ascii_lowercase()));
+            let as_typed = freq(&typed.to_ascii_lowercase());
+            let best = candidates.iter().map(|c| (freq(c), c)).max().filter(|&(n, _)| n > as_typed).map(|(_, c)| c);
             if let Some(best) = best {
                 out.push_str(&query[at..range.start]);
                 if typed.starts_with(|c: char| c.is_ascii_uppercase()) {

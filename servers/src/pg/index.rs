@@ -1,8 +1,8 @@
 //! Serving exported bundles: each complete export becomes a [`Bundle`] whose chunk and
 //! symbol tables are loaded from the database and whose candidates are SQL
 //! ([`RemoteIndex`]): nearest windows through pgvector's HNSW index, BM25 over the
-//! stored postings and statistics, substrings through the trigram index, known
-//! words through the term table. Filters go into each statement's WHERE.
+//! stored postings and statistics, substrings through the trigram index, words' document
+//! frequencies through the term table. Filters go into each statement's WHERE.
 
 use std::collections::HashMap;
 use std::sync::Arc;
