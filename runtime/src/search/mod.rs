@@ -25,7 +25,7 @@ pub use confidence::{CALIBRATION, Calibration, Signals};
 pub use exact::exact_strings;
 pub use fusion::fuse;
 pub use options::{Filters, Fusion, LATER_WINDOW_WEIGHT, MAX_QUERY_BYTES, MAX_TOP_K, Mode, SearchOptions, Tuning};
-pub use query::{query_words, spelling_candidates};
+pub use query::query_words;
 pub use retrieve::{EXACT_MAX_FILES, MAX_DEFINITIONS};
 pub use shape::{Shape, shape};
 
@@ -36,6 +36,7 @@ use crate::bundle::{Bundle, Candidates};
 use crate::chunk_table::ChunkKind;
 use crate::{Error, Result};
 use fusion::{diversify, file_evidence, fuse_weighted, keyword_weight, link_boost, mix_kinds, promote, sort_desc};
+use query::spelling_candidates;
 use snippet::{passage, snippet};
 
 /// Candidates each retriever hands to fusion.
@@ -273,23 +274,33 @@ impl Bundle {
             return Ok(Cow::Borrowed(query));
         }
         let stem = |w: &str| crate::words::stems(w).into_iter().next().unwrap_or_else(|| w.to_owned());
-        let mut stems: Vec<String> = Vec::new();
-        for (range, candidates) in &words {
-            stems.push(stem(&query[range.clone()].to_ascii_lowercase()));
-            stems.extend(candidates.iter().map(|c| stem(c)));
-        }
+        // Each word as typed and each candidate, with its stem: (range, typed, [(candidate, stem)]).
+        let words: Vec<_> = words
+            .into_iter()
+            .map(|(range, candidates)| {
+                let typed = stem(&query[range.clone()].to_ascii_lowercase());
+                let candidates: Vec<(String, String)> = candidates
+                    .into_iter()
+                    .map(|c| {
+                        let s = stem(&c);
+                        (c, s)
+                    })
+                    .collect();
+                (range, typed, candidates)
+            })
+            .collect();
+        let mut stems: Vec<String> =
+            words.iter().flat_map(|(_, t, c)| std::iter::once(t).chain(c.iter().map(|x| &x.1))).cloned().collect();
         stems.sort();
         stems.dedup();
         let df = self.doc_freqs(&stems)?;
-        let freq = |w: &str| df.get(&stem(w)).copied().unwrap_or(0);
+        let freq = |s: &String| df.get(s).copied().unwrap_or(0);
         let (mut out, mut at) = (String::with_capacity(query.len()), 0);
-        for (range, candidates) in words {
-            let typed = &query[range.clone()];
-            let as_typed = freq(&typed.to_ascii_lowercase());
-            let best = candidates.iter().map(|c| (freq(c), c)).max().filter(|&(n, _)| n > as_typed).map(|(_, c)| c);
-            if let Some(best) = best {
+        for (range, typed, candidates) in &words {
+            let best = candidates.iter().map(|(c, s)| (freq(s), c)).max().filter(|&(n, _)| n > freq(typed));
+            if let Some((_, best)) = best {
                 out.push_str(&query[at..range.start]);
-                if typed.starts_with(|c: char| c.is_ascii_uppercase()) {
+                if query[range.clone()].starts_with(|c: char| c.is_ascii_uppercase()) {
                     out.push_str(&best[..1].to_ascii_uppercase());
                     out.push_str(&best[1..]);
                 } else {

@@ -45,7 +45,7 @@ pub fn query_words(query: &str) -> Vec<(String, f32)> {
 /// candidates ([`american_spellings`]): plain words, lowercase or capitalised, set
 /// off by spaces or sentence punctuation. Quoted and backticked text and words joined
 /// to others (`colour_map`, `--colour`, `a.colour`, `colour-blind`) are left as typed.
-pub fn spelling_candidates(query: &str) -> Vec<(Range<usize>, Vec<String>)> {
+pub(super) fn spelling_candidates(query: &str) -> Vec<(Range<usize>, Vec<String>)> {
     let b = query.as_bytes();
     let mut out = Vec::new();
     let mut quoted: Option<u8> = None;
