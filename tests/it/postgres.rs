@@ -107,6 +107,8 @@ fn exported_bundles_serve_the_same_answers_over_mcp_with_pinning_and_ranges() {
             ("search_docs", "install atomically, rolling back a failed upgrade"),
             ("search_docs", "how many pods"),
             ("search_docs", "install with helm"),
+            // A name no chunk writes ("Helm Charts"), looked up in the database.
+            ("search_docs", "install with Helm Charts"),
             ("search_code", "InvoiceBuilder add_line"),
             ("search_code", "wait before retrying a request"),
             ("search_code", "parse_retry_after"),

@@ -189,6 +189,34 @@ fn a_version_the_pages_never_mention_lowers_the_confidence() {
     assert!(uncovered.confidence < covered.confidence / 4.0, "{uncovered:?} / {covered:?}");
 }
 
+/// A question about a product the pages never name reads as unanswered, though each
+/// of the name's words is in the pages (`Google Analytics 4`: "Google", "Analytics"
+/// and "4" all are): no chunk holds two of its words together. A name the pages write
+/// (`Google Tag Manager`, in the plural too), a sentence's first word and a name the
+/// code defines (`InvoiceBuilder`) are no such thing.
+#[test]
+fn a_product_the_pages_never_name_lowers_the_confidence() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let pages = [(
+        "integrations.md",
+        "# Integrations\n\nForward events to Google Tag Manager containers with the forwarder. \
+         Analytics reports group events by session; set the batch size to 4 events.\n",
+    )];
+    let b = open(&atlas_e2e::build_fixture_bundle_with(work.path(), &pages));
+    let scored = |q: &str| b.search_scored(q, &mode(Mode::Hybrid)).unwrap();
+    let written = scored("forward events to Google Tag Managers");
+    let unwritten = scored("forward events to Google Analytics 4");
+    assert!(!written.signals.unmatched, "{:?}", written.signals);
+    assert!(unwritten.signals.unmatched && unwritten.signals.unseen == 0.0, "{:?}", unwritten.signals);
+    assert!(unwritten.confidence < written.confidence / 4.0, "{unwritten:?} / {written:?}");
+    for q in ["Forward events by session", "pass an InvoiceBuilder Analytics reports read"] {
+        assert!(!scored(q).signals.unmatched, "{q}");
+    }
+}
+
 #[test]
 fn filters_narrow_every_mode() {
     let Some(dir) = fixture_bundle() else { return };

@@ -8,12 +8,15 @@
 //! rarer vocabulary one chunk's text holds), and whether a version or a size the
 //! question names (`0.2`, `5.x`, `512-bit`) is missing from the first hits (a
 //! release or a width the corpus does not cover, which the cosine cannot see: "what
-//! changed in 0.2" is near every changelog). A name or a quoted string of the query
-//! found verbatim makes it certain. Other signals were measured and left out: the
+//! changed in 0.2" is near every changelog), or whether it writes a name of which no
+//! chunk holds two adjacent words (`Google Analytics 4`: a product the corpus never
+//! names, though each of its words is common there). A name or a quoted string of the
+//! query found verbatim makes it certain. Other signals were measured and left out: the
 //! cosine's margin over the next hits, keyword and vector agreeing on the top, the top
 //! hits' coverage of the question's words, the rarest word's document frequency, and
-//! whether the question's word pairs occur as phrases; none refused more questions the
-//! corpus cannot answer on the test halves (docs/decisions.md, "Refusal").
+//! whether every pair of the question's words occurs as a phrase (a name's pairs do
+//! count); none refused more questions the corpus cannot answer on the test halves
+//! (docs/decisions.md, "Refusal").
 
 use serde::{Deserialize, Serialize};
 
@@ -34,7 +37,8 @@ pub struct Signals {
     /// A quoted string, an identifier or a defined name of the query was found verbatim.
     pub exact: bool,
     /// The question names a version or a size (`0.2`, `5.x`, `v4`, `512-bit`) that
-    /// none of the first hits' text holds ([`unmatched_numbers`]).
+    /// none of the first hits' text holds ([`unmatched_numbers`]), or a name no
+    /// chunk's text writes ([`name_pairs`]): something the corpus does not cover.
     #[serde(default)]
     pub unmatched: bool,
 }
@@ -56,13 +60,13 @@ pub struct Calibration {
 
 /// The model Atlas ships: fitted on the tune halves of the round-3 development sets
 /// (`python3 xtask/eval/fit_refusal.py`; `unmatched` added with the others held,
-/// `--add unmatched`).
+/// `--add unmatched`, and refitted so when it came to cover names: v4).
 pub const CALIBRATION: Calibration = Calibration {
-    model: "cosine-unseen-keyword-unmatched-v3",
+    model: "cosine-unseen-keyword-unmatched-v4",
     top_cosine: 7.545,
     unseen: -14.323,
     keyword: 5.565,
-    unmatched: -6.723,
+    unmatched: -6.100,
     bias: -10.402,
 };
 
@@ -154,10 +158,69 @@ impl Named {
     }
 }
 
+/// A pair of a name's words without a plural `s` on the second: `amd gpus` is
+/// written `amd gpu` too, and the index's stemmer keeps `gpus` apart from `gpu`.
+pub fn without_plural(pair: &str) -> Option<&str> {
+    pair.strip_suffix('s').filter(|one| one.rsplit(' ').next().is_some_and(|w| w.len() >= 3 && !w.ends_with('s')))
+}
+
 /// Whether `query` names a version or a size that none of `texts` (the first hits')
 /// holds: a question about a release or a width the corpus does not cover.
 pub fn unmatched_numbers<'t>(query: &str, texts: impl Iterator<Item = &'t str> + Clone) -> bool {
     named_numbers(query).iter().any(|n| !texts.clone().any(|t| n.in_text(t)))
+}
+
+/// The names `query` writes, each as its adjacent word pairs to look for in the
+/// corpus: runs of two or more capitalised words (`Google Analytics 4`, `HashiCorp
+/// Nomad`, `Apple Vision Pro`), a number continuing a run (`Xcode 15`). A sentence's
+/// first word is not a name for its capital (`Send …`), `I` never is, a possessive
+/// ends one (`the SDK's HTTP stack`), and code is none: a quoted span, a word of code
+/// punctuation (`a::b`, `snake_case`, `f()`) or one that `is_code` says the corpus
+/// defines (`ServerKey`). Each pair is lowercase. At most 4 names.
+pub fn name_pairs(query: &str, is_code: impl Fn(&str) -> bool) -> Vec<Vec<String>> {
+    let mut names: Vec<Vec<String>> = Vec::new();
+    let mut run: Vec<&str> = Vec::new();
+    let close = |run: &mut Vec<&str>, names: &mut Vec<Vec<String>>| {
+        if run.len() >= 2 {
+            names.push(run.windows(2).map(|w| format!("{} {}", w[0], w[1]).to_ascii_lowercase()).collect());
+        }
+        run.clear();
+    };
+    let mut sentence_start = true;
+    let mut quoted = false;
+    for raw in query.split_whitespace() {
+        let quotes = raw.chars().filter(|c| matches!(c, '"' | '`')).count();
+        let in_quotes = quoted || quotes > 0;
+        quoted ^= quotes % 2 == 1;
+        let word = raw.trim_matches(|c: char| !c.is_alphanumeric());
+        // `SDK's HTTP`, `Apple's IDFA`: a possessive ends a name.
+        let possessive = word.contains(['\'', '’']);
+        let code = raw.contains("::")
+            || raw.contains('_')
+            || raw.contains("()")
+            || word.contains(['.', '/', '_'])
+            || (!word.is_empty() && is_code(word));
+        let capital = word.chars().next().is_some_and(char::is_uppercase);
+        let humped = word.chars().skip(1).any(char::is_uppercase);
+        let number = !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit());
+        let name = !in_quotes
+            && !code
+            && !possessive
+            && word != "I"
+            && ((capital && !sentence_start) || (humped && !capital) || (number && !run.is_empty()));
+        if name {
+            run.push(word);
+        } else {
+            close(&mut run, &mut names);
+        }
+        if raw.ends_with([',', ';', ':', '?', '!', '.', ')']) || raw.starts_with('(') {
+            close(&mut run, &mut names);
+        }
+        sentence_start = raw.ends_with(['?', '!', '.']);
+    }
+    close(&mut run, &mut names);
+    names.truncate(4);
+    names
 }
 
 #[cfg(test)]
@@ -179,6 +242,41 @@ mod tests {
         s.exact = true;
         assert_eq!(s.confidence(&CALIBRATION), 1.0);
         assert!(s.logit(&CALIBRATION).is_finite());
+    }
+
+    #[test]
+    fn names_are_runs_of_capitalised_words_that_are_not_code() {
+        let names = |q: &str| name_pairs(q, |w| w == "ServerKey");
+        assert_eq!(
+            names("forward SDK events to Google Analytics 4 as well"),
+            vec![vec!["google analytics".to_owned(), "analytics 4".to_owned()]]
+        );
+        assert_eq!(
+            names("deploy to a HashiCorp Nomad cluster, or AMD GPUs"),
+            vec![vec!["hashicorp nomad".to_owned()], vec!["amd gpus".to_owned()]]
+        );
+        assert_eq!(names("does iOS Safari work"), vec![vec!["ios safari".to_owned()]]);
+        assert_eq!(without_plural("amd gpus"), Some("amd gpu"));
+        assert_eq!(without_plural("red hat"), None);
+        assert_eq!(without_plural("apple os"), None);
+        assert_eq!(without_plural("gitlab access"), None);
+        // A sentence's first word, `I`, one capitalised word, a number alone, code and
+        // quoted text are not names.
+        for q in [
+            "Send events from the app",
+            "can I Use it",
+            "what changed in Campaign for 2 weeks",
+            "call ServerKey Nomad",
+            "the `Google Analytics` tag",
+            "set Foo::Bar Baz_qux and Some.Thing Else",
+            "replace the SDK's HTTP stack",
+            "what changed about Apple’s IDFA",
+        ] {
+            assert!(names(q).is_empty(), "{q}: {:?}", names(q));
+        }
+        // Punctuation ends a name; a new sentence's first word starts none.
+        assert!(names("use Campaign. Then Target").is_empty());
+        assert!(names("Campaign, Target and Places").is_empty());
     }
 
     #[test]

@@ -231,7 +231,7 @@ impl Bundle {
         let unseen = self.unseen_words(&words)?;
         let unseen = if words.is_empty() { 0.0 } else { unseen as f32 / words.len() as f32 };
         let first = r.ranked.iter().take(UNMATCHED_DEPTH).map(|&(i, _)| self.text(i));
-        let unmatched = confidence::unmatched_numbers(query, first);
+        let unmatched = confidence::unmatched_numbers(query, first) || self.unwritten_name(query)?;
         Ok(Signals { top_cosine, unseen, words: words.len(), keyword, exact, unmatched })
     }
 

@@ -24,6 +24,8 @@ pub const EXACT_MAX_FILES: usize = 20;
 pub const MAX_DEFINITIONS: usize = 3;
 /// Phrase matches checked for the verbatim string.
 const EXACT_CANDIDATES: usize = 200;
+/// Phrase matches checked for a pair of a name's words ([`Bundle::unwritten_name`]).
+const NAME_CANDIDATES: usize = 20;
 
 impl Bundle {
     /// Vector candidates: the best window per chunk, exact f16 scan up to the
@@ -233,6 +235,54 @@ impl Bundle {
     pub(super) fn unseen_words(&self, words: &[String]) -> Result<usize> {
         let df = self.doc_freqs(words)?;
         Ok(words.iter().filter(|w| df.get(*w).is_none_or(|&n| n == 0)).count())
+    }
+
+    /// Whether the query writes a name (two or more capitalised words:
+    /// [`super::confidence::name_pairs`]) of which no chunk's text holds any two
+    /// adjacent words: a question about a product the corpus never names, though
+    /// each of its words may be common (`Google Analytics 4`, `HashiCorp Nomad`).
+    /// A pair is searched as a phrase, then checked verbatim (ASCII case aside,
+    /// whitespace collapsed).
+    pub(super) fn unwritten_name(&self, query: &str) -> Result<bool> {
+        let names = super::confidence::name_pairs(query, |w| !self.symbols.lookup(w).is_empty());
+        if names.is_empty() {
+            return Ok(false);
+        }
+        let t = &self.text;
+        let Some(&(field, _, _)) = t.fields.iter().find(|(_, name, _)| *name == "text") else {
+            return Ok(false);
+        };
+        let mut analyzer = t.index.tokenizer_for_field(field).map_err(tantivy_err)?;
+        let none = Filters::default();
+        for pairs in names {
+            let mut written = false;
+            for pair in &pairs {
+                // Verbatim, a plural aside: the singular is in both.
+                let needle = super::confidence::without_plural(pair).unwrap_or(pair);
+                let candidates = match &self.candidates {
+                    Candidates::Remote(r) => r.containing(needle, &none, NAME_CANDIDATES)?,
+                    // The stemmer keeps some plurals apart (`gpus`, `gpu`): both numbers.
+                    Candidates::Local { .. } => {
+                        let mut found = Vec::new();
+                        let other = if needle == pair { format!("{pair}s") } else { needle.to_owned() };
+                        for form in [pair.as_str(), other.as_str()] {
+                            if let Some(q) = phrase(&mut analyzer, field, form) {
+                                found.extend(self.run_filtered(q, &none, NAME_CANDIDATES)?.into_iter().map(|x| x.0));
+                            }
+                        }
+                        found
+                    }
+                };
+                if candidates.into_iter().any(|i| i < self.chunks.len() && normalise(self.text(i)).contains(needle)) {
+                    written = true;
+                    break;
+                }
+            }
+            if !written {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The chunks that define a symbol the query names, to rank first: for each
