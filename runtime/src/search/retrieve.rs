@@ -241,39 +241,15 @@ impl Bundle {
     /// [`super::confidence::name_pairs`]) of which no chunk's text holds any two
     /// adjacent words: a question about a product the corpus never names, though
     /// each of its words may be common (`Google Analytics 4`, `HashiCorp Nomad`).
-    /// A pair is searched as a phrase, then checked verbatim (ASCII case aside,
-    /// whitespace collapsed).
+    /// A pair is searched as a phrase, then checked verbatim: ASCII case, a plural
+    /// `s` and a hyphen for the space aside (`High Level API` is written
+    /// `high-level API`).
     pub(super) fn unwritten_name(&self, query: &str) -> Result<bool> {
         let names = super::confidence::name_pairs(query, |w| !self.symbols.lookup(w).is_empty());
-        if names.is_empty() {
-            return Ok(false);
-        }
-        let t = &self.text;
-        let Some(&(field, _, _)) = t.fields.iter().find(|(_, name, _)| *name == "text") else {
-            return Ok(false);
-        };
-        let mut analyzer = t.index.tokenizer_for_field(field).map_err(tantivy_err)?;
-        let none = Filters::default();
         for pairs in names {
             let mut written = false;
             for pair in &pairs {
-                // Verbatim, a plural aside: the singular is in both.
-                let needle = super::confidence::without_plural(pair).unwrap_or(pair);
-                let candidates = match &self.candidates {
-                    Candidates::Remote(r) => r.containing(needle, &none, NAME_CANDIDATES)?,
-                    // The stemmer keeps some plurals apart (`gpus`, `gpu`): both numbers.
-                    Candidates::Local { .. } => {
-                        let mut found = Vec::new();
-                        let other = if needle == pair { format!("{pair}s") } else { needle.to_owned() };
-                        for form in [pair.as_str(), other.as_str()] {
-                            if let Some(q) = phrase(&mut analyzer, field, form) {
-                                found.extend(self.run_filtered(q, &none, NAME_CANDIDATES)?.into_iter().map(|x| x.0));
-                            }
-                        }
-                        found
-                    }
-                };
-                if candidates.into_iter().any(|i| i < self.chunks.len() && normalise(self.text(i)).contains(needle)) {
+                if self.writes_pair(pair)? {
                     written = true;
                     break;
                 }
@@ -283,6 +259,47 @@ impl Bundle {
             }
         }
         Ok(false)
+    }
+
+    /// Whether some chunk's text holds `pair` (two lowercase words), as
+    /// [`Bundle::unwritten_name`] reads it.
+    fn writes_pair(&self, pair: &str) -> Result<bool> {
+        // The singular is in both numbers' text.
+        let singular = super::confidence::without_plural(pair).unwrap_or(pair);
+        let needles = [singular.to_owned(), singular.replacen(' ', "-", 1)];
+        let none = Filters::default();
+        let candidates: Vec<usize> = match &self.candidates {
+            Candidates::Remote(r) => {
+                let mut found = Vec::new();
+                for needle in &needles {
+                    found.extend(r.containing(needle, &none, NAME_CANDIDATES)?);
+                }
+                found
+            }
+            // A phrase ignores the hyphen; the stemmer keeps some plurals apart
+            // (`gpus`, `gpu`): both numbers.
+            Candidates::Local { .. } => {
+                let t = &self.text;
+                let Some(&(field, _, _)) = t.fields.iter().find(|(_, name, _)| *name == "text") else {
+                    return Ok(true);
+                };
+                let mut analyzer = t.index.tokenizer_for_field(field).map_err(tantivy_err)?;
+                let other = if singular == pair { format!("{pair}s") } else { singular.to_owned() };
+                let mut found = Vec::new();
+                for form in [pair, other.as_str()] {
+                    if let Some(q) = phrase(&mut analyzer, field, form) {
+                        found.extend(self.run_filtered(q, &none, NAME_CANDIDATES)?.into_iter().map(|x| x.0));
+                    }
+                }
+                found
+            }
+        };
+        Ok(candidates.into_iter().any(|i| {
+            i < self.chunks.len() && {
+                let text = normalise(self.text(i));
+                needles.iter().any(|n| text.contains(n.as_str()))
+            }
+        }))
     }
 
     /// The chunks that define a symbol the query names, to rank first: for each
