@@ -214,11 +214,7 @@ fn a_product_the_pages_never_name_lowers_the_confidence() {
     assert!(!written.signals.unmatched, "{:?}", written.signals);
     assert!(unwritten.signals.unmatched && unwritten.signals.unseen == 0.0, "{:?}", unwritten.signals);
     assert!(unwritten.confidence < written.confidence / 4.0, "{unwritten:?} / {written:?}");
-    for q in [
-        "Forward events by session",
-        "pass an InvoiceBuilder Analytics reports read",
-        "tag events Server Side",
-    ] {
+    for q in ["Forward events by session", "pass an InvoiceBuilder Analytics reports read", "tag events Server Side"] {
         assert!(!scored(q).signals.unmatched, "{q}");
     }
 }

@@ -158,6 +158,9 @@ impl Named {
     }
 }
 
+/// The most words a name has (`Adobe Experience Platform Mobile SDK`).
+const MAX_NAME_WORDS: usize = 5;
+
 /// A pair of a name's words without a plural `s` on the second: `amd gpus` is
 /// written `amd gpu` too, and the index's stemmer keeps `gpus` apart from `gpu`.
 pub fn without_plural(pair: &str) -> Option<&str> {
@@ -176,12 +179,13 @@ pub fn unmatched_numbers<'t>(query: &str, texts: impl Iterator<Item = &'t str> +
 /// first word is not a name for its capital (`Send …`), `I` never is, a possessive
 /// ends one (`the SDK's HTTP stack`), and code is none: a quoted span, a word of code
 /// punctuation (`a::b`, `snake_case`, `f()`) or one that `is_code` says the corpus
-/// defines (`ServerKey`). Each pair is lowercase. At most 4 names.
+/// defines (`ServerKey`). A run of more than [`MAX_NAME_WORDS`] is a title-cased
+/// sentence, not a name. Each pair is lowercase. At most 4 names.
 pub fn name_pairs(query: &str, is_code: impl Fn(&str) -> bool) -> Vec<Vec<String>> {
     let mut names: Vec<Vec<String>> = Vec::new();
     let mut run: Vec<&str> = Vec::new();
     let close = |run: &mut Vec<&str>, names: &mut Vec<Vec<String>>| {
-        if run.len() >= 2 {
+        if (2..=MAX_NAME_WORDS).contains(&run.len()) {
             names.push(run.windows(2).map(|w| format!("{} {}", w[0], w[1]).to_ascii_lowercase()).collect());
         }
         run.clear();
@@ -196,9 +200,9 @@ pub fn name_pairs(query: &str, is_code: impl Fn(&str) -> bool) -> Vec<Vec<String
         // `SDK's HTTP`, `Apple's IDFA`: a possessive ends a name.
         let possessive = word.contains(['\'', '’']);
         let code = raw.contains("::")
-            || raw.contains('_')
             || raw.contains("()")
-            || word.contains(['.', '/', '_'])
+            || raw.contains('_')
+            || word.contains(['.', '/'])
             || (!word.is_empty() && is_code(word));
         let capital = word.chars().next().is_some_and(char::is_uppercase);
         let humped = word.chars().skip(1).any(char::is_uppercase);
@@ -208,12 +212,13 @@ pub fn name_pairs(query: &str, is_code: impl Fn(&str) -> bool) -> Vec<Vec<String
             && !possessive
             && word != "I"
             && ((capital && !sentence_start) || (humped && !capital) || (number && !run.is_empty()));
-        if name {
-            run.push(word);
-        } else {
+        if !name || raw.starts_with('(') {
             close(&mut run, &mut names);
         }
-        if raw.ends_with([',', ';', ':', '?', '!', '.', ')']) || raw.starts_with('(') {
+        if name {
+            run.push(word);
+        }
+        if raw.ends_with([',', ';', ':', '?', '!', '.', ')']) {
             close(&mut run, &mut names);
         }
         sentence_start = raw.ends_with(['?', '!', '.']);
@@ -277,6 +282,9 @@ mod tests {
         // Punctuation ends a name; a new sentence's first word starts none.
         assert!(names("use Campaign. Then Target").is_empty());
         assert!(names("Campaign, Target and Places").is_empty());
+        assert_eq!(names("use Campaign (Classic Edition)"), vec![vec!["classic edition".to_owned()]]);
+        // A title-cased sentence is not a name.
+        assert!(names("how To Encrypt An Integer With The Public Key").is_empty());
     }
 
     #[test]
