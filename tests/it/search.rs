@@ -193,8 +193,8 @@ fn a_version_the_pages_never_mention_lowers_the_confidence() {
 /// of the name's words is in the pages (`Google Analytics 4`: "Google", "Analytics"
 /// and "4" all are): no chunk holds two of its words together. A name the pages write
 /// (`Google Tag Manager`, in the plural too; `Server Side`, hyphenated there), a
-/// sentence's first word and a name the code defines (`InvoiceBuilder`) are no such
-/// thing.
+/// brand before a product the pages name rarely (`Google Gemini`), a sentence's first
+/// word and a name the code defines (`InvoiceBuilder`) are no such thing.
 #[test]
 fn a_product_the_pages_never_name_lowers_the_confidence() {
     if !crate::embed::model_ready() {
@@ -205,7 +205,7 @@ fn a_product_the_pages_never_name_lowers_the_confidence() {
         "integrations.md",
         "# Integrations\n\nForward events to Google Tag Manager containers with the forwarder, \
          or tag them server-side. Analytics reports group events by session; set the batch size to \
-         4 events.\n",
+         4 events. Summaries can come from Gemini.\n",
     )];
     let b = open(&atlas_e2e::build_fixture_bundle_with(work.path(), &pages));
     let scored = |q: &str| b.search_scored(q, &mode(Mode::Hybrid)).unwrap();
@@ -214,7 +214,12 @@ fn a_product_the_pages_never_name_lowers_the_confidence() {
     assert!(!written.signals.unmatched, "{:?}", written.signals);
     assert!(unwritten.signals.unmatched && unwritten.signals.unseen == 0.0, "{:?}", unwritten.signals);
     assert!(unwritten.confidence < written.confidence / 4.0, "{unwritten:?} / {written:?}");
-    for q in ["Forward events by session", "pass an InvoiceBuilder Analytics reports read", "tag events Server Side"] {
+    for q in [
+        "Forward events by session",
+        "pass an InvoiceBuilder Analytics reports read",
+        "tag events Server Side",
+        "summarise events with Google Gemini",
+    ] {
         assert!(!scored(q).signals.unmatched, "{q}");
     }
 }

@@ -66,7 +66,7 @@ pub const CALIBRATION: Calibration = Calibration {
     top_cosine: 7.545,
     unseen: -14.323,
     keyword: 5.565,
-    unmatched: -6.100,
+    unmatched: -6.745,
     bias: -10.402,
 };
 

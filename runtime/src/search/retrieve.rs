@@ -243,11 +243,13 @@ impl Bundle {
     /// each of its words may be common (`Google Analytics 4`, `HashiCorp Nomad`).
     /// A pair is searched as a phrase, then checked verbatim: ASCII case, a plural
     /// `s` and a hyphen for the space aside (`High Level API` is written
-    /// `high-level API`).
+    /// `high-level API`). A name whose head the corpus names rarely is written
+    /// ([`Bundle::names_rarely`]).
     pub(super) fn unwritten_name(&self, query: &str) -> Result<bool> {
         let names = super::confidence::name_pairs(query, |w| !self.symbols.lookup(w).is_empty());
         for pairs in names {
-            let mut written = false;
+            let head = pairs.last().and_then(|p| p.rsplit(' ').next()).unwrap_or_default();
+            let mut written = self.names_rarely(head)?;
             for pair in &pairs {
                 if self.writes_pair(pair)? {
                     written = true;
@@ -259,6 +261,23 @@ impl Bundle {
             }
         }
         Ok(false)
+    }
+
+    /// Whether the corpus holds `word` (a name's last word, its head), and rarely:
+    /// then the name is a brand before a thing the corpus names (`Google Gemini` of a
+    /// corpus that writes `Gemini`; `Apple UIWebView`), not something it never
+    /// covers. Rarely: in at most 1 % of the chunks (a head as common as `GPU` or
+    /// `Pipelines` says nothing of the brand before it). A number is no head.
+    fn names_rarely(&self, word: &str) -> Result<bool> {
+        if word.bytes().all(|b| b.is_ascii_digit()) {
+            return Ok(false);
+        }
+        let [stem] = crate::words::stems(word).try_into().unwrap_or_default();
+        if stem.is_empty() {
+            return Ok(false);
+        }
+        let df = self.doc_freqs(std::slice::from_ref(&stem))?.get(&stem).copied().unwrap_or(0);
+        Ok(df > 0 && df <= (self.chunks.len() as u64 / 100).max(1))
     }
 
     /// Whether some chunk's text holds `pair` (two lowercase words), as
