@@ -60,7 +60,7 @@ pub struct Calibration {
 
 /// The model Atlas ships: fitted on the tune halves of the round-3 development sets
 /// (`python3 xtask/eval/fit_refusal.py`; `unmatched` added with the others held,
-/// `--add unmatched`, and refitted so when it came to cover names: v4).
+/// `--add unmatched`; refitted the same way when it came to cover names, v4).
 pub const CALIBRATION: Calibration = Calibration {
     model: "cosine-unseen-keyword-unmatched-v4",
     top_cosine: 7.545,

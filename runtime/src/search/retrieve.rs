@@ -247,18 +247,17 @@ impl Bundle {
     /// ([`Bundle::names_rarely`]).
     pub(super) fn unwritten_name(&self, query: &str) -> Result<bool> {
         let names = super::confidence::name_pairs(query, |w| !self.symbols.lookup(w).is_empty());
-        for pairs in names {
+        'names: for pairs in names {
             let head = pairs.last().and_then(|p| p.rsplit(' ').next()).unwrap_or_default();
-            let mut written = self.names_rarely(head)?;
+            if self.names_rarely(head)? {
+                continue;
+            }
             for pair in &pairs {
                 if self.writes_pair(pair)? {
-                    written = true;
-                    break;
+                    continue 'names;
                 }
             }
-            if !written {
-                return Ok(true);
-            }
+            return Ok(true);
         }
         Ok(false)
     }
