@@ -66,7 +66,7 @@ pub const CALIBRATION: Calibration = Calibration {
     top_cosine: 7.545,
     unseen: -14.323,
     keyword: 5.565,
-    unmatched: -6.745,
+    unmatched: -7.406,
     bias: -10.402,
 };
 
