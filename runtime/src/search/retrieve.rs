@@ -150,6 +150,16 @@ impl Bundle {
         Ok(out)
     }
 
+    /// The index's `text` field and its analyzer, for phrase queries (none in an
+    /// index without one).
+    fn text_field(&self) -> Result<Option<(tantivy::schema::Field, tantivy::tokenizer::TextAnalyzer)>> {
+        let t = &self.text;
+        let Some(&(field, _, _)) = t.fields.iter().find(|(_, name, _)| *name == "text") else {
+            return Ok(None);
+        };
+        Ok(Some((field, t.index.tokenizer_for_field(field).map_err(tantivy_err)?)))
+    }
+
     /// Chunks that hold one of the query's exact strings ([`exact_strings`]) verbatim
     /// (ASCII case aside, whitespace collapsed, at word boundaries), best first: more
     /// strings matched, then the phrase's BM25. A string inside a longer query counts
@@ -157,11 +167,9 @@ impl Bundle {
     /// is nothing but the string, when up to [`EXACT_MAX_FILES`] files do. Beyond
     /// that, the string names nothing in particular and is left to the ranking.
     pub(super) fn exact_matches(&self, query: &str, filters: &Filters) -> Result<Vec<usize>> {
-        let t = &self.text;
-        let Some(&(field, _, _)) = t.fields.iter().find(|(_, name, _)| *name == "text") else {
+        let Some((field, mut analyzer)) = self.text_field()? else {
             return Ok(Vec::new());
         };
-        let mut analyzer = t.index.tokenizer_for_field(field).map_err(tantivy_err)?;
         let mut found: HashMap<usize, (usize, f32)> = HashMap::new();
         // Each candidate chunk's text, normalised once for all the strings.
         let mut normalised: HashMap<usize, String> = HashMap::new();
@@ -297,11 +305,9 @@ impl Bundle {
             // A phrase ignores the hyphen; the stemmer keeps some plurals apart
             // (`gpus`, `gpu`): both numbers.
             Candidates::Local { .. } => {
-                let t = &self.text;
-                let Some(&(field, _, _)) = t.fields.iter().find(|(_, name, _)| *name == "text") else {
+                let Some((field, mut analyzer)) = self.text_field()? else {
                     return Ok(true);
                 };
-                let mut analyzer = t.index.tokenizer_for_field(field).map_err(tantivy_err)?;
                 let other = if singular == pair { format!("{pair}s") } else { singular.to_owned() };
                 let mut found = Vec::new();
                 for form in [pair, other.as_str()] {
