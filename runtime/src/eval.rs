@@ -538,6 +538,46 @@ pub fn average<'a>(outcomes: impl Iterator<Item = &'a QueryOutcome>) -> Metrics 
     m
 }
 
+/// The name of [`hindsight`]'s row.
+pub const HINDSIGHT: &str = "best per query";
+
+/// What a perfect choice of mode per query would reach: each answerable query's best
+/// figure over the report's modes, chosen in hindsight. Routing between the modes
+/// cannot pass it, and fusion only by ranking an answer above where every mode
+/// ranks it: when hybrid is close to it, gains must come from the lists themselves.
+/// None with fewer than two modes.
+pub fn hindsight(r: &Report) -> Option<ModeReport> {
+    let (first, rest) = r.modes.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    let best: Vec<QueryOutcome> = first
+        .queries
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let mut b = q.clone();
+            for o in rest.iter().filter_map(|m| m.queries.get(i)).filter(|o| o.query == q.query) {
+                for (x, y) in [
+                    (&mut b.rr, o.rr),
+                    (&mut b.ndcg10, o.ndcg10),
+                    (&mut b.recall5, o.recall5),
+                    (&mut b.recall_k, o.recall_k),
+                    (&mut b.hit_k, o.hit_k),
+                    (&mut b.p_k, o.p_k),
+                ] {
+                    *x = x.max(y);
+                }
+            }
+            b
+        })
+        .collect();
+    let mut m = summarise(HINDSIGHT.to_owned(), best, None);
+    m.negatives = None;
+    m.refusals.clear();
+    Some(m)
+}
+
 /// A mode's report from its per-query outcomes.
 pub fn summarise(mode: String, queries: Vec<QueryOutcome>, p50_ms: Option<f64>) -> ModeReport {
     let metrics = average(queries.iter());
@@ -757,6 +797,32 @@ mod tests {
         // the middle of the gap is 0.35.
         assert_eq!((s.false_answers, s.false_refusals), (0, 0));
         assert!((s.threshold - 0.35).abs() < 1e-6, "{}", s.threshold);
+    }
+
+    /// Two modes, each right on a different query: hindsight takes each query's best,
+    /// per half; a lone mode has none.
+    #[test]
+    fn hindsight_takes_each_querys_best_mode() {
+        let hits = [hit("a.md", None, (1, 5)), hit("b.md", None, (1, 5))];
+        let q = |text: &str, file: &str, half: &str| {
+            golden(&format!(r#"{{"query": "{text}", "expected": ["{file}"], "tags": {{"half": "{half}"}}}}"#))
+        };
+        let (qa, qb) = (q("qa", "a.md", "tune"), q("qb", "b.md", "test"));
+        let neg = golden(r#"{"query": "qn", "expected": []}"#);
+        let mode = |name: &str, order: &[Judged]| {
+            let outcomes = [&qa, &qb, &neg].iter().map(|g| judge(g, order, 10, 0.5)).collect();
+            summarise(name.to_owned(), outcomes, None)
+        };
+        let reversed = [hits[1].clone(), hits[0].clone()];
+        let mut r = Report { bundle: "x@1".into(), k: 10, answerable: 2, negatives: 1, modes: vec![mode("keyword", &hits)] };
+        assert!(hindsight(&r).is_none());
+        r.modes.push(mode("vector", &reversed));
+        // Each mode: 1 and 1/2. Hindsight: 1 on both.
+        assert_eq!(r.modes[0].metrics.mrr10, 0.75);
+        let h = hindsight(&r).unwrap();
+        assert_eq!((h.mode.as_str(), h.metrics.queries, h.metrics.mrr10), (HINDSIGHT, 2, 1.0));
+        assert_eq!((h.by_tag["half=tune"].mrr10, h.by_tag["half=test"].mrr10), (1.0, 1.0));
+        assert!(h.negatives.is_none() && h.refusals.is_empty());
     }
 
     #[test]

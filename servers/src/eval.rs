@@ -274,25 +274,34 @@ pub fn render(r: &Report, explain: bool) -> String {
         let _ = writeln!(s, " {:>7}", "p50 ms");
     };
     header(&mut s, "mode");
-    for m in &r.modes {
+    let hindsight = eval::hindsight(r);
+    let modes: Vec<&ModeReport> = r.modes.iter().chain(&hindsight).collect();
+    for m in &modes {
         let _ = write!(s, "{:<28}", m.mode);
         for (_, v) in m.metrics.figures(r.k) {
             let _ = write!(s, " {v:>8.3}");
         }
         let _ = writeln!(s, " {:>7}", m.p50_ms.map_or("-".to_owned(), |t| format!("{t:.1}")));
     }
+    if hindsight.is_some() {
+        let _ = writeln!(
+            s,
+            "({}: each query's best mode, chosen in hindsight: what a perfect choice of mode per query reaches)",
+            eval::HINDSIGHT
+        );
+    }
     let tags: Vec<&String> = r.modes.first().map(|m| m.by_tag.keys().collect()).unwrap_or_default();
     if !tags.is_empty() {
         let _ = writeln!(s, "\nper tag (MRR@10 / R@5):");
         let _ = write!(s, "{:<28}", "tag");
-        for m in &r.modes {
+        for m in &modes {
             let _ = write!(s, " {:>16}", m.mode);
         }
         s.push('\n');
         for t in tags {
             let n = r.modes[0].by_tag[t].queries;
             let _ = write!(s, "{:<28}", format!("{t} ({n})"));
-            for m in &r.modes {
+            for m in &modes {
                 let f = m.by_tag.get(t).copied().unwrap_or_default();
                 let _ = write!(s, " {:>16}", format!("{:.3} / {:.3}", f.mrr10, f.recall5));
             }
