@@ -814,7 +814,8 @@ mod tests {
             summarise(name.to_owned(), outcomes, None)
         };
         let reversed = [hits[1].clone(), hits[0].clone()];
-        let mut r = Report { bundle: "x@1".into(), k: 10, answerable: 2, negatives: 1, modes: vec![mode("keyword", &hits)] };
+        let mut r =
+            Report { bundle: "x@1".into(), k: 10, answerable: 2, negatives: 1, modes: vec![mode("keyword", &hits)] };
         assert!(hindsight(&r).is_none());
         r.modes.push(mode("vector", &reversed));
         // Each mode: 1 and 1/2. Hindsight: 1 on both.
