@@ -255,13 +255,24 @@ impl Bundle {
     /// ([`Bundle::names_rarely`]).
     pub(super) fn unwritten_name(&self, query: &str) -> Result<bool> {
         let names = super::confidence::name_pairs(query, |w| !self.symbols.lookup(w).is_empty());
+        if names.is_empty() {
+            return Ok(false);
+        }
+        // A local bundle finds pairs by phrase: the field and its analyzer, once.
+        let mut text = match &self.candidates {
+            Candidates::Local { .. } => match self.text_field()? {
+                Some(t) => Some(t),
+                None => return Ok(false),
+            },
+            Candidates::Remote(_) => None,
+        };
         'names: for pairs in names {
             let head = pairs.last().and_then(|p| p.rsplit(' ').next()).unwrap_or_default();
             if self.names_rarely(head)? {
                 continue;
             }
             for pair in &pairs {
-                if self.writes_pair(pair)? {
+                if self.writes_pair(pair, text.as_mut())? {
                     continue 'names;
                 }
             }
@@ -288,8 +299,13 @@ impl Bundle {
     }
 
     /// Whether some chunk's text holds `pair` (two lowercase words), as
-    /// [`Bundle::unwritten_name`] reads it.
-    fn writes_pair(&self, pair: &str) -> Result<bool> {
+    /// [`Bundle::unwritten_name`] reads it; `text`: a local bundle's text field and
+    /// its analyzer.
+    fn writes_pair(
+        &self,
+        pair: &str,
+        text: Option<&mut (tantivy::schema::Field, tantivy::tokenizer::TextAnalyzer)>,
+    ) -> Result<bool> {
         // The singular is in both numbers' text.
         let singular = super::confidence::without_plural(pair).unwrap_or(pair);
         let needles = [singular.to_owned(), singular.replacen(' ', "-", 1)];
@@ -305,13 +321,13 @@ impl Bundle {
             // A phrase ignores the hyphen; the stemmer keeps some plurals apart
             // (`gpus`, `gpu`): both numbers.
             Candidates::Local { .. } => {
-                let Some((field, mut analyzer)) = self.text_field()? else {
+                let Some((field, analyzer)) = text else {
                     return Ok(true);
                 };
                 let other = if singular == pair { format!("{pair}s") } else { singular.to_owned() };
                 let mut found = Vec::new();
                 for form in [pair, other.as_str()] {
-                    if let Some(q) = phrase(&mut analyzer, field, form) {
+                    if let Some(q) = phrase(analyzer, *field, form) {
                         found.extend(self.run_filtered(q, &none, NAME_CANDIDATES)?.into_iter().map(|x| x.0));
                     }
                 }
