@@ -29,6 +29,10 @@ use crate::{Error, Result, corrupt, text_index};
 /// objects). So the scan serves up to 64k rows of 384 dims (half as many of 768).
 pub const EXACT_MAX_ROWS: usize = 64_000;
 
+/// The largest mirror file read from a database in one piece, in bytes (as the fs
+/// server's read limit).
+pub const MAX_REMOTE_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
 #[derive(Debug, Clone)]
 pub struct OpenOptions {
     pub exact_max_rows: usize,
@@ -240,6 +244,11 @@ impl Bundle {
             });
         }
         let manifest = read_manifest(dir)?;
+        // Everything but the mirror (which the fs server reads through its own guard)
+        // must be a regular file of its listed size before anything is opened.
+        for a in manifest.artifacts.iter().filter(|a| !a.path.starts_with("mirror/")) {
+            crate::manifest::regular_artifact(dir, &manifest, &a.path)?;
+        }
         let (spec, model_dir) = check_model(&manifest, &opts)?;
         // Files read whole are checked against the manifest's blake3 as they are read
         // (cheap next to decoding them); `bundle::verify` checks everything.
@@ -409,6 +418,41 @@ impl Bundle {
             });
         }
         Ok(bundle)
+    }
+
+    /// Whether the bundle is served from a database ([`Bundle::open_remote`]): its
+    /// `dir` is then a label, not a folder.
+    pub fn is_remote(&self) -> bool {
+        matches!(self.candidates, Candidates::Remote(_))
+    }
+
+    /// A mirror file of a bundle served from a database (`rel`: `<source>/<path>`, as
+    /// hits name it), read from the database and checked against the manifest: only
+    /// files the manifest lists, of their listed size and blake3. A local bundle's
+    /// files are read from its folder by the fs server's path guard instead.
+    pub fn remote_mirror_file(&self, rel: &str) -> Result<Vec<u8>> {
+        let Candidates::Remote(index) = &self.candidates else {
+            return Err(Error::Query("the bundle is local: read its files from its folder".into()));
+        };
+        crate::safe_path::check(rel).map_err(|e| Error::Query(e.to_string()))?;
+        let name = format!("mirror/{rel}");
+        let listed = || Error::Query(format!("{rel:?} is not one of the bundle's files"));
+        let a = self.manifest.artifact(&name).ok_or_else(listed)?;
+        if a.size > MAX_REMOTE_FILE_BYTES {
+            return Err(Error::Query(format!(
+                "{rel:?} is {} bytes, over the {} MiB read limit",
+                a.size,
+                MAX_REMOTE_FILE_BYTES >> 20
+            )));
+        }
+        let bytes = index.file(&name)?.ok_or_else(listed)?;
+        if bytes.len() as u64 != a.size || crate::hash::blake3_bytes(&bytes) != a.blake3 {
+            return Err(corrupt(
+                PathBuf::from(rel),
+                "the database's copy does not match the manifest; export the bundle again",
+            ));
+        }
+        Ok(bytes)
     }
 
     /// What serves the vectors: `exact`, `hnsw`, or the database's index.

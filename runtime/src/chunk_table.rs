@@ -9,7 +9,6 @@ use arrow_array::builder::{ListBuilder, StringBuilder};
 use arrow_array::{Array, ArrayRef, BooleanArray, ListArray, RecordBatch, StringArray, UInt32Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
@@ -217,8 +216,8 @@ fn column<'b, T: 'static>(b: &'b RecordBatch, name: &str) -> Result<&'b T> {
         .ok_or_else(|| bad("has the wrong type"))
 }
 
-/// Reads chunks from parquet bytes. A decoder panic on malformed bytes is an error,
-/// not an abort.
+/// Reads chunks from parquet bytes, bounded ([`crate::table`]). A decoder panic on
+/// malformed bytes is an error, not an abort.
 pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
     from_parquet_with(bytes, true)
 }
@@ -226,27 +225,18 @@ pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
 /// [`from_parquet`], with the `text` column or without it (then every `text` is empty:
 /// the runtime maps the texts from `chunks.text`).
 pub fn from_parquet_with(bytes: &[u8], with_text: bool) -> Result<Vec<ChunkRecord>> {
-    std::panic::catch_unwind(|| decode(bytes, with_text)).unwrap_or_else(|_| {
+    let skip: &[&str] = if with_text { &[] } else { &["text"] };
+    let batches = crate::table::read(bytes, "chunks.parquet", skip)?;
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode(batches, with_text))).unwrap_or_else(|_| {
         Err(Error::Parquet(parquet::errors::ParquetError::General(
             "the parquet decoder failed on malformed data".into(),
         )))
     })
 }
 
-fn decode(bytes: &[u8], with_text: bool) -> Result<Vec<ChunkRecord>> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::copy_from_slice(bytes))?;
-    let builder = if with_text {
-        builder
-    } else {
-        let roots = builder.parquet_schema().root_schema().get_fields().len();
-        let keep = (0..roots).filter(|&i| builder.schema().field(i).name() != "text");
-        let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), keep);
-        builder.with_projection(mask)
-    };
-    let reader = builder.build()?;
-    let mut out = Vec::new();
-    for batch in reader {
-        let b = batch?;
+fn decode(batches: Vec<RecordBatch>, with_text: bool) -> Result<Vec<ChunkRecord>> {
+    let mut out = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
+    for b in batches {
         let s = |name| column::<StringArray>(&b, name);
         let u = |name| column::<UInt32Array>(&b, name);
         let (id, kind, language, source, section, path) =

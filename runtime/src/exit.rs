@@ -34,17 +34,68 @@ pub fn finish<E: AsRef<dyn StdError + Send + Sync + 'static>>(result: Result<(),
         usage |= err.downcast_ref::<UsageError>().is_some();
         next = err.source();
     }
-    eprintln!("error: {}", line.replace('\n', " "));
+    eprintln!("error: {}", crate::utf8::terminal_safe(&line.replace('\n', " ")));
     if usage { ExitCode::from(2) } else { ExitCode::FAILURE }
 }
 
-/// Writes `s` to stdout and flushes it; a reader that went away (a closed pipe, as
-/// with `| head`) is not an error.
+/// Writes `s` to stdout, terminal-safe ([`crate::utf8::terminal_safe`]: corpus text,
+/// a bundle's fields and an LLM's answer may hold escape sequences), and flushes it; a
+/// reader that went away (a closed pipe, as with `| head`) is not an error.
 pub fn print(s: &str) -> std::io::Result<()> {
     use std::io::Write as _;
+    let s = crate::utf8::terminal_safe(s);
     let mut out = std::io::stdout().lock();
     match out.write_all(s.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => r,
+    }
+}
+
+/// The longest panic message printed, in characters.
+pub const MAX_PANIC_CHARS: usize = 300;
+
+/// Makes a panic print one short line on stderr (`atlas: internal error at FILE:LINE:
+/// MESSAGE`, the message cut to [`MAX_PANIC_CHARS`] and terminal-safe) instead of the
+/// whole message and a backtrace: a panic's message may hold an agent's 300 KB
+/// argument. `RUST_BACKTRACE=1` restores the default report.
+pub fn short_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+            return default(info);
+        }
+        let p = info.payload();
+        let msg = p.downcast_ref::<&str>().copied().or_else(|| p.downcast_ref::<String>().map(String::as_str));
+        let msg = crate::utf8::clip_chars(&msg.unwrap_or("no message").replace('\n', " "), MAX_PANIC_CHARS);
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("atlas: internal error{at}: {}", crate::utf8::terminal_safe(&msg));
+    }));
+}
+
+/// Set by a launcher that runs this binary as its child (the npm package's): this
+/// process ends when the launcher does, however it ended (`SIGKILL` included).
+pub const LAUNCHER_ENV: &str = "ATLAS_EXIT_WITH_LAUNCHER";
+/// How often the launcher is looked for.
+pub const LAUNCHER_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// With [`LAUNCHER_ENV`] set, watches the parent process from a thread and exits
+/// (status 1) once it is gone: the process is then re-parented, so its parent id
+/// changes. No-op elsewhere, and on platforms without parent ids.
+pub fn follow_launcher() {
+    #[cfg(unix)]
+    {
+        if std::env::var_os(LAUNCHER_ENV).is_none() {
+            return;
+        }
+        let parent = std::os::unix::process::parent_id();
+        let _ = std::thread::Builder::new().name("launcher-watch".into()).spawn(move || {
+            loop {
+                std::thread::sleep(LAUNCHER_POLL);
+                if std::os::unix::process::parent_id() != parent {
+                    eprintln!("atlas: the launcher that started this process has ended; exiting");
+                    std::process::exit(1);
+                }
+            }
+        });
     }
 }

@@ -24,6 +24,7 @@ pub mod rerank;
 pub mod safe_path;
 pub mod search;
 pub mod symbols;
+pub mod table;
 pub mod text_index;
 pub mod text_store;
 pub mod utf8;

@@ -124,13 +124,20 @@ impl Artifact {
 /// Reads and checks a bundle's manifest: present, parseable, a format this build reads.
 pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     let path = dir.join("manifest.json");
-    let len = std::fs::metadata(&path).map_err(|error| Error::Io { path: path.clone(), error })?.len();
+    let meta = std::fs::symlink_metadata(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
+    if !meta.is_file() {
+        return Err(corrupt(path, "is not a regular file (a link, FIFO or device); this is not a bundle"));
+    }
+    let len = meta.len();
     if len > MAX_MANIFEST_BYTES {
         return Err(corrupt(path, format!("{len} bytes is far more than a manifest holds; this is not a bundle")));
     }
-    let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
+    let bytes = read_at_most(&path, len)?;
     let m: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| Error::DataCorruption { path: path.clone(), reason: format!("unreadable manifest: {e}") })?;
+    if let Err(why) = m.check_fields() {
+        return Err(Error::DataCorruption { path, reason: format!("{why}; this is not a bundle Atlas built") });
+    }
     if m.format_version > FORMAT_VERSION {
         return Err(Error::DataCorruption {
             path,
@@ -143,7 +150,74 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     Ok(m)
 }
 
+/// The longest URL a manifest's source may name, in bytes.
+pub const MAX_URL_BYTES: usize = 2048;
+/// The longest description, in bytes (`stages.pack.description` is checked the same).
+pub const MAX_DESCRIPTION_BYTES: usize = 300;
+/// The most sources, and commits per source, a manifest may list.
+pub const MAX_SOURCES: usize = 1024;
+pub const MAX_COMMITS: usize = 1024;
+
+/// A time as the pipeline writes it (RFC 3339, `2026-12-04T19:06:08Z`): digits and
+/// the separators of that form, at most 40 bytes.
+fn is_timestamp(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 40 && s.bytes().all(|b| b.is_ascii_digit() || b"-:.TZ+ ".contains(&b))
+}
+
+/// One line of at most `max` bytes: no control or invisible formatting character.
+fn is_line(s: &str, max: usize) -> bool {
+    s.len() <= max && !s.chars().any(|c| c.is_control() || crate::utf8::is_invisible_format(c))
+}
+
 impl Manifest {
+    /// The manifest's identity and provenance fields are of the forms the pipeline
+    /// writes: names and versions are bundle names, times are timestamps, URLs and the
+    /// description single lines, commits hex. These fields reach agents and terminals
+    /// (and name folders); a manifest that breaks the forms is not one Atlas built.
+    pub fn check_fields(&self) -> std::result::Result<(), String> {
+        let short = |s: &str| crate::utf8::clip_chars(&s.escape_debug().to_string(), 60);
+        if !crate::safe_path::is_safe_name(&self.name) {
+            return Err(format!("its name {} is not a bundle name", short(&self.name)));
+        }
+        if !crate::safe_path::is_safe_name(&self.version) {
+            return Err(format!("its version {} is not a version", short(&self.version)));
+        }
+        if !is_timestamp(&self.created) {
+            return Err(format!("its creation time {} is not a time", short(&self.created)));
+        }
+        if let Some(d) = &self.description
+            && !is_line(d, MAX_DESCRIPTION_BYTES)
+        {
+            return Err(format!("its description is not one line of at most {MAX_DESCRIPTION_BYTES} bytes"));
+        }
+        if self.sources.len() > MAX_SOURCES {
+            return Err(format!("it lists {} sources, over {MAX_SOURCES}", self.sources.len()));
+        }
+        for src in &self.sources {
+            if !crate::safe_path::is_safe_name(&src.name) || !crate::safe_path::is_safe_name(&src.kind) {
+                return Err(format!(
+                    "source {} ({}) is not a source name and kind",
+                    short(&src.name),
+                    short(&src.kind)
+                ));
+            }
+            if let Some(u) = &src.url
+                && (!is_line(u, MAX_URL_BYTES) || u.contains(char::is_whitespace))
+            {
+                return Err(format!("source {}'s URL {} is not a URL", src.name, short(u)));
+            }
+            if src.fetched_at.as_deref().is_some_and(|t| !is_timestamp(t)) {
+                return Err(format!("source {}'s fetch time is not a time", src.name));
+            }
+            if src.commits.len() > MAX_COMMITS
+                || src.commits.iter().any(|c| c.is_empty() || c.len() > 64 || !c.bytes().all(|b| b.is_ascii_hexdigit()))
+            {
+                return Err(format!("source {}'s commits are not commit ids", src.name));
+            }
+        }
+        Ok(())
+    }
+
     /// The artifact listed at `path`.
     pub fn artifact(&self, path: &str) -> Option<&Artifact> {
         self.artifacts.iter().find(|a| a.path == path)
@@ -162,11 +236,50 @@ fn listed<'m>(dir: &Path, m: &'m Manifest, rel: &str) -> Result<(PathBuf, &'m Ar
     Ok((path, a))
 }
 
+/// Checks that `path` is a regular file (not a link, FIFO, socket or device) of `size`
+/// bytes, without opening it: a link to `/dev/zero` would be read until memory runs
+/// out, and a FIFO would hang the open.
+///
+/// Architecture invariant: serving never follows a non-regular file.
+/// *`manifest::tests::links_fifos_and_devices_are_refused_unopened`, `tests/it/hardening.rs`.*
+pub fn check_regular(path: &Path, size: u64) -> Result<()> {
+    let meta = std::fs::symlink_metadata(path).map_err(|error| Error::Io { path: path.to_owned(), error })?;
+    if !meta.is_file() {
+        return Err(corrupt(
+            path.to_owned(),
+            "is not a regular file (a link, FIFO or device); the bundle is damaged or hostile: reinstall or rebuild it",
+        ));
+    }
+    if meta.len() != size {
+        return Err(corrupt(path.to_owned(), format!("is {} bytes, the manifest says {size}", meta.len())));
+    }
+    Ok(())
+}
+
+/// The artifact `rel`'s path once [`check_regular`] holds for it: what a bundle's
+/// reader opens.
+pub fn regular_artifact(dir: &Path, m: &Manifest, rel: &str) -> Result<PathBuf> {
+    let (path, a) = listed(dir, m, rel)?;
+    check_regular(&path, a.size)?;
+    Ok(path)
+}
+
+/// Reads at most `len` bytes of `path` (a file that grew is cut, never read on).
+fn read_at_most(path: &Path, len: u64) -> Result<Vec<u8>> {
+    use std::io::Read as _;
+    let io = |error| Error::Io { path: path.to_owned(), error };
+    let f = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    f.take(len).read_to_end(&mut bytes).map_err(io)?;
+    Ok(bytes)
+}
+
 /// Reads the artifact `rel` of the bundle in `dir` and checks its size and blake3
 /// against the manifest: what `Bundle::open` does for every file it reads whole.
 pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
-    let (path, a) = listed(dir, m, rel)?;
-    let bytes = std::fs::read(&path).map_err(|error| Error::Io { path: path.clone(), error })?;
+    let path = regular_artifact(dir, m, rel)?;
+    let a = m.artifact(rel).ok_or_else(|| corrupt(path.clone(), "not listed in the manifest"))?;
+    let bytes = read_at_most(&path, a.size)?;
     if bytes.len() as u64 != a.size || crate::hash::blake3_bytes(&bytes) != a.blake3 {
         return Err(corrupt(
             path,
@@ -184,7 +297,8 @@ pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
 /// Checks the artifact `rel` against the manifest's size and blake3 without holding
 /// it in memory.
 pub fn check_artifact(dir: &Path, m: &Manifest, rel: &str) -> Result<()> {
-    let (path, a) = listed(dir, m, rel)?;
+    let path = regular_artifact(dir, m, rel)?;
+    let a = m.artifact(rel).ok_or_else(|| corrupt(path.clone(), "not listed in the manifest"))?;
     let (b3, _) = crate::hash::blake3_and_sha256_file(&path)?;
     if b3 != a.blake3 {
         return Err(corrupt(path, "does not match the manifest; the bundle is damaged or was tampered with"));
@@ -240,4 +354,28 @@ fn is_tantivy_lock(path: &Path) -> bool {
     matches!(name, ".tantivy-meta.lock" | ".tantivy-writer.lock")
         && path.parent().is_some_and(|p| p.ends_with("tantivy"))
         && std::fs::metadata(path).is_ok_and(|m| m.len() == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(unix)]
+    #[test]
+    fn links_fifos_and_devices_are_refused_unopened() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        std::fs::write(d.join("real"), b"abc").unwrap();
+        assert!(super::check_regular(&d.join("real"), 3).is_ok());
+        assert!(super::check_regular(&d.join("real"), 4).unwrap_err().to_string().contains("the manifest says 4"));
+        std::os::unix::fs::symlink("/dev/zero", d.join("zero")).unwrap();
+        std::os::unix::fs::symlink(d.join("real"), d.join("link")).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(d.join("fifo")).status().unwrap().success());
+        for name in ["zero", "link", "fifo"] {
+            let e = super::check_regular(&d.join(name), 3).unwrap_err().to_string();
+            assert!(e.contains("not a regular file"), "{name}: {e}");
+        }
+        // A manifest that is a FIFO is refused, not waited on.
+        std::fs::create_dir(d.join("b")).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(d.join("b/manifest.json")).status().unwrap().success());
+        assert!(super::read_manifest(&d.join("b")).unwrap_err().to_string().contains("not a regular file"));
+    }
 }

@@ -51,6 +51,10 @@ pub trait RemoteIndex: Send + Sync + std::fmt::Debug {
     fn doc_freqs(&self, stems: &[String]) -> Result<HashMap<String, u64>>;
     /// What serves the vectors, for `get_bundle_info` (`pgvector-hnsw`).
     fn vector_index(&self) -> String;
+    /// The bundle file `name` (a manifest path, such as `mirror/<source>/<path>`) as
+    /// it was exported, byte for byte; None when the export does not hold it. The
+    /// caller checks it against the manifest.
+    fn file(&self, name: &str) -> Result<Option<Vec<u8>>>;
 }
 
 /// What a replica loads to serve an exported bundle.

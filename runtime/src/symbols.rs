@@ -13,7 +13,6 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
@@ -267,17 +266,9 @@ pub fn references_to_parquet(refs: &[Reference]) -> Result<Vec<u8>> {
     write(schema_refs(), columns)
 }
 
-/// Reads every batch of a parquet file; a decoder panic on malformed bytes is an error.
-fn batches(bytes: &[u8]) -> Result<Vec<RecordBatch>> {
-    let read = || -> Result<Vec<RecordBatch>> {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::copy_from_slice(bytes))?.build()?;
-        Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
-    };
-    std::panic::catch_unwind(read).unwrap_or_else(|_| {
-        Err(Error::Parquet(parquet::errors::ParquetError::General(
-            "the parquet decoder failed on malformed data".into(),
-        )))
-    })
+/// Reads every batch of a table, bounded ([`crate::table`]).
+fn batches(bytes: &[u8], what: &str) -> Result<Vec<RecordBatch>> {
+    crate::table::read(bytes, what, &[])
 }
 
 fn column<'b, T: 'static>(b: &'b RecordBatch, name: &str) -> Result<&'b T> {
@@ -296,7 +287,7 @@ fn opt(a: &StringArray, i: usize) -> Option<String> {
 /// Reads `symbols.parquet` bytes.
 pub fn definitions_from_parquet(bytes: &[u8]) -> Result<Vec<Definition>> {
     let mut out = Vec::new();
-    for b in batches(bytes)? {
+    for b in batches(bytes, DEFINITIONS_FILE)? {
         let s = |name| column::<StringArray>(&b, name);
         let u = |name| column::<UInt32Array>(&b, name);
         let (name, kind, path, language, chunk) = (s("name")?, s("kind")?, s("path")?, s("language")?, s("chunk_id")?);
@@ -321,7 +312,7 @@ pub fn definitions_from_parquet(bytes: &[u8]) -> Result<Vec<Definition>> {
 /// Reads `references.parquet` bytes.
 pub fn references_from_parquet(bytes: &[u8]) -> Result<Vec<Reference>> {
     let mut out = Vec::new();
-    for b in batches(bytes)? {
+    for b in batches(bytes, REFERENCES_FILE)? {
         let s = |name| column::<StringArray>(&b, name);
         let (name, path, chunk, enclosing) = (s("name")?, s("path")?, s("chunk_id")?, s("enclosing")?);
         let line = column::<UInt32Array>(&b, "line")?;

@@ -25,9 +25,54 @@ pub fn clip_chars(s: &str, n: usize) -> String {
     }
 }
 
+/// Unicode's invisible formatting characters (bidi overrides and isolates, zero-width
+/// joiners, the BOM, the soft hyphen): they can make a line read other than it is.
+pub fn is_invisible_format(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}' | '\u{061C}')
+}
+
+/// `line` for a terminal: control characters (escape sequences, carriage returns,
+/// newlines) and invisible formatting characters become spaces; length stays.
+pub fn printable(line: &str) -> String {
+    line.chars().map(|c| if c.is_control() || is_invisible_format(c) { ' ' } else { c }).collect()
+}
+
+/// Text for a terminal, whatever it holds: newlines and tabs stay; other control
+/// characters (an escape sequence's ESC, a carriage return) become spaces; invisible
+/// formatting characters are written as `\uXXXX`, which reads the same inside a JSON
+/// string (all of them are in the BMP), so JSON output keeps its values.
+pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    let odd = |c: char| (c.is_control() && c != '\n' && c != '\t') || is_invisible_format(c);
+    if !s.chars().any(odd) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if is_invisible_format(c) {
+            out.push_str(&format!("\\u{:04X}", u32::from(c)));
+        } else if odd(c) {
+            out.push(' ');
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terminal_text_holds_no_escape_and_json_keeps_its_value() {
+        assert_eq!(terminal_safe("a\x1b[31mb\r\n\tc"), "a [31mb \n\tc");
+        let json = serde_json::to_string(&serde_json::json!({"t": "x\u{202E}y"})).unwrap();
+        let safe = terminal_safe(&json);
+        assert_eq!(safe, r#"{"t":"x\u202Ey"}"#);
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back["t"], "x\u{202E}y");
+        assert!(matches!(terminal_safe("plain"), std::borrow::Cow::Borrowed(_)));
+    }
 
     #[test]
     fn cuts_fall_between_characters() {

@@ -135,6 +135,39 @@ pub fn page<T: serde::Serialize>(
     }
 }
 
+/// A reply of lists (sections, sources) cut to keep to `max_tokens`: `render(cap)`
+/// makes it with at most `cap` items of each list, saying what it left out; the cap
+/// halves from `longest` until the reply fits. When not even none fits, a tool error
+/// says how large a budget the reply needs.
+pub fn fit_lists(
+    max_tokens: usize,
+    longest: usize,
+    render: impl Fn(usize) -> Result<rmcp::model::CallToolResult, rmcp::ErrorData>,
+) -> Result<rmcp::model::CallToolResult, rmcp::ErrorData> {
+    let mut cap = longest;
+    loop {
+        let r = render(cap)?;
+        if fits(&r, max_tokens) {
+            return Ok(r);
+        }
+        if cap == 0 {
+            return Ok(crate::output::error(format!(
+                "max_tokens {max_tokens} is too small for this reply ({} needed); raise it",
+                tokens(reply_bytes(&r))
+            )));
+        }
+        cap /= 2;
+    }
+}
+
+/// The line a reply holds when `cap` of `total` items of a list were shown.
+pub fn left_out(what: &str, cap: usize, total: usize) -> String {
+    if cap >= total {
+        return String::new();
+    }
+    format!("({} more {what} left out at this budget; raise max_tokens to see them)\n", total - cap)
+}
+
 /// The size of `v` as the client receives it (compact JSON).
 pub fn json_bytes<T: serde::Serialize>(v: &T) -> usize {
     serde_json::to_vec(v).map_or(0, |b| b.len())

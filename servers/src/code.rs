@@ -157,13 +157,22 @@ pub fn find_symbol(bundles: &[Arc<Bundle>], q: &SymbolQuery<'_>) -> Vec<(Arc<Bun
 
 /// The uses of `name` (its last segment: `A::b` → `b`) across `bundles`, grouped by
 /// file in path order, each file's lines in order.
-pub fn find_references(bundles: &[Arc<Bundle>], name: &str) -> atlas_runtime::Result<Vec<RefFile>> {
+pub fn find_references(bundles: &[Arc<Bundle>], name: &str) -> atlas_runtime::Result<(Vec<RefFile>, Vec<String>)> {
     let short = segments(name).last().map(|s| (*s).to_owned()).unwrap_or_default();
     let mut files: Vec<RefFile> = Vec::new();
+    let mut failed = Vec::new();
     for b in bundles {
         let library = b.library();
-        let mut mine: Vec<&atlas_runtime::symbols::Reference> =
-            b.references()?.iter().filter(|r| r.name == short).collect();
+        // A library whose references do not read is left out with its error; the others answer.
+        let all = match b.references() {
+            Ok(all) => all,
+            Err(e) if bundles.len() > 1 => {
+                failed.push(format!("{library} was not searched: {}", crate::output::bundle_error(b, &e)));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let mut mine: Vec<&atlas_runtime::symbols::Reference> = all.iter().filter(|r| r.name == short).collect();
         mine.sort_by(|a, z| (&a.path, a.line).cmp(&(&z.path, z.line)));
         for r in mine {
             let line = RefLine { line: r.line, enclosing: r.enclosing.clone(), chunk_id: r.chunk_id.clone() };
@@ -178,7 +187,7 @@ pub fn find_references(bundles: &[Arc<Bundle>], name: &str) -> atlas_runtime::Re
             }
         }
     }
-    Ok(files)
+    Ok((files, failed))
 }
 
 /// The symbols `path` defines in `b`, in line order.

@@ -61,6 +61,11 @@ impl Broken {
         Broken { library, name, error: crate::output::inert(&error), fix }
     }
 
+    /// A library that did not open, with what to do about it.
+    pub fn with_fix(library: String, name: String, error: String, fix: String) -> Broken {
+        Broken { library, name, error: crate::output::inert(&error), fix }
+    }
+
     /// One line for the log, a tool error and list_libraries.
     pub fn line(&self) -> String {
         format!("{} is broken and not served ({}); {}", self.library, self.error, self.fix)
@@ -235,10 +240,16 @@ impl Libraries {
         let mut each = Vec::with_capacity(bundles.len());
         let mut failed = Vec::new();
         for b in &bundles {
-            match b.search_scored(query, opts) {
-                Ok(s) => each.push(s),
-                Err(e @ atlas_runtime::Error::Query(_)) => return Err(e.to_string()),
-                Err(e) => failed.push(format!("{} was not searched: {e}", b.library())),
+            // A library that fails, even by a panic, is left out with its error; the
+            // others answer.
+            let searched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.search_scored(query, opts)));
+            match searched {
+                Ok(Ok(s)) => each.push(s),
+                Ok(Err(e @ atlas_runtime::Error::Query(_))) => return Err(e.to_string()),
+                Ok(Err(e)) => {
+                    failed.push(format!("{} was not searched: {}", b.library(), crate::output::bundle_error(b, &e)));
+                }
+                Err(_) => failed.push(format!("{} was not searched: it failed inside the server", b.library())),
             }
         }
         if each.is_empty() {

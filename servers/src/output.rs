@@ -50,6 +50,75 @@ pub fn search_json(query: &str, mode: atlas_runtime::Mode, hits: &[atlas_runtime
     serde_json::json!({ "query": query, "mode": mode, "hits": hits_json(hits) })
 }
 
+/// What a panic said, as one short printable line.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    let msg = p.downcast_ref::<&str>().copied().or_else(|| p.downcast_ref::<String>().map(String::as_str));
+    inert(msg.unwrap_or("no message"))
+}
+
+/// Runs a handler's future; a panic inside it becomes `Err` with the panic's message
+/// cut to one line (logged the same), so a request is always answered.
+///
+/// Architecture invariant: no handler panic goes unanswered. *`output::tests`,
+/// `tests/it/hardening.rs` (`a_huge_glob_is_refused_and_a_panicking_handler_still_answers`).*
+pub async fn caught<T>(what: &str, fut: impl Future<Output = T>) -> Result<T, String> {
+    use futures_util::FutureExt as _;
+    match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(v) => Ok(v),
+        Err(p) => {
+            let msg = panic_message(p.as_ref());
+            tracing::error!("{what} failed inside the server: {msg}");
+            Err(format!(
+                "{what} failed inside the server ({msg}); this is a bug in atlas: report it with the arguments you passed"
+            ))
+        }
+    }
+}
+
+/// A `tools/call` through `router`, its panic answered as a tool error.
+pub async fn call_tool<S: Send + Sync + 'static>(
+    server: &S,
+    router: &rmcp::handler::server::router::tool::ToolRouter<S>,
+    request: rmcp::model::CallToolRequestParams,
+    context: rmcp::service::RequestContext<rmcp::RoleServer>,
+) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+    let what = format!("the tool {}", inert(&request.name));
+    let tcc = rmcp::handler::server::tool::ToolCallContext::new(server, request, context);
+    caught(&what, router.call(tcc)).await.unwrap_or_else(|e| Ok(error(e).into()))
+}
+
+/// A request other than a tool call, its panic answered as an internal error.
+pub async fn answered<T>(
+    what: &str,
+    fut: impl Future<Output = Result<T, rmcp::ErrorData>>,
+) -> Result<T, rmcp::ErrorData> {
+    caught(what, fut).await.unwrap_or_else(|e| Err(rmcp::ErrorData::internal_error(e, None)))
+}
+
+/// `msg` with the bundle folder `dir` (as given and resolved) written as `library`,
+/// and ATLAS_HOME as `ATLAS_HOME`: what an agent may read of a local error.
+pub fn without_paths(msg: &str, dir: &std::path::Path, library: &str) -> String {
+    let mut out = msg.to_owned();
+    let home = atlas_runtime::model::atlas_home();
+    for (p, by) in [
+        (dir.canonicalize().ok(), library),
+        (Some(dir.to_path_buf()), library),
+        (home.canonicalize().ok(), "ATLAS_HOME"),
+        (Some(home), "ATLAS_HOME"),
+    ] {
+        if let Some(p) = p.map(|p| p.display().to_string()).filter(|p| p.len() > 1) {
+            out = out.replace(&p, by);
+        }
+    }
+    out
+}
+
+/// A bundle's error as a tool reply shows it: one line, naming the library where the
+/// error names its folder ([`without_paths`]).
+pub fn bundle_error(b: &atlas_runtime::Bundle, e: &dyn std::fmt::Display) -> String {
+    inert(&without_paths(&e.to_string(), &b.dir, &b.library()))
+}
+
 /// A tool error the agent sees (and can act on).
 pub fn error(msg: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(msg.into())])
@@ -93,16 +162,10 @@ pub fn inert(s: &str) -> String {
     out
 }
 
-/// Unicode's invisible formatting characters (bidi overrides and isolates, zero-width
-/// joiners, the BOM): they can make a line read other than it is.
-/// One line of corpus text for a terminal: control and format characters (escape
-/// sequences, bidi overrides) become spaces; indentation and length stay.
-pub fn printable(line: &str) -> String {
-    line.chars().map(|c| if c.is_control() || is_format(c) { ' ' } else { c }).collect()
-}
+pub use atlas_runtime::utf8::printable;
 
 fn is_format(c: char) -> bool {
-    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}')
+    atlas_runtime::utf8::is_invisible_format(c)
 }
 
 /// Fences `body` (corpus text) with a label naming where it comes from (made inert:
@@ -128,6 +191,18 @@ mod tests {
         assert_eq!(cut.chars().count(), super::MAX_INERT_CHARS + 1);
         assert!(cut.ends_with('…'));
         assert_eq!(inert(""), "");
+    }
+
+    #[tokio::test]
+    async fn a_panic_becomes_an_answer_of_one_short_line() {
+        let long = "?".repeat(100_000);
+        let e = super::caught("the tool t", async { panic!("regex compilation failed for {long}\nsecond line") })
+            .await
+            .map(|()| ())
+            .unwrap_err();
+        assert!(e.starts_with("the tool t failed inside the server"), "{e}");
+        assert!(e.len() < 1000 && !e.contains('\n'), "{} bytes", e.len());
+        assert_eq!(super::caught("x", async { 7 }).await, Ok(7));
     }
 
     #[test]

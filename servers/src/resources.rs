@@ -161,7 +161,10 @@ pub fn contents(uri: &str, path: &str, text: String) -> ResourceContents {
 
 /// The error for a URI that names nothing served (-32002, the URI in `data`).
 pub fn not_found(uri: &str, why: &str) -> ErrorData {
-    ErrorData::resource_not_found(format!("resource not found: {why}"), Some(serde_json::json!({ "uri": uri })))
+    ErrorData::resource_not_found(
+        format!("resource not found: {}", crate::output::inert(why)),
+        Some(serde_json::json!({ "uri": uri })),
+    )
 }
 
 #[cfg(test)]

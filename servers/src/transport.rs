@@ -74,6 +74,23 @@ pub fn check_params(msg: &serde_json::Value) -> Option<Vec<u8>> {
         Some(_) => Some("params must be an object"),
     }
     .or_else(|| {
+        // The requests whose params must name a thing: without it rmcp answers -32601.
+        let needs = match method {
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
+            "prompts/get" => Some("name"),
+            _ => None,
+        };
+        let named = |key: &str| {
+            params
+                .and_then(serde_json::Value::as_object)
+                .and_then(|p| p.get(key))
+                .is_some_and(serde_json::Value::is_string)
+        };
+        match needs {
+            Some("uri") if !named("uri") => return Some("this request needs params.uri, a resource URI"),
+            Some("name") if !named("name") => return Some("prompts/get needs params.name, the prompt's name"),
+            _ => {}
+        }
         if method != "tools/call" {
             return None;
         }
@@ -328,6 +345,15 @@ async fn guard_http(
         return (StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {MAX_LINE_BYTES} bytes")).into_response();
     };
     if let Ok(msg) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        if msg.is_array() {
+            // As on stdio: a JSON-RPC error, not an HTTP one a client cannot read.
+            return (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "application/json")],
+                error_line(-32600, "batch arrays are not supported; send one JSON-RPC message per request"),
+            )
+                .into_response();
+        }
         if let Some(reply) = check_params(&msg) {
             return ([(header::CONTENT_TYPE, "application/json")], reply).into_response();
         }
@@ -447,6 +473,16 @@ mod tests {
         assert!(check_params(&v(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#)).is_none());
         assert!(check_params(&v(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)).is_none());
         assert!(check_params(&v(r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":3}"#)).is_some());
+        // Round 3, item 16: a resource read with no URI is invalid params, not an unknown method.
+        let reply = check_params(&v(r#"{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{}}"#)).unwrap();
+        let r: serde_json::Value = serde_json::from_slice(&reply).unwrap();
+        assert_eq!((r["id"].as_i64(), r["error"]["code"].as_i64()), (Some(9), Some(-32602)));
+        assert!(check_params(&v(r#"{"jsonrpc":"2.0","id":1,"method":"resources/read"}"#)).is_some());
+        assert!(check_params(&v(r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":3}}"#)).is_some());
+        assert!(
+            check_params(&v(r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"atlas://x/y"}}"#))
+                .is_none()
+        );
     }
 
     #[tokio::test]

@@ -114,6 +114,8 @@ enum Command {
 /// Entry point of the binary: exit code 2 when the input is wrong and nothing was
 /// written (a [`ConfigError`](crate::runner::ConfigError) or a bad flag), 1 when the run failed.
 pub fn main() -> ExitCode {
+    atlas_runtime::exit::short_panics();
+    atlas_runtime::exit::follow_launcher();
     atlas_runtime::exit::finish(run(&Cli::parse()))
 }
 

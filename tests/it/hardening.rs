@@ -284,6 +284,9 @@ fn a_cross_site_request_never_reaches_the_llm() {
         ("/api/ask", vec![("Origin", "null")]),
         ("/api/ask/stream", vec![("Sec-Fetch-Site", "cross-site")]),
         ("/ask", vec![("Origin", "http://127.0.0.1:1"), ("Sec-Fetch-Site", "same-site")]),
+        // Round 3, item 16: no Origin and no Sec-Fetch-Site at all is no browser's page.
+        ("/api/ask", vec![]),
+        ("/api/ask/stream", vec![]),
     ] {
         let (status, h, body) = post(web.addr, path, &host, &headers, q);
         assert_eq!(status, 403, "{path} {headers:?}: {body}");

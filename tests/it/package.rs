@@ -515,3 +515,156 @@ createLinter().then((lint) => {
     let r = run(Command::new(which("node").unwrap()).args(["-e", script]).arg(&lint).arg(&bad)).success();
     assert!(r.stdout.contains("nope"), "{r:?}");
 }
+
+/// The target triple of this machine's release archive (the one `cargo xtask package`
+/// wrote here).
+fn host_target(pkg: &Path) -> String {
+    let archive = file(pkg, &format!("atlas-{VERSION}-"), ".tar.gz");
+    let name = archive.file_name().unwrap().to_string_lossy().into_owned();
+    name.trim_start_matches(&format!("atlas-{VERSION}-")).trim_end_matches(".tar.gz").to_owned()
+}
+
+/// The five targets a release is built for, in the release workflow's order.
+const TARGETS: [&str; 5] = [
+    "x86_64-unknown-linux-gnu",
+    "aarch64-unknown-linux-gnu",
+    "aarch64-apple-darwin",
+    "x86_64-apple-darwin",
+    "x86_64-pc-windows-msvc",
+];
+
+/// A release folder as the release workflow's last job leaves it: this platform's
+/// files from `pkg` (its archive replaced by `host_archive` when given), an archive
+/// for every other platform, and install.sh and SHA256SUMS written over all five by
+/// `cargo xtask package --installer-only`.
+fn five_platform_release(pkg: &Path, dir: &Path, host_archive: Option<&Path>) -> PathBuf {
+    let rel = dir.join("release");
+    std::fs::create_dir_all(&rel).unwrap();
+    let host = host_target(pkg);
+    for e in std::fs::read_dir(pkg).unwrap().flatten() {
+        std::fs::copy(e.path(), rel.join(e.file_name())).unwrap();
+    }
+    for t in TARGETS.iter().filter(|t| **t != host) {
+        std::fs::write(rel.join(format!("atlas-{VERSION}-{t}.tar.gz")), format!("the {t} archive")).unwrap();
+    }
+    if let Some(a) = host_archive {
+        std::fs::copy(a, rel.join(format!("atlas-{VERSION}-{host}.tar.gz"))).unwrap();
+    }
+    run(Command::new(atlas_e2e::bin("xtask")).args(["package", "--installer-only", "--out"]).arg(&rel)).success();
+    let script = std::fs::read_to_string(rel.join("install.sh")).unwrap();
+    for t in TARGETS {
+        assert!(script.contains(&format!("{t} ")), "install.sh lists {t}:\n{script}");
+    }
+    rel
+}
+
+/// install.sh under `shell`, from the fake release `server`, into `prefix`.
+fn install_sh_under(shell: &Path, rel: &Path, server: &Server, root: &Path, path: &str, prefix: &Path) -> Command {
+    let mut c = Command::new(shell);
+    user(&mut c, root, path);
+    c.arg(rel.join("install.sh"))
+        .arg("--prefix")
+        .arg(prefix)
+        .env("ATLAS_INSTALL_BASE_URL", server.url("/atlas-mcp/atlas/releases/download"));
+    c
+}
+
+/// Regression (hardening round 3, item 1): install.sh written for a release of all five
+/// platforms looked up this platform's sha256 in a loop whose status was the last line's
+/// failed test, and `set -e` ended it silently on every platform but the last listed.
+/// Installed here under sh and dash, from a five-platform release over local HTTP.
+#[test]
+fn install_sh_of_a_five_platform_release_installs_under_sh_and_dash() {
+    let Some(pkg) = packages() else { return };
+    let Some(curl) = which("curl") else { return skip("no curl") };
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let rel = five_platform_release(&pkg, root, None);
+    let server = fake_release(&rel, |_, b| b);
+    let path = user_path(&[&curl]);
+    let mut shells = 0;
+    for shell in ["sh", "dash"] {
+        let Some(sh) = which(shell) else {
+            atlas_e2e::skip_check(&format!("no {shell} on this machine"));
+            continue;
+        };
+        let prefix = root.join(format!("prefix-{shell}"));
+        let r = run(&mut install_sh_under(&sh, &rel, &server, root, &path, &prefix));
+        assert_eq!(r.code, Some(0), "{shell}: {r:?}");
+        assert!(r.stderr.contains(&format!("installed atlas {VERSION}")), "{shell}: {r:?}");
+        let receipt: Value =
+            serde_json::from_str(&std::fs::read_to_string(prefix.join("share/atlas/install-receipt.json")).unwrap())
+                .unwrap();
+        assert_eq!(receipt["target"], host_target(&pkg));
+        let v = run(Command::new(prefix.join("bin/atlas")).arg("--version")).success();
+        assert!(v.stdout.contains(VERSION), "{v:?}");
+        shells += 1;
+    }
+    assert!(shells > 0, "neither sh nor dash ran");
+}
+
+/// Regression (hardening round 3, item 15): an archive whose `atlas` entry is a symlink
+/// (to /etc/passwd) is refused, not copied through; a prefix holding a quote or a
+/// newline is refused before anything is written; another `--version` says at run time
+/// that it trusts the mirror's own `.sha256`.
+#[test]
+fn install_sh_refuses_a_linked_binary_and_a_prefix_that_would_break_its_receipt() {
+    let Some(pkg) = packages() else { return };
+    let Some(curl) = which("curl") else { return skip("no curl") };
+    let sh = which("sh").unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let path = user_path(&[&curl]);
+    // The linked archive, hashed into install.sh as the release's own (a hostile publisher).
+    let host = host_target(&pkg);
+    let name = format!("atlas-{VERSION}-{host}");
+    let staged = root.join("staged").join(&name);
+    std::fs::create_dir_all(&staged).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", staged.join("atlas")).unwrap();
+    std::fs::write(staged.join("atlas-pipeline"), "#!/bin/sh\n").unwrap();
+    let evil = root.join("evil.tar.gz");
+    run(Command::new("tar").arg("-czf").arg(&evil).arg("-C").arg(root.join("staged")).arg(&name)).success();
+    let rel = five_platform_release(&pkg, &root.join("linked"), Some(&evil));
+    let server = fake_release(&rel, |_, b| b);
+    let prefix = root.join("prefix");
+    let r = run(&mut install_sh_under(&sh, &rel, &server, root, &path, &prefix));
+    assert_ne!(r.code, Some(0), "{r:?}");
+    assert!(r.stderr.trim().lines().last().unwrap().contains("as regular files"), "{r:?}");
+    assert!(!prefix.join("bin/atlas").exists(), "nothing is installed");
+
+    // Prefixes that would break the receipt's JSON: refused, nothing written.
+    let good = fake_release(&pkg, |_, b| b);
+    for bad in ["quo\"te", "new\nline", "back\\slash"] {
+        let prefix = root.join(bad);
+        let r = run(&mut install_sh_under(&sh, &pkg, &good, root, &path, &prefix));
+        assert_ne!(r.code, Some(0), "{bad:?}: {r:?}");
+        assert!(r.stderr.contains("may not hold a quote"), "{bad:?}: {r:?}");
+        assert!(!prefix.exists(), "{bad:?}: nothing is written");
+    }
+
+    // Another version: trusted to the mirror's own .sha256, and said so before the download.
+    let r = run(install_sh_under(&sh, &pkg, &good, root, &path, &root.join("other")).args(["--version", "0.0.1"]));
+    assert_ne!(r.code, Some(0), "no 0.0.1 on the fake release: {r:?}");
+    assert!(r.stderr.contains("is not a release this installer was written for"), "{r:?}");
+    assert!(r.stderr.contains("not who made it"), "{r:?}");
+}
+
+/// ShellCheck (Debian's) passes install.sh, as the release writes it, and `.ci/run`.
+#[test]
+fn the_installer_and_the_ci_script_pass_shellcheck() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let Some(shellcheck) = which("shellcheck") else {
+        if std::env::var_os("ATLAS_REQUIRE_PACKAGE").is_some() {
+            panic!("shellcheck is missing: .ci/run installs it (`apt-get install shellcheck`)");
+        }
+        return skip("no shellcheck (`apt-get install shellcheck`)");
+    };
+    let r = run(Command::new(&shellcheck).args(["-s", "sh"]).arg(root.join("xtask/package/install.sh")));
+    assert_eq!(r.code, Some(0), "install.sh:\n{}", r.stdout);
+    let r = run(Command::new(&shellcheck).arg(root.join(".ci/run")));
+    assert_eq!(r.code, Some(0), ".ci/run:\n{}", r.stdout);
+    if let Some(pkg) = std::env::var_os("ATLAS_PACKAGE_DIR") {
+        let r = run(Command::new(&shellcheck).args(["-s", "sh"]).arg(Path::new(&pkg).join("install.sh")));
+        assert_eq!(r.code, Some(0), "the packaged install.sh:\n{}", r.stdout);
+    }
+}

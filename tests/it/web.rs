@@ -62,14 +62,20 @@ impl Web {
         get(self.addr, path, &self.addr.to_string())
     }
 
-    /// A POST of `form` with `headers`, as this page's own script sends it.
+    /// A POST of `form` with `headers`, as this page's own script sends it: with this
+    /// page's `Origin` unless `headers` name one (or a `Sec-Fetch-Site`).
     pub(crate) fn post(
         &self,
         path: &str,
         headers: &[(&str, &str)],
         form: &str,
     ) -> (u16, Vec<(String, String)>, String) {
-        atlas_e2e::http::post(self.addr, path, &self.addr.to_string(), headers, form)
+        let origin = format!("http://{}", self.addr);
+        let mut all = headers.to_vec();
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("origin") || k.eq_ignore_ascii_case("sec-fetch-site")) {
+            all.push(("Origin", &origin));
+        }
+        atlas_e2e::http::post(self.addr, path, &self.addr.to_string(), &all, form)
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
@@ -371,7 +377,8 @@ fn a_page_that_leaves_stops_its_answer() {
     let form = "q=How+do+I+install+with+Helm%3F";
     write!(
         conn,
-        "POST /api/ask/stream HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+        "POST /api/ask/stream HTTP/1.1\r\nHost: {}\r\nOrigin: http://{}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+        web.addr,
         web.addr,
         form.len()
     )

@@ -46,6 +46,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$PREFIX" ] || die "no prefix: set HOME or pass --prefix DIR"
+# The prefix goes into a JSON receipt and into PATH hints: no quote, backslash or
+# control character (a newline included).
+case "$PREFIX" in
+  *[\"\\]*|*[[:cntrl:]]*) die "the prefix may not hold a quote, a backslash or a control character; pass --prefix DIR with a plain folder name" ;;
+esac
 case "$VERSION" in
   *[!0-9A-Za-z.+-]*|'') die "'$VERSION' is not a version (such as 0.1.0)" ;;
 esac
@@ -90,12 +95,24 @@ url="$BASE/v$VERSION/$name.tar.gz"
 tmp="$(mktemp -d 2>/dev/null || mktemp -d -t atlas)"
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-say "downloading $url"
-fetch "$url" "$tmp/$name.tar.gz"
+# The sha256 this installer was written with for TARGET, or nothing. Every line is
+# looked at and the loop's status is 0 whatever the last line holds (under `set -e`
+# a failed test as the loop's last command would end the script).
+known_sha256() { # TARGET
+  printf '%s\n' "$KNOWN_SHA256" | while read -r t h; do
+    if [ "$t" = "$1" ]; then printf '%s\n' "$h"; fi
+  done
+}
+
 want=""
 if [ "$VERSION" = "$RELEASE" ]; then
-  want="$(printf '%s\n' "$KNOWN_SHA256" | while read -r t h; do [ "$t" = "$target" ] && echo "$h"; done)"
+  want="$(known_sha256 "$target")"
 fi
+if [ -z "$want" ]; then
+  say "atlas $VERSION ($target) is not a release this installer was written for ($RELEASE): its download is checked against the .sha256 file beside it, from the same server, which shows it arrived whole but not who made it"
+fi
+say "downloading $url"
+fetch "$url" "$tmp/$name.tar.gz"
 if [ -z "$want" ]; then
   fetch "$url.sha256" "$tmp/$name.tar.gz.sha256"
   want="$(cut -d' ' -f1 < "$tmp/$name.tar.gz.sha256")"
@@ -104,12 +121,19 @@ got="$(sha256_of "$tmp/$name.tar.gz")"
 [ "$got" = "$want" ] || die "the download's sha256 is $got, the release says $want: not installing it (try again; report it if it persists)"
 
 tar -xzf "$tmp/$name.tar.gz" -C "$tmp" || die "could not unpack $name.tar.gz"
-[ -f "$tmp/$name/atlas" ] && [ -f "$tmp/$name/atlas-pipeline" ] || die "$name.tar.gz does not hold atlas and atlas-pipeline"
+for bin in atlas atlas-pipeline; do
+  # A regular file, not a link: `cp` would copy a link's target (any file on this machine).
+  if [ -L "$tmp/$name/$bin" ] || [ ! -f "$tmp/$name/$bin" ]; then
+    die "$name.tar.gz does not hold atlas and atlas-pipeline as regular files; not installing it"
+  fi
+done
 mkdir -p "$PREFIX/bin" "$PREFIX/share/atlas" || die "cannot create $PREFIX/bin (pass --prefix DIR)"
 for bin in atlas atlas-pipeline; do
   # Beside the target first, then renamed over it: a running atlas keeps its file.
-  cp "$tmp/$name/$bin" "$PREFIX/bin/.$bin.new" && chmod 755 "$PREFIX/bin/.$bin.new" \
-    && mv -f "$PREFIX/bin/.$bin.new" "$PREFIX/bin/$bin" || die "cannot write $PREFIX/bin/$bin"
+  if ! { cp "$tmp/$name/$bin" "$PREFIX/bin/.$bin.new" && chmod 755 "$PREFIX/bin/.$bin.new" \
+    && mv -f "$PREFIX/bin/.$bin.new" "$PREFIX/bin/$bin"; }; then
+    die "cannot write $PREFIX/bin/$bin"
+  fi
 done
 cat > "$PREFIX/share/atlas/install-receipt.json" <<EOF
 {"method": "install.sh", "version": "$VERSION", "target": "$target", "sha256": "$got", "bin": "$PREFIX/bin"}

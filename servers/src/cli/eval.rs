@@ -61,7 +61,14 @@ impl Args {
         let mut dirs = Vec::new();
         let open = open_options(cfg, OpenOptions::default())?;
         let exported = match &self.backend {
-            Some(url) => crate::pg::open_all(url, 4, &open)?,
+            Some(url) => {
+                // An evaluation of a database measures every export in it, or none.
+                let (open, broken) = crate::pg::open_all(url, 4, &open)?;
+                if let Some(b) = broken.first() {
+                    anyhow::bail!("{}", b.line());
+                }
+                open
+            }
             None => {
                 let names =
                     if self.bundle.is_empty() { vec![None] } else { self.bundle.into_iter().map(Some).collect() };

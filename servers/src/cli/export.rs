@@ -14,7 +14,7 @@ pub(super) struct Args {
     bundle: Option<String>,
     /// The database: postgres://USER[:PASSWORD]@HOST:PORT/DB (pgvector installed there
     /// or installable by USER).
-    #[arg(long, env = "ATLAS_DATABASE_URL", value_name = "URL")]
+    #[arg(long, env = "ATLAS_DATABASE_URL", hide_env_values = true, value_name = "URL")]
     to: String,
     /// List the exported bundles instead.
     #[arg(long, conflicts_with_all = ["bundle", "drop"])]

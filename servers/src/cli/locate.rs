@@ -107,18 +107,21 @@ pub(super) fn locate_many(args: Vec<String>, all: bool, cfg: &Config) -> anyhow:
     Ok(located)
 }
 
-/// A located bundle that did not open, as the server names it.
+/// A located bundle that did not open, as the server names it: by its library (or its
+/// folder's name), never by this machine's paths, which the log line keeps.
 fn broken(dir: &Path, origin: &Origin, e: &anyhow::Error) -> Broken {
+    let folder = || dir.file_name().map_or_else(|| "bundle".to_owned(), |n| n.to_string_lossy().into_owned());
     let (library, name) = match atlas_runtime::manifest::read_manifest(dir) {
         Ok(m) => (format!("{}@{}", m.name, m.version), m.name),
         Err(_) => match origin {
             Origin::Installed { name, .. } => (name.clone(), name.clone()),
-            Origin::Folder(p) => (p.display().to_string(), p.display().to_string()),
+            Origin::Folder(_) => (folder(), folder()),
         },
     };
-    let b = Broken::new(library, name, format!("{e:#}"), matches!(origin, Origin::Installed { .. }));
-    tracing::warn!("{}", b.line());
-    b
+    let full = format!("{e:#}");
+    tracing::warn!("{library} ({}) is broken and not served: {full}", dir.display());
+    let error = crate::output::without_paths(&full, dir, &library);
+    Broken::new(library, name, error, matches!(origin, Origin::Installed { .. }))
 }
 
 /// Opens every located bundle with one set of options (so bundles of one model share
@@ -127,16 +130,17 @@ fn broken(dir: &Path, origin: &Origin, e: &anyhow::Error) -> Broken {
 pub(super) fn open_libraries(
     rt: &tokio::runtime::Runtime,
     located: Located,
-    exported: Vec<Bundle>,
+    (exported, broken_exports): (Vec<Bundle>, Vec<Broken>),
     opts: &OpenOptions,
 ) -> anyhow::Result<Libraries> {
-    let single = located.found.len() + located.broken.len() + exported.len() == 1;
+    let single = located.found.len() + located.broken.len() + exported.len() + broken_exports.len() == 1;
     let mut lives = Vec::new();
     for b in exported {
         tracing::info!("serving {} ({} chunks) from {}", b.library(), b.chunk_count(), b.dir.display());
         lives.push(Live::new(std::sync::Arc::new(b)));
     }
     let mut broken_libs = located.broken;
+    broken_libs.extend(broken_exports);
     for (dir, origin) in located.found {
         let b = match Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display()))
         {

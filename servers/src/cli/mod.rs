@@ -77,6 +77,8 @@ enum Command {
 
 /// Entry point of the binary (usage errors exit 2 through clap; failures 1).
 pub fn main() -> ExitCode {
+    atlas_runtime::exit::short_panics();
+    atlas_runtime::exit::follow_launcher();
     atlas_runtime::exit::finish(run(Cli::parse()))
 }
 

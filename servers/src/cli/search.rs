@@ -146,7 +146,7 @@ fn code_lookup(
             s
         }
     } else {
-        let files = crate::code::find_references(&bundles, name)?;
+        let (files, _) = crate::code::find_references(&bundles, name)?;
         let total: usize = files.iter().map(|f| f.references.len()).sum();
         if json {
             let v = serde_json::json!({ "name": name, "total": total, "files": files, "note": crate::code::BY_NAME });

@@ -38,7 +38,7 @@ pub(super) struct Args {
     mirror: Option<PathBuf>,
     /// rag only: also serve every bundle exported to this PostgreSQL database (`atlas
     /// export`); replicas started on one database are stateless and interchangeable.
-    #[arg(long, env = "ATLAS_DATABASE_URL", value_name = "URL", conflicts_with = "mirror")]
+    #[arg(long, env = "ATLAS_DATABASE_URL", hide_env_values = true, value_name = "URL", conflicts_with = "mirror")]
     backend: Option<String>,
     /// rag only: connections to the --backend database, per server.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -116,7 +116,7 @@ impl Args {
                 let opts = open_options(cfg, OpenOptions { warm: self.warm, ..OpenOptions::default() })?;
                 let exported = match &self.backend {
                     Some(url) => crate::pg::open_all(url, usize::from(self.pool), &opts)?,
-                    None => Vec::new(),
+                    None => (Vec::new(), Vec::new()),
                 };
                 let libs = open_libraries(&rt, located, exported, &opts)?;
                 run_server(rt, crate::rag::RagServer::libraries(libs, self.rerank), self.http, http_opts)
@@ -144,7 +144,7 @@ fn serve_web(
     ask: AskOptions,
 ) -> anyhow::Result<()> {
     let o = open_options(cfg, OpenOptions { warm: true, ..OpenOptions::default() })?;
-    let libs = open_libraries(&rt, located, Vec::new(), &o)?;
+    let libs = open_libraries(&rt, located, (Vec::new(), Vec::new()), &o)?;
     let addr = http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
     let web = crate::web::Web { libs, ask, allow_hosts: std::sync::Arc::new(opts.allow_hosts.clone()) };
     let r = rt.block_on(crate::web::serve(web, rerank, addr, opts));

@@ -61,7 +61,7 @@ pub(super) fn grep(
         .heap_limit(Some(SEARCH_MAX_LINE_BYTES))
         .build();
     let slow = crate::test_hooks::slow_search_ms();
-    for file in root.files() {
+    for file in lib.fs.files() {
         if stop.load(Ordering::SeqCst) {
             f.cancelled = true;
             return;

@@ -96,6 +96,16 @@ impl Fs {
         }
     }
 
+    /// The files served, sorted: a bundle's mirror files that its manifest lists (a
+    /// file planted beside them is not served), or every file of a plain folder.
+    pub fn files(&self) -> Vec<String> {
+        let mut all = self.root.files();
+        if self.manifest.is_some() {
+            all.retain(|f| self.hashes.contains_key(f));
+        }
+        all
+    }
+
     /// A plain folder, served as it is.
     pub fn plain(dir: &Path) -> anyhow::Result<Fs> {
         Ok(Fs {
@@ -178,7 +188,7 @@ impl FsServer {
     fn all_files(libs: &[Lib]) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for l in libs {
-            for f in l.fs.root.files() {
+            for f in l.fs.files() {
                 let p = format!("{}{}", l.prefix, l.fs.root.publication_of(&f));
                 out.push((format!("{}{f}", l.prefix), p));
             }
@@ -339,13 +349,23 @@ async fn off_worker<T: Send + 'static>(
     }
 }
 
+/// A glob as a matcher; a glob over [`PATTERN_MAX_BYTES`] is refused before it is
+/// compiled (globset panics on the regex of a very long one).
 fn glob_matcher(glob: Option<&str>) -> Result<Option<globset::GlobMatcher>, String> {
+    if let Some(g) = glob
+        && g.len() > PATTERN_MAX_BYTES
+    {
+        return Err(format!(
+            "the glob is {} bytes, over the {PATTERN_MAX_BYTES}-byte limit; pass a shorter one",
+            g.len()
+        ));
+    }
     glob.map(|g| {
         globset::GlobBuilder::new(g)
             .literal_separator(false)
             .build()
             .map(|g| g.compile_matcher())
-            .map_err(|e| format!("bad glob {g:?}: {e}"))
+            .map_err(|e| output::inert(&format!("bad glob {g:?}: {e}")))
     })
     .transpose()
 }
@@ -377,7 +397,7 @@ impl FsServer {
         let mut out = Vec::new();
         for l in libs {
             let label = l.fs.label();
-            for f in l.fs.root.files() {
+            for f in l.fs.files() {
                 out.push(crate::resources::resource(&label, &f));
             }
         }
@@ -693,72 +713,98 @@ impl FsServer {
         &self,
         Parameters(a): Parameters<ListPublicationsArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        if let Err(e) = budget::resolve(a.budget.max_tokens) {
-            return tool_error(e);
-        }
+        let max = match budget::resolve(a.budget.max_tokens) {
+            Ok(m) => m,
+            Err(e) => return tool_error(e),
+        };
         let libs = self.libs();
         let each = libs.clone();
-        let counts = match off_worker(move || each.iter().map(|l| l.fs.root.files().len()).collect::<Vec<_>>()).await {
+        let counts = match off_worker(move || each.iter().map(|l| l.fs.files().len()).collect::<Vec<_>>()).await {
             Ok(n) => n,
             Err(e) => return e,
         };
-        let mut text = String::new();
-        let mut infos = Vec::new();
-        for (l, files) in libs.iter().zip(counts) {
-            let fs = &l.fs;
-            infos.push(match &fs.manifest {
-                Some(m) => ReleaseInfo {
-                    name: m.name.clone(),
-                    version: Some(m.version.clone()),
-                    built: Some(m.created.clone()),
-                    files,
-                    sources: m.sources.clone(),
-                    chunks: Some(m.chunk_count),
-                    model: Some(m.model.id.clone()),
-                    path_prefix: l.prefix.clone(),
-                    mirror: None,
-                },
-                None => ReleaseInfo {
-                    name: fs.name.clone(),
-                    version: None,
-                    built: None,
-                    files,
-                    sources: Vec::new(),
-                    chunks: None,
-                    model: None,
-                    path_prefix: l.prefix.clone(),
-                    mirror: Some(fs.root.path().display().to_string()),
-                },
-            });
-            match &fs.manifest {
-                Some(m) => {
-                    text.push_str(&format!("{} {} (built {}), {files} files\n", m.name, m.version, m.created));
-                    for s in &m.sources {
+        let longest = libs.iter().filter_map(|l| l.fs.manifest.as_ref()).map(|m| m.sources.len()).max().unwrap_or(0);
+        // Every bundle-derived string is made inert; the sources are cut to the budget.
+        budget::fit_lists(max, longest, |cap| {
+            let mut text = String::new();
+            let mut infos = Vec::new();
+            for (l, &files) in libs.iter().zip(&counts) {
+                let fs = &l.fs;
+                infos.push(match &fs.manifest {
+                    Some(m) => ReleaseInfo {
+                        name: m.name.clone(),
+                        version: Some(m.version.clone()),
+                        built: Some(m.created.clone()),
+                        files,
+                        sources: m.sources.iter().take(cap).cloned().collect(),
+                        chunks: Some(m.chunk_count),
+                        model: Some(m.model.id.clone()),
+                        path_prefix: l.prefix.clone(),
+                        mirror: None,
+                    },
+                    None => ReleaseInfo {
+                        name: fs.name.clone(),
+                        version: None,
+                        built: None,
+                        files,
+                        sources: Vec::new(),
+                        chunks: None,
+                        model: None,
+                        path_prefix: l.prefix.clone(),
+                        mirror: Some(fs.root.path().display().to_string()),
+                    },
+                });
+                match &fs.manifest {
+                    Some(m) => {
                         text.push_str(&format!(
-                            "- source {} ({}): {}{}{}, {} files\n",
-                            s.name,
-                            s.kind,
-                            s.url.as_deref().unwrap_or("-"),
-                            if s.commits.is_empty() { String::new() } else { format!(" at {}", s.commits.join(", ")) },
-                            s.fetched_at.as_deref().map(|t| format!(", fetched {t}")).unwrap_or_default(),
-                            s.files
+                            "{} {} (built {}), {files} files\n",
+                            output::inert(&m.name),
+                            output::inert(&m.version),
+                            output::inert(&m.created)
                         ));
+                        for s in m.sources.iter().take(cap) {
+                            let commits = if s.commits.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" at {}", s.commits.join(", "))
+                            };
+                            let fetched = s.fetched_at.as_deref().map(|t| format!(", fetched {t}")).unwrap_or_default();
+                            text.push_str(&format!(
+                                "- source {} ({}): {}, {} files\n",
+                                output::inert(&s.name),
+                                output::inert(&s.kind),
+                                output::inert(&format!("{}{commits}{fetched}", s.url.as_deref().unwrap_or("-"))),
+                                s.files
+                            ));
+                        }
+                        text.push_str(&budget::left_out("sources", cap, m.sources.len()));
                     }
+                    None => text.push_str(&format!(
+                        "plain mirror {} ({files} files), no bundle manifest\n",
+                        output::inert(&fs.name)
+                    )),
                 }
-                None => text.push_str(&format!("plain mirror {} ({files} files), no bundle manifest\n", fs.name)),
             }
-        }
-        let out = if infos.len() == 1 {
-            ReleaseOut { one: Some(infos.remove(0)), libraries: Vec::new() }
-        } else {
-            ReleaseOut { one: None, libraries: infos }
-        };
-        output::typed(text, &out)
+            let out = if infos.len() == 1 {
+                ReleaseOut { one: Some(infos.remove(0)), libraries: Vec::new() }
+            } else {
+                ReleaseOut { one: None, libraries: infos }
+            };
+            output::typed(text, &out)
+        })
     }
 }
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for FsServer {
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        output::call_tool(self, &self.tool_router, request, context).await
+    }
+
     // Logging is deprecated in 2026-07-28 (SEP-2577) and still part of 2025-11-25.
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
@@ -815,15 +861,18 @@ impl ServerHandler for FsServer {
         request: rmcp::model::ReadResourceRequestParams,
         context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        let libs = self.libs();
-        let uri = request.uri.clone();
-        let read = off_worker(move || FsServer::read_resource_blocking(&libs, &uri))
-            .await
-            .map_err(|_| ErrorData::internal_error("the file system took too long to answer; try again", None))?;
-        match read {
-            Ok((path, text)) => Ok(crate::resources::read_result(&request.uri, &path, text, &context).into()),
-            Err(why) => Err(crate::resources::not_found(&request.uri, &why)),
-        }
+        output::answered("resources/read", async move {
+            let libs = self.libs();
+            let uri = request.uri.clone();
+            let read = off_worker(move || FsServer::read_resource_blocking(&libs, &uri))
+                .await
+                .map_err(|_| ErrorData::internal_error("the file system took too long to answer; try again", None))?;
+            match read {
+                Ok((path, text)) => Ok(crate::resources::read_result(&request.uri, &path, text, &context).into()),
+                Err(why) => Err(crate::resources::not_found(&request.uri, &why)),
+            }
+        })
+        .await
     }
 
     async fn list_prompts(
@@ -839,7 +888,10 @@ impl ServerHandler for FsServer {
         request: rmcp::model::GetPromptRequestParams,
         _context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
-        Ok(crate::prompts::fs_get(&request.name, request.arguments.as_ref())?.into())
+        output::answered("prompts/get", async move {
+            Ok(crate::prompts::fs_get(&request.name, request.arguments.as_ref())?.into())
+        })
+        .await
     }
 
     /// Completes the resource template's `library` and `path` (the path within the
@@ -849,24 +901,27 @@ impl ServerHandler for FsServer {
         request: rmcp::model::CompleteRequestParams,
         _context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, ErrorData> {
-        let libs = self.libs();
-        let library =
-            request.context.as_ref().and_then(|c| c.arguments.as_ref()).and_then(|a| a.get("library")).cloned();
-        let values: Vec<String> = match request.argument.name.as_str() {
-            "library" => libs.iter().flat_map(|l| [l.fs.label(), l.fs.name.clone()]).collect(),
-            "path" => {
-                let chosen: Vec<Lib> = libs
-                    .iter()
-                    .filter(|l| library.as_ref().is_none_or(|want| *want == l.fs.label() || *want == l.fs.name))
-                    .cloned()
-                    .collect();
-                off_worker(move || chosen.iter().flat_map(|l| l.fs.root.files()).collect()).await.map_err(|_| {
-                    ErrorData::internal_error("the file system took too long to answer; try again", None)
-                })?
-            }
-            _ => Vec::new(),
-        };
-        Ok(crate::prompts::completion(values, &request.argument.value))
+        output::answered("completion/complete", async move {
+            let libs = self.libs();
+            let library =
+                request.context.as_ref().and_then(|c| c.arguments.as_ref()).and_then(|a| a.get("library")).cloned();
+            let values: Vec<String> = match request.argument.name.as_str() {
+                "library" => libs.iter().flat_map(|l| [l.fs.label(), l.fs.name.clone()]).collect(),
+                "path" => {
+                    let chosen: Vec<Lib> = libs
+                        .iter()
+                        .filter(|l| library.as_ref().is_none_or(|want| *want == l.fs.label() || *want == l.fs.name))
+                        .cloned()
+                        .collect();
+                    off_worker(move || chosen.iter().flat_map(|l| l.fs.files()).collect()).await.map_err(|_| {
+                        ErrorData::internal_error("the file system took too long to answer; try again", None)
+                    })?
+                }
+                _ => Vec::new(),
+            };
+            Ok(crate::prompts::completion(values, &request.argument.value))
+        })
+        .await
     }
 
     /// Atlas sends no log notifications (its logs go to stderr): any level is

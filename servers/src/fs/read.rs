@@ -28,10 +28,16 @@ pub(crate) fn read_checked(fs: &Fs, rel: &str, shown_path: &str) -> Result<(Vec<
             READ_MAX_FILE_BYTES >> 20
         ));
     }
-    let bytes = std::fs::read(&path).map_err(|e| format!("reading {shown_path:?}: {e}"))?;
     let raw_rel = fs.root.rel(&path);
-    if let Some(want) = fs.hashes.get(&raw_rel)
-        && blake3::hash(&bytes).to_hex().as_str() != want
+    let want = fs.hashes.get(&raw_rel);
+    if fs.manifest.is_some() && want.is_none() {
+        return Err(format!(
+            "{shown_path:?} is not one of the bundle's files (its manifest does not list it); use list_files to see them"
+        ));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| format!("reading {shown_path:?}: {e}"))?;
+    if let Some(want) = want
+        && atlas_runtime::hash::blake3_bytes(&bytes) != *want
     {
         return Err(format!(
             "{shown_path:?} does not match the bundle's manifest: the bundle is damaged or was tampered with; \

@@ -15,6 +15,7 @@ use pgvector::HalfVector;
 use tokio_postgres::types::ToSql;
 
 use super::{CATALOG, Db, catalog_exists, pg, schema_ident};
+use crate::library::Broken;
 
 /// Postings read per query term, best BM25 factor first: exact for every term in at
 /// most this many chunks; for commoner ones, the chunks where the term weighs most.
@@ -159,6 +160,13 @@ impl RemoteIndex for PgIndex {
     fn vector_index(&self) -> String {
         if self.hnsw { "pgvector-hnsw".into() } else { "pgvector-exact".into() }
     }
+
+    fn file(&self, name: &str) -> atlas_runtime::Result<Option<Vec<u8>>> {
+        let sql = format!("SELECT bytes FROM {}.files WHERE name = $1", self.schema);
+        self.db
+            .run(async |c| Ok(c.query_opt(&sql, &[&name]).await.map_err(pg)?.map(|r| r.get::<_, Vec<u8>>(0))))
+            .map_err(|e| remote(&self.db, e))
+    }
 }
 
 /// A field's number in `postings` (its place in the schema's scored fields).
@@ -172,8 +180,10 @@ fn like_escape(s: &str) -> String {
 }
 
 /// Every complete export in the database at `url`, opened as bundles served from it,
-/// over a pool of `pool` connections.
-pub fn open_all(url: &str, pool: usize, opts: &OpenOptions) -> anyhow::Result<Vec<Bundle>> {
+/// over a pool of `pool` connections; an export that does not open (its tables gone,
+/// a file that does not match its manifest) is named with its error, and the others
+/// serve.
+pub fn open_all(url: &str, pool: usize, opts: &OpenOptions) -> anyhow::Result<(Vec<Bundle>, Vec<Broken>)> {
     let db = Db::connect(url, pool, None)?;
     let libraries: Vec<String> = db.run(async |c| {
         if !catalog_exists(c).await? {
@@ -191,7 +201,20 @@ pub fn open_all(url: &str, pool: usize, opts: &OpenOptions) -> anyhow::Result<Ve
             db.label
         )));
     }
-    libraries.iter().map(|l| open_one(&db, l, opts).with_context(|| format!("opening {l} from {}", db.label))).collect()
+    let (mut open, mut broken) = (Vec::new(), Vec::new());
+    for l in &libraries {
+        match open_one(&db, l, opts) {
+            Ok(b) => open.push(b),
+            Err(e) => {
+                let name = l.split_once('@').map_or(l.as_str(), |(n, _)| n).to_owned();
+                let fix = "export it again (`atlas export BUNDLE --to …`) or drop it (`atlas export --drop`)";
+                let b = Broken::with_fix(l.clone(), name, format!("{e:#}"), fix.to_owned());
+                tracing::warn!("{} (in {})", b.line(), db.label);
+                broken.push(b);
+            }
+        }
+    }
+    Ok((open, broken))
 }
 
 fn open_one(db: &Arc<Db>, library: &str, opts: &OpenOptions) -> anyhow::Result<Bundle> {
@@ -205,8 +228,15 @@ fn open_one(db: &Arc<Db>, library: &str, opts: &OpenOptions) -> anyhow::Result<B
             .await
             .map_err(pg)?
             .get(0);
+        // The tables' files only: mirror files are read one at a time when asked.
+        let wanted = [
+            "manifest.json",
+            "chunks.parquet",
+            atlas_runtime::symbols::DEFINITIONS_FILE,
+            atlas_runtime::symbols::REFERENCES_FILE,
+        ];
         let files: Vec<(String, Vec<u8>)> = c
-            .query(&format!("SELECT name, bytes FROM {schema}.files"), &[])
+            .query(&format!("SELECT name, bytes FROM {schema}.files WHERE name = ANY($1)"), &[&&wanted[..]])
             .await
             .map_err(pg)?
             .iter()
@@ -233,6 +263,7 @@ fn open_one(db: &Arc<Db>, library: &str, opts: &OpenOptions) -> anyhow::Result<B
     let manifest: atlas_runtime::manifest::Manifest =
         serde_json::from_slice(&file("manifest.json").context("the export has no manifest.json")?)
             .context("the exported manifest.json")?;
+    manifest.check_fields().map_err(|why| anyhow::anyhow!("the exported manifest.json: {why}"))?;
     let table = file("chunks.parquet").context("the export has no chunks.parquet")?;
     check("chunks.parquet", &table, &manifest)?;
     let mut chunks = atlas_runtime::chunk_table::from_parquet_with(&table, false)?;

@@ -20,6 +20,10 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Timeouts}
 /// How long a connection may take to open, and a statement to run.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const STATEMENT_TIMEOUT_MS: u32 = 10_000;
+/// How long past its statement timeout a call waits before giving up on the database
+/// itself: the statement timeout is enforced by the server, and a server that stopped
+/// answering (paused, a dead network) enforces nothing.
+const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 /// Export statements (COPY of a batch, index builds) may run long.
 const EXPORT_STATEMENT_TIMEOUT_MS: u32 = 0;
 /// The catalog of exported bundles.
@@ -33,6 +37,9 @@ const MAX_IDENTIFIER: usize = 63;
 /// A database: a connection pool on a runtime of its own.
 pub struct Db {
     pool: Pool,
+    /// The most one [`Db::run`] may take, a connection included (none for exports,
+    /// whose statements may run long).
+    deadline: Option<Duration>,
     /// Where it is, without the password (what messages name).
     pub label: String,
     rt: Option<tokio::runtime::Runtime>,
@@ -86,7 +93,8 @@ impl Db {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .context("building the connection pool")?;
-        let db = Arc::new(Db { pool, label, rt: Some(rt) });
+        let deadline = (timeout > 0).then(|| Duration::from_millis(u64::from(timeout)) + DEADLINE_MARGIN);
+        let db = Arc::new(Db { pool, deadline, label, rt: Some(rt) });
         db.run(async |c| {
             c.simple_query("SELECT 1").await?;
             Ok(())
@@ -102,12 +110,24 @@ impl Db {
     }
 
     /// Runs `f` with a pooled connection, waiting for it here (any thread that is not
-    /// itself running async code).
+    /// itself running async code), within the deadline: a database that stops
+    /// answering makes this an error, never a hang.
     pub fn run<T>(&self, f: impl AsyncFnOnce(&deadpool_postgres::Client) -> anyhow::Result<T>) -> anyhow::Result<T> {
         let rt = self.rt.as_ref().expect("the runtime lives as long as the pool");
         rt.block_on(async {
-            let c = self.pool.get().await.map_err(|e| anyhow::anyhow!(pool_error(&e)))?;
-            f(&c).await
+            let work = async {
+                let c = self.pool.get().await.map_err(|e| anyhow::anyhow!(pool_error(&e)))?;
+                f(&c).await
+            };
+            match self.deadline {
+                None => work.await,
+                Some(d) => tokio::time::timeout(d, work).await.unwrap_or_else(|_| {
+                    Err(anyhow::anyhow!(
+                        "the database did not answer within {}s; check that it is running and reachable",
+                        d.as_secs()
+                    ))
+                }),
+            }
         })
     }
 }

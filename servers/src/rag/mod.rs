@@ -220,7 +220,7 @@ impl RagServer {
         };
         let ctx = match b.get_chunk(&a.id, n) {
             Ok(c) => c,
-            Err(e) => return Ok(output::error(e.to_string())),
+            Err(e) => return Ok(output::error(output::bundle_error(&b, &e))),
         };
         // Estimated first, then measured: a reply over the budget is made again with
         // the overshoot counted as frame, until it fits or only one line is left.
@@ -273,14 +273,16 @@ impl RagServer {
                 built_age.map(|d| format!(" ({d} days ago)")).unwrap_or_default(),
                 inert(&versions.join(", ")),
             );
+            // At most a few sources and commits per library: get_bundle_info has them all.
             let sources = m
                 .sources
                 .iter()
+                .take(LIST_SOURCES)
                 .map(|s| SourceOut {
                     name: s.name.clone(),
                     kind: s.kind.clone(),
                     url: s.url.clone(),
-                    commits: s.commits.clone(),
+                    commits: s.commits.iter().take(LIST_COMMITS).cloned().collect(),
                     files: s.files,
                     fetched_at: s.fetched_at.clone(),
                     age_days: s.fetched_at.as_deref().and_then(age_days),
@@ -325,9 +327,10 @@ impl RagServer {
         output_schema = schema_for_output::<BundleInfoOut>()
     )]
     async fn get_bundle_info(&self, Parameters(a): Parameters<LibraryArg>) -> Result<CallToolResult, ErrorData> {
-        if let Err(e) = budget::resolve(a.budget.max_tokens) {
-            return Ok(output::error(e));
-        }
+        let max = match budget::resolve(a.budget.max_tokens) {
+            Ok(m) => m,
+            Err(e) => return Ok(output::error(e)),
+        };
         let b = match (self.libs.select(a.library.as_deref()), self.libs.is_multi() && a.library.is_none()) {
             (Ok(b), false) => b.into_iter().next_back().unwrap_or_else(|| self.libs.first()),
             (Ok(_), true) => {
@@ -337,27 +340,41 @@ impl RagServer {
             }
             (Err(e), _) => return Ok(output::error(e)),
         };
-        let info = b.info();
-        let mut text = format!(
-            "{} {} built {}; model {} ({} dims); {} chunks ({}); modes: {}\nsections: {}\n",
-            info.name,
-            info.version,
-            info.created,
-            info.model,
-            info.dims,
-            info.chunks,
-            info.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", "),
-            info.modes.join(", "),
-            info.by_section.iter().map(|(k, n)| format!("{k} ({n})")).collect::<Vec<_>>().join(", "),
-        );
-        for s in &info.sources {
-            let age = s.fetched_at.as_deref().map(|t| format!(", fetched {t}")).unwrap_or_default();
-            text.push_str(&format!("source {} ({}): {}{age}\n", s.name, s.kind, s.url.as_deref().unwrap_or("-")));
-        }
-        let source_age_days =
-            info.sources.iter().filter_map(|s| s.fetched_at.as_deref()).filter_map(age_days).collect();
-        let built_age_days = age_days(&info.created);
-        output::typed(text, &BundleInfoOut { info, source_age_days, built_age_days })
+        let full = b.info();
+        let longest = full.by_section.len().max(full.sources.len());
+        // Every bundle-derived string is made inert; the lists are cut to the budget.
+        budget::fit_lists(max, longest, |cap| {
+            let mut info = full.clone();
+            info.by_section = full.by_section.iter().take(cap).map(|(k, n)| (k.clone(), *n)).collect();
+            info.sources.truncate(cap);
+            let mut text = format!(
+                "{} {} built {}; model {} ({} dims); {} chunks ({}); modes: {}\nsections: {}\n",
+                inert(&info.name),
+                inert(&info.version),
+                inert(&info.created),
+                inert(&info.model),
+                info.dims,
+                info.chunks,
+                inert(&info.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")),
+                info.modes.join(", "),
+                info.by_section.iter().map(|(k, n)| format!("{} ({n})", inert(k))).collect::<Vec<_>>().join(", "),
+            );
+            text.push_str(&budget::left_out("sections", cap, full.by_section.len()));
+            for s in &info.sources {
+                let age = s.fetched_at.as_deref().map(|t| format!(", fetched {}", inert(t))).unwrap_or_default();
+                text.push_str(&format!(
+                    "source {} ({}): {}{age}\n",
+                    inert(&s.name),
+                    inert(&s.kind),
+                    inert(s.url.as_deref().unwrap_or("-"))
+                ));
+            }
+            text.push_str(&budget::left_out("sources", cap, full.sources.len()));
+            let source_age_days =
+                info.sources.iter().filter_map(|s| s.fetched_at.as_deref()).filter_map(age_days).collect();
+            let built_age_days = age_days(&info.created);
+            output::typed(text, &BundleInfoOut { info, source_age_days, built_age_days })
+        })
     }
 
     #[tool(
@@ -411,7 +428,7 @@ impl RagServer {
             let mut t = format!(
                 "{}. {} {} ({}) {}:{}-{}\n   citation: {}\n   chunk_id: {}\n",
                 n + 1,
-                d.kind,
+                inert(&d.kind),
                 inert(&d.name),
                 inert(&d.library),
                 inert(&d.path),
@@ -471,9 +488,12 @@ impl RagServer {
             Ok(c) => c.at,
             Err(e) => return Ok(output::error(e)),
         };
-        let files = match code::find_references(&bundles, &a.name) {
+        let (files, failed) = match code::find_references(&bundles, &a.name) {
             Ok(f) => f,
-            Err(e) => return Ok(output::error(e.to_string())),
+            Err(e) => {
+                let why = bundles.first().map_or_else(|| e.to_string(), |b| output::bundle_error(b, &e));
+                return Ok(output::error(why));
+            }
         };
         let short = atlas_runtime::symbols::segments(&a.name).last().map(|s| (*s).to_owned()).unwrap_or_default();
         let total: usize = files.iter().map(|f| f.references.len()).sum();
@@ -506,6 +526,9 @@ impl RagServer {
                     }
                 }
                 text.push_str(&p.text);
+            }
+            for f in &failed {
+                text.push_str(&format!("warning: {f}\n"));
             }
             if let Some(c) = &next_cursor {
                 text.push_str(&budget::more_line(c, max));
@@ -557,7 +580,7 @@ impl RagServer {
         let all = code::outline(b, &a.path);
         let uri = crate::resources::uri(&b.library(), &a.path);
         let pieces = all.iter().skip(from).map(|s| Piece {
-            text: format!("{}-{} {} {}\n", s.start_line, s.end_line, s.kind, inert(&s.name)),
+            text: format!("{}-{} {} {}\n", s.start_line, s.end_line, inert(&s.kind), inert(&s.name)),
             item: s.clone(),
         });
         budget::page(max, from, all.len(), pieces, &key, |kept, next_cursor| {
@@ -575,6 +598,10 @@ impl RagServer {
     }
 }
 
+/// The sources, and commits of each, `list_libraries` shows per library.
+const LIST_SOURCES: usize = 8;
+const LIST_COMMITS: usize = 2;
+
 /// The longest name the code tools take, in bytes.
 const MAX_NAME_BYTES: usize = 1_024;
 
@@ -588,6 +615,14 @@ pub(crate) fn age_days(t: &str) -> Option<i64> {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for RagServer {
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        output::call_tool(self, &self.tool_router, request, context).await
+    }
+
     // Logging is deprecated in 2026-07-28 (SEP-2577) and still part of 2025-11-25.
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
@@ -647,28 +682,44 @@ impl ServerHandler for RagServer {
         request: rmcp::model::ReadResourceRequestParams,
         context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        let (library, path) =
-            crate::resources::parse(&request.uri).map_err(|e| crate::resources::not_found(&request.uri, &e))?;
-        let bundles = self.libs.select(Some(&library)).map_err(|e| crate::resources::not_found(&request.uri, &e))?;
-        let Some(b) = bundles.into_iter().find(|b| b.library() == library) else {
-            return Err(crate::resources::not_found(&request.uri, "name the library as name@version"));
-        };
-        let read = tokio::task::spawn_blocking(move || -> Result<String, String> {
-            // The open bundle's verified manifest, not a second read of the file.
-            let fs = crate::fs::Fs::with_manifest(&b.dir, b.manifest.clone()).map_err(|e| format!("{e:#}"))?;
-            let shown_path = format!("{library}/{}", crate::fs::shown(&path));
-            let (bytes, _) = crate::fs::read_checked(&fs, &path, &shown_path)?;
-            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        output::answered("resources/read", async move {
+            let (library, path) =
+                crate::resources::parse(&request.uri).map_err(|e| crate::resources::not_found(&request.uri, &e))?;
+            let bundles =
+                self.libs.select(Some(&library)).map_err(|e| crate::resources::not_found(&request.uri, &e))?;
+            let Some(b) = bundles.into_iter().find(|b| b.library() == library) else {
+                return Err(crate::resources::not_found(&request.uri, "name the library as name@version"));
+            };
+            let read = tokio::task::spawn_blocking(move || -> Result<String, String> {
+                if b.is_remote() {
+                    // Served from a database: its own copy of the file, checked against
+                    // the manifest; never a path made of the database's URL.
+                    return match b.remote_mirror_file(&path) {
+                        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+                        Err(atlas_runtime::Error::Remote(e)) => {
+                            tracing::warn!("reading {library}/{path} from its database: {e}");
+                            Err(format!("could not read {path:?} from the database serving {library}; try again later"))
+                        }
+                        Err(e) => Err(e.to_string()),
+                    };
+                }
+                // The open bundle's verified manifest, not a second read of the file.
+                let fs = crate::fs::Fs::with_manifest(&b.dir, b.manifest.clone()).map_err(|e| format!("{e:#}"))?;
+                let shown_path = format!("{library}/{}", crate::fs::shown(&path));
+                let (bytes, _) = crate::fs::read_checked(&fs, &path, &shown_path)?;
+                Ok(String::from_utf8_lossy(&bytes).into_owned())
+            })
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            match read {
+                Ok(text) => {
+                    let (_, path) = crate::resources::parse(&request.uri).unwrap_or_default();
+                    Ok(crate::resources::read_result(&request.uri, &path, text, &context).into())
+                }
+                Err(why) => Err(crate::resources::not_found(&request.uri, &why)),
+            }
         })
         .await
-        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        match read {
-            Ok(text) => {
-                let (_, path) = crate::resources::parse(&request.uri).unwrap_or_default();
-                Ok(crate::resources::read_result(&request.uri, &path, text, &context).into())
-            }
-            Err(why) => Err(crate::resources::not_found(&request.uri, &why)),
-        }
     }
 
     async fn list_prompts(
@@ -684,7 +735,10 @@ impl ServerHandler for RagServer {
         request: rmcp::model::GetPromptRequestParams,
         _context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
-        Ok(crate::prompts::get(&request.name, request.arguments.as_ref(), &self.libs)?.into())
+        output::answered("prompts/get", async move {
+            Ok(crate::prompts::get(&request.name, request.arguments.as_ref(), &self.libs)?.into())
+        })
+        .await
     }
 
     async fn complete(
@@ -692,7 +746,7 @@ impl ServerHandler for RagServer {
         request: rmcp::model::CompleteRequestParams,
         _context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, ErrorData> {
-        Ok(crate::prompts::complete(&request, &self.libs))
+        output::answered("completion/complete", async move { Ok(crate::prompts::complete(&request, &self.libs)) }).await
     }
 
     /// Atlas sends no log notifications (its logs go to stderr): any level is

@@ -19,7 +19,7 @@ pub(super) fn hit_text(i: usize, h: &Hit, detail: Detail) -> String {
         i + 1,
         h.score,
         h.kind,
-        h.library,
+        inert(&h.library),
         inert(&h.citation()),
         inert(&h.chunk_id)
     );
@@ -45,6 +45,10 @@ pub(super) fn hit_link(h: &Hit) -> ContentBlock {
     ContentBlock::resource_link(crate::resources::resource(&h.library, &h.path))
 }
 
+/// The least of a chunk's text one `get_chunk` reply carries (or all that is left), in
+/// bytes: a budget too small for it is refused, not paged a few bytes at a time.
+pub(super) const MIN_CHUNK_PIECE_BYTES: usize = 256;
+
 /// A `get_chunk` reply: the chunk from byte `from` and its neighbours, in a budget of
 /// `max` tokens of which `frame` bytes go to everything but the texts.
 pub(super) fn chunk_reply(
@@ -61,11 +65,19 @@ pub(super) fn chunk_reply(
     let full = std::mem::take(&mut ctx.chunk.text);
     let rest = full.get(from..).unwrap_or("");
     let room = spend.left() / 2;
+    let need = MIN_CHUNK_PIECE_BYTES.min(rest.len());
+    if room < need {
+        let want = budget::tokens(frame + 2 * need).div_ceil(50) * 50;
+        return Ok(output::error(format!(
+            "max_tokens {max} is too small to show this chunk (its citation and fields take most of it); pass max_tokens {want} or more"
+        )));
+    }
     let (piece, next) = if rest.len() <= room {
         (rest.to_owned(), None)
     } else {
-        let cut = rest[..room.min(rest.len())].rfind('\n').map_or(0, |i| i + 1);
-        let cut = if cut == 0 { atlas_runtime::utf8::floor_char_boundary_nonempty(rest, room) } else { cut };
+        // At the last line end that keeps at least half the room, else mid-line.
+        let cut = rest[..atlas_runtime::utf8::floor_char_boundary(rest, room)].rfind('\n').map_or(0, |i| i + 1);
+        let cut = if cut < room / 2 { atlas_runtime::utf8::floor_char_boundary_nonempty(rest, room) } else { cut };
         (rest[..cut].to_owned(), Some(from + cut))
     };
     spend.take(piece.len() * 2);

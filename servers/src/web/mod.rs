@@ -261,14 +261,19 @@ fn source_body(b: &Bundle, id: &str) -> Result<(String, String), String> {
     Ok((hit.title.clone(), render::source_page(&view)))
 }
 
-/// Whether a request that spends the LLM's budget comes from this page: its `Origin`
-/// (when sent) is this server's, and its `Sec-Fetch-Site` (when sent) is
-/// `same-origin`. Browsers send `Origin` with every POST, so a cross-site one is
-/// always caught; a request with neither header comes from no browser (curl, a
-/// script) and cannot be forged by a page.
+/// Whether a request that spends the LLM's budget comes from this page: it carries
+/// an `Origin` or a `Sec-Fetch-Site` (browsers send `Origin` with every POST), its
+/// `Origin` (when sent) is this server's, and its `Sec-Fetch-Site` (when sent) is
+/// `same-origin`. A script that asks sends its own `Origin: http://HOST:PORT`.
 pub fn same_origin(req: &Request) -> Result<(), String> {
     let h = req.headers();
     let host = h.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !h.contains_key(header::ORIGIN) && !h.contains_key("sec-fetch-site") {
+        return Err(
+            "a request without an Origin cannot ask; use this page's Ask form (a script sends Origin: http://HOST:PORT)"
+                .into(),
+        );
+    }
     if let Some(site) = h.get("sec-fetch-site")
         && site.as_bytes() != b"same-origin"
     {

@@ -4,7 +4,11 @@
 "use strict";
 
 const { spawn } = require("child_process");
+const fs = require("fs");
 const path = require("path");
+
+// This launcher's own package: its name and version pin the platform package.
+const SELF = JSON.parse(fs.readFileSync(path.join(__dirname, "..", "package.json"), "utf8"));
 
 // `${process.platform}-${process.arch}` to the platform package's suffix.
 const PLATFORMS = {
@@ -27,18 +31,36 @@ function binary(name) {
   if (!suffix) {
     fail(`no atlas build for ${key}; use the wheel (uvx atlas-mcp-server) or build from source`);
   }
-  const pkg = `atlas-mcp-server-${suffix}`;
-  let dir;
-  try {
-    dir = path.dirname(require.resolve(`${pkg}/package.json`));
-  } catch {
-    fail(`the package ${pkg} is not installed; reinstall atlas-mcp-server without --omit=optional or --no-optional`);
+  const pkg = `${SELF.name}-${suffix}`;
+  // Only where npm puts this package's own optional dependency: nested in it, or
+  // beside it in the same node_modules. Never a parent folder's node_modules or
+  // NODE_PATH (another install, another version), and only at this version.
+  const own = path.resolve(__dirname, "..");
+  const places = [path.join(own, "node_modules", pkg)];
+  if (path.basename(path.dirname(own)) === "node_modules") {
+    places.push(path.join(path.dirname(own), pkg));
   }
-  return path.join(dir, "bin", exe);
+  for (const dir of places) {
+    let manifest;
+    try {
+      manifest = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8"));
+    } catch {
+      continue;
+    }
+    if (manifest.name !== pkg || manifest.version !== SELF.version) {
+      fail(
+        `${dir} holds ${manifest.name}@${manifest.version}, not ${pkg}@${SELF.version}; reinstall ${SELF.name}@${SELF.version}`
+      );
+    }
+    return path.join(dir, "bin", exe);
+  }
+  fail(`the package ${pkg}@${SELF.version} is not installed; reinstall ${SELF.name} without --omit=optional or --no-optional`);
 }
 
 module.exports = function run(name) {
-  const child = spawn(binary(name), process.argv.slice(2), { stdio: "inherit" });
+  // The child ends when this launcher does, even by SIGKILL (it watches its parent).
+  const env = Object.assign({}, process.env, { ATLAS_EXIT_WITH_LAUNCHER: "1" });
+  const child = spawn(binary(name), process.argv.slice(2), { stdio: "inherit", env });
   // An editor stops its MCP server with a signal: pass it on.
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     process.on(signal, () => child.kill(signal));
