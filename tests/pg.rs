@@ -156,6 +156,19 @@ impl Postgres {
         assert!(out.status.success(), "pg_ctl stop: {}", String::from_utf8_lossy(&out.stderr));
     }
 
+    /// Pauses the server and every backend (SIGSTOP), as a database that stops
+    /// answering without closing its connections; the guard resumes it (SIGCONT).
+    pub fn pause(&self) -> Paused {
+        let pid = std::fs::read_to_string(self.data.join("postmaster.pid")).unwrap();
+        let pid = pid.lines().next().unwrap().trim().to_owned();
+        let children = Command::new("pgrep").args(["-P", &pid]).output().unwrap();
+        let mut pids: Vec<String> = String::from_utf8_lossy(&children.stdout).split_whitespace().map(str::to_owned).collect();
+        pids.push(pid);
+        let ok = Command::new("kill").arg("-STOP").args(&pids).status().unwrap();
+        assert!(ok.success(), "pausing PostgreSQL");
+        Paused(pids)
+    }
+
     /// Runs SQL through `psql`; its output (unaligned, tuples only).
     pub fn sql(&self, sql: &str) -> String {
         let out = Command::new(self.bin.join("psql"))
@@ -166,6 +179,16 @@ impl Postgres {
             .unwrap();
         assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+}
+
+/// A paused PostgreSQL ([`Postgres::pause`]): resumed when dropped.
+#[derive(Debug)]
+pub struct Paused(Vec<String>);
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-CONT").args(&self.0).status();
     }
 }
 

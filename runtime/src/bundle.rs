@@ -20,7 +20,7 @@ use crate::remote::{RemoteBundle, RemoteIndex};
 use crate::rerank::CrossEncoder;
 use crate::symbols::{Reference, SymbolTable};
 use crate::vectors::{EmbeddingsMeta, MappedMatrix};
-use crate::{Error, Result, corrupt, text_index};
+use crate::{Error, Result, corrupt, corrupt_at, text_index};
 
 /// Up to this many embedding rows the vector search scans exactly; above, it walks
 /// the HNSW graph. Measured at 50k × 384 f16 rows on 2 cores (`cargo xtask bench
@@ -182,7 +182,7 @@ fn open_symbols(dir: &Path, bytes: Option<Vec<u8>>, by_id: &HashMap<String, u32>
         return Ok((SymbolTable::default(), Vec::new()));
     };
     let path = dir.join(crate::symbols::DEFINITIONS_FILE);
-    let defs = crate::symbols::definitions_from_parquet(&bytes).map_err(|e| corrupt(path.clone(), e.to_string()))?;
+    let defs = crate::symbols::definitions_from_parquet(&bytes).map_err(|e| corrupt_at(path.clone(), e))?;
     let mut chunk = Vec::with_capacity(defs.len());
     for d in &defs {
         match by_id.get(&d.chunk_id) {
@@ -259,7 +259,7 @@ impl Bundle {
             &crate::manifest::read_checked(dir, &manifest, "chunks.parquet")?,
             !mapped,
         )
-        .map_err(|e| corrupt(chunks_path.clone(), e.to_string()))?;
+        .map_err(|e| corrupt_at(chunks_path.clone(), e))?;
         if chunks.len() != manifest.chunk_count {
             return Err(corrupt(
                 chunks_path,
@@ -342,7 +342,7 @@ impl Bundle {
         let refs = match &r.references {
             Some(bytes) => Some(
                 crate::symbols::references_from_parquet(bytes)
-                    .map_err(|e| corrupt(dir.join(crate::symbols::REFERENCES_FILE), e.to_string()))?,
+                    .map_err(|e| corrupt_at(dir.join(crate::symbols::REFERENCES_FILE), e))?,
             ),
             None => None,
         };
@@ -490,7 +490,7 @@ impl Bundle {
             let bytes = crate::manifest::read_checked(&self.dir, &self.manifest, crate::symbols::REFERENCES_FILE)
                 .map_err(|e| e.to_string())?;
             let refs = crate::symbols::references_from_parquet(&bytes)
-                .map_err(|e| corrupt(self.dir.join(crate::symbols::REFERENCES_FILE), e.to_string()).to_string())?;
+                .map_err(|e| corrupt_at(self.dir.join(crate::symbols::REFERENCES_FILE), e).to_string())?;
             self.checked_references(refs).map_err(|e| e.to_string())
         });
         r.as_deref().map_err(|e| Error::Query(e.clone()))

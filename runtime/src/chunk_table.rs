@@ -203,7 +203,7 @@ pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
 /// Reads `chunks.parquet` from a file.
 pub fn read_file(path: &Path) -> Result<Vec<ChunkRecord>> {
     let bytes = std::fs::read(path).map_err(|error| Error::Io { path: path.to_owned(), error })?;
-    from_parquet(&bytes).map_err(|e| Error::DataCorruption { path: path.to_owned(), reason: e.to_string() })
+    from_parquet(&bytes).map_err(|e| crate::corrupt_at(path.to_owned(), e))
 }
 
 /// A column of a batch, of the type the schema says.

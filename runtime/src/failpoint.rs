@@ -5,7 +5,8 @@
 //! The points: `crash-after:<stage>:N` (the pipeline aborts after a stage computed N
 //! items), `hold-lock:MS` (the pipeline sleeps with the cache lock held),
 //! `extract-abort:N` (an install aborts after N files unpacked), `extract-enospc:N`
-//! (an install's write fails as a full disk once a file passes N bytes).
+//! (an install's write fails as a full disk once a file passes N bytes),
+//! `tool-panic:<tool>:N` (the servers' tool `<tool>` panics; N is ignored).
 
 /// N, when `ATLAS_FAILPOINT` arms `point` (within `scope`, when given).
 #[cfg(feature = "failpoints")]

@@ -63,6 +63,15 @@ pub(crate) fn corrupt(path: std::path::PathBuf, reason: impl Into<String>) -> Er
     Error::DataCorruption { path, reason: reason.into() }
 }
 
+/// `e`, a reader's error, as corruption of `path`: a [`Error::DataCorruption`] keeps
+/// its reason (named once, at `path`).
+pub(crate) fn corrupt_at(path: std::path::PathBuf, e: Error) -> Error {
+    match e {
+        Error::DataCorruption { reason, .. } => corrupt(path, reason),
+        other => corrupt(path, other.to_string()),
+    }
+}
+
 pub use bundle::{Bundle, OpenOptions};
 pub use chunk_table::ChunkKind;
 pub use hit::Hit;

@@ -83,8 +83,13 @@ pub async fn call_tool<S: Send + Sync + 'static>(
     context: rmcp::service::RequestContext<rmcp::RoleServer>,
 ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
     let what = format!("the tool {}", inert(&request.name));
+    let armed = atlas_runtime::failpoint::armed("tool-panic", Some(&request.name)).is_some();
     let tcc = rmcp::handler::server::tool::ToolCallContext::new(server, request, context);
-    caught(&what, router.call(tcc)).await.unwrap_or_else(|e| Ok(error(e).into()))
+    let call = async move {
+        assert!(!armed, "failpoint tool-panic: a handler that panics");
+        router.call(tcc).await
+    };
+    caught(&what, call).await.unwrap_or_else(|e| Ok(error(e).into()))
 }
 
 /// A request other than a tool call, its panic answered as an internal error.

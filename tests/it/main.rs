@@ -13,6 +13,7 @@ mod eval;
 mod git;
 mod hardening;
 mod hostile;
+mod hostile_bundles;
 mod hostile_servers;
 mod incremental;
 mod layout;

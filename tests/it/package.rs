@@ -668,3 +668,91 @@ fn the_installer_and_the_ci_script_pass_shellcheck() {
         assert_eq!(r.code, Some(0), "the packaged install.sh:\n{}", r.stdout);
     }
 }
+
+/// Regression (hardening round 3, item 14): the npm launcher runs only its own
+/// platform package at its own version, never one found in a parent folder's
+/// node_modules or on NODE_PATH; and its child ends when it is killed (SIGKILL).
+#[test]
+fn the_npm_launcher_runs_only_its_own_platform_package_and_its_child_ends_with_it() {
+    let Some(node) = which("node") else { return skip("no node") };
+    let suffix = match (std::env::consts::OS, std::env::consts::ARCH) {
+        ("linux", "x86_64") => "linux-x64-gnu",
+        ("linux", "aarch64") => "linux-arm64-gnu",
+        other => return skip(&format!("no npm platform package for {other:?}")),
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let t = tempfile::tempdir().unwrap();
+    let app = t.path().join("project/app");
+    let own = app.join("node_modules/atlas-mcp-server");
+    std::fs::create_dir_all(own.join("lib")).unwrap();
+    std::fs::copy(root.join("xtask/package/npm/launch.js"), own.join("lib/launch.js")).unwrap();
+    std::fs::write(own.join("package.json"), json!({"name": "atlas-mcp-server", "version": VERSION}).to_string())
+        .unwrap();
+    std::fs::write(app.join("run.js"), "require(\"./node_modules/atlas-mcp-server/lib/launch.js\")(\"atlas\");\n")
+        .unwrap();
+    let plant = |dir: &Path, version: &str, script: &str| {
+        let pkg = dir.join(format!("atlas-mcp-server-{suffix}"));
+        std::fs::create_dir_all(pkg.join("bin")).unwrap();
+        let name = format!("atlas-mcp-server-{suffix}");
+        std::fs::write(pkg.join("package.json"), json!({"name": name, "version": version}).to_string()).unwrap();
+        std::fs::write(pkg.join("bin/atlas"), script).unwrap();
+        run(Command::new("chmod").arg("755").arg(pkg.join("bin/atlas"))).success();
+        pkg
+    };
+    let launch = |args: &[&str]| {
+        let mut c = Command::new(&node);
+        c.current_dir(&app).arg("run.js").args(args).env("NODE_PATH", t.path().join("elsewhere"));
+        c
+    };
+    // Planted in a parent folder's node_modules and on NODE_PATH: neither is run.
+    plant(&t.path().join("project/node_modules"), VERSION, "#!/bin/sh\necho PLANTED\n");
+    plant(&t.path().join("elsewhere"), VERSION, "#!/bin/sh\necho PLANTED\n");
+    let r = run(&mut launch(&["--version"]));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(!r.stdout.contains("PLANTED") && r.stderr.contains("is not installed"), "{r:?}");
+    // Its own place, another version: refused, naming both.
+    let sibling = plant(&app.join("node_modules"), "0.0.9", "#!/bin/sh\necho PLANTED\n");
+    let r = run(&mut launch(&["--version"]));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(!r.stdout.contains("PLANTED") && r.stderr.contains("@0.0.9, not atlas-mcp-server-"), "{r:?}");
+    // Its own package at its own version runs; killed, it takes the server with it.
+    std::fs::remove_dir_all(&sibling).unwrap();
+    let pkg = plant(&app.join("node_modules"), VERSION, "");
+    std::fs::remove_file(pkg.join("bin/atlas")).unwrap();
+    std::os::unix::fs::symlink(atlas_e2e::bin("atlas"), pkg.join("bin/atlas")).unwrap();
+    let r = run(&mut launch(&["--version"])).success();
+    assert!(r.stdout.contains(VERSION), "{r:?}");
+    let mirror = t.path().join("mirror");
+    std::fs::create_dir_all(&mirror).unwrap();
+    std::fs::write(mirror.join("a.md"), "# A\n").unwrap();
+    let mut launcher = launch(&["serve", "fs", "--mirror", mirror.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let children = |pid: u32| -> Vec<String> {
+        let out = Command::new("pgrep").args(["-P", &pid.to_string()]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let child = loop {
+        if let Some(c) = children(launcher.id()).into_iter().next() {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "the launcher started no child");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    launcher.kill().unwrap();
+    let _ = launcher.wait();
+    // Gone, or a zombie no one has reaped yet (it has ended).
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{child}/stat"))
+            .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive() {
+        assert!(Instant::now() < deadline, "the server outlived its killed launcher");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -17,7 +17,7 @@ fn atlas() -> std::process::Command {
 
 /// `atlas export BUNDLE --to` the test's database (without the HNSW index where this
 /// CPU cannot build it: [`atlas_e2e::pg::can_build_vector_indexes`]).
-fn export(pg: &Postgres, bundle: &Path) -> String {
+pub(crate) fn export(pg: &Postgres, bundle: &Path) -> String {
     run(&mut export_cmd(pg, bundle)).success().stdout
 }
 

@@ -303,7 +303,7 @@ impl RagServer {
             };
             Piece { text: line, item }
         });
-        budget::page(max, from, bundles.len(), pieces, &key, |kept, next_cursor| {
+        let r = budget::page(max, from, bundles.len(), pieces, &key, |kept, next_cursor| {
             let mut text = match broken.len() {
                 0 => format!("{} libraries:\n", bundles.len()),
                 n => format!("{} libraries served, {n} broken:\n", bundles.len()),
@@ -317,7 +317,14 @@ impl RagServer {
             }
             let libraries = kept.iter().map(|p| p.item.clone()).collect();
             output::typed(text, &LibrariesOut { libraries, broken: broken.clone(), next_cursor })
-        })
+        })?;
+        if budget::fits(&r, max) {
+            return Ok(r);
+        }
+        Ok(output::error(format!(
+            "max_tokens {max} is too small for one library ({} needed); raise it",
+            budget::tokens(budget::reply_bytes(&r))
+        )))
     }
 
     #[tool(

@@ -126,6 +126,11 @@ pub(super) fn chunk_reply(
 
 /// A library's description when its manifest has none: what it holds.
 pub(super) fn describe(info: &atlas_runtime::bundle::BundleInfo) -> String {
-    let sources = info.sources.iter().map(|s| format!("{} ({})", s.name, s.kind)).collect::<Vec<_>>().join(", ");
+    const SHOWN: usize = 4;
+    let mut sources =
+        info.sources.iter().take(SHOWN).map(|s| format!("{} ({})", s.name, s.kind)).collect::<Vec<_>>().join(", ");
+    if info.sources.len() > SHOWN {
+        sources.push_str(&format!(" and {} more", info.sources.len() - SHOWN));
+    }
     format!("{} {}: {sources}", info.name, info.version)
 }
