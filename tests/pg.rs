@@ -162,7 +162,8 @@ impl Postgres {
         let pid = std::fs::read_to_string(self.data.join("postmaster.pid")).unwrap();
         let pid = pid.lines().next().unwrap().trim().to_owned();
         let children = Command::new("pgrep").args(["-P", &pid]).output().unwrap();
-        let mut pids: Vec<String> = String::from_utf8_lossy(&children.stdout).split_whitespace().map(str::to_owned).collect();
+        let mut pids: Vec<String> =
+            String::from_utf8_lossy(&children.stdout).split_whitespace().map(str::to_owned).collect();
         pids.push(pid);
         let ok = Command::new("kill").arg("-STOP").args(&pids).status().unwrap();
         assert!(ok.success(), "pausing PostgreSQL");

@@ -244,9 +244,10 @@ impl Bundle {
             });
         }
         let manifest = read_manifest(dir)?;
-        // Everything but the mirror (which the fs server reads through its own guard)
-        // must be a regular file of its listed size before anything is opened.
-        for a in manifest.artifacts.iter().filter(|a| !a.path.starts_with("mirror/")) {
+        // What opening reads (everything but the mirror, which the fs server reads
+        // through its own guard, and the shipped eval, which `atlas eval` reads) must
+        // be a regular file of its listed size before anything is opened.
+        for a in manifest.artifacts.iter().filter(|a| !a.path.starts_with("mirror/") && !a.path.starts_with("eval/")) {
             crate::manifest::regular_artifact(dir, &manifest, &a.path)?;
         }
         let (spec, model_dir) = check_model(&manifest, &opts)?;

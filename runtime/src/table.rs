@@ -9,7 +9,8 @@
 //! first one over a limit stops the read with [`crate::Error::DataCorruption`].
 //!
 //! Invariant: no bundle table decodes to more than [`decoded_cap`] of its file's size.
-//! *`table::tests` (a dictionary bomb, long strings), `tests/it/hardening.rs`.*
+//! *`table::tests` (a dictionary bomb, long strings), the readers' fuzz corpus
+//! (`runtime/tests/it/readers.rs`), `tests/it/hostile_bundles.rs`.*
 
 use arrow_array::{Array, LargeStringArray, RecordBatch, StringArray};
 use parquet::arrow::ProjectionMask;

@@ -76,8 +76,13 @@ fn bomb(columns: &[(&str, DataType)], rows: usize, value: &str) -> Vec<u8> {
 
 fn references_bomb() -> Vec<u8> {
     let s = DataType::Utf8;
-    let cols =
-        [("name", s.clone()), ("path", s.clone()), ("line", DataType::UInt32), ("chunk_id", s.clone()), ("enclosing", s)];
+    let cols = [
+        ("name", s.clone()),
+        ("path", s.clone()),
+        ("line", DataType::UInt32),
+        ("chunk_id", s.clone()),
+        ("enclosing", s),
+    ];
     bomb(&cols, 1_000_000, &"r".repeat(2048))
 }
 
@@ -151,7 +156,8 @@ fn bombed_tables_links_and_fifos_are_refused_and_the_good_library_serves() {
         assert!(t.elapsed() < Duration::from_secs(60), "the server started: {}", read(&log));
         let (text, v) = ok(call(&c, "list_libraries", json!({})).await);
         assert!(text.contains("2 libraries served, 3 broken"), "{text}");
-        let broken: Vec<&str> = v["broken"].as_array().unwrap().iter().map(|b| b["library"].as_str().unwrap()).collect();
+        let broken: Vec<&str> =
+            v["broken"].as_array().unwrap().iter().map(|b| b["library"].as_str().unwrap()).collect();
         assert_eq!(broken, ["bombsyms@0.1.0", "zeroed@0.1.0", "piped@0.1.0"], "{text}");
         assert!(text.contains("decodes to over") && text.contains("not a regular file"), "{text}");
         // The bombed references: that library's warning; the good one answers.
@@ -334,10 +340,9 @@ fn a_broken_export_is_named_and_resources_come_from_the_database() {
     let tmp = tempfile::tempdir().unwrap();
     let url = pg.url();
     // What the replica once resolved resource paths against: `./postgres:/…#lib@ver/mirror`.
-    let planted = tmp.path().join(format!(
-        "postgres:/postgres@127.0.0.1:{}/postgres#portfolio@0.3.0/mirror/code/billing",
-        pg.port
-    ));
+    let planted = tmp
+        .path()
+        .join(format!("postgres:/postgres@127.0.0.1:{}/postgres#portfolio@0.3.0/mirror/code/billing", pg.port));
     std::fs::create_dir_all(&planted).unwrap();
     std::fs::write(planted.join("invoice.py"), "PLANTED\n").unwrap();
     std::fs::write(planted.join("planted.py"), "PLANTED\n").unwrap();
@@ -473,14 +478,19 @@ fn terminal_output_is_printable() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let page = "# Torque \u{1b}[2J\u{1b}]0;owned\u{7} wrench \u{202E}gnirts\n\nThe torque wrench calibrates the widget.\n";
+    let page =
+        "# Torque \u{1b}[2J\u{1b}]0;owned\u{7} wrench \u{202E}gnirts\n\nThe torque wrench calibrates the widget.\n";
     let bundle = atlas_e2e::build_fixture_bundle_with(tmp.path(), &[("guides/escape.md", page)]);
     let r = run(std::process::Command::new(bin("atlas"))
         .args(["search", "torque wrench widget", "--mode", "keyword", "--bundle"])
         .arg(&bundle))
     .success();
     assert!(r.stdout.contains("Torque"), "{}", r.stdout);
-    assert!(!r.stdout.contains('\u{1b}') && !r.stdout.contains('\u{7}') && !r.stdout.contains('\u{202E}'), "{:?}", r.stdout);
+    assert!(
+        !r.stdout.contains('\u{1b}') && !r.stdout.contains('\u{7}') && !r.stdout.contains('\u{202E}'),
+        "{:?}",
+        r.stdout
+    );
     let r = run(std::process::Command::new(bin("atlas"))
         .args(["search", "torque wrench widget", "--mode", "keyword", "--json", "--bundle"])
         .arg(&bundle))
@@ -557,7 +567,8 @@ fn protocol_errors_are_the_ones_the_spec_names() {
         let v = s.next().await;
         assert_eq!((v["id"].as_i64(), v["error"]["code"].as_i64()), (Some(7), Some(-32602)), "{v}");
         s.close().await;
-        let (addr, mut child) = crate::mcp::http_server(&["serve", "rag", "--bundle", &b], &tmp.path().join("h.log")).await;
+        let (addr, mut child) =
+            crate::mcp::http_server(&["serve", "rag", "--bundle", &b], &tmp.path().join("h.log")).await;
         let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#;
         let addr: std::net::SocketAddr = addr.parse().unwrap();
         let json = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];

@@ -7,6 +7,7 @@ use atlas_runtime::model;
 
 mod docs;
 mod hnsw;
+mod readers;
 
 pub fn default_embedder(opts: &EncoderOptions) -> Option<Encoder> {
     let spec = model::spec(model::DEFAULT_MODEL).unwrap();

@@ -119,9 +119,11 @@ fn broken(dir: &Path, origin: &Origin, e: &anyhow::Error) -> Broken {
         },
     };
     let full = format!("{e:#}");
-    tracing::warn!("{library} ({}) is broken and not served: {full}", dir.display());
     let error = crate::output::without_paths(&full, dir, &library);
-    Broken::new(library, name, error, matches!(origin, Origin::Installed { .. }))
+    let b = Broken::new(library, name, error, matches!(origin, Origin::Installed { .. }));
+    // The log, on this machine, keeps the path and the whole error.
+    tracing::warn!("{} [at {}: {full}]", b.line(), dir.display());
+    b
 }
 
 /// Opens every located bundle with one set of options (so bundles of one model share
