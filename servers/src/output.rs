@@ -201,10 +201,10 @@ mod tests {
     #[tokio::test]
     async fn a_panic_becomes_an_answer_of_one_short_line() {
         let long = "?".repeat(100_000);
-        let e = super::caught("the tool t", async { panic!("regex compilation failed for {long}\nsecond line") })
-            .await
-            .map(|()| ())
-            .unwrap_err();
+        let e: String =
+            super::caught("the tool t", async { panic!("regex compilation failed for {long}\nsecond line") })
+                .await
+                .unwrap_err();
         assert!(e.starts_with("the tool t failed inside the server"), "{e}");
         assert!(e.len() < 1000 && !e.contains('\n'), "{} bytes", e.len());
         assert_eq!(super::caught("x", async { 7 }).await, Ok(7));
