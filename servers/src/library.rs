@@ -58,12 +58,12 @@ impl Broken {
         } else {
             "rebuild it (`atlas-pipeline run`) or install it again".to_owned()
         };
-        Broken { library, name, error: crate::output::inert(&error), fix }
+        Broken { library, name, error: crate::output::inert(&error).into(), fix }
     }
 
     /// A library that did not open, with what to do about it.
     pub fn with_fix(library: String, name: String, error: String, fix: String) -> Broken {
-        Broken { library, name, error: crate::output::inert(&error), fix }
+        Broken { library, name, error: crate::output::inert(&error).into(), fix }
     }
 
     /// One line for the log, a tool error and list_libraries.
@@ -86,7 +86,7 @@ pub enum Version {
 /// Parses `name`, `name@version` or `name@range`. Errors echo the argument cut short
 /// and on one line (an agent may send 10 KB of anything).
 pub fn parse_spec(spec: &str) -> Result<(String, Version), String> {
-    parse_spec_inner(spec.trim()).map_err(|e| crate::output::inert(&e))
+    parse_spec_inner(spec.trim()).map_err(|e| crate::output::inert(&e).into())
 }
 
 fn parse_spec_inner(spec: &str) -> Result<(String, Version), String> {
@@ -214,7 +214,8 @@ impl Libraries {
                 "{name}@{} is not served; the versions served are {}{more}",
                 spec.split_once('@').map_or("", |x| x.1).trim(),
                 named.iter().map(|b| b.manifest.version.as_str()).collect::<Vec<_>>().join(", ")
-            )));
+            ))
+            .into());
         }
         if !matches!(version, Version::Exact(_)) && hits.len() > 1 {
             // `name` alone or a range: the highest version (semver order, then text).

@@ -92,7 +92,7 @@ fn get_arg(
             Err(ErrorData::invalid_params(format!("the prompt needs the argument {name:?}"), None))
         }
         Some(serde_json::Value::String(s)) if s.len() <= MAX_ARGUMENT_BYTES => {
-            Ok(Some(crate::output::inert(s)).filter(|s| !s.is_empty() || !required))
+            Ok(Some(String::from(crate::output::inert(s))).filter(|s| !s.is_empty() || !required))
         }
         Some(serde_json::Value::String(_)) => Err(ErrorData::invalid_params(
             format!("the argument {name:?} is over {MAX_ARGUMENT_BYTES} bytes; shorten it"),

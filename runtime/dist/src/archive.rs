@@ -87,17 +87,34 @@ pub struct Extracted {
 /// duplicates, counts, sizes, ratio) writing nothing, so a hostile archive costs a read,
 /// never a quarter of a million files on disk; the second writes.
 pub fn extract(archive: &Path, target: &Path, limits: &Limits) -> Result<Extracted> {
-    walk(archive, limits, None)?;
-    walk(archive, limits, Some(target))
+    extract_as(archive, target, limits, Compression::Zstd)
+}
+
+/// How an archive's tar stream is compressed: a bundle's with zstd, a published
+/// package's (`.crate`, an npm tarball, an sdist) with gzip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    Zstd,
+    Gzip,
+}
+
+/// [`extract`] for an archive compressed as `compression`, with the same checks: one
+/// top folder, regular files and folders only, every limit.
+pub fn extract_as(archive: &Path, target: &Path, limits: &Limits, compression: Compression) -> Result<Extracted> {
+    walk(archive, limits, None, compression)?;
+    walk(archive, limits, Some(target), compression)
 }
 
 /// One pass over the archive: checks every entry, and writes it under `target` when
 /// there is one.
-fn walk(archive: &Path, limits: &Limits, target: Option<&Path>) -> Result<Extracted> {
+fn walk(archive: &Path, limits: &Limits, target: Option<&Path>, compression: Compression) -> Result<Extracted> {
     let file = std::fs::File::open(archive).map_err(io(archive))?;
     let counting = std::rc::Rc::new(std::cell::Cell::new(0u64));
     let reader = CountingShared { inner: std::io::BufReader::new(file), read: counting.clone() };
-    let decoder = zstd::stream::Decoder::new(reader).map_err(io(archive))?;
+    let decoder: Box<dyn Read> = match compression {
+        Compression::Zstd => Box::new(zstd::stream::Decoder::new(reader).map_err(io(archive))?),
+        Compression::Gzip => Box::new(flate2::bufread::GzDecoder::new(reader)),
+    };
     // Every decompressed byte (headers, long names, PAX records, file data) passes the
     // guard, so no part of the stream can unpack past the limits, in memory or on disk.
     let unpacked = std::rc::Rc::new(std::cell::Cell::new(0u64));

@@ -365,7 +365,7 @@ fn glob_matcher(glob: Option<&str>) -> Result<Option<globset::GlobMatcher>, Stri
             .literal_separator(false)
             .build()
             .map(|g| g.compile_matcher())
-            .map_err(|e| output::inert(&format!("bad glob {g:?}: {e}")))
+            .map_err(|e| output::inert(&format!("bad glob {g:?}: {e}")).into())
     })
     .transpose()
 }

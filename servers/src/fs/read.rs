@@ -118,7 +118,7 @@ pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs, budget: usize
         _ if offset > 0 => format!("lines {start}-{end} (from byte {offset} of line {start})"),
         _ => format!("lines {start}-{end}"),
     };
-    let mut text = fence(&format!("{rel} {range} of {total}"), &out);
+    let mut text = fence(&format!("{rel} {range} of {total}"), &out).to_string();
     let key = read_key(&format!("{prefix}{}", a.path), a.end_line);
     let next_cursor = next.map(|(l, o)| Cursor { at: l, within: o }.encode(&key));
     if let (Some(c), Some((l, o)), Some(cur)) = (&cap, next, &next_cursor) {

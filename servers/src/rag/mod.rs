@@ -510,7 +510,7 @@ impl RagServer {
             let text = format!(
                 "  {}: in {}\n",
                 r.line,
-                r.enclosing.as_deref().map_or_else(|| "module level".to_owned(), inert)
+                r.enclosing.as_deref().map_or_else(|| "module level".to_owned(), |e| inert(e).into())
             );
             Piece { text, item: code::Use { file: f, line: r } }
         });

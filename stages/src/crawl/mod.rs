@@ -5,7 +5,8 @@
 //! - `llms-txt`: a site fetched politely through its llms.txt into a mirror that
 //!   later runs update with conditional GETs ([`site`], with [`llms`], [`fetch`],
 //!   [`robots`], [`html`]);
-//! - `git` and `github`: repositories read at a commit ([`repo`], [`git`], [`github`]).
+//! - `git` and `github`: repositories read at a commit ([`repo`], [`git`], [`github`]);
+//! - `package`: a published package at an exact version, from its registry ([`package`]).
 //!
 //! Its external input is a snapshot digest of each source, so an unchanged source makes
 //! the stage (and everything after it) a cache hit.
@@ -16,6 +17,7 @@ pub mod github;
 pub mod html;
 pub mod llms;
 pub mod local;
+pub mod package;
 pub mod repo;
 pub mod robots;
 pub mod site;
@@ -112,6 +114,12 @@ impl Crawl {
                 SourceConfig::Github { owner, topic, api_url, include, exclude } => {
                     let globs = Globs::new(include, exclude)?;
                     scans.insert(name.clone(), repo::scan_github(ctx, p, name, owner, topic, api_url, &globs)?);
+                }
+                SourceConfig::Package { spec, include, exclude } => {
+                    let spec: crate::runner::PackageSpec = spec.parse().map_err(anyhow::Error::msg)?;
+                    let scan = package::scan_package(ctx, p, name, &spec, include, exclude)
+                        .with_context(|| format!("source {name}"))?;
+                    scans.insert(name.clone(), scan);
                 }
             }
         }
@@ -216,6 +224,9 @@ fn empty_source(name: &str, src: &SourceConfig, scan: &Scan) -> String {
             why.push_str(&format!("; check the repositories and the include globs {include:?}"));
         }
         SourceConfig::LlmsTxt { url, .. } => why.push_str(&format!("; check {url}")),
+        SourceConfig::Package { spec, include, .. } => {
+            why.push_str(&format!("; check that {spec} holds files matching {include:?}"));
+        }
     }
     why
 }

@@ -228,6 +228,7 @@ impl Stage for Pack {
                 SourceConfig::Local { path, .. } => Some(path.display().to_string()),
                 SourceConfig::LlmsTxt { url, .. } | SourceConfig::Git { url, .. } => Some(url.clone()),
                 SourceConfig::Github { owner, api_url, .. } => Some(format!("{api_url} ({owner})")),
+                SourceConfig::Package { spec, .. } => Some(spec.clone()),
             };
             sources.push(SourceInfo {
                 name: name.clone(),

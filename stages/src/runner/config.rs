@@ -124,6 +124,16 @@ pub enum SourceConfig {
         #[serde(default)]
         exclude: Vec<String>,
     },
+    /// A published package at an exact version (`crate:NAME@VERSION`), fetched from
+    /// the registry the user's own tools are configured for, checked against its
+    /// checksum, and read like a folder. None of its code runs.
+    Package {
+        spec: String,
+        #[serde(default = "default_package_include")]
+        include: Vec<String>,
+        #[serde(default = "default_package_exclude")]
+        exclude: Vec<String>,
+    },
     /// An owner's GitHub repositories that carry `topic`, each read as a git source
     /// at its default branch. The token comes from GITHUB_TOKEN.
     Github {
@@ -142,6 +152,78 @@ fn default_include_all() -> Vec<String> {
     vec!["**".into()]
 }
 
+/// A package source's default: what a package publishes about itself and its code
+/// (its README and other markdown, its docs, its sources), not its own tests, benches,
+/// examples or vendored code (`default_package_exclude`).
+fn default_package_include() -> Vec<String> {
+    let mut all = default_include();
+    all.push("README*".into());
+    all
+}
+
+fn default_package_exclude() -> Vec<String> {
+    ["tests/**", "benches/**", "examples/**", "vendor/**", "third_party/**", "fuzz/**", "**/testdata/**"]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+/// The ecosystems a package source reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ecosystem {
+    /// crates.io, or the registry cargo's configuration replaces it with.
+    Crate,
+}
+
+/// A package at an exact version: `crate:NAME@VERSION`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageSpec {
+    pub ecosystem: Ecosystem,
+    pub name: String,
+    pub version: String,
+}
+
+impl std::str::FromStr for PackageSpec {
+    type Err = String;
+    fn from_str(spec: &str) -> Result<PackageSpec, String> {
+        let (eco, rest) = spec.split_once(':').ok_or_else(|| {
+            format!("package {spec:?} names no ecosystem; write crate:NAME@VERSION (npm: and pypi: are not supported yet)")
+        })?;
+        let ecosystem = match eco {
+            "crate" => Ecosystem::Crate,
+            "npm" | "pypi" => {
+                return Err(format!(
+                    "package {spec:?}: {eco} packages are not supported yet; crate:NAME@VERSION is (docs/pipeline.md)"
+                ));
+            }
+            other => return Err(format!("package {spec:?}: unknown ecosystem {other:?}; write crate:NAME@VERSION")),
+        };
+        let (name, version) = rest
+            .split_once('@')
+            .ok_or_else(|| format!("package {spec:?} has no version; write {eco}:NAME@VERSION (an exact version)"))?;
+        // crates.io's rules: ASCII letters, digits, '-' and '_', at most 64, a letter first.
+        let name_ok = name.len() <= 64
+            && name.starts_with(|c: char| c.is_ascii_alphabetic())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !name_ok {
+            return Err(format!("package {spec:?}: {name:?} is not a crate name"));
+        }
+        if semver::Version::parse(version).is_err() {
+            return Err(format!(
+                "package {spec:?}: {version:?} is not an exact version (x.y.z); a package source installs one version"
+            ));
+        }
+        Ok(PackageSpec { ecosystem, name: name.to_owned(), version: version.to_owned() })
+    }
+}
+
+impl fmt::Display for PackageSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.ecosystem {
+            Ecosystem::Crate => write!(f, "crate:{}@{}", self.name, self.version),
+        }
+    }
+}
+
 fn default_github_api() -> String {
     "https://api.github.com".into()
 }
@@ -153,6 +235,7 @@ impl SourceConfig {
             SourceConfig::LlmsTxt { .. } => "llms-txt",
             SourceConfig::Git { .. } => "git",
             SourceConfig::Github { .. } => "github",
+            SourceConfig::Package { .. } => "package",
         }
     }
 }
@@ -443,6 +526,12 @@ pub(super) fn validate(l: &Loaded, text: &str) -> Result<(), String> {
                         "{} sources.{name}.api_url: {api_url:?} is not an http(s) URL",
                         at(Some(name), "api_url")
                     ));
+                }
+                check_globs(name, include, exclude, &at)?;
+            }
+            SourceConfig::Package { spec, include, exclude } => {
+                if let Err(e) = spec.parse::<PackageSpec>() {
+                    return Err(format!("{} sources.{name}.spec: {e}", at(Some(name), "spec")));
                 }
                 check_globs(name, include, exclude, &at)?;
             }
