@@ -7,6 +7,7 @@ pub mod dist;
 pub mod http;
 pub mod layout;
 pub mod pg;
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -21,6 +21,7 @@ mod libraries;
 mod mcp;
 mod pack;
 mod package;
+mod packages;
 mod postgres;
 mod remote_cache;
 mod search;

@@ -156,7 +156,10 @@ fn code_lookup(
             for f in &files {
                 s.push_str(&format!("{}\n", crate::output::inert(&f.path)));
                 for r in &f.references {
-                    let within = r.enclosing.as_deref().map_or_else(|| "module level".to_owned(), |e| crate::output::inert(e).into());
+                    let within = r
+                        .enclosing
+                        .as_deref()
+                        .map_or_else(|| "module level".to_owned(), |e| crate::output::inert(e).into());
                     s.push_str(&format!("  {}: in {within}\n", r.line));
                 }
             }

@@ -75,10 +75,8 @@ struct Artifact {
 /// cargo reads: `.cargo/config.toml` (or `.cargo/config`) in `dir` and each folder
 /// above it, then `$CARGO_HOME/config.toml`; the first file that says a key wins.
 pub fn cargo_registry(dir: &Path) -> anyhow::Result<Url> {
-    let mut files: Vec<PathBuf> = dir
-        .ancestors()
-        .flat_map(|d| [d.join(".cargo/config.toml"), d.join(".cargo/config")])
-        .collect();
+    let mut files: Vec<PathBuf> =
+        dir.ancestors().flat_map(|d| [d.join(".cargo/config.toml"), d.join(".cargo/config")]).collect();
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
@@ -165,9 +163,12 @@ fn fetch_crate(ctx: &Ctx<'_>, p: &CrawlParams, spec: &PackageSpec, state: &Path)
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let fetcher = Fetcher::new(p)?;
     let mut notes = Vec::new();
-    let get = |url: Url, limit: usize, notes: &mut Vec<String>| rt.block_on(fetcher.get(&url, None, None, limit, notes));
+    let get =
+        |url: Url, limit: usize, notes: &mut Vec<String>| rt.block_on(fetcher.get(&url, None, None, limit, notes));
     let lines = match get(index.join(&index_path(&spec.name))?, MAX_INDEX_BYTES, &mut notes) {
-        Outcome::Fetched { body, .. } => String::from_utf8(body).context("the index answered with bytes that are not text")?,
+        Outcome::Fetched { body, .. } => {
+            String::from_utf8(body).context("the index answered with bytes that are not text")?
+        }
         Outcome::Gone(_) => bail!("{spec}: no crate {:?} in the registry at {index}; check the name", spec.name),
         Outcome::Failed(why) => bail!("{spec}: the registry's index at {index} failed: {why}"),
         Outcome::NotModified => bail!("{spec}: the registry's index answered 304 to a plain GET"),
@@ -183,7 +184,11 @@ fn fetch_crate(ctx: &Ctx<'_>, p: &CrawlParams, spec: &PackageSpec, state: &Path)
         }
     }
     let Some(entry) = want else {
-        bail!("{spec}: version {} is not published; the nearest are {}", spec.version, nearest(&published, &spec.version));
+        bail!(
+            "{spec}: version {} is not published; the nearest are {}",
+            spec.version,
+            nearest(&published, &spec.version)
+        );
     };
     if entry.yanked {
         bail!(
@@ -216,7 +221,9 @@ fn fetch_crate(ctx: &Ctx<'_>, p: &CrawlParams, spec: &PackageSpec, state: &Path)
     };
     let got = atlas_runtime::hash::sha256_bytes(&bytes);
     if got != cksum {
-        bail!("{spec}: the download's sha256 is {got}, the registry's index says {cksum}; nothing was used (try again; report it if it persists)");
+        bail!(
+            "{spec}: the download's sha256 is {got}, the registry's index says {cksum}; nothing was used (try again; report it if it persists)"
+        );
     }
     let dir = file.parent().context("the artifacts folder")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -285,12 +292,23 @@ mod tests {
         assert_eq!(index_path("ab"), "2/ab");
         assert_eq!(index_path("abc"), "3/a/abc");
         assert_eq!(index_path("Serde_JSON"), "se/rd/serde_json");
-        assert_eq!(download_url("https://static.crates.io/crates", "itoa", "1.0.15", "x"), "https://static.crates.io/crates/itoa/1.0.15/download");
         assert_eq!(
-            download_url("https://r.test/{lowerprefix}/{crate}/{crate}-{version}.crate?s={sha256-checksum}", "Itoa", "1.0.0", "ff"),
+            download_url("https://static.crates.io/crates", "itoa", "1.0.15", "x"),
+            "https://static.crates.io/crates/itoa/1.0.15/download"
+        );
+        assert_eq!(
+            download_url(
+                "https://r.test/{lowerprefix}/{crate}/{crate}-{version}.crate?s={sha256-checksum}",
+                "Itoa",
+                "1.0.0",
+                "ff"
+            ),
             "https://r.test/it/oa/Itoa/Itoa-1.0.0.crate?s=ff"
         );
-        assert_eq!(nearest(&["1.0.0".into(), "1.0.2".into(), "1.1.0".into(), "2.0.0".into()], "1.0.1"), "1.0.0, 1.0.2, 1.1.0, 2.0.0");
+        assert_eq!(
+            nearest(&["1.0.0".into(), "1.0.2".into(), "1.1.0".into(), "2.0.0".into()], "1.0.1"),
+            "1.0.0, 1.0.2, 1.1.0, 2.0.0"
+        );
         assert_eq!(nearest(&[], "1.0.0"), "none");
     }
 

@@ -186,7 +186,9 @@ impl std::str::FromStr for PackageSpec {
     type Err = String;
     fn from_str(spec: &str) -> Result<PackageSpec, String> {
         let (eco, rest) = spec.split_once(':').ok_or_else(|| {
-            format!("package {spec:?} names no ecosystem; write crate:NAME@VERSION (npm: and pypi: are not supported yet)")
+            format!(
+                "package {spec:?} names no ecosystem; write crate:NAME@VERSION (npm: and pypi: are not supported yet)"
+            )
         })?;
         let ecosystem = match eco {
             "crate" => Ecosystem::Crate,
