@@ -113,3 +113,105 @@ pub fn cargo_home(dir: &Path, registry: &Server) -> PathBuf {
     .unwrap();
     home
 }
+
+/// What a registry server received: each request's path and its `Authorization`.
+pub type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
+
+/// A server that records what it receives (path and `Authorization`) into `seen`.
+fn recording(seen: &Seen, handler: impl Fn(&crate::http::Request) -> Response + Send + Sync + 'static) -> Server {
+    let log = seen.clone();
+    Server::start(move |req| {
+        log.lock().unwrap().push((req.path.clone(), req.header("authorization").map(str::to_owned)));
+        handler(req)
+    })
+}
+
+/// A tar.gz of `files` (path → text) with fixed metadata, as `npm pack` makes one
+/// (`package/…`) or an sdist (`name-version/…`).
+pub fn tar_gz(files: &[(&str, &str)]) -> Vec<u8> {
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    for (path, text) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(text.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_cksum();
+        tar.append_data(&mut h, path, text.as_bytes()).unwrap();
+    }
+    tar.into_inner().unwrap().finish().unwrap()
+}
+
+fn sri_sha512(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    format!("sha512-{}", base64::engine::general_purpose::STANDARD.encode(sha2::Sha512::digest(bytes)))
+}
+
+/// An npm registry at `/npm/` serving one package (`name`, scoped or not) at
+/// `version`, its tarball on `cdn` when given (another origin), else beside the
+/// packument; both record what they receive into `seen`.
+pub fn npm_registry(
+    name: &str,
+    version: &str,
+    tarball: Vec<u8>,
+    other_origin: bool,
+    seen: &Seen,
+) -> (Server, Option<Server>) {
+    let file = format!("{}-{version}.tgz", name.rsplit('/').next().unwrap());
+    let integrity = sri_sha512(&tarball);
+    let served = tarball.clone();
+    let path = format!("/tarballs/{file}");
+    let p2 = path.clone();
+    let cdn = other_origin.then(|| {
+        recording(
+            seen,
+            move |req| if req.path == p2 { Response::new(200, served.clone()) } else { Response::new(404, "") },
+        )
+    });
+    let base = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
+    let b2 = base.clone();
+    let cdn_url = cdn.as_ref().map(|c| c.url(""));
+    let (name, version) = (name.to_owned(), version.to_owned());
+    let registry = recording(seen, move |req| {
+        let home = cdn_url.clone().unwrap_or_else(|| b2.get().cloned().unwrap_or_default());
+        if req.path == format!("/npm/{}", name.replace('/', "%2f")) {
+            let doc = serde_json::json!({
+                "name": name,
+                "versions": { &version: { "dist": { "tarball": format!("{home}{path}"), "integrity": integrity } } },
+                "time": {},
+            });
+            return Response::new(200, doc.to_string()).header("Content-Type", "application/json");
+        }
+        if req.path == path {
+            return Response::new(200, tarball.clone());
+        }
+        Response::new(404, "")
+    });
+    let _ = base.set(registry.url(""));
+    (registry, cdn)
+}
+
+/// A Python index speaking the JSON simple API (PEP 691) at `/simple/`, serving
+/// `name`'s `files` (file name, bytes, yanked).
+pub fn simple_index(name: &str, files: Vec<(String, Vec<u8>, bool)>) -> Server {
+    let normal = name.to_ascii_lowercase().replace(['_', '.'], "-");
+    let listing: Vec<serde_json::Value> = files
+        .iter()
+        .map(|(f, b, yanked)| {
+            use sha2::Digest as _;
+            let sha: String = sha2::Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect();
+            serde_json::json!({"filename": f, "url": format!("../../files/{f}"), "hashes": {"sha256": sha}, "yanked": yanked})
+        })
+        .collect();
+    let page = serde_json::json!({"meta": {"api-version": "1.1"}, "name": normal, "files": listing}).to_string();
+    let want = format!("/simple/{normal}/");
+    Server::start(move |req| {
+        if req.path == want {
+            return Response::new(200, page.clone()).header("Content-Type", "application/vnd.pypi.simple.v1+json");
+        }
+        match files.iter().find(|(f, _, _)| req.path == format!("/files/{f}")) {
+            Some((_, b, _)) => Response::new(200, b.clone()),
+            None => Response::new(404, ""),
+        }
+    })
+}

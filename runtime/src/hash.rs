@@ -19,6 +19,12 @@ pub fn sha256_bytes(bytes: &[u8]) -> String {
     hex(&sha2::Sha256::digest(bytes))
 }
 
+/// An npm `integrity` string of `bytes`: `sha512-` and the base64 of their sha512.
+pub fn sri_sha512(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    format!("sha512-{}", base64::engine::general_purpose::STANDARD.encode(sha2::Sha512::digest(bytes)))
+}
+
 /// blake3 of `bytes`, as hex.
 pub fn blake3_bytes(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()

@@ -75,7 +75,7 @@ fn a_crate_from_cargos_registry_is_built_at_its_exact_version_and_bad_specs_are_
         ("unknown", "crate:itoa@9.9.9".to_owned(), "is not published; the nearest are"),
         ("yanked", "crate:itoa@0.9.0".to_owned(), "was yanked"),
         ("nocrate", format!("crate:nosuchcrate@{version}"), "no crate \"nosuchcrate\""),
-        ("npm", "npm:zod@3.23.8".to_owned(), "not supported yet"),
+        ("gem", "gem:rails@7.1.0".to_owned(), "unknown ecosystem"),
         ("range", "crate:itoa@^1".to_owned(), "not an exact version"),
     ] {
         let w = fresh(name);
@@ -98,4 +98,106 @@ fn a_crate_from_cargos_registry_is_built_at_its_exact_version_and_bad_specs_are_
     assert_ne!(r.code, Some(0), "{r:?}");
     assert!(r.stderr.contains("the download's sha256 is") && r.stderr.contains("nothing was used"), "{}", r.stderr);
     assert_eq!(std::fs::read(bundle.join("manifest.json")).unwrap(), before);
+}
+
+/// An npm package from the registry `.npmrc` names (a scope's own registry, with its
+/// token), checked against its sha512 integrity; the token reaches that registry's
+/// origin only, never the other origin its tarball is served from.
+#[test]
+fn an_npm_package_is_read_from_its_scopes_registry_and_its_token_stays_there() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let tarball = atlas_e2e::registry::tar_gz(&[
+        ("package/package.json", "{\"name\": \"@corp/strings\", \"version\": \"2.1.0\", \"main\": \"index.js\"}"),
+        ("package/README.md", "# strings\n\nPads a string on the left to a given width.\n"),
+        (
+            "package/index.js",
+            "/** Pads `s` on the left with `c` to `n` characters. */\nexport function padLeft(s, n, c) {\n  return String(s).padStart(n, c);\n}\n",
+        ),
+        ("package/test/pad.test.js", "import { padLeft } from '../index.js';\n"),
+    ]);
+    let seen = atlas_e2e::registry::Seen::default();
+    let (registry, cdn) = atlas_e2e::registry::npm_registry("@corp/strings", "2.1.0", tarball, true, &seen);
+    let work = t.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(
+        work.join(".npmrc"),
+        format!("@corp:registry={}\n//{}/npm/:_authToken=s3cret-npm-token\n", registry.url("/npm/"), registry.addr),
+    )
+    .unwrap();
+    std::fs::write(
+        work.join("pipeline.yaml"),
+        "name: dep\nsources:\n  strings:\n    kind: package\n    spec: \"npm:@corp/strings@2.1.0\"\n",
+    )
+    .unwrap();
+    let r = run(pipeline()
+        .current_dir(&work)
+        .env("NPM_CONFIG_USERCONFIG", t.path().join("no-user-npmrc"))
+        .env_remove("NPM_CONFIG_REGISTRY")
+        .arg("run"));
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let mirror = work.join(".atlas/build/bundle/mirror/strings");
+    assert!(mirror.join("index.js").is_file() && mirror.join("README.md").is_file());
+    assert!(!mirror.join("test").exists(), "a package's own tests are left out");
+    let seen = seen.lock().unwrap().clone();
+    let cdn = cdn.unwrap();
+    let tarball_hits: Vec<_> = seen.iter().filter(|(p, _)| p.starts_with("/tarballs/")).collect();
+    assert_eq!(tarball_hits.len(), 1, "{seen:?}");
+    assert_eq!(tarball_hits[0].1, None, "the token went to the tarball's other origin ({})", cdn.url(""));
+    let packument = seen.iter().find(|(p, _)| p.starts_with("/npm/")).unwrap();
+    assert_eq!(packument.1.as_deref(), Some("Bearer s3cret-npm-token"), "{seen:?}");
+    assert!(!r.stderr.contains("s3cret-npm-token"));
+}
+
+/// A Python package's sdist from the index pip is configured for (PIP_INDEX_URL),
+/// checked against its sha256; a yanked version and a wheel-only one are refused.
+#[test]
+fn a_python_sdist_is_read_from_the_configured_index() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let sdist = atlas_e2e::registry::tar_gz(&[
+        ("tiny_units-0.3.1/README.md", "# tiny-units\n\nConverts between metric and imperial units.\n"),
+        (
+            "tiny_units-0.3.1/tiny_units/__init__.py",
+            "def to_inches(cm):\n    \"\"\"Centimetres to inches.\"\"\"\n    return cm / 2.54\n",
+        ),
+        ("tiny_units-0.3.1/tests/test_units.py", "from tiny_units import to_inches\n"),
+    ]);
+    let index = atlas_e2e::registry::simple_index(
+        "tiny-units",
+        vec![
+            ("tiny_units-0.3.1.tar.gz".into(), sdist, false),
+            ("tiny_units-0.3.0.tar.gz".into(), b"old".to_vec(), true),
+            ("tiny_units-0.4.0-py3-none-any.whl".into(), b"zip".to_vec(), false),
+        ],
+    );
+    let build = |spec: &str, dir: &str| {
+        let work = t.path().join(dir);
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::write(
+            work.join("pipeline.yaml"),
+            format!("name: dep\nsources:\n  units:\n    kind: package\n    spec: \"{spec}\"\n"),
+        )
+        .unwrap();
+        let r = run(pipeline()
+            .current_dir(&work)
+            .env("PIP_INDEX_URL", index.url("/simple/"))
+            .env_remove("UV_INDEX_URL")
+            .env_remove("UV_DEFAULT_INDEX")
+            .arg("run"));
+        (work, r)
+    };
+    let (work, r) = build("pypi:tiny-units@0.3.1", "ok");
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let mirror = work.join(".atlas/build/bundle/mirror/units");
+    assert!(mirror.join("tiny_units/__init__.py").is_file() && !mirror.join("tests").exists());
+    for (spec, needle) in [("pypi:tiny-units@0.3.0", "was yanked"), ("pypi:tiny-units@0.4.0", "wheels only")] {
+        let (_, r) = build(spec, &spec.replace([':', '@', '.'], "_"));
+        assert_ne!(r.code, Some(0), "{spec}: {r:?}");
+        assert!(r.stderr.trim().lines().last().unwrap().contains(needle), "{spec}: {}", r.stderr);
+    }
 }

@@ -26,6 +26,19 @@ pub enum Outcome {
     Failed(String),
 }
 
+/// What a GET sends besides the URL ([`Fetcher::get_with`]).
+#[derive(Debug, Default)]
+pub struct Extra<'a> {
+    /// Validators of a conditional GET.
+    pub etag: Option<&'a str>,
+    pub last_modified: Option<&'a str>,
+    pub accept: Option<&'a str>,
+    /// Sent on hops to its own origin only.
+    pub credential: Option<&'a http::Credential>,
+    /// Follow redirects to other hosts (a registry's downloads), not only the URL's.
+    pub any_host: bool,
+}
+
 #[derive(Debug)]
 pub struct Fetcher {
     client: reqwest::Client,
@@ -64,6 +77,16 @@ impl Fetcher {
         limit: usize,
         notes: &mut Vec<String>,
     ) -> Outcome {
+        let conditional = Extra { etag, last_modified, ..Extra::default() };
+        self.get_with(url, &conditional, limit, notes).await
+    }
+
+    /// [`Fetcher::get`] with what a registry needs besides: an `Accept`, a credential
+    /// bound to its origin, redirects to other hosts.
+    pub async fn get_with(&self, url: &Url, x: &Extra<'_>, limit: usize, notes: &mut Vec<String>) -> Outcome {
+        let (etag, last_modified) = (x.etag, x.last_modified);
+        let redirects =
+            if x.any_host { http::Redirects::Follow } else { http::Redirects::SameHost(self.p.max_redirects) };
         let mut attempt = 0u32;
         loop {
             let mut req = self.client.get(url.clone());
@@ -73,11 +96,14 @@ impl Fetcher {
             if let Some(m) = last_modified {
                 req = req.header(IF_MODIFIED_SINCE, m);
             }
+            if let Some(a) = x.accept {
+                req = req.header(reqwest::header::ACCEPT, a);
+            }
             let req = match req.build() {
                 Ok(r) => r,
                 Err(e) => return Outcome::Failed(error_chain(&e)),
             };
-            let sent = http::send_raw(&self.client, req, None, http::Redirects::SameHost(self.p.max_redirects)).await;
+            let sent = http::send_raw(&self.client, req, x.credential, redirects).await;
             let wait = match sent {
                 Ok(resp) => {
                     let status = resp.status();

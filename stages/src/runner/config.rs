@@ -162,9 +162,21 @@ fn default_package_include() -> Vec<String> {
 }
 
 fn default_package_exclude() -> Vec<String> {
-    ["tests/**", "benches/**", "examples/**", "vendor/**", "third_party/**", "fuzz/**", "**/testdata/**"]
-        .map(str::to_owned)
-        .to_vec()
+    [
+        "tests/**",
+        "test/**",
+        "**/__tests__/**",
+        "benches/**",
+        "bench/**",
+        "examples/**",
+        "vendor/**",
+        "third_party/**",
+        "node_modules/**",
+        "fuzz/**",
+        "**/testdata/**",
+    ]
+    .map(str::to_owned)
+    .to_vec()
 }
 
 /// The ecosystems a package source reads from.
@@ -172,9 +184,24 @@ fn default_package_exclude() -> Vec<String> {
 pub enum Ecosystem {
     /// crates.io, or the registry cargo's configuration replaces it with.
     Crate,
+    /// The npm registry `.npmrc` names (scoped packages by their scope's registry).
+    Npm,
+    /// The Python package index pip or uv is configured for.
+    Pypi,
 }
 
-/// A package at an exact version: `crate:NAME@VERSION`.
+impl Ecosystem {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ecosystem::Crate => "crate",
+            Ecosystem::Npm => "npm",
+            Ecosystem::Pypi => "pypi",
+        }
+    }
+}
+
+/// A package at an exact version: `crate:NAME@VERSION`, `npm:NAME@VERSION` (scoped
+/// names too: `npm:@scope/name@1.2.3`), `pypi:NAME@VERSION`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackageSpec {
     pub ecosystem: Ecosystem,
@@ -182,36 +209,73 @@ pub struct PackageSpec {
     pub version: String,
 }
 
+impl PackageSpec {
+    /// The artifact's file name in a source's state folder: plain characters only.
+    pub fn file_name(&self) -> String {
+        let name = self.name.trim_start_matches('@').replace('/', "__");
+        let ext = match self.ecosystem {
+            Ecosystem::Crate => "crate",
+            Ecosystem::Npm => "tgz",
+            Ecosystem::Pypi => "tar.gz",
+        };
+        format!("{}-{name}-{}.{ext}", self.ecosystem.as_str(), self.version)
+    }
+}
+
 impl std::str::FromStr for PackageSpec {
     type Err = String;
     fn from_str(spec: &str) -> Result<PackageSpec, String> {
-        let (eco, rest) = spec.split_once(':').ok_or_else(|| {
-            format!(
-                "package {spec:?} names no ecosystem; write crate:NAME@VERSION (npm: and pypi: are not supported yet)"
-            )
-        })?;
+        let (eco, rest) = spec
+            .split_once(':')
+            .ok_or_else(|| format!("package {spec:?} names no ecosystem; write crate:, npm: or pypi:NAME@VERSION"))?;
         let ecosystem = match eco {
             "crate" => Ecosystem::Crate,
-            "npm" | "pypi" => {
-                return Err(format!(
-                    "package {spec:?}: {eco} packages are not supported yet; crate:NAME@VERSION is (docs/pipeline.md)"
-                ));
-            }
-            other => return Err(format!("package {spec:?}: unknown ecosystem {other:?}; write crate:NAME@VERSION")),
+            "npm" => Ecosystem::Npm,
+            "pypi" => Ecosystem::Pypi,
+            other => return Err(format!("package {spec:?}: unknown ecosystem {other:?}; write crate:, npm: or pypi:")),
         };
-        let (name, version) = rest
-            .split_once('@')
-            .ok_or_else(|| format!("package {spec:?} has no version; write {eco}:NAME@VERSION (an exact version)"))?;
-        // crates.io's rules: ASCII letters, digits, '-' and '_', at most 64, a letter first.
-        let name_ok = name.len() <= 64
-            && name.starts_with(|c: char| c.is_ascii_alphabetic())
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        // The version follows the last `@` that is not a scope's.
+        let (name, version) = match rest.rfind('@').filter(|&i| i > 0) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => {
+                return Err(format!("package {spec:?} has no version; write {eco}:NAME@VERSION (an exact version)"));
+            }
+        };
+        let plain = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        let name_ok = match ecosystem {
+            // crates.io's rules: ASCII letters, digits, '-' and '_', at most 64, a letter first.
+            Ecosystem::Crate => {
+                name.len() <= 64
+                    && name.starts_with(|c: char| c.is_ascii_alphabetic())
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            }
+            // npm's: at most 214, lower case, URL-safe; a scope is `@scope/`.
+            Ecosystem::Npm => {
+                let bare = match name.strip_prefix('@') {
+                    Some(scoped) => scoped.split_once('/').filter(|(s, n)| plain(s) && plain(n)).map(|(_, n)| n),
+                    None => Some(name),
+                };
+                name.len() <= 214 && !name.starts_with('.') && bare.is_some_and(|n| plain(n) && !n.starts_with('.'))
+            }
+            // PEP 508 names: letters, digits, '-', '_', '.'.
+            Ecosystem::Pypi => {
+                name.len() <= 200 && plain(name) && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+            }
+        };
         if !name_ok {
-            return Err(format!("package {spec:?}: {name:?} is not a crate name"));
+            return Err(format!("package {spec:?}: {name:?} is not a {eco} package name"));
         }
-        if semver::Version::parse(version).is_err() {
+        let exact = match ecosystem {
+            Ecosystem::Crate | Ecosystem::Npm => semver::Version::parse(version).is_ok(),
+            // PEP 440: an exact version holds no range operator.
+            Ecosystem::Pypi => {
+                version.starts_with(|c: char| c.is_ascii_digit())
+                    && version.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+!-".contains(&b))
+            }
+        };
+        if !exact {
             return Err(format!(
-                "package {spec:?}: {version:?} is not an exact version (x.y.z); a package source installs one version"
+                "package {spec:?}: {version:?} is not an exact version; a package source installs one version"
             ));
         }
         Ok(PackageSpec { ecosystem, name: name.to_owned(), version: version.to_owned() })
@@ -220,9 +284,7 @@ impl std::str::FromStr for PackageSpec {
 
 impl fmt::Display for PackageSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.ecosystem {
-            Ecosystem::Crate => write!(f, "crate:{}@{}", self.name, self.version),
-        }
+        write!(f, "{}:{}@{}", self.ecosystem.as_str(), self.name, self.version)
     }
 }
 

@@ -1,0 +1,250 @@
+//! `package` sources: a published package at an exact version, read from the artifact
+//! its registry serves, the way a folder is read.
+//!
+//! - **Where from**: the registry the user's own tools are configured for: cargo's
+//!   configuration for crates ([`cargo`]), npm's `.npmrc` for npm packages ([`npm`]),
+//!   pip's and uv's index settings for Python packages ([`pypi`]).
+//! - **Checked**: the artifact against the registry's checksum (a crate's sha256 in the
+//!   index, an npm tarball's sha512 integrity, a Python file's sha256); a yanked,
+//!   unpublished or missing version is an error that names the versions published,
+//!   never a neighbour.
+//! - **Unpacked** by the safe extractor (`atlas_dist::archive`, gzip) under
+//!   [`package_limits`]: one top folder, regular files and folders only, caps on
+//!   entries, bytes and ratio; nothing outside the source's state folder.
+//! - **Never run**: no build script, no install script, no package manager. The files
+//!   are read, nothing else.
+//!
+//! The artifact and its unpacked tree are kept in the source's state folder under
+//! their sha256, so a later run (or `--offline`) reuses them.
+
+pub mod cargo;
+pub mod npm;
+pub mod pypi;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use url::Url;
+
+use super::CrawlParams;
+use super::fetch::{Fetcher, Outcome};
+use super::local::{Scan, scan_local};
+use crate::runner::{Ctx, Ecosystem, PackageSpec};
+
+/// The largest package artifact downloaded, in bytes.
+pub const MAX_ARTIFACT_BYTES: usize = 256 << 20;
+/// The largest index file (a sparse index's lines, a packument, a project page) read,
+/// in bytes.
+pub const MAX_INDEX_BYTES: usize = 64 << 20;
+
+/// What a package may unpack to: far more than any real package, far less than a bomb.
+pub fn package_limits() -> atlas_dist::archive::Limits {
+    atlas_dist::archive::Limits {
+        max_unpacked_bytes: 1 << 30,
+        max_file_bytes: 256 << 20,
+        max_entries: 100_000,
+        max_ratio: 100,
+        ratio_floor_bytes: 32 << 20,
+    }
+}
+
+/// Reads the package `spec` of source `name`: its artifact fetched (or found in the
+/// state folder), checked, unpacked, and walked with `include` and `exclude`.
+pub fn scan_package(
+    ctx: &Ctx<'_>,
+    p: &CrawlParams,
+    name: &str,
+    spec: &PackageSpec,
+    include: &[String],
+    exclude: &[String],
+) -> anyhow::Result<Scan> {
+    let state = super::site::state_dir(ctx.cache.root(), name);
+    let file = state.join("artifacts").join(spec.file_name());
+    let artifact = match kept(&file) {
+        Some(a) if ctx.offline => a,
+        None if ctx.offline => {
+            bail!("{spec} is not in the cache and --offline fetches nothing; run once online to fetch it")
+        }
+        kept => {
+            let net = Net::new(p)?;
+            let found = match spec.ecosystem {
+                Ecosystem::Crate => cargo::find(&net, &ctx.cfg.dir, spec)?,
+                Ecosystem::Npm => npm::find(&net, &ctx.cfg.dir, spec)?,
+                Ecosystem::Pypi => pypi::find(&net, &ctx.cfg.dir, spec)?,
+            };
+            match kept.filter(|k| found.check.matches_file(&k.path)) {
+                Some(k) => k,
+                None => download(&net, spec, &found, &file)?,
+            }
+        }
+    };
+    let root = unpack(&artifact, &state).with_context(|| format!("unpacking {spec}"))?;
+    scan_local(&root, include, exclude, p.max_file_bytes)
+}
+
+/// A verified artifact: where it is and its sha256.
+#[derive(Debug)]
+struct Artifact {
+    path: PathBuf,
+    sha256: String,
+}
+
+/// The artifact kept at `file` by an earlier run, when it still has the sha256
+/// recorded beside it.
+fn kept(file: &Path) -> Option<Artifact> {
+    let sha256 = std::fs::read_to_string(sidecar(file)).ok()?.trim().to_owned();
+    let bytes = std::fs::read(file).ok()?;
+    (atlas_runtime::hash::sha256_bytes(&bytes) == sha256).then(|| Artifact { path: file.to_owned(), sha256 })
+}
+
+fn sidecar(file: &Path) -> PathBuf {
+    let mut s = file.as_os_str().to_owned();
+    s.push(".sha256");
+    PathBuf::from(s)
+}
+
+/// The checksum a registry states for an artifact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checksum {
+    /// Hex sha256 (a crate's `cksum`, a Python file's `sha256`).
+    Sha256(String),
+    /// An npm `integrity`: `sha512-<base64>`.
+    Sri512(String),
+}
+
+impl Checksum {
+    /// Whether `bytes` are what the registry states.
+    pub fn matches(&self, bytes: &[u8]) -> bool {
+        match self {
+            Checksum::Sha256(want) => atlas_runtime::hash::sha256_bytes(bytes) == *want,
+            Checksum::Sri512(want) => atlas_runtime::hash::sri_sha512(bytes) == *want,
+        }
+    }
+
+    fn matches_file(&self, path: &Path) -> bool {
+        std::fs::read(path).is_ok_and(|b| self.matches(&b))
+    }
+}
+
+/// What a registry says of the version asked: where its artifact is and its checksum.
+#[derive(Debug)]
+pub struct Found {
+    pub url: Url,
+    pub check: Checksum,
+    /// A token for the registry's own origin, sent with the download there and nowhere
+    /// else (a redirect elsewhere goes without it).
+    pub token: Option<String>,
+}
+
+/// The HTTP side of a package source: the crawl's fetcher (its one policy: timeouts,
+/// retries, Retry-After, a body cap) on a runtime of its own.
+#[derive(Debug)]
+pub struct Net {
+    fetcher: Fetcher,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Net {
+    fn new(p: &CrawlParams) -> anyhow::Result<Net> {
+        Ok(Net { fetcher: Fetcher::new(p)?, rt: tokio::runtime::Builder::new_current_thread().enable_all().build()? })
+    }
+
+    /// GETs `url` (with `accept`, and the `token` as a bearer credential bound to the
+    /// URL's origin, when given); the body, or None for a 404/410.
+    pub fn get(
+        &self,
+        url: &Url,
+        limit: usize,
+        accept: Option<&str>,
+        token: Option<&str>,
+    ) -> anyhow::Result<Option<Vec<u8>>> {
+        let credential = token.map(|t| atlas_dist::http::Credential::bearer(url.as_str(), t)).transpose()?;
+        let x = super::fetch::Extra { accept, credential: credential.as_ref(), any_host: true, ..Default::default() };
+        let mut notes = Vec::new();
+        match self.rt.block_on(self.fetcher.get_with(url, &x, limit, &mut notes)) {
+            Outcome::Fetched { body, .. } => Ok(Some(body)),
+            Outcome::Gone(_) => Ok(None),
+            Outcome::Failed(why) => bail!("{}: {why}", atlas_dist::http::redact_url(url.as_str())),
+            Outcome::NotModified => bail!("{}: a 304 to a plain GET", atlas_dist::http::redact_url(url.as_str())),
+        }
+    }
+}
+
+/// Downloads `found` into `file`, checks it and keeps it with its sha256.
+fn download(net: &Net, spec: &PackageSpec, found: &Found, file: &Path) -> anyhow::Result<Artifact> {
+    let bytes = net
+        .get(&found.url, MAX_ARTIFACT_BYTES, None, found.token.as_deref())?
+        .with_context(|| format!("{spec}: the registry has no download at {}", found.url))?;
+    if !found.check.matches(&bytes) {
+        let (algo, got, want) = match &found.check {
+            Checksum::Sha256(w) => ("sha256", atlas_runtime::hash::sha256_bytes(&bytes), w.clone()),
+            Checksum::Sri512(w) => ("sha512", atlas_runtime::hash::sri_sha512(&bytes), w.clone()),
+        };
+        bail!(
+            "{spec}: the download's {algo} is {got}, the registry says {want}; nothing was used (try again; report it if it persists)"
+        );
+    }
+    let dir = file.parent().context("the artifacts folder")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let sha256 = atlas_runtime::hash::sha256_bytes(&bytes);
+    atlas_cache::atomic::write_file_atomic(file, &bytes).with_context(|| format!("writing {}", file.display()))?;
+    atlas_cache::atomic::write_file_atomic(&sidecar(file), sha256.as_bytes())?;
+    Ok(Artifact { path: file.to_owned(), sha256 })
+}
+
+/// Up to five published versions nearest to `want` (semver order; PEP 440 versions
+/// that are not semver keep their order), or "none".
+pub fn nearest(published: &[String], want: &str) -> String {
+    let Ok(w) = semver::Version::parse(want) else { return published.join(", ") };
+    let mut v: Vec<semver::Version> = published.iter().filter_map(|p| semver::Version::parse(p).ok()).collect();
+    v.sort();
+    if v.is_empty() {
+        return "none".to_owned();
+    }
+    let at = v.partition_point(|x| *x < w);
+    let from = at.saturating_sub(2);
+    v[from..(from + 5).min(v.len())].iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// The artifact unpacked under the state folder (once per sha256), through the safe
+/// extractor: its one top folder.
+fn unpack(a: &Artifact, state: &Path) -> anyhow::Result<PathBuf> {
+    let done = state.join("unpacked").join(&a.sha256);
+    if let Some(top) = std::fs::read_dir(&done).ok().and_then(|mut d| d.next()).and_then(Result::ok) {
+        return Ok(top.path());
+    }
+    let parent = state.join("unpacked");
+    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+    let staging = tempfile::tempdir_in(&parent)?;
+    let x = atlas_dist::archive::extract_as(
+        &a.path,
+        staging.path(),
+        &package_limits(),
+        atlas_dist::archive::Compression::Gzip,
+    )?;
+    let _ = std::fs::remove_dir_all(&done);
+    std::fs::rename(staging.keep(), &done).with_context(|| format!("keeping {}", done.display()))?;
+    Ok(done.join(&x.top))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nearest_published_versions_are_named() {
+        assert_eq!(
+            nearest(&["1.0.0".into(), "1.0.2".into(), "1.1.0".into(), "2.0.0".into()], "1.0.1"),
+            "1.0.0, 1.0.2, 1.1.0, 2.0.0"
+        );
+        assert_eq!(nearest(&[], "1.0.0"), "none");
+    }
+
+    #[test]
+    fn checksums_are_the_registrys_forms() {
+        assert!(Checksum::Sha256(atlas_runtime::hash::sha256_bytes(b"x")).matches(b"x"));
+        assert!(!Checksum::Sha256(atlas_runtime::hash::sha256_bytes(b"x")).matches(b"y"));
+        assert!(Checksum::Sri512(atlas_runtime::hash::sri_sha512(b"x")).matches(b"x"));
+        assert!(atlas_runtime::hash::sri_sha512(b"").starts_with("sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg"));
+    }
+}

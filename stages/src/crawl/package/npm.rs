@@ -1,0 +1,148 @@
+//! npm packages: the registry `.npmrc` names (a scope's own registry first), the
+//! version's packument entry, and its tarball, checked against its sha512 integrity.
+//! A token (`//host/path/:_authToken`) goes to its registry's origin only.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use url::Url;
+
+use super::{Checksum, Found, MAX_INDEX_BYTES, Net, nearest};
+use crate::runner::PackageSpec;
+
+/// The public npm registry.
+pub const NPM_REGISTRY: &str = "https://registry.npmjs.org/";
+
+/// What `.npmrc` files say: `key=value` lines, the first file that sets a key winning.
+#[derive(Debug, Default)]
+pub struct Npmrc(Vec<(String, String)>);
+
+impl Npmrc {
+    /// The `.npmrc` files npm reads for a project in `dir`: the project's (in `dir` and
+    /// each folder above it), then the user's (`NPM_CONFIG_USERCONFIG` or `~/.npmrc`);
+    /// `NPM_CONFIG_REGISTRY` before them all.
+    pub fn load(dir: &Path) -> anyhow::Result<Npmrc> {
+        let mut files: Vec<PathBuf> = dir.ancestors().map(|d| d.join(".npmrc")).collect();
+        match std::env::var_os("NPM_CONFIG_USERCONFIG").or_else(|| std::env::var_os("npm_config_userconfig")) {
+            Some(f) => files.push(PathBuf::from(f)),
+            None => files.extend(std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".npmrc"))),
+        }
+        let mut rc = Npmrc::default();
+        if let Some(r) = std::env::var("NPM_CONFIG_REGISTRY").ok().or_else(|| std::env::var("npm_config_registry").ok())
+        {
+            rc.0.push(("registry".into(), r));
+        }
+        for f in files.iter().filter(|f| f.is_file()) {
+            let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+            for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with(['#', ';'])) {
+                if let Some((k, v)) = line.split_once('=') {
+                    rc.0.push((k.trim().to_owned(), expand_env(v.trim().trim_matches('"'))));
+                }
+            }
+        }
+        Ok(rc)
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// The registry for `name`: its scope's (`@scope:registry`), else `registry`, else
+    /// the public one; with a trailing slash.
+    pub fn registry(&self, name: &str) -> anyhow::Result<Url> {
+        let scoped = name.split_once('/').filter(|_| name.starts_with('@')).map(|(s, _)| format!("{s}:registry"));
+        let r = scoped.as_deref().and_then(|k| self.get(k)).or_else(|| self.get("registry")).unwrap_or(NPM_REGISTRY);
+        let r = if r.ends_with('/') { r.to_owned() } else { format!("{r}/") };
+        Url::parse(&r).with_context(|| format!(".npmrc: the registry {r:?} is not a URL"))
+    }
+
+    /// The `_authToken` for `registry`: the longest `//host[:port]/path/:_authToken`
+    /// key that prefixes it.
+    pub fn token(&self, registry: &Url) -> Option<String> {
+        let bare = registry.as_str().split_once("//").map(|(_, rest)| format!("//{rest}"))?;
+        self.0
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_suffix(":_authToken")?, v)))
+            .filter(|(prefix, _)| bare.starts_with(prefix.trim_end_matches('/')))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// `${VAR}` in an `.npmrc` value, from the environment (npm's rule); unset is empty.
+fn expand_env(v: &str) -> String {
+    let mut out = String::new();
+    let mut rest = v;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        match rest[i + 2..].find('}') {
+            Some(j) => {
+                out.push_str(&std::env::var(&rest[i + 2..i + 2 + j]).unwrap_or_default());
+                rest = &rest[i + 3 + j..];
+            }
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The npm package `spec` in the registry `.npmrc` (from `dir` up) names.
+pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> {
+    let rc = Npmrc::load(dir)?;
+    let registry = rc.registry(&spec.name)?;
+    let token = rc.token(&registry);
+    // A scoped name is one path segment: `@scope%2fname`.
+    let url = registry.join(&spec.name.replace('/', "%2f"))?;
+    let body = net
+        .get(&url, MAX_INDEX_BYTES, Some("application/json"), token.as_deref())
+        .with_context(|| format!("{spec}: the registry at {registry}"))?
+        .with_context(|| format!("{spec}: no package {:?} in the registry at {registry}; check the name", spec.name))?;
+    let doc: serde_json::Value = serde_json::from_slice(&body).context("the registry's answer is not JSON")?;
+    if doc["time"]["unpublished"].is_object() {
+        bail!("{spec}: the package was unpublished from the registry; Atlas never substitutes another");
+    }
+    let versions = doc["versions"].as_object().context("the registry's answer lists no versions")?;
+    let Some(v) = versions.get(&spec.version) else {
+        let published: Vec<String> = versions.keys().cloned().collect();
+        bail!(
+            "{spec}: version {} is not published; the nearest are {}",
+            spec.version,
+            nearest(&published, &spec.version)
+        );
+    };
+    let tarball = v["dist"]["tarball"].as_str().context("the version names no tarball")?;
+    let integrity = v["dist"]["integrity"].as_str().unwrap_or_default();
+    let Some(sri) = integrity.split_whitespace().find(|i| i.starts_with("sha512-")) else {
+        bail!("{spec}: the registry states no sha512 integrity for it (only a sha1); Atlas does not trust sha1 alone");
+    };
+    let url = Url::parse(tarball).or_else(|_| registry.join(tarball)).context("the tarball's URL")?;
+    // The token goes to the registry's own origin, never to a tarball elsewhere.
+    let token = token.filter(|_| url.origin() == registry.origin());
+    Ok(Found { url, check: Checksum::Sri512(sri.to_owned()), token })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npmrc_names_the_scopes_registry_and_its_token() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(
+            t.path().join(".npmrc"),
+            "registry=http://127.0.0.1:9/npm\n@corp:registry=http://127.0.0.1:8/corp/\n//127.0.0.1:8/corp/:_authToken=${ATLAS_TEST_NPM_TOKEN_UNSET}tok\n",
+        )
+        .unwrap();
+        let rc = Npmrc::load(t.path()).unwrap();
+        assert_eq!(rc.registry("left-pad").unwrap().as_str(), "http://127.0.0.1:9/npm/");
+        let corp = rc.registry("@corp/x").unwrap();
+        assert_eq!(corp.as_str(), "http://127.0.0.1:8/corp/");
+        assert_eq!(rc.token(&corp).as_deref(), Some("tok"));
+        assert_eq!(rc.token(&rc.registry("left-pad").unwrap()), None);
+    }
+}
