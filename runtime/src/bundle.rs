@@ -48,6 +48,9 @@ pub struct OpenOptions {
     pub embed: EncoderOptions,
     /// Open even when the embedding model is not provisioned: keyword search only.
     pub keyword_only: bool,
+    /// Why the bundle is open keyword-only, when it was meant to search by vector too
+    /// (the model's error at open): what a vector search then says.
+    pub why_keyword_only: Option<String>,
     /// The loaded query models, shared by every bundle opened with clones of these
     /// options: bundles embedded with the same model (by sha256) share one session.
     pub models: ModelPool,
@@ -93,6 +96,7 @@ impl Default for OpenOptions {
             ort_lib: None,
             embed: EncoderOptions::query(),
             keyword_only: false,
+            why_keyword_only: None,
             models: ModelPool::default(),
         }
     }
@@ -511,7 +515,10 @@ impl Bundle {
     /// The query embedder, loaded on first use.
     pub fn embedder(&self) -> Result<&Encoder> {
         if self.opts.keyword_only {
-            return Err(Error::Model("this bundle was opened keyword-only; vector search is off".into()));
+            return Err(Error::Model(match &self.opts.why_keyword_only {
+                Some(why) => why.clone(),
+                None => "this bundle was opened for keyword search only".into(),
+            }));
         }
         let want = &self.manifest.model.sha256;
         self.embedder

@@ -16,7 +16,7 @@
 pub struct Budget {
     /// The most tokens the reply may hold (estimated: one per 3 bytes; default 8000,
     /// 250 to 200000). Past it the reply ends with a `next_cursor`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::opt_usize")]
     pub max_tokens: Option<usize>,
     /// The `next_cursor` of an earlier reply of this tool, with the same arguments:
     /// continue where it stopped.

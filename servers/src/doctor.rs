@@ -136,14 +136,21 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
                 // The oldest fetch of any source (crawled sites and repositories).
                 let source_days = m.sources.iter().filter_map(|s| s.fetched_at.as_deref().and_then(age_days)).max();
                 let signed = rec.as_ref().and_then(|r| r.signed_by.clone());
+                // Installed from an archive on this machine (what `atlas-pipeline run
+                // --archive` wrote): built here, so there is no publisher to check.
+                let local = rec.as_ref().is_some_and(|r| !r.source.contains("://") && !r.source.starts_with("github:"));
+                let provenance = match (&signed, local) {
+                    (Some(k), _) => format!("signed by {k}"),
+                    (None, true) => "built here (installed from a local archive)".to_owned(),
+                    (None, false) => "signature not checked".to_owned(),
+                };
                 let detail = format!(
-                    "{cur}: {} files match the manifest; {}; built {}{}",
+                    "{cur}: {} files match the manifest; {provenance}; built {}{}",
                     m.artifacts.len(),
-                    signed.as_deref().map_or_else(|| "signature not checked".to_owned(), |k| format!("signed by {k}")),
                     built_days.map_or_else(|| m.created.clone(), |d| format!("{d} days ago")),
                     source_days.map(|d| format!(", sources fetched up to {d} days ago")).unwrap_or_default(),
                 );
-                let (status, fix) = match (signed.is_some(), built_days) {
+                let (status, fix) = match (signed.is_some() || local, built_days) {
                     (_, Some(d)) if d > OLD_DAYS => {
                         (Status::Warn, format!("`atlas update {}` for a newer build", b.name))
                     }

@@ -15,6 +15,7 @@ pub(crate) mod doctor;
 pub(crate) mod eval;
 pub(crate) mod fs;
 pub(crate) mod http_serve;
+pub(crate) mod lenient;
 pub(crate) mod library;
 pub(crate) mod live;
 pub(crate) mod llm;

@@ -228,6 +228,17 @@ impl Libraries {
         Ok(hits)
     }
 
+    /// The refusal threshold of a search over the named libraries (all without one):
+    /// their calibrated one when they agree on it, else Atlas's
+    /// ([`atlas_runtime::eval::DEFAULT_THRESHOLD`]). What `atlas ask`, the web page and
+    /// the rag tools' confidence all use.
+    pub fn threshold(&self, library: Option<&str>) -> f32 {
+        let bundles = self.select(library).unwrap_or_default();
+        let calibrated = |b: &Arc<Bundle>| atlas_runtime::eval::threshold(&b.manifest);
+        let agreed = bundles.first().map(calibrated).filter(|t| bundles.iter().all(|b| calibrated(b) == *t));
+        agreed.unwrap_or(atlas_runtime::eval::DEFAULT_THRESHOLD)
+    }
+
     /// The search over the named libraries (all without one), merged fairly (see
     /// [`merge`]), and a line for each library that failed while others answered (its
     /// model missing, say): one broken library does not take the others down.
@@ -246,6 +257,30 @@ impl Libraries {
             let searched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.search_scored(query, opts)));
             match searched {
                 Ok(Ok(s)) => each.push(s),
+                // No model here (or not this bundle's): keyword results, and a line
+                // that says so and how to fix it.
+                Ok(Err(atlas_runtime::Error::Model(why))) if opts.mode != Mode::Keyword => {
+                    let kw = SearchOptions { mode: Mode::Keyword, rerank: false, ..opts.clone() };
+                    match b.search_scored(query, &kw) {
+                        Ok(mut s) => {
+                            // BM25 is not a calibrated confidence: it neither leads the
+                            // merge nor vouches for the reply.
+                            s.confidence = 0.0;
+                            s.signals = Default::default();
+                            each.push(s);
+                            failed.push(format!(
+                                "{} was searched by keyword only ({})",
+                                b.library(),
+                                crate::output::bundle_error(b, &why)
+                            ));
+                        }
+                        Err(e) => failed.push(format!(
+                            "{} was not searched: {}",
+                            b.library(),
+                            crate::output::bundle_error(b, &e)
+                        )),
+                    }
+                }
                 Ok(Err(e @ atlas_runtime::Error::Query(_))) => return Err(e.to_string()),
                 Ok(Err(e)) => {
                     failed.push(format!("{} was not searched: {}", b.library(), crate::output::bundle_error(b, &e)));

@@ -33,6 +33,47 @@ pub fn typed_with<T: serde::Serialize>(
     Ok(r)
 }
 
+/// A tool's input schema as rmcp derives it, less the `format` of its integers.
+pub fn input_schema<T: schemars::JsonSchema + std::any::Any>() -> std::sync::Arc<rmcp::model::JsonObject> {
+    let s = rmcp::handler::server::common::schema_for_input::<T>()
+        .unwrap_or_else(|e| panic!("invalid input schema for `{}`: {e}", std::any::type_name::<T>()));
+    plain_integers(&s)
+}
+
+/// A tool's output schema as rmcp derives it, less the `format` of its integers.
+pub fn output_schema<T: schemars::JsonSchema + std::any::Any>() -> std::sync::Arc<rmcp::model::JsonObject> {
+    plain_integers(&rmcp::handler::server::common::schema_for_output::<T>())
+}
+
+/// `schema` without a `format` on any integer (`uint`, `uint32`, `int64`): schemars
+/// writes them and no common validator knows them (the Inspector warns of each, on
+/// every call). The range (`minimum: 0`) stays.
+fn plain_integers(schema: &rmcp::model::JsonObject) -> std::sync::Arc<rmcp::model::JsonObject> {
+    fn walk(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(o) => {
+                let integer = match o.get("type") {
+                    Some(serde_json::Value::String(t)) => t == "integer",
+                    Some(serde_json::Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+                    _ => false,
+                };
+                if integer {
+                    o.remove("format");
+                }
+                o.values_mut().for_each(walk);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::Value::Object(schema.clone());
+    walk(&mut v);
+    match v {
+        serde_json::Value::Object(o) => std::sync::Arc::new(o),
+        _ => std::sync::Arc::new(schema.clone()),
+    }
+}
+
 /// Hits as JSON, each with its `citation` beside the fields it is made of: what the
 /// rag tools, `atlas search --json` and the web's `/api/search` return.
 pub fn hits_json(hits: &[atlas_runtime::Hit]) -> Vec<serde_json::Value> {
@@ -147,8 +188,15 @@ pub fn inert(s: &str) -> Inert {
 
 /// Corpus- or bundle-derived text made safe for a place outside a fence: one line,
 /// capped. Only [`inert`] makes one, so text that holds one was made inert.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct Inert(String);
+
+/// Quoted as the text it holds (`{:?}` of an inert name reads as the name).
+impl std::fmt::Debug for Inert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
 
 impl std::fmt::Display for Inert {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

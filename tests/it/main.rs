@@ -10,6 +10,7 @@ mod crawl;
 mod distribution;
 mod embed;
 mod eval;
+mod first_hour;
 mod git;
 mod hardening;
 mod hostile;

@@ -101,7 +101,7 @@ fn user(cmd: &mut Command, root: &Path, path: &str) {
 }
 
 /// The fixture bundle's archive (1.0.0), built once.
-fn fixture_archive() -> &'static Path {
+pub(crate) fn fixture_archive() -> &'static Path {
     static ARCHIVE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     let (_, a) = ARCHIVE.get_or_init(|| {
         let t = tempfile::tempdir().unwrap();

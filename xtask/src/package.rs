@@ -154,6 +154,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             }
         }
     };
+    // Which build the binaries are: a release is the `dist` profile (stripped, LTO);
+    // another makes packages several times larger and slower, so it is said.
+    let profile = bins.file_name().map_or_else(|| "?".to_owned(), |n| n.to_string_lossy().into_owned());
+    if profile == "dist" {
+        say(&format!("xtask: packaging the dist build in {}", bins.display()));
+    } else {
+        say(&format!(
+            "xtask: warning: packaging the {profile:?} build in {} (not `dist`: larger and slower than a release;              `cargo xtask package` without --bins builds dist)",
+            bins.display()
+        ));
+    }
     let level = if args.fast { 1 } else { 9 };
     let binaries: Vec<(String, Vec<u8>)> = BINARIES
         .iter()

@@ -65,7 +65,8 @@ impl Source {
         }
         let path = PathBuf::from(s);
         if path.is_file() {
-            return Ok(Source::File(path));
+            // Absolute: an install record names it, and `atlas update` may run elsewhere.
+            return Ok(Source::File(std::path::absolute(&path).unwrap_or(path)));
         }
         Err(Error::Usage(format!(
             "{s:?} is neither a file nor a source; use github:OWNER/REPO[@TAG], s3://…, gs://…, az://…, file://…, https://…/x.tar.zst or a .tar.zst path"

@@ -4,7 +4,7 @@
 //! 1. Retrieve: hybrid search over docs and code together (what the rag server's
 //!    search pool holds), and the search's confidence.
 //! 2. Refuse below the threshold (the bundle's calibrated one, else
-//!    [`DEFAULT_THRESHOLD`]): no LLM call, the nearest hits shown.
+//!    `atlas_runtime::eval::DEFAULT_THRESHOLD`): no LLM call, the nearest hits shown.
 //! 3. Assemble the numbered sources within a token budget.
 //! 4. Generate through an OpenAI-compatible endpoint ([`crate::llm`]), streaming, each
 //!    `[n]` checked by [`Citations`]; or, with no endpoint or when it fails, an
@@ -31,7 +31,6 @@ pub(crate) use cite::Citations;
 use extract::{extract, render_extract};
 use prompt::{assemble, prompt, refusal};
 
-pub use atlas_runtime::eval::DEFAULT_THRESHOLD;
 /// Tokens of sources given to the LLM by default.
 pub const DEFAULT_BUDGET_TOKENS: usize = 3000;
 /// Sources at most.
@@ -45,7 +44,7 @@ const EXTRACT_SENTENCES: usize = 3;
 #[derive(Debug, Clone)]
 pub struct AskOptions {
     pub budget_tokens: usize,
-    /// None: the bundle's calibrated threshold, else [`DEFAULT_THRESHOLD`].
+    /// None: the libraries' calibrated threshold, else Atlas's ([`Libraries::threshold`]).
     pub threshold: Option<f32>,
     pub llm: Option<Llm>,
 }
@@ -138,10 +137,7 @@ pub async fn ask(
         )));
     }
     let bundles = libs.select(library).map_err(atlas_runtime::exit::UsageError)?;
-    // The calibrated threshold when the libraries asked agree on one, else Atlas's.
-    let calibrated = |b: &Arc<Bundle>| atlas_runtime::eval::threshold(&b.manifest);
-    let agreed = bundles.first().map(calibrated).filter(|t| bundles.iter().all(|b| calibrated(b) == *t));
-    let threshold = opts.threshold.or(agreed).unwrap_or(DEFAULT_THRESHOLD);
+    let threshold = opts.threshold.unwrap_or_else(|| libs.threshold(library));
     let name = match bundles.as_slice() {
         [one] => one.manifest.name.clone(),
         many => many.iter().map(|b| b.library()).collect::<Vec<_>>().join(", "),

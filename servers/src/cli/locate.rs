@@ -144,7 +144,7 @@ pub(super) fn open_libraries(
     let mut broken_libs = located.broken;
     broken_libs.extend(broken_exports);
     for (dir, origin) in located.found {
-        let b = match Bundle::open(&dir, opts.clone()).with_context(|| format!("opening the bundle {}", dir.display()))
+        let b = match open_or_keyword_only(&dir, opts).with_context(|| format!("opening the bundle {}", dir.display()))
         {
             Ok(b) => b,
             Err(e) if !single => {
@@ -160,6 +160,21 @@ pub(super) fn open_libraries(
         lives.push(live);
     }
     Libraries::new(lives, broken_libs).map_err(|e| UsageError(e).into())
+}
+
+/// Opens the bundle in `dir`; when its model cannot be had here (not provisioned, or
+/// another than this build knows), keyword-only, said once in the log: a server
+/// always starts, and its replies say what is off and how to fix it.
+pub(super) fn open_or_keyword_only(dir: &Path, opts: &OpenOptions) -> atlas_runtime::Result<Bundle> {
+    match Bundle::open(dir, opts.clone()) {
+        Err(atlas_runtime::Error::Model(why)) if !opts.keyword_only => {
+            let o = OpenOptions { keyword_only: true, why_keyword_only: Some(why.clone()), ..opts.clone() };
+            let b = Bundle::open(dir, o)?;
+            tracing::warn!("serving {} by keyword only: {why}", b.library());
+            Ok(b)
+        }
+        r => r,
+    }
 }
 
 /// The fs view of every located bundle, each following its origin like the rag

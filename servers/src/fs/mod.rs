@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use grep_regex::RegexMatcherBuilder;
-use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
@@ -212,10 +211,10 @@ pub struct ListFilesArgs {
     #[serde(default)]
     pub glob: Option<String>,
     /// Skip this many files (paging).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::opt_usize")]
     pub offset: Option<usize>,
     /// At most this many files (default 200, at most 1000).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::opt_usize")]
     pub limit: Option<usize>,
     #[serde(flatten)]
     pub budget: Budget,
@@ -226,14 +225,14 @@ pub struct ReadFileArgs {
     /// The file, relative to the mirror, as list_files or a search hit gives it.
     pub path: String,
     /// First line to return, 1-based (default 1).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::opt_usize")]
     pub start_line: Option<usize>,
     /// Last line to return, inclusive (default: the end, within the size cap).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::opt_usize")]
     pub end_line: Option<usize>,
     /// Where to start within start_line, in bytes (default 0): how a reply that cut
     /// a very long line says to continue.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::opt_usize")]
     pub byte_offset: Option<usize>,
     #[serde(flatten)]
     pub budget: Budget,
@@ -256,10 +255,10 @@ pub struct SearchArgs {
     #[serde(default)]
     pub publication: Option<String>,
     /// Lines of context before and after each match (0–5, default 0).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::opt_usize")]
     pub context_lines: Option<usize>,
     /// At most this many matches (default 50, at most 500).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::opt_usize")]
     pub max_results: Option<usize>,
     #[serde(flatten)]
     pub budget: Budget,
@@ -427,7 +426,8 @@ impl FsServer {
         title = "List publications",
         description = "List the publications (top-level sections) of the documentation mirror, with how many files each holds. Start here to see what the mirror covers; then list_files on one publication.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<PublicationsOut>()
+        input_schema = output::input_schema::<ListPublicationsArgs>(),
+        output_schema = output::output_schema::<PublicationsOut>()
     )]
     async fn list_publications(
         &self,
@@ -475,7 +475,8 @@ impl FsServer {
         title = "List files",
         description = "List files in the mirror, sorted by path, optionally within one publication and matching a glob, with paging (offset, limit). Use it to find the exact path to pass to read_file.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<FilesOut>()
+        input_schema = output::input_schema::<ListFilesArgs>(),
+        output_schema = output::output_schema::<FilesOut>()
     )]
     async fn list_files(&self, Parameters(a): Parameters<ListFilesArgs>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
@@ -538,7 +539,8 @@ impl FsServer {
         title = "Read a file",
         description = "Read one file of the mirror verbatim, optionally a line range (start_line, end_line, 1-based, inclusive). At most 2000 lines, 256 KiB or the reply's budget (max_tokens) come back per call; when a cap is hit the reply says so and where to continue (next_cursor, or start_line and byte_offset for a line longer than the cap). Use it to verify what a search hit cites.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<read::ReadOut>()
+        input_schema = output::input_schema::<ReadFileArgs>(),
+        output_schema = output::output_schema::<read::ReadOut>()
     )]
     async fn read_file(&self, Parameters(mut a): Parameters<ReadFileArgs>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
@@ -576,7 +578,8 @@ impl FsServer {
         title = "Search the mirror",
         description = "Search the mirror's files for a literal string or a regular expression (ripgrep's engine), optionally case-sensitive, within a glob or a publication, with context lines. Returns file, line number and the matching line. Use it to find exact names, error messages or flags, and to verify a claim verbatim. When max_results is hit the reply says \"truncated\"; when the budget (max_tokens) is, it ends with a next_cursor.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<GrepOut>()
+        input_schema = output::input_schema::<SearchArgs>(),
+        output_schema = output::output_schema::<GrepOut>()
     )]
     async fn search(
         &self,
@@ -707,7 +710,8 @@ impl FsServer {
         title = "Release information",
         description = "What this mirror is: bundle name and version, when it was built and when its sources were fetched, each source with its URL or commit, and file counts. Use it to cite the release you read.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<ReleaseOut>()
+        input_schema = output::input_schema::<ListPublicationsArgs>(),
+        output_schema = output::output_schema::<ReleaseOut>()
     )]
     async fn get_release_info(
         &self,

@@ -4,7 +4,6 @@
 use atlas_runtime::ChunkKind;
 use atlas_runtime::search::{Filters, Fusion};
 use atlas_runtime::{Mode, SearchOptions};
-use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -16,7 +15,7 @@ mod wire;
 
 use reply::{chunk_reply, describe, hit_link, hit_out, hit_text};
 use wire::{
-    BundleInfoOut, ChunkOut, Detail, FindReferencesArgs, FindReferencesOut, FindSymbolArgs, FindSymbolOut,
+    BundleInfoOut, ChunkOut, Confidence, Detail, FindReferencesArgs, FindReferencesOut, FindSymbolArgs, FindSymbolOut,
     GetChunkArgs, HitOut, LibrariesOut, LibraryArg, LibraryOut, OutlineArgs, OutlineOut, SearchCodeArgs,
     SearchDocsArgs, SearchOut, SourceOut,
 };
@@ -72,6 +71,7 @@ impl RagServer {
         opts.top_k = want.max(1);
         let libs = self.libs.clone();
         let q = query.clone();
+        let (mode, threshold) = (opts.mode, self.libs.threshold(library.as_deref()));
         let job = tokio::task::spawn_blocking(move || libs.search(&q, &opts, library.as_deref()));
         let found = tokio::select! {
             r = job => r.map_err(|e| ErrorData::internal_error(e.to_string(), None))?,
@@ -81,11 +81,26 @@ impl RagServer {
             Ok(f) => f,
             Err(e) => return Ok(output::error(e)),
         };
+        // Keyword scores (BM25) are not calibrated: no confidence for them.
+        let confidence = (mode != Mode::Keyword).then(|| Confidence::new(s.confidence, threshold));
         if s.hits.is_empty() {
             let text =
                 format!("no hits for {query:?}; try other words, mode=keyword for exact names, or fewer filters\n");
-            return output::typed(text, &SearchOut { hits: Vec::new(), warnings: failed, next_cursor: None });
+            return output::typed(
+                text,
+                &SearchOut { hits: Vec::new(), confidence, warnings: failed, next_cursor: None },
+            );
         }
+        // Below the refusal threshold, the reply says so first: what `atlas ask` refuses.
+        let head = match &confidence {
+            Some(c) if c.level == "none" => format!(
+                "nothing served answers this confidently (confidence {:.2}, under the threshold {:.2}); the nearest hits follow, check them before relying on them\n",
+                c.score, c.threshold
+            ),
+            _ => String::new(),
+        };
+        let sure =
+            confidence.as_ref().map(|c| format!(", confidence {} ({:.2})", c.level, c.score)).unwrap_or_default();
         let total = s.hits.len();
         let pieces = |first: Detail| {
             s.hits.iter().enumerate().skip(skip).map(move |(i, h)| {
@@ -97,7 +112,7 @@ impl RagServer {
             let upto = skip + kept.len();
             let from = if skip > 0 { format!(" (hits {}-{upto} of {total})", skip + 1) } else { String::new() };
             let mut text = format!(
-                "{} hits for {query:?}{from}; cite each by its citation, verify with the fs server's read_file or the hit's resource:\n",
+                "{head}{} hits for {query:?}{from}{sure}; cite each by its citation, verify with the fs server's read_file or the hit's resource:\n",
                 kept.len()
             );
             text.extend(kept.iter().map(|p| p.text.as_str()));
@@ -109,7 +124,8 @@ impl RagServer {
             }
             let hits = kept.iter().map(|p| p.item.0.clone()).collect();
             let links = kept.iter().map(|p| p.item.1.clone()).collect();
-            output::typed_with(text, &SearchOut { hits, warnings: failed.clone(), next_cursor }, links)
+            let out = SearchOut { hits, confidence: confidence.clone(), warnings: failed.clone(), next_cursor };
+            output::typed_with(text, &out, links)
         };
         let r = budget::page(max, skip, total, pieces(detail), &key, render)?;
         if budget::fits(&r, max) || detail == Detail::Brief {
@@ -151,7 +167,8 @@ impl RagServer {
         title = "Search the documentation",
         description = "Ranked search over the documentation pages of the served libraries (all of them merged, or the one `library` names). Use it first for how-to and concept questions; each hit has its library@version, a citation (the page URL with its heading anchor, or file + line range), a snippet (detail=full, the default; brief leaves it out), a chunk_id for get_chunk, and a link to its file as a resource. Modes: hybrid (default), vector (meaning), keyword (exact words and names). The reply keeps to max_tokens (default 8000) and ends with a next_cursor when hits were left out.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<SearchOut>()
+        input_schema = output::input_schema::<SearchDocsArgs>(),
+        output_schema = output::output_schema::<SearchOut>()
     )]
     async fn search_docs(
         &self,
@@ -174,7 +191,8 @@ impl RagServer {
         title = "Search the code",
         description = "Ranked search over the source code of the served libraries (or the one `library` names), chunked by function, class and impl. Use it to find where something is implemented or how an API is called; filter by language, repo or symbol_kind. Each hit has file + line range, symbol, the docs that mention it and a link to its file as a resource. For where a name is defined or used, find_symbol and find_references are exact. Same budget and detail as search_docs.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<SearchOut>()
+        input_schema = output::input_schema::<SearchCodeArgs>(),
+        output_schema = output::output_schema::<SearchOut>()
     )]
     async fn search_code(
         &self,
@@ -201,7 +219,8 @@ impl RagServer {
         title = "Get a chunk",
         description = "The full text of one chunk by its chunk_id (from a search hit), with its neighbouring chunks in the same file while they fit the budget (max_tokens). A chunk longer than the budget comes in pieces: pass the reply's next_cursor back for the rest. Use it when a snippet is not enough.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<ChunkOut>()
+        input_schema = output::input_schema::<GetChunkArgs>(),
+        output_schema = output::output_schema::<ChunkOut>()
     )]
     async fn get_chunk(&self, Parameters(a): Parameters<GetChunkArgs>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
@@ -209,16 +228,16 @@ impl RagServer {
             Err(e) => return Ok(output::error(e)),
         };
         let n = a.neighbors.unwrap_or(1).min(5);
-        let b = match self.libs.chunk_bundle(&a.id, a.library.as_deref()) {
+        let b = match self.libs.chunk_bundle(&a.chunk_id, a.library.as_deref()) {
             Ok(b) => b,
             Err(e) => return Ok(output::error(e)),
         };
-        let key = call_key("get_chunk", &[&a.id, &b.library(), &n.to_string()]);
+        let key = call_key("get_chunk", &[&a.chunk_id, &b.library(), &n.to_string()]);
         let from = match budget::start(a.budget.cursor.as_deref(), &key) {
             Ok(c) => c.at,
             Err(e) => return Ok(output::error(e)),
         };
-        let ctx = match b.get_chunk(&a.id, n) {
+        let ctx = match b.get_chunk(&a.chunk_id, n) {
             Ok(c) => c,
             Err(e) => return Ok(output::error(output::bundle_error(&b, &e))),
         };
@@ -240,7 +259,8 @@ impl RagServer {
         title = "List the libraries",
         description = "The libraries this server searches: for each, name@version, the other versions served, a description, sources, chunk counts by kind, model, and how old the build and its sources are. Call it first when the server serves several libraries; pass library to the search tools to pin one (name, name@version, or a semver range).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<LibrariesOut>()
+        input_schema = output::input_schema::<LibraryArg>(),
+        output_schema = output::output_schema::<LibrariesOut>()
     )]
     async fn list_libraries(&self, Parameters(a): Parameters<LibraryArg>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
@@ -331,7 +351,8 @@ impl RagServer {
         title = "Library information",
         description = "What one library holds: model and dimensions, chunk counts by kind and section, build date, sources and how old they are, and the search modes available. Call it once to learn the sections to filter on (pass library when the server serves several).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<BundleInfoOut>()
+        input_schema = output::input_schema::<LibraryArg>(),
+        output_schema = output::output_schema::<BundleInfoOut>()
     )]
     async fn get_bundle_info(&self, Parameters(a): Parameters<LibraryArg>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
@@ -388,7 +409,8 @@ impl RagServer {
         title = "Find a symbol's definition",
         description = "Where a function, method, type, trait, module or constant is defined, across the served libraries' code: by name (bare, or qualified as `Type::method`, `Class.method`, `module.function`), or every name starting with it (prefix=true); filter by kind, language or library. Each definition has its file, lines, signature, doc comment, a citation, its file as a resource and its chunk_id. Exact, from the code's syntax tree; use search_code for what code does.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<FindSymbolOut>()
+        input_schema = output::input_schema::<FindSymbolArgs>(),
+        output_schema = output::output_schema::<FindSymbolOut>()
     )]
     async fn find_symbol(&self, Parameters(a): Parameters<FindSymbolArgs>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
@@ -473,7 +495,8 @@ impl RagServer {
         title = "Find a symbol's uses",
         description = "The places in the served code that use a name, grouped by file, each with its line and the function or type it sits in. By name, not resolved by type: a use of `new` is listed for every `new` (pass the last segment; `Type::method` looks up `method`). Use find_symbol for the definition.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<FindReferencesOut>()
+        input_schema = output::input_schema::<FindReferencesArgs>(),
+        output_schema = output::output_schema::<FindReferencesOut>()
     )]
     async fn find_references(
         &self,
@@ -551,7 +574,8 @@ impl RagServer {
         title = "Outline a file",
         description = "The symbols one source file defines, in order, with their kinds and lines: functions, methods, types, constants. Use it to see a file's structure before reading it.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<OutlineOut>()
+        input_schema = output::input_schema::<OutlineArgs>(),
+        output_schema = output::output_schema::<OutlineOut>()
     )]
     async fn get_file_outline(&self, Parameters(a): Parameters<OutlineArgs>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {

@@ -45,13 +45,13 @@ pub struct SearchDocsArgs {
     #[serde(default)]
     pub mode: Option<ModeArg>,
     /// How many hits (default 5, at most 50).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::opt_usize")]
     pub top_k: Option<usize>,
     /// Only this section (publication), as get_bundle_info lists them.
     #[serde(default)]
     pub section: Option<String>,
     /// Drop hits scoring below this (on the mode's scale: cosine for vector, BM25 for keyword, the fused score for hybrid).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::opt_f32")]
     pub min_score: Option<f32>,
     /// Rerank the candidates with the cross-encoder (slower, often sharper).
     #[serde(default)]
@@ -84,7 +84,7 @@ pub struct SearchCodeArgs {
     #[serde(default)]
     pub mode: Option<ModeArg>,
     /// How many hits (default 5, at most 50).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::opt_usize")]
     pub top_k: Option<usize>,
     /// Only this library, when the server serves several: `name`, `name@version` or
     /// `name@range` (`^1.2`, `~1`, `>=1, <2`). Without it, every library, merged.
@@ -99,10 +99,11 @@ pub struct SearchCodeArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetChunkArgs {
-    /// The chunk_id of a search hit.
-    pub id: String,
+    /// The chunk_id of a search hit (`id` is taken too).
+    #[serde(alias = "id")]
+    pub chunk_id: String,
     /// Also return this many chunks before and after it in the same file (0–5, default 1).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::lenient::opt_usize")]
     pub neighbors: Option<usize>,
     /// The hit's library (needed only when several served libraries hold the chunk).
     #[serde(default)]
@@ -181,11 +182,41 @@ pub struct HitOut {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SearchOut {
     pub hits: Vec<HitOut>,
+    /// How sure the search is that the libraries answer the query: the calibrated
+    /// confidence `atlas ask` refuses below (vector and hybrid searches; none for
+    /// keyword, whose scores are not calibrated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<Confidence>,
     /// Libraries that were not searched (a model missing, …) while others answered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     /// Pass it back as `cursor` for the hits the budget left out.
     pub next_cursor: Option<String>,
+}
+
+/// A search's confidence, as a number and a word.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Confidence {
+    /// The calibrated probability that a hit answers the query, 0 to 1.
+    pub score: f32,
+    /// `none` below the refusal threshold (nothing served answers confidently), `low`
+    /// up to halfway from it to 1, `high` above.
+    pub level: &'static str,
+    /// The refusal threshold (the libraries' calibrated one, else Atlas's).
+    pub threshold: f32,
+}
+
+impl Confidence {
+    pub fn new(score: f32, threshold: f32) -> Confidence {
+        let level = if score < threshold {
+            "none"
+        } else if score < (threshold + 1.0) / 2.0 {
+            "low"
+        } else {
+            "high"
+        };
+        Confidence { score, level, threshold }
+    }
 }
 
 /// `get_chunk`'s structured reply.

@@ -1,0 +1,120 @@
+//! The first hour of a user and an agent (issue 49, the parts landed so far): a
+//! server that starts without the model, numbers sent as text, one name for a chunk's
+//! id, schemas without integer formats, install records that name absolute paths.
+
+use rmcp::ServiceExt as _;
+use serde_json::json;
+
+use crate::mcp::{Client, call, child_transport, ok, read, rt};
+
+/// Without ONNX Runtime and the model (an empty ATLAS_HOME), `serve rag` starts and
+/// answers a hybrid search with keyword hits and a line naming `atlas setup`;
+/// `get_bundle_info` lists keyword as its only mode.
+#[test]
+fn a_server_without_a_model_answers_keyword_searches() {
+    let Some(bundle) = crate::search::fixture_bundle() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let log = t.path().join("rag.log");
+    let b = bundle.display().to_string();
+    rt().block_on(async {
+        let mut cmd = crate::mcp::atlas(&["serve", "rag", "--bundle", &b], &log);
+        cmd.env("ATLAS_HOME", t.path().join("empty-home")).env_remove("ORT_DYLIB_PATH");
+        let c: Client = ().serve(child_transport(cmd, &log)).await.unwrap_or_else(|e| panic!("{e}: {}", read(&log)));
+        let (text, v) = ok(call(&c, "search_docs", json!({"query": "install with helm"})).await);
+        assert!(!v["hits"].as_array().unwrap().is_empty(), "{text}");
+        assert!(text.contains("searched by keyword only") && text.contains("atlas setup"), "{text}");
+        let (_, info) = ok(call(&c, "get_bundle_info", json!({})).await);
+        assert_eq!(info["modes"], json!(["keyword"]), "{info}");
+        c.cancel().await.unwrap();
+    });
+    assert!(read(&log).contains("by keyword only"), "the log says it once: {}", read(&log));
+}
+
+/// `top_k: "3"` (a number as text) is taken; a hit's `chunk_id` is what `get_chunk`
+/// takes; no input or output schema holds an integer `format`.
+#[test]
+fn numbers_as_text_one_chunk_id_and_schemas_without_integer_formats() {
+    let Some(bundle) = crate::search::fixture_bundle() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let b = bundle.display().to_string();
+    rt().block_on(async {
+        for server in ["rag", "fs"] {
+            let c = crate::mcp::stdio_client(&["serve", server, "--bundle", &b], &t.path().join("s.log")).await;
+            for tool in c.list_all_tools().await.unwrap() {
+                let schemas = format!("{:?}{:?}", tool.input_schema, tool.output_schema);
+                assert!(!schemas.contains("\"format\": String(\"uint"), "{}: {schemas}", tool.name);
+                let input = serde_json::to_string(&*tool.input_schema).unwrap();
+                let output = serde_json::to_string(&tool.output_schema).unwrap();
+                assert!(!input.contains("\"format\":\"uint") && !output.contains("\"format\":\"uint"), "{}", tool.name);
+            }
+            if server == "rag" {
+                let (_, v) = ok(call(&c, "search_docs", json!({"query": "install with helm", "top_k": "3"})).await);
+                assert_eq!(v["hits"].as_array().unwrap().len(), 3, "{v}");
+                let id = v["hits"][0]["chunk_id"].as_str().unwrap();
+                let (_, got) = ok(call(&c, "get_chunk", json!({"chunk_id": id, "max_tokens": "2000"})).await);
+                assert_eq!(got["chunk"]["chunk_id"], id);
+                let e = crate::mcp::err(call(&c, "search_docs", json!({"query": "x", "top_k": "three"})).await);
+                assert!(e.contains("whole number"), "{e}");
+            }
+            c.cancel().await.unwrap();
+        }
+    });
+}
+
+/// `atlas install ./x.tar.zst` records the archive's absolute path, so `atlas update`
+/// from another folder finds it; `atlas doctor` calls the bundle built here.
+#[test]
+fn an_install_from_a_relative_path_records_it_absolute() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let archive = crate::package::fixture_archive();
+    let dir = archive.parent().unwrap();
+    let name = archive.file_name().unwrap().to_str().unwrap();
+    let h = crate::distribution::home(&t.path().join("home"));
+    let r = crate::distribution::atlas(&h).current_dir(dir).args(["install", &format!("./{name}")]).output().unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let records = h.join("bundles/fixture/.installs");
+    let rec = std::fs::read_dir(&records).unwrap().flatten().next().unwrap().path();
+    let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(rec).unwrap()).unwrap();
+    assert!(std::path::Path::new(rec["source"].as_str().unwrap()).is_absolute(), "{rec}");
+    let r = crate::distribution::atlas(&h).current_dir(t.path()).args(["update", "fixture"]).output().unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    // doctor: built here, not a missing signature.
+    let d = crate::distribution::atlas(&h).arg("doctor").output().unwrap();
+    let out = String::from_utf8_lossy(&d.stdout);
+    let line = out.lines().find(|l| l.contains("bundle fixture")).unwrap_or_default();
+    assert!(line.contains("built here") && !line.contains("signature not checked"), "{out}");
+}
+
+/// Every vector and hybrid search reply says how sure it is (the calibrated confidence
+/// `atlas ask` refuses below) as a number and a word; an out-of-scope question says
+/// first, in one line, that nothing answers it confidently; `atlas ask` refuses it too.
+#[test]
+fn search_replies_say_how_sure_they_are() {
+    let Some(bundle) = crate::search::fixture_bundle() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let b = bundle.display().to_string();
+    rt().block_on(async {
+        let c = crate::mcp::stdio_client(&["serve", "rag", "--bundle", &b], &t.path().join("rag.log")).await;
+        let (text, v) = ok(call(&c, "search_docs", json!({"query": "How do I bake sourdough bread?"})).await);
+        assert_eq!(v["confidence"]["level"], "none", "{v}");
+        assert!(text.starts_with("nothing served answers this confidently"), "{text}");
+        let (text, v) = ok(call(&c, "search_docs", json!({"query": "How do I install with Helm?"})).await);
+        assert_ne!(v["confidence"]["level"], "none", "{v}");
+        assert!(text.contains(&format!("confidence {}", v["confidence"]["level"].as_str().unwrap())), "{text}");
+        let (_, v) = ok(call(&c, "search_docs", json!({"query": "helm", "mode": "keyword"})).await);
+        assert!(v.get("confidence").is_none(), "keyword scores are not calibrated: {v}");
+        c.cancel().await.unwrap();
+    });
+    let r = atlas_e2e::run(std::process::Command::new(atlas_e2e::bin("atlas")).args([
+        "ask",
+        "How do I bake sourdough bread?",
+        "--json",
+        "--bundle",
+        &b,
+    ]));
+    let a: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    assert!(a["confidence"].as_f64().unwrap() < a["threshold"].as_f64().unwrap(), "{a}");
+}
