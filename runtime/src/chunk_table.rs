@@ -60,7 +60,7 @@ impl std::str::FromStr for ChunkKind {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChunkRecord {
     /// blake3(source, path, heading path, part), 32 hex chars.
     pub chunk_id: String,

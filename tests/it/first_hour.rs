@@ -118,3 +118,30 @@ fn search_replies_say_how_sure_they_are() {
     let a: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
     assert!(a["confidence"].as_f64().unwrap() < a["threshold"].as_f64().unwrap(), "{a}");
 }
+
+/// A hit's snippet is the passage that matched: a page whose first 300 characters
+/// are about something else shows the lines that hold the question's words.
+#[test]
+fn a_snippet_shows_the_passage_that_matched() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let mut page = String::from("# Client setup\n\n");
+    for i in 0..12 {
+        page.push_str(&format!("Step {i}: configure the C# client's connection pool, retries and logging options.\n"));
+    }
+    page.push_str("\nTo rotate the signing key, call rotate_key with the new secret; the old key stays valid for a day.\n");
+    let bundle = atlas_e2e::build_fixture_bundle_with(t.path(), &[("guides/client.md", &page)]);
+    let b = bundle.display().to_string();
+    rt().block_on(async {
+        let c = crate::mcp::stdio_client(&["serve", "rag", "--bundle", &b], &t.path().join("rag.log")).await;
+        let (_, v) = ok(call(&c, "search_docs", json!({"query": "rotate the signing key", "mode": "keyword"})).await);
+        let hit = &v["hits"][0];
+        assert_eq!(hit["path"], "site/guides/client.md", "{v}");
+        let snippet = hit["snippet"].as_str().unwrap();
+        assert!(snippet.contains("rotate the signing key"), "{snippet}");
+        assert!(!page[..300].contains("rotate"), "the page's first 300 characters do not hold it");
+        c.cancel().await.unwrap();
+    });
+}

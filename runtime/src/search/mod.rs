@@ -37,7 +37,7 @@ use crate::chunk_table::ChunkKind;
 use crate::{Error, Result};
 use fusion::{diversify, file_evidence, fuse_weighted, keyword_weight, link_boost, mix_kinds, promote, sort_desc};
 use query::spelling_candidates;
-use snippet::{passage, snippet};
+use snippet::{matching, passage, snippet};
 
 /// Candidates each retriever hands to fusion.
 const CANDIDATES: usize = 50;
@@ -137,11 +137,12 @@ impl Bundle {
         diversify(&self.chunks, &mut ranked, t.same_file);
         mix_kinds(&self.chunks, &mut ranked, t.kind_mix, &promoted, opts.min_score);
         let mut hits = Vec::new();
+        let stems = crate::words::stems(typed);
         for &(i, score) in &ranked {
             if opts.min_score.is_some_and(|m| score < m) {
                 continue;
             }
-            let mut hit = self.hit(i, score);
+            let mut hit = self.hit_for(i, score, &stems);
             // A chunk promoted for a definition is labelled by it: a small item
             // merged into a chunk named after its first item (`struct KeyBuilder` in
             // `impl From<Digest> for String`) is what the query asked for. Not against
@@ -330,6 +331,12 @@ impl Bundle {
     }
 
     pub(crate) fn hit(&self, i: usize, score: f32) -> Hit {
+        self.hit_for(i, score, &[])
+    }
+
+    /// [`Bundle::hit`] with its snippet the passage that holds the most of the query's
+    /// word `stems` ([`snippet::matching`]).
+    pub(crate) fn hit_for(&self, i: usize, score: f32, stems: &[String]) -> Hit {
         let c = &self.chunks[i];
         let mentioned_in = c
             .mentioned_in
@@ -350,7 +357,7 @@ impl Bundle {
             heading_path: c.heading_path.clone(),
             start_line: c.start_line,
             end_line: c.end_line,
-            snippet: snippet(c, self.text(i)),
+            snippet: if stems.is_empty() { snippet(c, self.text(i)) } else { matching(c, self.text(i), stems) },
             kind: c.kind,
             language: c.language.clone(),
             section: c.section.clone(),
