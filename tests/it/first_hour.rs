@@ -131,7 +131,9 @@ fn a_snippet_shows_the_passage_that_matched() {
     for i in 0..12 {
         page.push_str(&format!("Step {i}: configure the C# client's connection pool, retries and logging options.\n"));
     }
-    page.push_str("\nTo rotate the signing key, call rotate_key with the new secret; the old key stays valid for a day.\n");
+    page.push_str(
+        "\nTo rotate the signing key, call rotate_key with the new secret; the old key stays valid for a day.\n",
+    );
     let bundle = atlas_e2e::build_fixture_bundle_with(t.path(), &[("guides/client.md", &page)]);
     let b = bundle.display().to_string();
     rt().block_on(async {
