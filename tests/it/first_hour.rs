@@ -147,3 +147,24 @@ fn a_snippet_shows_the_passage_that_matched() {
         c.cancel().await.unwrap();
     });
 }
+
+/// A docs-only bundle's rag server lists no code tools (they could not answer); a
+/// bundle with code lists them.
+#[test]
+fn code_tools_are_listed_only_where_there_is_code() {
+    let Some([docs, _, code]) = crate::libraries::libraries() else { return };
+    let t = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        for (b, want) in [(docs, false), (code, true)] {
+            let b: &std::path::Path = b;
+            let args = ["serve", "rag", "--bundle", b.to_str().unwrap()];
+            let c = crate::mcp::stdio_client(&args, &t.path().join("rag.log")).await;
+            let names: Vec<String> = c.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+            for tool in ["search_code", "find_symbol", "find_references", "get_file_outline"] {
+                assert_eq!(names.iter().any(|n| n == tool), want, "{}: {names:?}", b.display());
+            }
+            assert!(names.iter().any(|n| n == "search_docs"));
+            c.cancel().await.unwrap();
+        }
+    });
+}

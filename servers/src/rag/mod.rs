@@ -644,8 +644,32 @@ pub(crate) fn age_days(t: &str) -> Option<i64> {
     Some(now / 86_400 - then / 86_400)
 }
 
+/// The tools that answer from code: listed only when a served library holds code.
+const CODE_TOOLS: [&str; 4] = ["search_code", "find_symbol", "find_references", "get_file_outline"];
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for RagServer {
+    /// Every tool, less the code tools when no served library holds code: a tool that
+    /// cannot answer is not offered (clients load every definition into every
+    /// conversation).
+    async fn list_tools(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, ErrorData> {
+        let code = self.libs.bundles().iter().any(|b| b.chunks().iter().any(|c| c.kind == ChunkKind::Code));
+        let tools = self.tool_router.list_all().into_iter().filter(|t| code || !CODE_TOOLS.contains(&t.name.as_ref()));
+        let hints = context.protocol_version().is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        Ok(rmcp::model::ListToolsResult {
+            result_type: Some(rmcp::model::ResultType::COMPLETE),
+            tools: tools.collect(),
+            meta: None,
+            next_cursor: None,
+            ttl_ms: hints.then_some(0),
+            cache_scope: hints.then_some(rmcp::model::CacheScope::Public),
+        })
+    }
+
     async fn call_tool(
         &self,
         request: rmcp::model::CallToolRequestParams,
