@@ -79,11 +79,14 @@ fn report(out: &Outcome, source: &str, took: std::time::Duration) {
 }
 
 /// The MCP servers block for an installed bundle, as editors take it: through `uvx`
-/// (the wheel) and `npx` (the npm package) first, which need no path, then through
-/// this binary's absolute path.
+/// (the wheel) and `npx` (the npm package), pinned to this version and offline, so an
+/// editor's server starts from the cache with no package index to reach; then
+/// through this binary's absolute path, unless that path is in uv's or npx's cache
+/// (which they may prune), where the command that keeps a binary is named instead.
 pub fn editor_snippet(name: &str) -> String {
     let exe = std::env::current_exe().map_or_else(|_| "atlas".to_owned(), |p| p.display().to_string());
     let pkg = atlas_runtime::install::NPM_PACKAGE;
+    let pinned = format!("{pkg}@{}", env!("CARGO_PKG_VERSION"));
     let block = |command: &str, lead: &[&str]| {
         let args = |rest: &[&str]| lead.iter().chain(rest).map(|a| (*a).to_owned()).collect::<Vec<String>>();
         let v = serde_json::json!({
@@ -94,14 +97,21 @@ pub fn editor_snippet(name: &str) -> String {
         });
         serde_json::to_string_pretty(&v).expect("plain data")
     };
+    let cached = ["/archive-v", "/_npx/", "\\archive-v", "\\_npx\\"].iter().any(|p| exe.contains(p));
+    let binary = if cached {
+        format!(
+            "# With a binary that stays (this one runs from a cache that may be pruned): `uv tool install {pkg}`,\n\
+             # `pipx install {pkg}` or `npm install -g {pkg}`, then \"command\": \"atlas\".\n"
+        )
+    } else {
+        format!("# With this binary:\n{}\n", block(&exe, &[]))
+    };
     format!(
         "# Add one of these to your editor's MCP config (Claude Desktop, Cursor, Zed, opencode…).\n\
-         # With uv (runs the PyPI wheel {pkg}):\n{}\n\
-         # With Node (runs the npm package {pkg}):\n{}\n\
-         # With this binary:\n{}\n",
-        block("uvx", &[pkg]),
-        block("npx", &["-y", pkg]),
-        block(&exe, &[]),
+         # With uv (runs the PyPI wheel {pkg} from uv's cache, offline):\n{}\n\
+         # With Node (runs the npm package {pkg} from npm's cache, offline):\n{}\n{binary}",
+        block("uvx", &["--offline", &pinned]),
+        block("npx", &["--offline", "-y", &pinned]),
     )
 }
 

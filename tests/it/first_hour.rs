@@ -75,6 +75,10 @@ fn an_install_from_a_relative_path_records_it_absolute() {
     let h = crate::distribution::home(&t.path().join("home"));
     let r = crate::distribution::atlas(&h).current_dir(dir).args(["install", &format!("./{name}")]).output().unwrap();
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    // The editor config it prints starts offline, at this version.
+    let printed = String::from_utf8_lossy(&r.stdout);
+    let pinned = format!("\"atlas-mcp-server@{}\"", env!("CARGO_PKG_VERSION"));
+    assert!(printed.contains(&format!("\"--offline\",\n")) && printed.contains(&pinned), "{printed}");
     let records = h.join("bundles/fixture/.installs");
     let rec = std::fs::read_dir(&records).unwrap().flatten().next().unwrap().path();
     let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(rec).unwrap()).unwrap();

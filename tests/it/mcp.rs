@@ -500,9 +500,10 @@ fn readme_editor_snippets_start_working_servers() {
     assert_eq!(blocks.len(), 6, "uvx, npx, then Claude Desktop, Cursor, Zed, opencode");
     // The uvx and npx forms come first: the same servers, run from the packages
     // (tests/it/package.rs runs those packages).
-    for (b, command, lead) in
-        [(&blocks[0], "uvx", vec!["atlas-mcp-server"]), (&blocks[1], "npx", vec!["-y", "atlas-mcp-server"])]
-    {
+    for (b, command, lead) in [
+        (&blocks[0], "uvx", vec!["--offline", "atlas-mcp-server"]),
+        (&blocks[1], "npx", vec!["--offline", "-y", "atlas-mcp-server"]),
+    ] {
         let servers = b["mcpServers"].as_object().unwrap();
         assert_eq!(servers.len(), 2);
         for s in servers.values() {
