@@ -78,7 +78,7 @@ fn an_install_from_a_relative_path_records_it_absolute() {
     // The editor config it prints starts offline, at this version.
     let printed = String::from_utf8_lossy(&r.stdout);
     let pinned = format!("\"atlas-mcp-server@{}\"", env!("CARGO_PKG_VERSION"));
-    assert!(printed.contains(&format!("\"--offline\",\n")) && printed.contains(&pinned), "{printed}");
+    assert!(printed.contains("\"--offline\",\n") && printed.contains(&pinned), "{printed}");
     let records = h.join("bundles/fixture/.installs");
     let rec = std::fs::read_dir(&records).unwrap().flatten().next().unwrap().path();
     let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(rec).unwrap()).unwrap();
