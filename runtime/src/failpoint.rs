@@ -6,7 +6,8 @@
 //! items), `hold-lock:MS` (the pipeline sleeps with the cache lock held),
 //! `extract-abort:N` (an install aborts after N files unpacked), `extract-enospc:N`
 //! (an install's write fails as a full disk once a file passes N bytes),
-//! `tool-panic:<tool>:N` (the servers' tool `<tool>` panics; N is ignored).
+//! `tool-panic:<tool>:N` (the servers' tool `<tool>` panics; N is ignored),
+//! `slow-search:MS` (the fs server's search sleeps MS per file, so a test can cancel it).
 
 /// N, when `ATLAS_FAILPOINT` arms `point` (within `scope`, when given).
 #[cfg(feature = "failpoints")]

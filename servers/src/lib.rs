@@ -26,7 +26,6 @@ pub(crate) mod prompts;
 pub(crate) mod rag;
 pub(crate) mod resources;
 pub(crate) mod smoke;
-mod test_hooks;
 pub(crate) mod transport;
 pub(crate) mod web;
 

@@ -333,7 +333,7 @@ fn cancellation_stops_a_running_search() {
     let log = tmp.path().join("fs.log");
     rt().block_on(async {
         let mut cmd = atlas(&["serve", "fs", "--mirror", mirror.to_str().unwrap()], &log);
-        cmd.env("ATLAS_TEST_SLOW_SEARCH_MS", "100"); // 41 files: about 4 s in full
+        cmd.env("ATLAS_FAILPOINT", "slow-search:100"); // 41 files: about 4 s in full
         let c = ().serve(child_transport(cmd, &log)).await.unwrap();
         let started = Instant::now();
         let args = json!({"pattern": "needle"}).as_object().cloned().unwrap();

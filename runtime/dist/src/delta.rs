@@ -107,7 +107,7 @@ fn pieces(data: &[u8]) -> Vec<(Piece, std::ops::Range<usize>)> {
         .map(|end| {
             let r = start..end;
             start = end;
-            (Piece { blake3: blake3::hash(&data[r.clone()]).to_hex().to_string(), size: r.len() as u64 }, r)
+            (Piece { blake3: atlas_runtime::hash::blake3_bytes(&data[r.clone()]), size: r.len() as u64 }, r)
         })
         .collect()
 }

@@ -60,7 +60,7 @@ pub(super) fn grep(
         .after_context(context)
         .heap_limit(Some(SEARCH_MAX_LINE_BYTES))
         .build();
-    let slow = crate::test_hooks::slow_search_ms();
+    let slow = atlas_runtime::failpoint::armed("slow-search", None);
     for file in lib.fs.files() {
         if stop.load(Ordering::SeqCst) {
             f.cancelled = true;

@@ -274,7 +274,7 @@ pub fn slug(s: &str) -> String {
 /// group ever maps to an empty folder name.
 pub fn section_slug(group: &str) -> String {
     let s = slug(group);
-    if s.is_empty() { format!("section-{}", &blake3::hash(group.as_bytes()).to_hex()[..8]) } else { s }
+    if s.is_empty() { format!("section-{}", &atlas_runtime::hash::blake3_bytes(group.as_bytes())[..8]) } else { s }
 }
 
 /// The section of an entry: its `##` group, or else the first folder of its path.
