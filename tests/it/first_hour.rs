@@ -172,3 +172,21 @@ fn code_tools_are_listed_only_where_there_is_code() {
         }
     });
 }
+
+/// A code question put to `search_docs` says once, in one line, that `search_code`
+/// answers it more surely; a docs question does not.
+#[test]
+fn the_right_tool_is_said_once() {
+    let Some(bundle) = crate::search::fixture_bundle() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let b = bundle.display().to_string();
+    rt().block_on(async {
+        let c = crate::mcp::stdio_client(&["serve", "rag", "--bundle", &b], &t.path().join("rag.log")).await;
+        let (text, v) = ok(call(&c, "search_docs", json!({"query": "InvoiceBuilder add_line"})).await);
+        assert_eq!(v["try_instead"], "search_code", "{text}");
+        assert_eq!(text.matches("call search_code").count(), 1, "{text}");
+        let (text, v) = ok(call(&c, "search_docs", json!({"query": "How do I install with Helm?"})).await);
+        assert!(v.get("try_instead").is_none(), "{text}");
+        c.cancel().await.unwrap();
+    });
+}

@@ -72,10 +72,40 @@ impl RagServer {
         let libs = self.libs.clone();
         let q = query.clone();
         let (mode, threshold) = (opts.mode, self.libs.threshold(library.as_deref()));
-        let job = tokio::task::spawn_blocking(move || libs.search(&q, &opts, library.as_deref()));
-        let found = tokio::select! {
+        let job = tokio::task::spawn_blocking(move || {
+            let found = libs.search(&q, &opts, library.as_deref());
+            // When this kind answers without high confidence, whether the other kind
+            // answers more surely: one short search, on the first page only.
+            let other = match (&found, opts.filters.kind) {
+                (Ok((s, _)), Some(kind))
+                    if mode != Mode::Keyword
+                        && skip == 0
+                        && Confidence::new(s.confidence, threshold).level != "high" =>
+                {
+                    let flipped = if kind == ChunkKind::Docs { ChunkKind::Code } else { ChunkKind::Docs };
+                    let filters = Filters { kind: Some(flipped), ..Filters::default() };
+                    let o = SearchOptions { top_k: 1, filters, ..opts.clone() };
+                    libs.search(&q, &o, library.as_deref())
+                        .ok()
+                        .filter(|(o, _)| o.confidence >= threshold && o.confidence > s.confidence && !o.hits.is_empty())
+                        .map(|(o, _)| (flipped, o.confidence))
+                }
+                _ => None,
+            };
+            (found, other)
+        });
+        let (found, other) = tokio::select! {
             r = job => r.map_err(|e| ErrorData::internal_error(e.to_string(), None))?,
             () = ct.cancelled() => return Ok(output::error("search cancelled")),
+        };
+        // The right tool, said once.
+        let try_instead = other.map(|(kind, _)| if kind == ChunkKind::Code { "search_code" } else { "search_docs" });
+        let instead = match other {
+            Some((kind, c)) => format!(
+                "the {kind} answer this more surely (confidence {c:.2}): call {} for it\n",
+                if kind == ChunkKind::Code { "search_code" } else { "search_docs" }
+            ),
+            None => String::new(),
         };
         let (s, failed) = match found {
             Ok(f) => f,
@@ -84,12 +114,11 @@ impl RagServer {
         // Keyword scores (BM25) are not calibrated: no confidence for them.
         let confidence = (mode != Mode::Keyword).then(|| Confidence::new(s.confidence, threshold));
         if s.hits.is_empty() {
-            let text =
-                format!("no hits for {query:?}; try other words, mode=keyword for exact names, or fewer filters\n");
-            return output::typed(
-                text,
-                &SearchOut { hits: Vec::new(), confidence, warnings: failed, next_cursor: None },
+            let text = format!(
+                "{instead}no hits for {query:?}; try other words, mode=keyword for exact names, or fewer filters\n"
             );
+            let out = SearchOut { hits: Vec::new(), confidence, try_instead, warnings: failed, next_cursor: None };
+            return output::typed(text, &out);
         }
         // Below the refusal threshold, the reply says so first: what `atlas ask` refuses.
         let head = match &confidence {
@@ -112,7 +141,7 @@ impl RagServer {
             let upto = skip + kept.len();
             let from = if skip > 0 { format!(" (hits {}-{upto} of {total})", skip + 1) } else { String::new() };
             let mut text = format!(
-                "{head}{} hits for {query:?}{from}{sure}; cite each by its citation, verify with the fs server's read_file or the hit's resource:\n",
+                "{head}{instead}{} hits for {query:?}{from}{sure}; cite each by its citation, verify with the fs server's read_file or the hit's resource:\n",
                 kept.len()
             );
             text.extend(kept.iter().map(|p| p.text.as_str()));
@@ -124,7 +153,8 @@ impl RagServer {
             }
             let hits = kept.iter().map(|p| p.item.0.clone()).collect();
             let links = kept.iter().map(|p| p.item.1.clone()).collect();
-            let out = SearchOut { hits, confidence: confidence.clone(), warnings: failed.clone(), next_cursor };
+            let out =
+                SearchOut { hits, confidence: confidence.clone(), try_instead, warnings: failed.clone(), next_cursor };
             output::typed_with(text, &out, links)
         };
         let r = budget::page(max, skip, total, pieces(detail), &key, render)?;

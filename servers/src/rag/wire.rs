@@ -187,6 +187,10 @@ pub struct SearchOut {
     /// keyword, whose scores are not calibrated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence: Option<Confidence>,
+    /// The other search tool, when its kind (code for search_docs, docs for
+    /// search_code) answers the query more surely.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub try_instead: Option<&'static str>,
     /// Libraries that were not searched (a model missing, …) while others answered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
