@@ -84,7 +84,7 @@ impl RagServer {
                 {
                     let flipped = if kind == ChunkKind::Docs { ChunkKind::Code } else { ChunkKind::Docs };
                     let filters = Filters { kind: Some(flipped), ..Filters::default() };
-                    let o = SearchOptions { top_k: 1, filters, ..opts.clone() };
+                    let o = SearchOptions { top_k: 1, filters, ..opts };
                     libs.search(&q, &o, library.as_deref())
                         .ok()
                         .filter(|(o, _)| o.confidence >= threshold && o.confidence > s.confidence && !o.hits.is_empty())
