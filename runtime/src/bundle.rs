@@ -539,9 +539,10 @@ impl Bundle {
             .map_err(|e| Error::Model(e.clone()))
     }
 
-    /// `name@version`, as hits and servers of several bundles name it.
+    /// `name@version`, as hits and servers of several bundles name it: a package's
+    /// name shown as `crate:tokio` ([`crate::package`]).
     pub fn library(&self) -> String {
-        format!("{}@{}", self.manifest.name, self.manifest.version)
+        format!("{}@{}", crate::package::shown_name(&self.manifest.name), self.manifest.version)
     }
 
     pub fn chunk_count(&self) -> usize {

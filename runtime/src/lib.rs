@@ -19,6 +19,7 @@ pub mod install;
 pub mod int8;
 pub mod manifest;
 pub mod model;
+pub mod package;
 pub mod remote;
 pub mod rerank;
 pub mod safe_path;

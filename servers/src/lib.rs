@@ -11,6 +11,7 @@ pub(crate) mod ask;
 pub(crate) mod budget;
 pub mod cli;
 pub(crate) mod code;
+pub(crate) mod deps;
 pub(crate) mod doctor;
 pub(crate) mod eval;
 pub(crate) mod fs;

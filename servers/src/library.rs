@@ -89,11 +89,22 @@ pub fn parse_spec(spec: &str) -> Result<(String, Version), String> {
     parse_spec_inner(spec.trim()).map_err(|e| crate::output::inert(&e).into())
 }
 
-fn parse_spec_inner(spec: &str) -> Result<(String, Version), String> {
-    let (name, v) = match spec.split_once('@') {
-        Some((n, v)) => (n.trim(), Some(v.trim())),
-        None => (spec, None),
+/// `name` and the version text after its `@`: the last `@` that is not a scope's
+/// (`npm:@scope/x@1.2`).
+fn split(spec: &str) -> (&str, Option<&str>) {
+    let at = match spec.rfind('@') {
+        Some(0) if !spec.contains('/') => Some(0),
+        Some(i) if i > 0 && !spec[..i].ends_with(':') => Some(i),
+        _ => None,
     };
+    match at {
+        Some(i) => (spec[..i].trim(), Some(spec[i + 1..].trim())),
+        None => (spec, None),
+    }
+}
+
+fn parse_spec_inner(spec: &str) -> Result<(String, Version), String> {
+    let (name, v) = split(spec);
     if name.is_empty() {
         return Err(format!("library {spec:?} has no name; pass `name` or `name@version` (list_libraries names them)"));
     }
@@ -176,9 +187,23 @@ impl Libraries {
         let all = self.bundles();
         let Some(spec) = spec.filter(|s| !s.trim().is_empty()) else { return Ok(all) };
         let (name, version) = parse_spec(spec)?;
-        let named: Vec<Arc<Bundle>> = all.iter().filter(|b| b.manifest.name == name).cloned().collect();
+        let named: Vec<Arc<Bundle>> =
+            all.iter().filter(|b| atlas_runtime::package::matches(&b.manifest.name, &name)).cloned().collect();
+        let mut names: Vec<&str> = named.iter().map(|b| b.manifest.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.len() > 1 {
+            let shown: Vec<String> = names.iter().map(|n| atlas_runtime::package::shown_name(n)).collect();
+            return Err(crate::output::inert(&format!(
+                "{name:?} names {} libraries; name one of {}",
+                shown.len(),
+                shown.join(", ")
+            ))
+            .into());
+        }
         if named.is_empty()
-            && let Some(b) = self.1.iter().find(|b| b.name == name || b.library == spec.trim())
+            && let Some(b) =
+                self.1.iter().find(|b| atlas_runtime::package::matches(&b.name, &name) || b.library == spec.trim())
         {
             return Err(b.line());
         }
@@ -192,10 +217,8 @@ impl Libraries {
         let mut hits: Vec<Arc<Bundle>> =
             named.iter().filter(|b| version.matches(&b.manifest.version)).cloned().collect();
         if hits.is_empty()
-            && let Some(b) = self
-                .1
-                .iter()
-                .find(|b| b.library == format!("{name}@{}", spec.split_once('@').map_or("", |x| x.1).trim()))
+            && let Some(b) =
+                self.1.iter().find(|b| b.library == format!("{name}@{}", split(spec.trim()).1.unwrap_or_default()))
         {
             return Err(b.line());
         }
@@ -212,7 +235,7 @@ impl Libraries {
             };
             return Err(crate::output::inert(&format!(
                 "{name}@{} is not served; the versions served are {}{more}",
-                spec.split_once('@').map_or("", |x| x.1).trim(),
+                split(spec.trim()).1.unwrap_or_default(),
                 named.iter().map(|b| b.manifest.version.as_str()).collect::<Vec<_>>().join(", ")
             ))
             .into());
@@ -416,6 +439,10 @@ mod tests {
         check("@1.0.0", Err("has no name"));
         check("devtron@", Err("empty version"));
         check("devtron@>=banana", Err("not a version range"));
+        check("npm:@scope/x@1.2.3", Ok(("npm:@scope/x", "=1.2.3")));
+        check("npm:@scope/x", Ok(("npm:@scope/x", "any")));
+        check("@scope/x@^1", Ok(("@scope/x", "range ^1")));
+        check("crate:tokio@1.40", Ok(("crate:tokio", "range ~1.40")));
     }
 
     #[test]

@@ -36,11 +36,13 @@ impl<T> Live<T> {
     }
 }
 
-/// Where a served bundle comes from: a fixed folder, or an installed name.
+/// Where a served bundle comes from: a fixed folder, an installed name, or the
+/// version a project's library set names for it (`atlas sync` moves it).
 #[derive(Debug, Clone)]
 pub enum Origin {
     Folder(PathBuf),
     Installed { home: atlas_dist::home::Home, name: String },
+    Project { home: atlas_dist::home::Home, project: PathBuf, name: String },
 }
 
 impl Origin {
@@ -49,6 +51,10 @@ impl Origin {
         match self {
             Origin::Folder(p) => Some(p.clone()),
             Origin::Installed { home, name } => home.resolve(name),
+            Origin::Project { home, project, name } => {
+                let set = atlas_dist::project::Set::read(project).ok().flatten()?;
+                home.resolve_version(name, set.version_of(name)?)
+            }
         }
     }
 }

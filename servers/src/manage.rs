@@ -84,6 +84,12 @@ fn report(out: &Outcome, source: &str, took: std::time::Duration) {
 /// through this binary's absolute path, unless that path is in uv's or npx's cache
 /// (which they may prune), where the command that keeps a binary is named instead.
 pub fn editor_snippet(name: &str) -> String {
+    editor_config(name, &["--bundle", name])
+}
+
+/// [`editor_snippet`] for servers named `key` that serve `what` (`--bundle NAME`,
+/// `--project DIR`).
+pub fn editor_config(key: &str, what: &[&str]) -> String {
     let exe = std::env::current_exe().map_or_else(|_| "atlas".to_owned(), |p| p.display().to_string());
     let pkg = atlas_runtime::install::NPM_PACKAGE;
     let pinned = format!("{pkg}@{}", env!("CARGO_PKG_VERSION"));
@@ -91,8 +97,8 @@ pub fn editor_snippet(name: &str) -> String {
         let args = |rest: &[&str]| lead.iter().chain(rest).map(|a| (*a).to_owned()).collect::<Vec<String>>();
         let v = serde_json::json!({
             "mcpServers": {
-                format!("{name}-rag"): { "command": command, "args": args(&["serve", "rag", "--bundle", name, "--warm"]) },
-                format!("{name}-fs"): { "command": command, "args": args(&["serve", "fs", "--bundle", name]) },
+                format!("{key}-rag"): { "command": command, "args": args(&[&["serve", "rag"], what, &["--warm"]].concat()) },
+                format!("{key}-fs"): { "command": command, "args": args(&[&["serve", "fs"], what].concat()) },
             }
         });
         serde_json::to_string_pretty(&v).expect("plain data")
@@ -152,14 +158,23 @@ fn current_record(home: &Home, name: &str) -> anyhow::Result<Record> {
     home.record(name, &cur).with_context(|| format!("{name} {cur} has no install record"))
 }
 
-pub fn bundles(json: bool) -> anyhow::Result<()> {
+pub fn bundles(json: bool, unused: bool) -> anyhow::Result<()> {
     let home = Home::from_env();
-    let list = home.list();
+    let mut list = home.list();
+    if unused {
+        // Versions that no project's library set names (`atlas sync` writes the sets).
+        let named = atlas_dist::project::named(&home);
+        for b in &mut list {
+            b.versions.retain(|r| !named.contains(&(b.name.clone(), r.version.clone())));
+        }
+        list.retain(|b| !b.versions.is_empty());
+    }
     if json {
         return Ok(print(&format!("{}\n", serde_json::to_string_pretty(&list)?))?);
     }
     if list.is_empty() {
-        return Ok(print(&format!("no bundles installed in {}\n", home.root.display()))?);
+        let what = if unused { "no installed version is unused by every project" } else { "no bundles installed" };
+        return Ok(print(&format!("{what} in {}\n", home.root.display()))?);
     }
     let now = atlas_dist::home::now();
     let mut s = format!("{:<20} {:<14} {:>10} {:>8}  {:<18} SOURCE\n", "NAME", "VERSION", "SIZE", "AGE", "SIGNED BY");
@@ -168,7 +183,7 @@ pub fn bundles(json: bool) -> anyhow::Result<()> {
             let mark = if b.current.as_deref() == Some(r.version.as_str()) { "*" } else { " " };
             s.push_str(&format!(
                 "{:<20} {mark}{:<13} {:>10} {:>8}  {:<18} {}\n",
-                b.name,
+                atlas_runtime::package::shown_name(&b.name),
                 r.version,
                 human_bytes(atlas_dist::home::dir_size(&home.dir(&b.name).join(&r.version))),
                 age(now.saturating_sub(r.installed)),

@@ -72,9 +72,14 @@ fn decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// The URI of `path` (as the mirror names it) in `library` (`name@version`).
+/// The URI of `path` (as the mirror names it) in `library` (`name@version`), the
+/// library's name in its stored spelling (`crate+tokio@1.40.0`: no `:` or `/`).
 pub fn uri(library: &str, path: &str) -> String {
-    format!("{SCHEME}{}/{}", encode(library), encode(path))
+    let stored = match atlas_runtime::package::split_version(library) {
+        Some((name, version)) => format!("{}@{version}", atlas_runtime::package::stored_name(name)),
+        None => atlas_runtime::package::stored_name(library),
+    };
+    format!("{SCHEME}{}/{}", encode(&stored), encode(path))
 }
 
 /// The library and the path a URI names, decoded (the path still to be guarded).

@@ -238,6 +238,10 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         });
         return write_stdout(&crate::publish::keygen(out, &name, *password)?);
     }
+    // The model's home as `atlas` sees it: the config file's `home` and `model_dir`.
+    if let Ok((user, _)) = atlas_dist::config::load() {
+        atlas_runtime::model::configure(user.home, user.model_dir);
+    }
     // Validate everything the user gave before touching the cache.
     let mut cfg = runner::load(&cli.config, &registry)?;
     let progress = Progress::new();

@@ -201,3 +201,126 @@ fn a_python_sdist_is_read_from_the_configured_index() {
         assert!(r.stderr.trim().lines().last().unwrap().contains(needle), "{spec}: {}", r.stderr);
     }
 }
+
+/// `atlas add` and `atlas sync`: a crate version built from cargo's registry and
+/// installed under its ecosystem's name; a project's Cargo.lock synced to exactly its
+/// versions (a bump builds only the new one, a lockfile checksum that differs installs
+/// nothing and keeps the set); `serve rag --project` serves the set, by any spelling of
+/// the name, and a version it does not serve is an error naming the one it does.
+#[test]
+fn add_and_sync_install_exact_versions_and_a_project_serves_its_set() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let Some((version, file)) = cached_crate("itoa") else {
+        return skip("no itoa .crate in the local cargo cache (build the workspace once)");
+    };
+    let bytes = std::fs::read(&file).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    // The real crate, and the same bytes published as two earlier versions.
+    let registry = sparse_registry(
+        vec![
+            Published::real("itoa", "1.0.0", bytes.clone()),
+            Published::real("itoa", "1.0.1", bytes.clone()),
+            Published::real("itoa", &version, bytes.clone()),
+        ],
+        |_, b| b,
+    );
+    let cargo = cargo_home(t.path(), &registry);
+    let h = crate::distribution::home(&t.path().join("h"));
+    let atlas = |args: &[&str]| {
+        let mut c = crate::distribution::atlas(&h);
+        c.env("CARGO_HOME", &cargo).current_dir(t.path()).args(args);
+        run(&mut c)
+    };
+
+    let r = atlas(&["add", "crate:itoa@1.0.0"]).success();
+    assert!(r.stdout.contains("\"crate:itoa\"") && r.stderr.contains("crate:itoa@1.0.0: installed"), "{r:?}");
+    assert_eq!(registry.hits("/dl/itoa/1.0.0/download"), [200]);
+    let r = atlas(&["add", "crate:itoa@1.0.0"]).success();
+    assert!(r.stderr.contains("already installed"), "{}", r.stderr);
+    assert_eq!(registry.hits("/dl/itoa/1.0.0/download").len(), 1, "nothing fetched again");
+    let r = atlas(&["add", "crate:itoa@^1"]);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(r.stderr.trim().lines().count() == 1 && r.stderr.contains("not an exact version"), "{}", r.stderr);
+    let r = atlas(&["add", "crate:itoa@9.9.9"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("is not published; the nearest are"), "{}", r.stderr);
+
+    // A project locked at 1.0.0: already installed, so sync builds nothing.
+    let project = t.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n[dependencies]\nitoa = \"1\"\n",
+    )
+    .unwrap();
+    let lock = |v: &str, sum: &str| {
+        let text = format!(
+            "version = 4\n[[package]]\nname = \"app\"\nversion = \"0.1.0\"\n\n[[package]]\nname = \"itoa\"\nversion = \"{v}\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\nchecksum = \"{sum}\"\n"
+        );
+        std::fs::write(project.join("Cargo.lock"), text).unwrap();
+    };
+    let sum = atlas_runtime::hash::sha256_bytes(&bytes);
+    let set = || -> Vec<String> {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(project.join(".atlas/libraries.json")).unwrap()).unwrap();
+        v["libraries"].as_array().unwrap().iter().map(|l| format!("{}@{}", l["name"], l["version"])).collect()
+    };
+    lock("1.0.0", &sum);
+    let p = project.to_str().unwrap();
+    let r = atlas(&["sync", p]).success();
+    assert!(r.stderr.contains("crate:itoa@1.0.0: already installed"), "{}", r.stderr);
+    assert!(r.stdout.contains("\"--project\""), "{}", r.stdout);
+    assert_eq!(set(), ["\"crate+itoa\"@\"1.0.0\""]);
+    // The bump: only the new version is built.
+    lock(&version, &sum);
+    let r = atlas(&["sync", p]).success();
+    assert!(r.stderr.contains(&format!("crate:itoa@{version}: installed")), "{}", r.stderr);
+    assert_eq!(set(), [format!("\"crate+itoa\"@\"{version}\"")]);
+    // 1.0.0 is now named by no project.
+    let r = atlas(&["bundles", "--unused", "--json"]).success();
+    let unused: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let versions: Vec<&str> =
+        unused[0]["versions"].as_array().unwrap().iter().map(|v| v["version"].as_str().unwrap()).collect();
+    assert_eq!(versions, ["1.0.0"], "{unused}");
+    // A lockfile whose checksum is not the artifact's: nothing installed, the set as it was.
+    lock("1.0.1", &"0".repeat(64));
+    let r = atlas(&["sync", p]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("not the one the lockfile names"), "{}", r.stderr);
+    assert_eq!(set(), [format!("\"crate+itoa\"@\"{version}\"")]);
+    assert!(atlas(&["bundles", "--json"]).success().stdout.matches("\"1.0.1\"").count() == 0);
+    // A malformed lockfile: the file and its line.
+    std::fs::write(project.join("Cargo.lock"), "version = 4\n[[package]\n").unwrap();
+    let r = atlas(&["sync", p]);
+    assert_ne!(r.code, Some(0));
+    assert!(r.stderr.contains("Cargo.lock") && r.stderr.contains("line 2"), "{}", r.stderr);
+    lock(&version, &sum);
+
+    // The project's servers: the set, by any spelling; no other version substituted.
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("rag.log");
+    let mut cmd = crate::mcp::atlas(&["serve", "rag", "--project", p], &log);
+    cmd.env("ATLAS_HOME", &h).env("XDG_CONFIG_HOME", h.join("config")).env_remove("ATLAS_BUNDLE");
+    crate::mcp::rt().block_on(async {
+        let c = rmcp::ServiceExt::serve((), crate::mcp::child_transport(cmd, &log))
+            .await
+            .unwrap_or_else(|e| panic!("{e}: {}", crate::mcp::read(&log)));
+        let (_, v) = crate::mcp::ok(crate::mcp::call(&c, "list_libraries", serde_json::json!({})).await);
+        assert_eq!(v["libraries"][0]["library"], format!("crate:itoa@{version}"), "{v}");
+        for name in ["crate:itoa", "itoa", "crate+itoa", &format!("crate:itoa@{version}")] {
+            let r = crate::mcp::call(&c, "find_symbol", serde_json::json!({"name": "Buffer", "library": name})).await;
+            let (_, v) = crate::mcp::ok(r);
+            let d = &v["definitions"][0];
+            assert_eq!(d["library"], format!("crate:itoa@{version}"), "{name}: {v}");
+            assert!(d["uri"].as_str().unwrap().starts_with(&format!("atlas://crate+itoa@{version}/")), "{v}");
+        }
+        let e = crate::mcp::err(
+            crate::mcp::call(&c, "find_symbol", serde_json::json!({"name": "Buffer", "library": "crate:itoa@1.0.0"}))
+                .await,
+        );
+        assert!(e.contains("is not served") && e.contains(&version), "{e}");
+        c.cancel().await.unwrap();
+    });
+}

@@ -327,12 +327,20 @@ impl Home {
         std::fs::rename(&tmp, dir.join("current")).map_err(io(dir.join("current")))
     }
 
-    /// Removes the oldest versions past `keep` (never the current one).
+    /// Removes the oldest versions past `keep`: never the current one, nor one a
+    /// project's library set names ([`crate::project`]).
     fn rotate_locked(&self, name: &str, keep: usize) {
         let current = self.current(name);
         let records = self.records(name);
         let excess = records.len().saturating_sub(keep.max(1));
-        for r in records.iter().filter(|r| Some(&r.version) != current.as_ref()).take(excess) {
+        if excess == 0 {
+            return;
+        }
+        let named = crate::project::named(self);
+        let removable = |r: &&Record| {
+            Some(&r.version) != current.as_ref() && !named.contains(&(name.to_owned(), r.version.clone()))
+        };
+        for r in records.iter().filter(removable).take(excess) {
             let Some(version_dir) = self.version_dir(name, &r.version) else { continue };
             let trash = self.root.join(format!(".trash-{}-{}-{}", std::process::id(), now(), r.version));
             if std::fs::rename(version_dir, &trash).is_ok() {

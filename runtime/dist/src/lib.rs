@@ -30,6 +30,7 @@ pub mod http;
 pub mod install;
 pub mod latest;
 pub mod outcome;
+pub mod project;
 pub mod publish;
 pub mod setup;
 pub mod sign;

@@ -22,11 +22,13 @@ pub(super) fn locate(arg: Option<String>, cfg: &Config) -> anyhow::Result<(PathB
     if as_path.join("manifest.json").is_file() {
         return Ok((as_path.clone(), Origin::Folder(as_path)));
     }
-    if let Some(dir) = home.resolve(&arg) {
-        return Ok((dir, Origin::Installed { home, name: arg }));
+    // An installed name in either spelling (`crate:itoa`, `crate+itoa`), maybe with `@VERSION`.
+    let stored = atlas_runtime::package::stored_name(&arg);
+    if let Some(dir) = home.resolve(&stored) {
+        return Ok((dir, Origin::Installed { home, name: stored }));
     }
-    if let Some((name, version)) = arg.split_once('@')
-        && let Some(dir) = home.resolve_version(name, version)
+    if let Some((name, version)) = atlas_runtime::package::split_version(&arg)
+        && let Some(dir) = home.resolve_version(&atlas_runtime::package::stored_name(name), version)
     {
         return Ok((dir.clone(), Origin::Folder(dir)));
     }
@@ -107,6 +109,33 @@ pub(super) fn locate_many(args: Vec<String>, all: bool, cfg: &Config) -> anyhow:
     Ok(located)
 }
 
+/// The libraries of a project's set (`atlas sync`), each following the version the
+/// set names for it; one whose version is not installed is named, not served.
+pub(super) fn locate_project(dir: &Path) -> anyhow::Result<Located> {
+    let project = std::path::absolute(dir)?;
+    let set = atlas_dist::project::Set::read(&project)?.ok_or_else(|| {
+        UsageError(format!("{} has no library set; run `atlas sync {}` first", project.display(), dir.display()))
+    })?;
+    let home = atlas_dist::home::Home::from_env();
+    let mut located = Located::default();
+    for p in set.libraries {
+        let origin = Origin::Project { home: home.clone(), project: project.clone(), name: p.name.clone() };
+        match origin.folder() {
+            Some(found) => located.found.push((found, origin)),
+            None => located.broken.push(Broken::with_fix(
+                format!("{}@{}", atlas_runtime::package::shown_name(&p.name), p.version),
+                p.name.clone(),
+                "that version is not installed".into(),
+                format!("run `atlas sync {}` again", project.display()),
+            )),
+        }
+    }
+    if located.found.is_empty() && located.broken.is_empty() {
+        anyhow::bail!(UsageError(format!("the library set of {} is empty; run `atlas sync` there", project.display())));
+    }
+    Ok(located)
+}
+
 /// A located bundle that did not open, as the server names it: by its library (or its
 /// folder's name), never by this machine's paths, which the log line keeps.
 fn broken(dir: &Path, origin: &Origin, e: &anyhow::Error) -> Broken {
@@ -114,7 +143,7 @@ fn broken(dir: &Path, origin: &Origin, e: &anyhow::Error) -> Broken {
     let (library, name) = match atlas_runtime::manifest::read_manifest(dir) {
         Ok(m) => (format!("{}@{}", m.name, m.version), m.name),
         Err(_) => match origin {
-            Origin::Installed { name, .. } => (name.clone(), name.clone()),
+            Origin::Installed { name, .. } | Origin::Project { name, .. } => (name.clone(), name.clone()),
             Origin::Folder(_) => (folder(), folder()),
         },
     };

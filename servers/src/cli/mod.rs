@@ -6,6 +6,7 @@ use atlas_runtime::search::Fusion;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod add;
 mod ask;
 mod backup;
 mod bundles;
@@ -21,6 +22,7 @@ mod search;
 mod serve;
 mod setup;
 mod smoke;
+mod sync;
 mod update;
 mod verify;
 
@@ -54,6 +56,12 @@ enum Command {
     /// Install a published bundle: check its sha256 (and signature), unpack it safely,
     /// verify every file, switch `current`; prints the editor config.
     Install(install::Args),
+    /// Package versions as libraries: build each from its published artifact (a
+    /// crate, an npm package, a Python sdist; none of its code runs) and install it.
+    Add(add::Args),
+    /// Install exactly the versions the project's lockfiles pin and write its library
+    /// set, which `atlas serve rag|fs --project DIR` serves.
+    Sync(sync::Args),
     /// Install the newest published version of installed bundles (all, or NAME).
     Update(update::Args),
     /// The installed bundles: name, versions, current, size, age, source, signed by.
@@ -101,6 +109,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Search(a) => a.run(&cfg),
         Command::Install(a) => a.run(&cfg),
         Command::Update(a) => a.run(&cfg),
+        Command::Add(a) => a.run(&cfg),
+        Command::Sync(a) => a.run(&cfg),
         Command::Bundles(a) => a.run(),
         Command::Backup(a) => a.run(),
         Command::Restore(a) => a.run(),

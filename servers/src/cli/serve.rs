@@ -1,7 +1,7 @@
 //! `atlas serve fs|rag|web`: the MCP servers over stdio or streamable HTTP, and the web
 //! page with the rag server's `/mcp` beside it.
 
-use super::locate::{Located, locate_many, open_libraries, open_mirrors, open_options};
+use super::locate::{Located, locate_many, locate_project, open_libraries, open_mirrors, open_options};
 use crate::ask::AskOptions;
 use crate::transport::HttpOptions;
 use atlas_dist::config::Config;
@@ -33,6 +33,10 @@ pub(super) struct Args {
     /// Serve every installed bundle (each at its current version).
     #[arg(long, conflicts_with_all = ["bundle", "mirror"])]
     all: bool,
+    /// Serve a project's library set, the versions `atlas sync DIR` pinned from its
+    /// lockfiles; a library moves when the next sync moves it.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["bundle", "all", "mirror"])]
+    project: Option<PathBuf>,
     /// fs only: serve a plain mirror folder instead of a bundle's.
     #[arg(long, conflicts_with = "bundle")]
     mirror: Option<PathBuf>,
@@ -97,9 +101,12 @@ impl Args {
         }
         let located = match self.mirror {
             Some(_) => Located::default(),
-            // A database alone needs no bundle on disk.
-            None if self.backend.is_some() && self.bundle.is_empty() && !self.all => Located::default(),
-            None => locate_many(self.bundle, self.all, cfg)?,
+            None => match &self.project {
+                Some(dir) => locate_project(dir)?,
+                // A database alone needs no bundle on disk.
+                None if self.backend.is_some() && self.bundle.is_empty() && !self.all => Located::default(),
+                None => locate_many(self.bundle, self.all, cfg)?,
+            },
         };
         init_logging();
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;

@@ -10,6 +10,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use atlas_runtime::package::PackageSpec;
+
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor};
 
@@ -129,6 +131,14 @@ pub enum SourceConfig {
     /// checksum, and read like a folder. None of its code runs.
     Package {
         spec: String,
+        /// The checksums a lockfile gives for the artifact (`sha256:<hex>` or an SRI
+        /// `sha512-…`): it must match one of them too, or nothing is used.
+        #[serde(default)]
+        checksums: Vec<String>,
+        /// The folder whose cargo, npm, pip and uv settings name the registry
+        /// (default: the config's own folder).
+        #[serde(default)]
+        settings_dir: Option<PathBuf>,
         #[serde(default = "default_package_include")]
         include: Vec<String>,
         #[serde(default = "default_package_exclude")]
@@ -177,115 +187,6 @@ fn default_package_exclude() -> Vec<String> {
     ]
     .map(str::to_owned)
     .to_vec()
-}
-
-/// The ecosystems a package source reads from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ecosystem {
-    /// crates.io, or the registry cargo's configuration replaces it with.
-    Crate,
-    /// The npm registry `.npmrc` names (scoped packages by their scope's registry).
-    Npm,
-    /// The Python package index pip or uv is configured for.
-    Pypi,
-}
-
-impl Ecosystem {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Ecosystem::Crate => "crate",
-            Ecosystem::Npm => "npm",
-            Ecosystem::Pypi => "pypi",
-        }
-    }
-}
-
-/// A package at an exact version: `crate:NAME@VERSION`, `npm:NAME@VERSION` (scoped
-/// names too: `npm:@scope/name@1.2.3`), `pypi:NAME@VERSION`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PackageSpec {
-    pub ecosystem: Ecosystem,
-    pub name: String,
-    pub version: String,
-}
-
-impl PackageSpec {
-    /// The artifact's file name in a source's state folder: plain characters only.
-    pub fn file_name(&self) -> String {
-        let name = self.name.trim_start_matches('@').replace('/', "__");
-        let ext = match self.ecosystem {
-            Ecosystem::Crate => "crate",
-            Ecosystem::Npm => "tgz",
-            Ecosystem::Pypi => "tar.gz",
-        };
-        format!("{}-{name}-{}.{ext}", self.ecosystem.as_str(), self.version)
-    }
-}
-
-impl std::str::FromStr for PackageSpec {
-    type Err = String;
-    fn from_str(spec: &str) -> Result<PackageSpec, String> {
-        let (eco, rest) = spec
-            .split_once(':')
-            .ok_or_else(|| format!("package {spec:?} names no ecosystem; write crate:, npm: or pypi:NAME@VERSION"))?;
-        let ecosystem = match eco {
-            "crate" => Ecosystem::Crate,
-            "npm" => Ecosystem::Npm,
-            "pypi" => Ecosystem::Pypi,
-            other => return Err(format!("package {spec:?}: unknown ecosystem {other:?}; write crate:, npm: or pypi:")),
-        };
-        // The version follows the last `@` that is not a scope's.
-        let (name, version) = match rest.rfind('@').filter(|&i| i > 0) {
-            Some(i) => (&rest[..i], &rest[i + 1..]),
-            None => {
-                return Err(format!("package {spec:?} has no version; write {eco}:NAME@VERSION (an exact version)"));
-            }
-        };
-        let plain = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-        let name_ok = match ecosystem {
-            // crates.io's rules: ASCII letters, digits, '-' and '_', at most 64, a letter first.
-            Ecosystem::Crate => {
-                name.len() <= 64
-                    && name.starts_with(|c: char| c.is_ascii_alphabetic())
-                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            }
-            // npm's: at most 214, lower case, URL-safe; a scope is `@scope/`.
-            Ecosystem::Npm => {
-                let bare = match name.strip_prefix('@') {
-                    Some(scoped) => scoped.split_once('/').filter(|(s, n)| plain(s) && plain(n)).map(|(_, n)| n),
-                    None => Some(name),
-                };
-                name.len() <= 214 && !name.starts_with('.') && bare.is_some_and(|n| plain(n) && !n.starts_with('.'))
-            }
-            // PEP 508 names: letters, digits, '-', '_', '.'.
-            Ecosystem::Pypi => {
-                name.len() <= 200 && plain(name) && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-            }
-        };
-        if !name_ok {
-            return Err(format!("package {spec:?}: {name:?} is not a {eco} package name"));
-        }
-        let exact = match ecosystem {
-            Ecosystem::Crate | Ecosystem::Npm => semver::Version::parse(version).is_ok(),
-            // PEP 440: an exact version holds no range operator.
-            Ecosystem::Pypi => {
-                version.starts_with(|c: char| c.is_ascii_digit())
-                    && version.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+!-".contains(&b))
-            }
-        };
-        if !exact {
-            return Err(format!(
-                "package {spec:?}: {version:?} is not an exact version; a package source installs one version"
-            ));
-        }
-        Ok(PackageSpec { ecosystem, name: name.to_owned(), version: version.to_owned() })
-    }
-}
-
-impl fmt::Display for PackageSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}@{}", self.ecosystem.as_str(), self.name, self.version)
-    }
 }
 
 fn default_github_api() -> String {
@@ -593,9 +494,12 @@ pub(super) fn validate(l: &Loaded, text: &str) -> Result<(), String> {
                 }
                 check_globs(name, include, exclude, &at)?;
             }
-            SourceConfig::Package { spec, include, exclude } => {
+            SourceConfig::Package { spec, checksums, include, exclude, .. } => {
                 if let Err(e) = spec.parse::<PackageSpec>() {
                     return Err(format!("{} sources.{name}.spec: {e}", at(Some(name), "spec")));
+                }
+                if let Some(e) = checksums.iter().find_map(|c| c.parse::<crate::crawl::package::Checksum>().err()) {
+                    return Err(format!("{} sources.{name}.checksums: {e}", at(Some(name), "checksums")));
                 }
                 check_globs(name, include, exclude, &at)?;
             }

@@ -48,29 +48,44 @@ pub fn package_limits() -> atlas_dist::archive::Limits {
     }
 }
 
+/// A package source as the crawl reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Package<'a> {
+    /// The source's name.
+    pub name: &'a str,
+    pub spec: &'a PackageSpec,
+    /// A lockfile's checksums for the artifact (any one must match).
+    pub locked: &'a [Checksum],
+    /// The folder whose cargo, npm, pip and uv settings name the registry.
+    pub settings: &'a Path,
+}
+
 /// Reads the package `spec` of source `name`: its artifact fetched (or found in the
-/// state folder), checked, unpacked, and walked with `include` and `exclude`.
+/// state folder, or in cargo's own cache when a lockfile's checksum names it), checked
+/// against the registry's checksum and any of `locked` (a lockfile's), unpacked, and
+/// walked with `include` and `exclude`.
 pub fn scan_package(
     ctx: &Ctx<'_>,
     p: &CrawlParams,
-    name: &str,
-    spec: &PackageSpec,
+    src: &Package<'_>,
     include: &[String],
     exclude: &[String],
 ) -> anyhow::Result<Scan> {
+    let Package { name, spec, locked, settings } = *src;
     let state = super::site::state_dir(ctx.cache.root(), name);
     let file = state.join("artifacts").join(spec.file_name());
-    let artifact = match kept(&file) {
-        Some(a) if ctx.offline => a,
-        None if ctx.offline => {
+    let artifact = match (kept(&file), cargo_cached(spec, locked)) {
+        (Some(a), _) if ctx.offline => a,
+        (None, Some(copy)) => keep(spec, &std::fs::read(&copy)?, &file)?,
+        (None, None) if ctx.offline => {
             bail!("{spec} is not in the cache and --offline fetches nothing; run once online to fetch it")
         }
-        kept => {
+        (kept, _) => {
             let net = Net::new(p)?;
             let found = match spec.ecosystem {
-                Ecosystem::Crate => cargo::find(&net, &ctx.cfg.dir, spec)?,
-                Ecosystem::Npm => npm::find(&net, &ctx.cfg.dir, spec)?,
-                Ecosystem::Pypi => pypi::find(&net, &ctx.cfg.dir, spec)?,
+                Ecosystem::Crate => cargo::find(&net, settings, spec)?,
+                Ecosystem::Npm => npm::find(&net, settings, spec)?,
+                Ecosystem::Pypi => pypi::find(&net, settings, spec)?,
             };
             match kept.filter(|k| found.check.matches_file(&k.path)) {
                 Some(k) => k,
@@ -78,8 +93,32 @@ pub fn scan_package(
             }
         }
     };
+    if !locked.is_empty() && !locked.iter().any(|c| c.matches_file(&artifact.path)) {
+        bail!(
+            "{spec}: the artifact is not the one the lockfile names ({}); nothing was used (the lockfile or the \
+             registry changed: check which)",
+            locked.iter().map(Checksum::to_string).collect::<Vec<_>>().join(" or ")
+        );
+    }
     let root = unpack(&artifact, &state).with_context(|| format!("unpacking {spec}"))?;
     scan_local(&root, include, exclude, p.max_file_bytes)
+}
+
+/// A `.crate` of `spec` in cargo's own download cache (`$CARGO_HOME/registry/cache/*/`)
+/// whose bytes a lockfile's sha256 names: the same artifact, already on this machine.
+fn cargo_cached(spec: &PackageSpec, locked: &[Checksum]) -> Option<PathBuf> {
+    if spec.ecosystem != Ecosystem::Crate || !locked.iter().any(|c| matches!(c, Checksum::Sha256(_))) {
+        return None;
+    }
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
+    let name = format!("{}-{}.crate", spec.name, spec.version);
+    std::fs::read_dir(home.join("registry/cache"))
+        .ok()?
+        .flatten()
+        .map(|d| d.path().join(&name))
+        .find(|f| locked.iter().any(|c| c.matches_file(f)))
 }
 
 /// A verified artifact: where it is and its sha256.
@@ -110,6 +149,34 @@ pub enum Checksum {
     Sha256(String),
     /// An npm `integrity`: `sha512-<base64>`.
     Sri512(String),
+}
+
+impl std::str::FromStr for Checksum {
+    type Err = String;
+    /// A lockfile's checksum: `sha256:<hex>` (or 64 bare hex digits, as Cargo.lock
+    /// writes them), or an SRI `sha512-<base64>`.
+    fn from_str(s: &str) -> Result<Checksum, String> {
+        let hex = s.strip_prefix("sha256:").unwrap_or(s).to_ascii_lowercase();
+        if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Ok(Checksum::Sha256(hex))
+        } else if s.strip_prefix("sha512-").is_some_and(|b| b.len() == 88) {
+            Ok(Checksum::Sri512(s.to_owned()))
+        } else {
+            Err(format!(
+                "{:?} is not a checksum; write sha256:<64 hex digits> or sha512-<base64>",
+                atlas_runtime::utf8::clip_chars(s, 100)
+            ))
+        }
+    }
+}
+
+impl std::fmt::Display for Checksum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Checksum::Sha256(h) => write!(f, "sha256:{h}"),
+            Checksum::Sri512(s) => f.write_str(s),
+        }
+    }
 }
 
 impl Checksum {
@@ -184,10 +251,15 @@ fn download(net: &Net, spec: &PackageSpec, found: &Found, file: &Path) -> anyhow
             "{spec}: the download's {algo} is {got}, the registry says {want}; nothing was used (try again; report it if it persists)"
         );
     }
-    let dir = file.parent().context("the artifacts folder")?;
+    keep(spec, &bytes, file)
+}
+
+/// Keeps checked `bytes` at `file`, with their sha256 beside them.
+fn keep(spec: &PackageSpec, bytes: &[u8], file: &Path) -> anyhow::Result<Artifact> {
+    let dir = file.parent().with_context(|| format!("{spec}: the artifacts folder"))?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let sha256 = atlas_runtime::hash::sha256_bytes(&bytes);
-    atlas_cache::atomic::write_file_atomic(file, &bytes).with_context(|| format!("writing {}", file.display()))?;
+    let sha256 = atlas_runtime::hash::sha256_bytes(bytes);
+    atlas_cache::atomic::write_file_atomic(file, bytes).with_context(|| format!("writing {}", file.display()))?;
     atlas_cache::atomic::write_file_atomic(&sidecar(file), sha256.as_bytes())?;
     Ok(Artifact { path: file.to_owned(), sha256 })
 }

@@ -1,0 +1,157 @@
+//! A project's library set: the exact package versions `atlas sync` installed for a
+//! project's lockfiles, written to one small file in the project
+//! (`.atlas/libraries.json`), and the projects this home knows (`ATLAS_HOME/projects/`),
+//! so that no version a project names is ever rotated away, and `atlas bundles
+//! --unused` can say which versions none names.
+//!
+//! Both files are read as untrusted input: bounded in size and count, names and
+//! versions checked as bundle names before they touch a path.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::home::Home;
+use crate::{Error, Result, io};
+
+/// The set's file inside a project.
+pub const SET_FILE: &str = ".atlas/libraries.json";
+/// The largest set file read, in bytes.
+const MAX_SET_BYTES: u64 = 4 << 20;
+/// The most libraries one set names.
+pub const MAX_LIBRARIES: usize = 10_000;
+/// The most projects one home remembers.
+const MAX_PROJECTS: usize = 10_000;
+
+/// One library of a set: the bundle's stored name and its exact version.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Pinned {
+    /// The bundle's name (`crate+tokio`).
+    pub name: String,
+    pub version: String,
+    /// Where it came from: the lockfile, relative to the project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lockfile: Option<String>,
+}
+
+/// What `atlas sync` wrote for a project.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Set {
+    pub libraries: Vec<Pinned>,
+}
+
+impl Set {
+    /// The set of `project`, or None when it has none.
+    pub fn read(project: &Path) -> Result<Option<Set>> {
+        let path = project.join(SET_FILE);
+        let Some(bytes) = read_capped(&path)? else { return Ok(None) };
+        let set: Set = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::DataCorruption(format!("{} is not a library set ({e}); run `atlas sync` again", path.display()))
+        })?;
+        if set.libraries.len() > MAX_LIBRARIES {
+            return Err(Error::DataCorruption(format!("{} names more than {MAX_LIBRARIES} libraries", path.display())));
+        }
+        if let Some(bad) = set.libraries.iter().find(|p| {
+            !atlas_runtime::safe_path::is_safe_name(&p.name) || !atlas_runtime::safe_path::is_safe_name(&p.version)
+        }) {
+            return Err(Error::DataCorruption(format!(
+                "{} names {:?}, which is not a bundle name; run `atlas sync` again",
+                path.display(),
+                atlas_runtime::utf8::clip_chars(&format!("{}@{}", bad.name, bad.version), 80)
+            )));
+        }
+        Ok(Some(set))
+    }
+
+    /// Writes the set into `project` (atomically) and remembers the project in `home`.
+    pub fn write(&self, project: &Path, home: &Home) -> Result<PathBuf> {
+        let path = project.join(SET_FILE);
+        let dir = path.parent().expect("SET_FILE has a folder");
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let mut text = serde_json::to_string_pretty(self).expect("plain data");
+        text.push('\n');
+        crate::home::write_atomic(&path, text.as_bytes())?;
+        remember(home, project)?;
+        Ok(path)
+    }
+
+    /// The version this set names for the bundle `name`.
+    pub fn version_of(&self, name: &str) -> Option<&str> {
+        self.libraries.iter().find(|p| p.name == name).map(|p| p.version.as_str())
+    }
+}
+
+fn read_capped(path: &Path) -> Result<Option<Vec<u8>>> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::Io { path: path.to_owned(), error: e }),
+    };
+    if meta.len() > MAX_SET_BYTES {
+        return Err(Error::DataCorruption(format!("{} is over {MAX_SET_BYTES} bytes", path.display())));
+    }
+    std::fs::read(path).map(Some).map_err(io(path))
+}
+
+/// The folder of the home's project records.
+fn projects_dir(home: &Home) -> PathBuf {
+    home.root.parent().unwrap_or(&home.root).join("projects")
+}
+
+/// A project's record: one file per project folder, named by its path's hash.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    dir: PathBuf,
+}
+
+fn remember(home: &Home, project: &Path) -> Result<()> {
+    let project = std::path::absolute(project).map_err(io(project))?;
+    let dir = projects_dir(home);
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let key = atlas_runtime::hash::blake3_bytes(project.to_string_lossy().as_bytes());
+    let record = serde_json::to_vec(&Record { dir: project }).expect("plain data");
+    crate::home::write_atomic(&dir.join(format!("{}.json", &key[..32])), &record)
+}
+
+/// Every `(name, version)` a known project's set names; projects whose folder or set
+/// is gone are forgotten.
+pub fn named(home: &Home) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    let Ok(entries) = std::fs::read_dir(projects_dir(home)) else { return out };
+    for entry in entries.flatten().take(MAX_PROJECTS) {
+        let record = read_capped(&entry.path()).ok().flatten().and_then(|b| serde_json::from_slice::<Record>(&b).ok());
+        match record.map(|r| Set::read(&r.dir)) {
+            Some(Ok(Some(set))) => out.extend(set.libraries.into_iter().map(|p| (p.name, p.version))),
+            // A broken set keeps its record: its versions stay safe until it is fixed.
+            Some(Err(_)) => {}
+            _ => {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_is_written_remembered_and_read_back_and_a_hostile_one_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let home = Home::new(&t.path().join("home"));
+        let project = t.path().join("p");
+        std::fs::create_dir_all(&project).unwrap();
+        let set =
+            Set { libraries: vec![Pinned { name: "crate+itoa".into(), version: "1.0.11".into(), lockfile: None }] };
+        set.write(&project, &home).unwrap();
+        assert_eq!(Set::read(&project).unwrap(), Some(set));
+        assert!(named(&home).contains(&("crate+itoa".to_owned(), "1.0.11".to_owned())));
+        std::fs::write(project.join(SET_FILE), r#"{"libraries":[{"name":"../x","version":"1"}]}"#).unwrap();
+        assert!(Set::read(&project).unwrap_err().to_string().contains("not a bundle name"));
+        std::fs::remove_dir_all(&project).unwrap();
+        assert!(named(&home).is_empty(), "a project that is gone is forgotten");
+        assert_eq!(std::fs::read_dir(projects_dir(&home)).unwrap().count(), 0);
+    }
+}

@@ -1,0 +1,52 @@
+//! `atlas add`: package versions as libraries, built from their published artifacts
+//! and installed.
+
+use atlas_dist::config::Config;
+use atlas_runtime::exit::UsageError;
+use atlas_runtime::package::PackageSpec;
+
+use crate::deps::{Done, Wanted};
+
+#[derive(Debug, clap::Args)]
+pub(super) struct Args {
+    /// crate:NAME@VERSION, npm:NAME@VERSION (npm:@scope/name@…) or pypi:NAME@VERSION.
+    #[arg(required = true, value_name = "SPEC")]
+    specs: Vec<String>,
+    /// Use only what is cached (the package's artifact, cargo's own download cache);
+    /// say what is missing.
+    #[arg(long)]
+    offline: bool,
+    /// Packages built at once (default: the machine's cores).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    jobs: Option<u16>,
+    /// Versions to keep per library (default 5, or the config file's install.keep).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    keep: Option<u16>,
+}
+
+impl Args {
+    pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
+        let wanted = self
+            .specs
+            .iter()
+            .map(|s| s.parse::<PackageSpec>().map(|spec| Wanted { spec, checksums: Vec::new() }))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| UsageError(e.to_string()))?;
+        let opts = super::sync::options(cfg, self.offline, self.jobs, self.keep);
+        let done = crate::deps::add(&wanted, &opts);
+        let failed = done.iter().filter(|d| matches!(d, Done::Failed(_))).count();
+        let ok: Vec<&Wanted> =
+            wanted.iter().zip(&done).filter(|(_, d)| !matches!(d, Done::Failed(_))).map(|(w, _)| w).collect();
+        for w in &ok {
+            let name = w.spec.bundle_name();
+            super::print(&crate::manage::editor_config(&name, &["--bundle", &w.spec.shown_name()]))?;
+        }
+        if failed > 0 {
+            anyhow::bail!(
+                "{failed} of {} packages failed (each said why above); nothing of those was installed",
+                done.len()
+            );
+        }
+        Ok(())
+    }
+}

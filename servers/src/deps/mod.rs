@@ -1,0 +1,235 @@
+//! Dependencies as libraries: `atlas add` builds a package version's bundle and
+//! installs it; `atlas sync` does it for every version a project's lockfiles pin and
+//! writes the project's library set.
+//!
+//! The build is `atlas-pipeline`'s, run as a child process (the `atlas` binary stays
+//! on the lean runtime): a generated config with one `package` source, a cache per
+//! package (so a version bump reuses every unchanged file, and packages build at once
+//! without waiting on one cache's lock), then `atlas install` of the archive it wrote.
+//! Nothing of a package runs: the pipeline reads its published files.
+
+pub mod lockfiles;
+
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use atlas_dist::home::Home;
+use atlas_runtime::package::PackageSpec;
+
+/// One package version to make a library of, with the checksums a lockfile gives.
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    pub spec: PackageSpec,
+    pub checksums: Vec<String>,
+}
+
+/// How a package came out.
+#[derive(Debug)]
+pub enum Done {
+    /// Installed now, in this long.
+    Installed(Duration),
+    /// That version was installed already.
+    AlreadyInstalled,
+    /// It failed: one line that says why and what to do. Nothing was installed.
+    Failed(String),
+}
+
+/// How packages are built.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub offline: bool,
+    /// Packages built at once.
+    pub jobs: usize,
+    pub install: atlas_dist::install::Options,
+}
+
+/// Builds and installs each of `wanted` (those not installed yet), `jobs` at once,
+/// with a progress line per package on a terminal; the outcome of each, in order.
+pub fn add(wanted: &[Wanted], opts: &Options) -> Vec<Done> {
+    let home = Home::from_env();
+    let shown = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("ATLAS_NO_PROGRESS").is_none();
+    let bars = indicatif::MultiProgress::with_draw_target(match shown {
+        true => indicatif::ProgressDrawTarget::stderr(),
+        false => indicatif::ProgressDrawTarget::hidden(),
+    });
+    let next = Mutex::new(0usize);
+    let done: Mutex<Vec<Option<Done>>> = Mutex::new((0..wanted.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..opts.jobs.clamp(1, wanted.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = {
+                        let mut n = next.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let i = *n;
+                        *n += 1;
+                        i
+                    };
+                    let Some(w) = wanted.get(i) else { break };
+                    let bar = bars.add(indicatif::ProgressBar::new_spinner().with_prefix(w.spec.to_string()));
+                    bar.set_style(
+                        indicatif::ProgressStyle::with_template("{spinner} {prefix}: {wide_msg}")
+                            .expect("a fixed template"),
+                    );
+                    bar.enable_steady_tick(Duration::from_millis(200));
+                    let outcome = one(&home, w, opts, &bar);
+                    let line = match &outcome {
+                        Done::Installed(t) => format!("installed in {:.1}s", t.as_secs_f64()),
+                        Done::AlreadyInstalled => "already installed".to_owned(),
+                        Done::Failed(why) => format!("failed: {why}"),
+                    };
+                    bar.finish_and_clear();
+                    let line = format!("atlas: {}: {line}", w.spec);
+                    match shown {
+                        true => drop(bars.println(line)),
+                        false => eprintln!("{line}"),
+                    }
+                    done.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(outcome);
+                }
+            });
+        }
+    });
+    done.into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .into_iter()
+        .map(|d| d.unwrap_or_else(|| Done::Failed("not built".into())))
+        .collect()
+}
+
+fn one(home: &Home, w: &Wanted, opts: &Options, bar: &indicatif::ProgressBar) -> Done {
+    let (name, version) = (w.spec.bundle_name(), w.spec.version.clone());
+    if home.record(&name, &version).is_some() && home.resolve_version(&name, &version).is_some() {
+        return Done::AlreadyInstalled;
+    }
+    let t = Instant::now();
+    match build(home, w, opts, bar).and_then(|archive| install(home, &archive, opts)) {
+        Ok(()) => Done::Installed(t.elapsed()),
+        Err(e) => Done::Failed(atlas_runtime::utf8::printable(&format!("{e:#}"))),
+    }
+}
+
+/// Where a package's builds live: `ATLAS_HOME/packages/<bundle name>/`, its cache
+/// shared by every version of it.
+pub fn package_dir(home: &Home, spec: &PackageSpec) -> PathBuf {
+    home.root.parent().unwrap_or(&home.root).join("packages").join(spec.bundle_name())
+}
+
+/// The pipeline config of one package version.
+/// The registry settings (cargo's, npm's, pip's and uv's) are those of `settings`, the
+/// folder the user ran `atlas` in.
+pub fn pipeline_yaml(w: &Wanted, settings: &Path) -> String {
+    let s = &w.spec;
+    let q = |v: &str| serde_json::to_string(v).expect("a string");
+    let mut y = format!(
+        "# Written by `atlas add`/`atlas sync`: the package {s}, as published.\nname: {}\nsources:\n  {}:\n    kind: package\n    spec: {}\n    settings_dir: {}\n",
+        q(&s.bundle_name()),
+        q(&s.source_name()),
+        q(&s.to_string()),
+        q(&settings.display().to_string()),
+    );
+    if !w.checksums.is_empty() {
+        y.push_str("    checksums:\n");
+        for c in &w.checksums {
+            y.push_str(&format!("      - {}\n", q(c)));
+        }
+    }
+    y.push_str(&format!(
+        "stages:\n  pack:\n    version: {}\n    description: {}\n",
+        q(&s.version),
+        q(&format!("{} {} {}, from its published package", s.ecosystem.as_str(), s.name, s.version))
+    ));
+    y
+}
+
+/// The `atlas-pipeline` binary: `ATLAS_PIPELINE`, else beside this one, else on PATH.
+fn pipeline_bin() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("ATLAS_PIPELINE").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let name = format!("atlas-pipeline{}", std::env::consts::EXE_SUFFIX);
+    let beside = std::env::current_exe().ok().and_then(|e| Some(e.parent()?.join(&name))).filter(|p| p.is_file());
+    let on_path = || {
+        std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(&name)).find(|p| p.is_file()))
+    };
+    beside.or_else(on_path).with_context(|| {
+        "atlas builds packages with atlas-pipeline, which ships beside atlas and is not here; install the atlas \
+         package again (it has both), or set ATLAS_PIPELINE"
+            .to_owned()
+    })
+}
+
+/// Runs the pipeline for `w`; the archive it wrote.
+fn build(home: &Home, w: &Wanted, opts: &Options, bar: &indicatif::ProgressBar) -> anyhow::Result<PathBuf> {
+    let dir = package_dir(home, &w.spec);
+    let work = dir.join("builds").join(&w.spec.version);
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let config = work.join("pipeline.yaml");
+    let here = std::env::current_dir().context("the current folder")?;
+    std::fs::write(&config, pipeline_yaml(w, &here)).with_context(|| format!("writing {}", config.display()))?;
+    let out = work.join("out");
+    let mut cmd = Command::new(pipeline_bin()?);
+    cmd.arg("--config")
+        .arg(&config)
+        .arg("--cache-dir")
+        .arg(dir.join("cache"))
+        .arg("--lock-wait")
+        .arg("600")
+        .args(["run", "--archive", "--out"])
+        .arg(&out)
+        .env("ATLAS_HOME", atlas_runtime::model::atlas_home())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if opts.offline {
+        cmd.arg("--offline");
+    }
+    let mut child = cmd.spawn().context("starting atlas-pipeline")?;
+    let mut last = String::new();
+    if let Some(err) = child.stderr.take() {
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let line = atlas_runtime::utf8::printable(line.trim());
+            if !line.is_empty() {
+                bar.set_message(atlas_runtime::utf8::clip_chars(&line, 120));
+                last = line;
+            }
+        }
+    }
+    let status = child.wait().context("waiting for atlas-pipeline")?;
+    if !status.success() {
+        let why = last.trim_start_matches("atlas-pipeline: ").trim_start_matches("error: ");
+        bail!("{}", if why.is_empty() { "the build failed" } else { why });
+    }
+    let archive = out.join(format!("{}-{}.tar.zst", w.spec.bundle_name(), w.spec.version));
+    if !archive.is_file() {
+        bail!("the build wrote no {}", archive.display());
+    }
+    Ok(archive)
+}
+
+fn install(home: &Home, archive: &Path, opts: &Options) -> anyhow::Result<()> {
+    let source = atlas_dist::target::Source::parse(&archive.display().to_string()).map_err(atlas_dist::edge)?;
+    let rt = atlas_dist::runtime().map_err(atlas_dist::edge)?;
+    rt.block_on(atlas_dist::install::install(home, &source, &opts.install)).map_err(atlas_dist::edge)?;
+    // The archive was a means: the installed bundle and the package's cache stay.
+    if let Some(out) = archive.parent() {
+        let _ = std::fs::remove_dir_all(out);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packages_pipeline_config_names_it_pins_it_and_quotes_everything() {
+        let w = Wanted { spec: "npm:@corp/strings@2.1.0".parse().unwrap(), checksums: vec!["sha512-x\"y".into()] };
+        let y = pipeline_yaml(&w, Path::new("/p"));
+        assert!(y.contains("name: \"npm+corp+strings\"") && y.contains("\"corp-strings\":"), "{y}");
+        assert!(y.contains("spec: \"npm:@corp/strings@2.1.0\"") && y.contains("version: \"2.1.0\""), "{y}");
+        assert!(y.contains("- \"sha512-x\\\"y\"") && y.contains("settings_dir: \"/p\""), "{y}");
+    }
+}
