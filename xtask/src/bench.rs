@@ -1,4 +1,4 @@
-//! `cargo xtask bench [pipeline|search|mcp|dist|web|cache|embed|pg]`: figures and their baselines side by side
+//! `cargo xtask bench [pipeline|search|mcp|dist|web|cache|embed|pg|sync]`: figures and their baselines side by side
 //! in one run, on the real corpora (ATLAS_CORPORA). The benchmark programs live under
 //! one roof, `tests/bench/` (examples of the atlas-e2e crate), with the Python
 //! baselines in `tests/bench/python/`.
@@ -44,10 +44,15 @@ enum Which {
     /// a synthetic bundle (BENCH_PG_CHUNKS, 200000 by default), then hybrid p50/p95
     /// with 1 and 2 replicas under a bounded loopback load, beside the local bundle.
     Pg,
+    /// `atlas sync` on this workspace's Cargo.lock into an empty home, offline from the
+    /// local cargo cache: wall time, chunks, vectors, disk; then a one-dependency bump.
+    Sync,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    corpora()?;
+    if !matches!(args.which, Which::Sync) {
+        corpora()?;
+    }
     match args.which {
         Which::Pipeline => pipeline(),
         Which::Search => search(),
@@ -57,6 +62,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Which::Cache => cache(),
         Which::Embed => embed_variants().and_then(|()| embed()),
         Which::Pg => pg(),
+        Which::Sync => crate::sync_bench::run(),
     }
 }
 

@@ -104,6 +104,7 @@ pub fn run() -> anyhow::Result<()> {
         cmd.args(args);
         status(cmd)?;
     }
+    dependencies(&atlas)?;
     // Last, so the editor config ends the demo: `atlas install` prints it.
     say(&format!(
         "\n$ atlas install {archive}\n(claude_desktop_config.json, Cursor's mcp.json; README.md has the Zed and opencode forms)"
@@ -112,6 +113,43 @@ pub fn run() -> anyhow::Result<()> {
     install.args(["install", &archive]);
     status(install)?;
     eprintln!("xtask: run it again to see every stage cached");
+    Ok(())
+}
+
+/// Three of this project's own small dependencies, as a project that depends on them
+/// would get them: `atlas sync` of a lockfile pinning the versions this workspace's
+/// Cargo.lock pins, offline (the crates come from cargo's own cache, checked against
+/// the lockfile's sha256); then one searched by symbol and by question.
+fn dependencies(atlas: &std::path::Path) -> anyhow::Result<()> {
+    const CRATES: [&str; 3] = ["humantime", "httpdate", "fastrand"];
+    let lock = std::fs::read_to_string(crate::project_root().join("Cargo.lock")).context("reading Cargo.lock")?;
+    let project = crate::project_root().join("target/demo-deps");
+    std::fs::create_dir_all(&project)?;
+    let mut toml = "[package]\nname = \"demo-deps\"\nversion = \"0.1.0\"\n[dependencies]\n".to_owned();
+    let mut locked = "version = 4\n[[package]]\nname = \"demo-deps\"\nversion = \"0.1.0\"\n".to_owned();
+    for block in lock.split("[[package]]").skip(1) {
+        let field = |k: &str| {
+            block.lines().find_map(|l| l.strip_prefix(&format!("{k} = \"")).and_then(|v| v.strip_suffix('"')))
+        };
+        let (Some(name), Some(version)) = (field("name"), field("version")) else { continue };
+        if CRATES.contains(&name) && field("checksum").is_some() && !toml.contains(&format!("\n{name} =")) {
+            toml.push_str(&format!("{name} = \"={version}\"\n"));
+            locked.push_str(&format!("\n[[package]]{block}"));
+        }
+    }
+    std::fs::write(project.join("Cargo.toml"), toml)?;
+    std::fs::write(project.join("Cargo.lock"), locked)?;
+    say("\n$ atlas sync target/demo-deps --offline   (a project depending on humantime, httpdate and fastrand)");
+    let mut sync = Command::new(atlas);
+    sync.arg("sync").arg(&project).args(["--offline", "--json"]);
+    output(sync)?;
+    for (query, args) in [("parse_duration", &["--symbol"][..]), ("how do I parse a duration like 2h 30m", &["-k", "2"][..])]
+    {
+        say(&format!("\n$ atlas search {query:?} --bundle crate:humantime {}", args.join(" ")));
+        let mut search = Command::new(atlas);
+        search.arg("search").arg(query).args(["--bundle", "crate:humantime"]).args(args);
+        status(search)?;
+    }
     Ok(())
 }
 

@@ -10,6 +10,7 @@ mod demo;
 mod eval;
 mod package;
 mod setup;
+mod sync_bench;
 mod test;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,176 @@
+//! `cargo xtask bench sync`: `atlas sync` on this repository's own Cargo.lock (the
+//! workspace's direct dependencies), offline, the crates taken from the local cargo
+//! cache, into an empty ATLAS_HOME (release binaries); then a one-dependency bump.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context as _, bail};
+
+use crate::{Profile, project_root, say};
+
+pub fn run() -> anyhow::Result<()> {
+    let release = Profile::Release;
+    crate::setup::run(release)?;
+    let work = project_root().join("target/bench-sync");
+    let _ = std::fs::remove_dir_all(&work);
+    let home = fresh_home(&work.join("home"))?;
+
+    say("bench sync: cold `atlas sync --offline` of this workspace's Cargo.lock (direct dependencies)");
+    let (wall, v) = sync(release, &home, &project_root())?;
+    let libs = v["libraries"].as_array().map_or(0, Vec::len);
+    let failed = v["failed"].as_array().cloned().unwrap_or_default();
+    let (chunks, vectors) = counts(&home);
+    say(&format!(
+        "  {libs} libraries searchable (keyword, symbols and vectors) in {wall:.1}s; {} failed; {chunks} chunks, \
+         {vectors} vectors (windows of ≤256 tokens); disk: bundles {} MiB, package caches {} MiB",
+        failed.len(),
+        size(&home.join("bundles")) >> 20,
+        size(&home.join("packages")) >> 20,
+    ));
+    for f in &failed {
+        say(&format!("  failed: {}", f.as_str().unwrap_or_default()));
+    }
+
+    // A bump: a crate the local cargo cache holds at two versions, locked at the older
+    // then the newer.
+    let Some((name, old, new)) = two_versions() else {
+        say("  bump: skipped (no crate at two versions in the local cargo cache)");
+        return Ok(());
+    };
+    let project = work.join("bump");
+    std::fs::create_dir_all(&project)?;
+    std::fs::write(
+        project.join("Cargo.toml"),
+        format!("[package]\nname = \"bump\"\nversion = \"0.1.0\"\n[dependencies]\n{name} = \"*\"\n"),
+    )?;
+    let lock = |(v, file): &(String, PathBuf)| -> anyhow::Result<()> {
+        let sum = sha256_file(file)?;
+        std::fs::write(
+            project.join("Cargo.lock"),
+            format!(
+                "version = 4\n[[package]]\nname = \"bump\"\nversion = \"0.1.0\"\n\n[[package]]\nname = \"{name}\"\n\
+                 version = \"{v}\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\nchecksum = \"{sum}\"\n"
+            ),
+        )?;
+        Ok(())
+    };
+    lock(&old)?;
+    let (cold, _) = sync(release, &home, &project)?;
+    lock(&new)?;
+    let (bump, _) = sync(release, &home, &project)?;
+    let (items, reused) = embed_reuse(&home, &name)?;
+    say(&format!(
+        "  bump: crate {name} {} → {}: cold {cold:.1}s, the bump {bump:.1}s to searchable; the embed stage reused \
+         {reused} of {items} chunks",
+        old.0, new.0
+    ));
+    Ok(())
+}
+
+/// An empty ATLAS_HOME that shares the provisioned model and ONNX Runtime.
+fn fresh_home(home: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(home)?;
+    let real = std::env::var_os("ATLAS_HOME").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/atlas"),
+        PathBuf::from,
+    );
+    for sub in ["models", "onnxruntime"] {
+        std::os::unix::fs::symlink(real.join(sub), home.join(sub)).with_context(|| format!("linking {sub}"))?;
+    }
+    Ok(home.to_owned())
+}
+
+fn sync(release: Profile, home: &Path, project: &Path) -> anyhow::Result<(f64, serde_json::Value)> {
+    let t = Instant::now();
+    let out = Command::new(release.bin("atlas"))
+        .env("ATLAS_HOME", home)
+        .env("ATLAS_NO_PROGRESS", "1")
+        .arg("sync")
+        .arg(project)
+        .args(["--offline", "--json"])
+        .output()
+        .context("running atlas sync")?;
+    let wall = t.elapsed().as_secs_f64();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    if v.is_null() {
+        bail!("atlas sync printed no outcome: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok((wall, v))
+}
+
+/// Chunks and vectors of every installed bundle.
+fn counts(home: &Path) -> (u64, u64) {
+    let (mut chunks, mut vectors) = (0, 0);
+    for e in std::fs::read_dir(home.join("bundles")).into_iter().flatten().flatten() {
+        let Ok(m) = std::fs::read(e.path().join("current/manifest.json")) else { continue };
+        let m: serde_json::Value = serde_json::from_slice(&m).unwrap_or_default();
+        chunks += m["chunk_count"].as_u64().unwrap_or(0);
+        vectors += m["embedding_rows"].as_u64().unwrap_or(0);
+    }
+    (chunks, vectors)
+}
+
+/// The newest run's embed stage of crate `name`: chunks, and chunks reused.
+fn embed_reuse(home: &Path, name: &str) -> anyhow::Result<(u64, u64)> {
+    let runs = home.join("packages").join(format!("crate+{name}")).join("cache/runs");
+    let newest = std::fs::read_dir(&runs)?
+        .flatten()
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .context("no run record")?;
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(newest.path())?)?;
+    let embed = v["detail"].as_array().and_then(|d| d.iter().find(|s| s["name"] == "embed")).context("no embed stage")?;
+    Ok((embed["items"].as_u64().unwrap_or(0), embed["reused"].as_u64().unwrap_or(0)))
+}
+
+/// A crate the local cargo cache holds at two versions: its name, then (version, file)
+/// older and newer.
+type TwoVersions = (String, (String, PathBuf), (String, PathBuf));
+
+fn two_versions() -> Option<TwoVersions> {
+    let cache = PathBuf::from(std::env::var_os("CARGO_HOME").unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo").into_os_string()
+    }))
+    .join("registry/cache");
+    let mut all: Vec<(String, Vec<u64>, String, PathBuf)> = Vec::new();
+    for dir in std::fs::read_dir(cache).ok()?.flatten() {
+        for f in std::fs::read_dir(dir.path()).into_iter().flatten().flatten() {
+            let file = f.file_name().to_string_lossy().into_owned();
+            let Some(stem) = file.strip_suffix(".crate") else { continue };
+            let Some((name, version)) = stem.rsplit_once('-') else { continue };
+            let parts: Option<Vec<u64>> = version.split('.').map(|p| p.parse().ok()).collect();
+            if let Some(parts) = parts.filter(|p| p.len() == 3) {
+                all.push((name.to_owned(), parts, version.to_owned(), f.path()));
+            }
+        }
+    }
+    all.sort();
+    // Prefer a crate of some size: the pair whose newer file is largest, under 2 MB.
+    all.windows(2)
+        .filter(|w| w[0].0 == w[1].0 && w[0].1 != w[1].1)
+        .filter(|w| std::fs::metadata(&w[1].3).is_ok_and(|m| m.len() < 2 << 20))
+        .max_by_key(|w| std::fs::metadata(&w[1].3).map_or(0, |m| m.len()))
+        .map(|w| (w[0].0.clone(), (w[0].2.clone(), w[0].3.clone()), (w[1].2.clone(), w[1].3.clone())))
+}
+
+fn sha256_file(p: &Path) -> anyhow::Result<String> {
+    use sha2::Digest as _;
+    let bytes = std::fs::read(p)?;
+    Ok(sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn size(dir: &Path) -> u64 {
+    let mut n = 0;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => n += e.metadata().map_or(0, |m| m.len()),
+                _ => {}
+            }
+        }
+    }
+    n
+}
