@@ -324,3 +324,50 @@ fn add_and_sync_install_exact_versions_and_a_project_serves_its_set() {
         c.cancel().await.unwrap();
     });
 }
+
+/// The real registries, one small package each: `atlas add` fetches it from crates.io,
+/// the npm registry and PyPI, checks it against their checksums, and it answers a
+/// search under its ecosystem's name. Skipped with the reason when a registry cannot
+/// be reached.
+#[test]
+fn slow_atlas_add_reads_each_real_registry() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let h = crate::distribution::home(&t.path().join("h"));
+    for (spec, host, query, path) in [
+        ("crate:itoa@1.0.15", "index.crates.io", "Buffer format integer", "itoa/src/lib.rs"),
+        ("npm:is-number@7.0.0", "registry.npmjs.org", "is the value a number", "is-number/index.js"),
+        ("pypi:six@1.16.0", "pypi.org", "add a metaclass to a class", "six/six.py"),
+    ] {
+        let reachable = std::net::ToSocketAddrs::to_socket_addrs(&(host, 443))
+            .ok()
+            .and_then(|mut a| a.next())
+            .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(5)).is_ok());
+        if !reachable {
+            skip(&format!("{host} cannot be reached from here; {spec} not tried"));
+            continue;
+        }
+        let mut add = crate::distribution::atlas(&h);
+        add.current_dir(t.path())
+            .env("CARGO_HOME", t.path().join("cargo-home"))
+            .env("NPM_CONFIG_USERCONFIG", t.path().join("no-npmrc"))
+            .env_remove("NPM_CONFIG_REGISTRY")
+            .env_remove("PIP_INDEX_URL")
+            .env_remove("UV_INDEX_URL")
+            .env_remove("UV_DEFAULT_INDEX")
+            .env("PIP_CONFIG_FILE", "/dev/null")
+            .args(["add", spec]);
+        let r = run(&mut add);
+        assert_eq!(r.code, Some(0), "{spec}: {r:?}");
+        let name = spec.rsplit_once('@').unwrap().0;
+        let mut search = crate::distribution::atlas(&h);
+        search.args(["search", query, "--json", "-k", "5", "--bundle", name]);
+        let s = run(&mut search).success();
+        let v: serde_json::Value = serde_json::from_str(&s.stdout).unwrap();
+        let hits = v["hits"].as_array().unwrap();
+        assert!(hits.iter().all(|h| h["library"] == spec), "{spec}: {v}");
+        assert!(hits.iter().any(|h| h["path"] == path), "{spec}: {path} not among {v}");
+    }
+}

@@ -143,7 +143,8 @@ fn dependencies(atlas: &std::path::Path) -> anyhow::Result<()> {
     let mut sync = Command::new(atlas);
     sync.arg("sync").arg(&project).args(["--offline", "--json"]);
     output(sync)?;
-    for (query, args) in [("parse_duration", &["--symbol"][..]), ("how do I parse a duration like 2h 30m", &["-k", "2"][..])]
+    for (query, args) in
+        [("parse_duration", &["--symbol"][..]), ("how do I parse a duration like 2h 30m", &["-k", "2"][..])]
     {
         say(&format!("\n$ atlas search {query:?} --bundle crate:humantime {}", args.join(" ")));
         let mut search = Command::new(atlas);

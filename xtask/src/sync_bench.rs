@@ -120,7 +120,8 @@ fn embed_reuse(home: &Path, name: &str) -> anyhow::Result<(u64, u64)> {
         .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
         .context("no run record")?;
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(newest.path())?)?;
-    let embed = v["detail"].as_array().and_then(|d| d.iter().find(|s| s["name"] == "embed")).context("no embed stage")?;
+    let embed =
+        v["detail"].as_array().and_then(|d| d.iter().find(|s| s["name"] == "embed")).context("no embed stage")?;
     Ok((embed["items"].as_u64().unwrap_or(0), embed["reused"].as_u64().unwrap_or(0)))
 }
 
