@@ -273,6 +273,44 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             let cache = open_cache(cli, &cfg, &progress)?;
             cfg.override_crawl(sections, *max_pages);
             let opts = RunOptions { until: until.as_deref(), force, offline: *offline };
+            if let Some((source, url, versions)) = cfg.train()? {
+                let tags = crate::crawl::repo::tags(cache.root(), &cfg, &source, &url, *offline)?;
+                let train = versions.select(&tags);
+                if train.is_empty() {
+                    anyhow::bail!(runner::ConfigError(format!(
+                        "sources.{source}.versions names none of the repository's {} tags; check the glob or the list",
+                        tags.len()
+                    )));
+                }
+                if let Some((tag, _)) = train.iter().find(|(_, v)| !runner::is_safe_name(v)) {
+                    anyhow::bail!(runner::ConfigError(format!(
+                        "sources.{source}.versions: the tag {tag:?} does not make a bundle version (letters, digits, \
+                         `.`, `-`, `_`, `+`); narrow the glob or list the tags"
+                    )));
+                }
+                for (tag, version) in &train {
+                    let mut one = cfg.at_tag(&source, tag);
+                    let mut pack = one.params::<crate::pack::PackParams>("pack").clone();
+                    pack.version.clone_from(version);
+                    one.set_params("pack", pack);
+                    let summary = dag::run(&cache, &one, &registry, &opts, &progress)?;
+                    let dir = out_dir.join("versions").join(version);
+                    let written = dag::materialize(&cache, &dir, &registry, &summary.stages, *archive || *publish)
+                        .with_context(|| format!("writing outputs to {}", dir.display()))?;
+                    let embed = summary.stages.iter().find(|s| s.name == "embed");
+                    eprintln!(
+                        "version {version} (tag {tag}): {} chunks embedded, {} reused from earlier versions; wrote {}",
+                        embed.map_or(0, |e| e.items - e.reused.min(e.items)),
+                        embed.map_or(0, |e| e.reused),
+                        written.first().map_or_else(|| dir.display().to_string(), |p| p.display().to_string())
+                    );
+                    if *publish {
+                        write_stdout(&crate::publish::publish(&one, &dir, &crate::publish::Flags::default())?)?;
+                    }
+                }
+                cache.flush_remote();
+                return Ok(());
+            }
             let summary = dag::run(&cache, &cfg, &registry, &opts, &progress)?;
             cache.flush_remote();
             for c in summary.corruptions.iter().chain(&cache.take_warnings()) {

@@ -182,3 +182,80 @@ fn github_portfolio_lists_by_topic_follows_pages_and_waits_out_rate_limits() {
     run(pipeline().arg("-c").arg(&cfg).args(["run", "--until", "chunk", "--offline"])).success();
     assert_eq!(server.all().len(), before);
 }
+
+/// A version train: `versions: { tags: "v*", last: 2 }` builds the two newest `v` tags,
+/// each as its own version of the bundle (its archive, its manifest version), the
+/// second reusing every chunk the first embedded that did not change; a tag the glob
+/// does not name is not built, and each version installs beside the other.
+#[test]
+fn a_version_train_builds_each_tag_as_its_own_version_and_reuses_what_did_not_change() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let repo = tempfile::tempdir().unwrap();
+    make_repo(repo.path(), "Tool");
+    for (i, tag) in ["v0.1.0", "v0.2.0", "v0.3.0"].iter().enumerate() {
+        std::fs::write(repo.path().join("src/lib.rs"), format!("pub fn one() -> u32 {{\n    {}\n}}\n", i + 1)).unwrap();
+        for n in 0..6 {
+            std::fs::write(
+                repo.path().join(format!("docs/page{n}.md")),
+                format!("# Page {n}\n\n## Topic {n}\n\nSteady text about subject number {n} that does not change.\n"),
+            )
+            .unwrap();
+        }
+        git(repo.path(), &["add", "-A"]);
+        git(repo.path(), &["commit", "-q", "-m", tag]);
+        git(repo.path(), &["tag", tag]);
+    }
+    git(repo.path(), &["tag", "nightly"]);
+    let work = tempfile::tempdir().unwrap();
+    let cfg = work.path().join("pipeline.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "name: tool\nsources:\n  tool:\n    kind: git\n    url: {}\n    versions: {{ tags: \"v*\", last: 2 }}\n",
+            repo.path().display()
+        ),
+    )
+    .unwrap();
+    let r = run(pipeline().arg("-c").arg(&cfg).args(["run", "--archive"])).success();
+    let out = work.path().join(".atlas/build/versions");
+    let mut built: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    built.sort();
+    assert_eq!(built, ["0.2.0", "0.3.0"], "{}", r.stderr);
+    for v in &built {
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join(v).join("bundle/manifest.json")).unwrap()).unwrap();
+        assert_eq!(m["version"], v.as_str());
+        assert!(out.join(v).join(format!("tool-{v}.tar.zst")).is_file());
+    }
+    let line = r
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("version 0.3.0 (tag v0.3.0)"))
+        .unwrap_or_else(|| panic!("{}", r.stderr));
+    let reused: usize = line.split(" embedded, ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    let embedded: usize = line.split(": ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!(reused >= 6 && embedded <= 2, "only the changed file is embedded again: {line}");
+    // Each version installs beside the other.
+    let t = tempfile::tempdir().unwrap();
+    let h = crate::distribution::home(&t.path().join("h"));
+    for v in &built {
+        run(crate::distribution::atlas(&h).arg("install").arg(out.join(v).join(format!("tool-{v}.tar.zst")))).success();
+    }
+    let listed = run(crate::distribution::atlas(&h).args(["bundles", "--json"])).success();
+    assert!(listed.stdout.contains("\"0.2.0\"") && listed.stdout.contains("\"0.3.0\""), "{}", listed.stdout);
+    // A glob that names no tag: one line.
+    std::fs::write(
+        &cfg,
+        format!(
+            "name: tool\nsources:\n  tool:\n    kind: git\n    url: {}\n    versions: [\"v9\"]\n",
+            repo.path().display()
+        ),
+    )
+    .unwrap();
+    let r = run(pipeline().arg("-c").arg(&cfg).arg("run"));
+    assert_ne!(r.code, Some(0));
+    assert!(r.stderr.contains("names none of the repository's 4 tags"), "{}", r.stderr);
+}

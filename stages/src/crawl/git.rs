@@ -72,6 +72,13 @@ pub fn sync(url: &str, repo: &Path, offline: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The repository's tags.
+pub fn tags(repo: &Path) -> anyhow::Result<Vec<String>> {
+    let mut c = git(Some(repo));
+    c.args(["tag", "--list"]);
+    Ok(run(c, "listing tags")?.lines().map(str::to_owned).filter(|t| !t.is_empty()).collect())
+}
+
 /// Resolves `rev`, else `refs/heads/<branch>`, else HEAD, to a commit id.
 pub fn resolve(repo: &Path, rev: Option<&str>, branch: Option<&str>) -> anyhow::Result<String> {
     let spec = match (rev, branch) {

@@ -106,7 +106,7 @@ impl Crawl {
                     let src = site::LlmsSource { name, url, sections, max_pages: *max_pages, allow_hosts };
                     scans.insert(name.clone(), site::scan(ctx, p, &src)?);
                 }
-                SourceConfig::Git { url, rev, branch, include, exclude } => {
+                SourceConfig::Git { url, rev, branch, include, exclude, .. } => {
                     let globs = Globs::new(include, exclude)?;
                     let scan = repo::scan_git(ctx, p, name, url, rev.as_deref(), branch.as_deref(), &globs)?;
                     scans.insert(name.clone(), scan);

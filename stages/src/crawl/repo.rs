@@ -95,6 +95,14 @@ struct RepoRef<'a> {
 }
 
 /// A local repository path in the config is relative to the config file.
+/// The tags of git source `name` (its clone synced first, unless `offline`).
+pub fn tags(cache_root: &Path, cfg: &Loaded, name: &str, url: &str, offline: bool) -> anyhow::Result<Vec<String>> {
+    let repo = super::site::state_dir(cache_root, name).join("repo.git");
+    let url = resolve_url(cfg, url);
+    git::sync(&url, &repo, offline)?;
+    git::tags(&repo)
+}
+
 fn resolve_url(cfg: &Loaded, url: &str) -> String {
     if url.contains("://") || url.contains('@') {
         return url.to_owned();

@@ -125,6 +125,10 @@ pub enum SourceConfig {
         include: Vec<String>,
         #[serde(default)]
         exclude: Vec<String>,
+        /// A version train: each tag this names is built as its own version of the
+        /// bundle (`atlas-pipeline run` builds them all, oldest first).
+        #[serde(default)]
+        versions: Option<Versions>,
     },
     /// A published package at an exact version (`crate:NAME@VERSION`), fetched from
     /// the registry the user's own tools are configured for, checked against its
@@ -205,6 +209,53 @@ impl SourceConfig {
     }
 }
 
+/// The tags a git source builds as versions: `{ tags: "v*", last: 5 }` (a glob, the
+/// newest `last` of its matches), or a list of tags.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Versions {
+    Tags {
+        tags: String,
+        #[serde(default)]
+        last: Option<usize>,
+    },
+    List(Vec<String>),
+}
+
+/// The most versions one train builds.
+pub const MAX_VERSIONS: usize = 100;
+
+impl Versions {
+    /// The tags of `all` this names, oldest first (semver order when the tags are
+    /// versions, `v` aside; else their order as given), each with the bundle version
+    /// it builds (the tag without a leading `v`).
+    pub fn select(&self, all: &[String]) -> Vec<(String, String)> {
+        let picked: Vec<String> = match self {
+            Versions::List(l) => l.iter().filter(|t| all.contains(t)).cloned().collect(),
+            Versions::Tags { tags, last } => {
+                let Ok(glob) = globset::Glob::new(tags).map(|g| g.compile_matcher()) else { return Vec::new() };
+                let mut m: Vec<String> = all.iter().filter(|t| glob.is_match(t.as_str())).cloned().collect();
+                m.sort_by(|a, b| semver_of(a).cmp(&semver_of(b)).then_with(|| a.cmp(b)));
+                let keep = last.unwrap_or(MAX_VERSIONS).min(MAX_VERSIONS);
+                m.split_off(m.len().saturating_sub(keep))
+            }
+        };
+        picked.into_iter().map(|t| (version_of_tag(&t), t)).map(|(v, t)| (t, v)).collect()
+    }
+}
+
+fn semver_of(tag: &str) -> Option<semver::Version> {
+    semver::Version::parse(tag.strip_prefix('v').unwrap_or(tag)).ok()
+}
+
+/// A tag's bundle version: `v1.2.0` → `1.2.0`; any other tag as it is.
+pub fn version_of_tag(tag: &str) -> String {
+    match tag.strip_prefix('v') {
+        Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => rest.to_owned(),
+        _ => tag.to_owned(),
+    }
+}
+
 /// A local folder's default: its docs and its source code, in the languages the code
 /// chunker knows (config files, data and build output stay out unless included).
 fn default_include() -> Vec<String> {
@@ -253,6 +304,38 @@ impl Loaded {
                 }
             }
         }
+    }
+
+    /// Replaces stage `name`'s params with `p` (a version train's pack version).
+    pub fn set_params<P: serde::Serialize + Send + Sync + 'static>(&mut self, name: &'static str, p: P) {
+        self.canonical.insert(name, serde_json::to_value(&p).expect("params serialise"));
+        self.params.insert(name, Arc::new(p));
+    }
+
+    /// The git source with a version train, if any: its name, URL and versions.
+    pub fn train(&self) -> Result<Option<(String, String, Versions)>, ConfigError> {
+        let mut trains = self.config.sources.iter().filter_map(|(n, s)| match s {
+            SourceConfig::Git { url, versions: Some(v), .. } => Some((n.clone(), url.clone(), v.clone())),
+            _ => None,
+        });
+        let first = trains.next();
+        if trains.next().is_some() {
+            return Err(ConfigError(format!(
+                "{}: more than one source has versions; a bundle's version comes from one",
+                self.path.display()
+            )));
+        }
+        Ok(first)
+    }
+
+    /// This config at one tag of its train: the git source at `tag`.
+    pub fn at_tag(&self, source: &str, tag: &str) -> Loaded {
+        let mut one = self.clone();
+        if let Some(SourceConfig::Git { rev, versions, .. }) = one.config.sources.get_mut(source) {
+            *rev = Some(tag.to_owned());
+            *versions = None;
+        }
+        one
     }
 
     /// Every stage's params as canonical JSON, by stage name.
@@ -479,9 +562,30 @@ pub(super) fn validate(l: &Loaded, text: &str) -> Result<(), String> {
                     ));
                 }
             }
-            SourceConfig::Git { rev, branch, include, exclude, .. } => {
+            SourceConfig::Git { rev, branch, include, exclude, versions, .. } => {
                 if rev.is_some() && branch.is_some() {
                     return Err(format!("{} sources.{name}: give rev or branch, not both", at(Some(name), "rev")));
+                }
+                match versions {
+                    Some(_) if rev.is_some() || branch.is_some() => {
+                        return Err(format!(
+                            "{} sources.{name}: versions builds each tag; drop rev and branch",
+                            at(Some(name), "versions")
+                        ));
+                    }
+                    Some(Versions::Tags { tags, last }) if globset::Glob::new(tags).is_err() || *last == Some(0) => {
+                        return Err(format!(
+                            "{} sources.{name}.versions: write {{ tags: \"v*\", last: N }} (a glob, N ≥ 1) or a list of tags",
+                            at(Some(name), "versions")
+                        ));
+                    }
+                    Some(Versions::List(l)) if l.is_empty() || l.len() > MAX_VERSIONS => {
+                        return Err(format!(
+                            "{} sources.{name}.versions: list 1 to {MAX_VERSIONS} tags",
+                            at(Some(name), "versions")
+                        ));
+                    }
+                    _ => {}
                 }
                 check_globs(name, include, exclude, &at)?;
             }

@@ -17,7 +17,7 @@ pub mod stage;
 
 pub use atlas_runtime::package::{Ecosystem, PackageSpec};
 pub use atlas_runtime::safe_path::is_safe_name;
-pub use config::{ConfigError, Loaded, SourceConfig};
+pub use config::{ConfigError, Loaded, SourceConfig, Versions};
 pub use outputs::Outputs;
 pub use progress::Progress;
 pub use stage::{Ctx, DynStage, ParamError, Stage, StageOutput, canonical, check_range, load_json};
