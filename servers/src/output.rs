@@ -33,45 +33,158 @@ pub fn typed_with<T: serde::Serialize>(
     Ok(r)
 }
 
-/// A tool's input schema as rmcp derives it, less the `format` of its integers.
+/// A tool's input schema, compact: what rmcp derives, with its definitions inlined,
+/// `null` dropped from optional fields' types (absent is how they are left out), no
+/// `format`s (`uint32`, which common validators do not know), no defaults of `null`,
+/// and each field's description cut to its first sentence. Many clients put every
+/// tool's schemas in every conversation; the details are in the tool's description
+/// and the server's instructions.
 pub fn input_schema<T: schemars::JsonSchema + std::any::Any>() -> std::sync::Arc<rmcp::model::JsonObject> {
     let s = rmcp::handler::server::common::schema_for_input::<T>()
         .unwrap_or_else(|e| panic!("invalid input schema for `{}`: {e}", std::any::type_name::<T>()));
-    plain_integers(&s)
+    let defs = s.get("$defs").and_then(|d| d.as_object()).cloned().unwrap_or_default();
+    let mut out = serde_json::Map::new();
+    out.insert("type".into(), "object".into());
+    let props: serde_json::Map<String, serde_json::Value> = s
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .map(|p| {
+            p.iter()
+                .map(|(k, v)| {
+                    let mut f = input_field(v, &defs);
+                    if SHARED_ARGS.contains(&k.as_str())
+                        && let Some(o) = f.as_object_mut()
+                    {
+                        o.remove("description");
+                    }
+                    (k.clone(), f)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.insert("properties".into(), props.into());
+    if let Some(r) = s.get("required") {
+        out.insert("required".into(), r.clone());
+    }
+    std::sync::Arc::new(out)
 }
 
-/// A tool's output schema as rmcp derives it, less the `format` of its integers.
-pub fn output_schema<T: schemars::JsonSchema + std::any::Any>() -> std::sync::Arc<rmcp::model::JsonObject> {
-    plain_integers(&rmcp::handler::server::common::schema_for_output::<T>())
-}
+/// Arguments several tools take, described once in the servers' instructions
+/// ([`instructions`]) rather than in every schema.
+const SHARED_ARGS: [&str; 4] = ["cursor", "max_tokens", "library", "detail"];
 
-/// `schema` without a `format` on any integer (`uint`, `uint32`, `int64`): schemars
-/// writes them and no common validator knows them (the Inspector warns of each, on
-/// every call). The range (`minimum: 0`) stays.
-fn plain_integers(schema: &rmcp::model::JsonObject) -> std::sync::Arc<rmcp::model::JsonObject> {
-    fn walk(v: &mut serde_json::Value) {
-        match v {
-            serde_json::Value::Object(o) => {
-                let integer = match o.get("type") {
-                    Some(serde_json::Value::String(t)) => t == "integer",
-                    Some(serde_json::Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
-                    _ => false,
-                };
-                if integer {
-                    o.remove("format");
-                }
-                o.values_mut().for_each(walk);
+/// What [`SHARED_ARGS`] mean.
+const SHARED_TEXT: &str = "Arguments several tools share: `max_tokens` caps the reply (a token is about 3 bytes; \
+    default 8000, 250 to 200000); a reply cut short ends with `next_cursor`, which `cursor` takes back, with the same \
+    arguments, for the rest. `library` names one served library: `name`, `name@version` or `name@range` (`^1.2`, \
+    `~1`, `>=1, <2`); without it, every library. `detail: brief` leaves the snippets out.";
+
+/// The tools as `tools/list` gives them: each description cut to its first sentence
+/// (what it does); the rest is in the server's instructions ([`instructions`]).
+pub fn compact_tools(tools: impl IntoIterator<Item = rmcp::model::Tool>) -> Vec<rmcp::model::Tool> {
+    tools
+        .into_iter()
+        .map(|mut t| {
+            if let Some(d) = &t.description {
+                t.description = Some(first_sentence(d).into());
             }
-            serde_json::Value::Array(a) => a.iter_mut().for_each(walk),
-            _ => {}
+            t
+        })
+        .collect()
+}
+
+/// A server's instructions: `lead`, what the shared arguments mean, and each tool's
+/// description past its first sentence (sent once per session, not with every tool).
+pub fn instructions(lead: &str, tools: &[rmcp::model::Tool]) -> String {
+    let mut s = format!("{lead}\n\n{SHARED_TEXT}\n");
+    for t in tools {
+        let Some(d) = t.description.as_deref() else { continue };
+        let one = d.split_whitespace().collect::<Vec<_>>().join(" ");
+        let rest = one[first_sentence(d).len().min(one.len())..].trim();
+        if !rest.is_empty() {
+            s.push_str(&format!("\n{}: {rest}", t.name));
         }
     }
-    let mut v = serde_json::Value::Object(schema.clone());
-    walk(&mut v);
-    match v {
-        serde_json::Value::Object(o) => std::sync::Arc::new(o),
-        _ => std::sync::Arc::new(schema.clone()),
+    s
+}
+
+/// One input field, compact ([`input_schema`]).
+fn input_field(v: &serde_json::Value, defs: &serde_json::Map<String, serde_json::Value>) -> serde_json::Value {
+    use serde_json::Value;
+    let resolve = |v: &Value| -> Value {
+        match v.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) {
+            Some(name) => defs.get(name).cloned().unwrap_or(Value::Null),
+            None => v.clone(),
+        }
+    };
+    // `anyOf: [X, {type: null}]` is an optional X.
+    let inner = match v.get("anyOf").and_then(Value::as_array) {
+        Some(alts) => alts.iter().find(|a| a.get("type") != Some(&Value::from("null"))).map_or(Value::Null, resolve),
+        None => resolve(v),
+    };
+    let mut out = serde_json::Map::new();
+    let ty = match inner.get("type").or_else(|| v.get("type")) {
+        Some(Value::Array(ts)) => ts.iter().find(|t| *t != "null").cloned(),
+        other => other.cloned(),
+    };
+    // An enum written as `oneOf` of documented constants: its values.
+    let values: Option<Vec<Value>> = inner.get("enum").and_then(Value::as_array).cloned().or_else(|| {
+        inner.get("oneOf").and_then(Value::as_array).map(|o| o.iter().filter_map(|c| c.get("const").cloned()).collect())
+    });
+    out.insert("type".into(), ty.unwrap_or_else(|| Value::from("string")));
+    if let Some(values) = values {
+        out.insert("enum".into(), values.into());
     }
+    if let Some(items) = inner.get("items") {
+        out.insert("items".into(), input_field(items, defs));
+    }
+    if let Some(d) = v.get("description").or_else(|| inner.get("description")).and_then(Value::as_str) {
+        out.insert("description".into(), first_sentence(d).into());
+    }
+    out.into()
+}
+
+/// The first sentence of `text`, on one line: up to the first `. ` before a capital
+/// letter or a backtick (so `e.g. x` does not end it).
+pub fn first_sentence(text: &str) -> String {
+    let one = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let end = one.match_indices(". ").map(|(i, _)| i).find(|&i| {
+        one[i + 2..].starts_with(|c: char| c.is_uppercase() || c == '`')
+            && !one[..i].ends_with("e.g")
+            && !one[..i].ends_with("i.e")
+    });
+    match end {
+        Some(i) => one[..=i].to_owned(),
+        None => one,
+    }
+}
+
+/// A tool's output schema, compact: the reply's top-level fields, each with its type
+/// (objects and arrays without their inner shape), and which are always there. It
+/// still says what `structuredContent` holds, and every reply validates against it.
+pub fn output_schema<T: schemars::JsonSchema + std::any::Any>() -> std::sync::Arc<rmcp::model::JsonObject> {
+    use serde_json::Value;
+    let s = rmcp::handler::server::common::schema_for_output::<T>();
+    let field = |v: &Value| -> Value {
+        let ty = match (v.get("type"), v.get("anyOf").and_then(Value::as_array)) {
+            (Some(t), _) => t.clone(),
+            // `anyOf: [{$ref}, {type: null}]`: an object or nothing.
+            (None, Some(alts)) if alts.iter().any(|a| a.get("type") == Some(&Value::from("null"))) => {
+                serde_json::json!(["object", "null"])
+            }
+            _ => return serde_json::json!({}),
+        };
+        serde_json::json!({ "type": ty })
+    };
+    let mut out = serde_json::Map::new();
+    out.insert("type".into(), "object".into());
+    let props: serde_json::Map<String, Value> = s
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .map(|p| p.iter().map(|(k, v)| (k.clone(), field(v))).collect())
+        .unwrap_or_default();
+    out.insert("properties".into(), props.into());
+    std::sync::Arc::new(out)
 }
 
 /// Hits as JSON, each with its `citation` beside the fields it is made of: what the

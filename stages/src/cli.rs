@@ -299,9 +299,10 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                         .with_context(|| format!("writing outputs to {}", dir.display()))?;
                     let embed = summary.stages.iter().find(|s| s.name == "embed");
                     eprintln!(
-                        "version {version} (tag {tag}): {} chunks embedded, {} reused from earlier versions; wrote {}",
+                        "version {version} (tag {tag}): {} chunks embedded, {} reused from earlier versions, in {:.1}s; wrote {}",
                         embed.map_or(0, |e| e.items - e.reused.min(e.items)),
                         embed.map_or(0, |e| e.reused),
+                        summary.total.as_secs_f64(),
                         written.first().map_or_else(|| dir.display().to_string(), |p| p.display().to_string())
                     );
                     if *publish {

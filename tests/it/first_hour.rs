@@ -173,6 +173,34 @@ fn code_tools_are_listed_only_where_there_is_code() {
     });
 }
 
+/// A tool list an agent can afford: rag's `tools/list` (every tool, a bundle with code)
+/// in at most 8 KB and fs's in at most 4 KB, each tool still with its annotations and
+/// output schema; what the schemas leave out is in the server's instructions.
+#[test]
+fn the_tool_lists_fit_their_budgets() {
+    let Some([_, _, code]) = crate::libraries::libraries() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let b = code.to_str().unwrap();
+    rt().block_on(async {
+        for (which, cap) in [("rag", 8 * 1024), ("fs", 4 * 1024)] {
+            let c = crate::mcp::stdio_client(&["serve", which, "--bundle", b], &t.path().join("s.log")).await;
+            let tools = c.list_all_tools().await.unwrap();
+            let bytes = serde_json::to_string(&json!({ "tools": tools })).unwrap().len();
+            assert!(bytes <= cap, "{which}: tools/list is {bytes} bytes, over {cap}");
+            assert!(tools.len() >= 5, "{which}: {}", tools.len());
+            for tool in &tools {
+                assert!(tool.annotations.is_some() && tool.output_schema.is_some(), "{which}: {}", tool.name);
+                assert!(!serde_json::to_string(&*tool.input_schema).unwrap().contains("$defs"), "{}", tool.name);
+            }
+            let info = c.peer_info().unwrap();
+            let instructions = info.instructions.as_deref().unwrap_or_default();
+            assert!(instructions.contains("`max_tokens` caps the reply"), "{which}: {instructions}");
+            eprintln!("{which}: tools/list {bytes} bytes, instructions {} bytes", instructions.len());
+            c.cancel().await.unwrap();
+        }
+    });
+}
+
 /// A code question put to `search_docs` says once, in one line, that `search_code`
 /// answers it more surely; a docs question does not.
 #[test]

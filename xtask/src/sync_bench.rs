@@ -33,6 +33,7 @@ pub fn run() -> anyhow::Result<()> {
         say(&format!("  failed: {}", f.as_str().unwrap_or_default()));
     }
 
+    train(release, &work)?;
     // A bump: a crate the local cargo cache holds at two versions, locked at the older
     // then the newer.
     let Some((name, old, new)) = two_versions() else {
@@ -66,6 +67,98 @@ pub fn run() -> anyhow::Result<()> {
          {reused} of {items} chunks",
         old.0, new.0
     ));
+    Ok(())
+}
+
+/// A git version train: a repository made from the tfhe-rs corpus, five tags, each
+/// changing three files; the embed work per version against a cold build of each.
+fn train(release: Profile, work: &Path) -> anyhow::Result<()> {
+    let Some(corpora) = std::env::var_os("ATLAS_CORPORA").map(PathBuf::from) else {
+        say("  train: skipped (ATLAS_CORPORA is not set)");
+        return Ok(());
+    };
+    let repo = work.join("train-repo");
+    copy_dir(&corpora.join("tfhe-rs"), &repo)?;
+    let git = |args: &[&str]| -> anyhow::Result<()> {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "bench")
+            .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+            .env("GIT_COMMITTER_NAME", "bench")
+            .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+            .output()?
+            .status
+            .success();
+        anyhow::ensure!(ok, "git {args:?} failed");
+        Ok(())
+    };
+    git(&["init", "-q", "-b", "main"])?;
+    let mut rs: Vec<PathBuf> = Vec::new();
+    let mut stack = vec![repo.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)?.flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.ends_with(".git") {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                rs.push(p);
+            }
+        }
+    }
+    rs.sort();
+    anyhow::ensure!(rs.len() >= 15, "the tfhe-rs corpus has too few .rs files");
+    for (i, tag) in ["v1.0.0", "v1.1.0", "v1.2.0", "v1.3.0", "v1.4.0"].iter().enumerate() {
+        for f in rs.iter().skip(i * 3).take(if i == 0 { 0 } else { 3 }) {
+            let mut text = std::fs::read_to_string(f)?;
+            text.push_str(&format!("\n/// Changed in {tag}.\npub fn changed_in_{}() {{}}\n", i));
+            std::fs::write(f, text)?;
+        }
+        git(&["add", "-A"])?;
+        git(&["commit", "-q", "-m", tag])?;
+        git(&["tag", tag])?;
+    }
+    let cfg = work.join("train.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "name: train\nsources:\n  tfhe:\n    kind: git\n    url: {}\n    versions: {{ tags: \"v*\" }}\n",
+            repo.display()
+        ),
+    )?;
+    let t = Instant::now();
+    let out = Command::new(release.bin("atlas-pipeline"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--cache-dir")
+        .arg(work.join("train-cache"))
+        .arg("run")
+        .env("ATLAS_NO_PROGRESS", "1")
+        .output()?;
+    let log = String::from_utf8_lossy(&out.stderr);
+    anyhow::ensure!(out.status.success(), "the train failed: {log}");
+    say(&format!(
+        "  train: five tags of a tfhe-rs repository, each changing 3 files, in {:.1}s:",
+        t.elapsed().as_secs_f64()
+    ));
+    for l in log.lines().filter(|l| l.starts_with("version ")) {
+        say(&format!("    {}", l.split("; wrote").next().unwrap_or(l)));
+    }
+    say("    (a cold build of each version embeds all of its chunks: the first line's count plus its reuse)");
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)?.flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if e.file_type()?.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else if e.file_type()?.is_file() {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
     Ok(())
 }
 
