@@ -112,7 +112,7 @@ fn train(release: Profile, work: &Path) -> anyhow::Result<()> {
     for (i, tag) in ["v1.0.0", "v1.1.0", "v1.2.0", "v1.3.0", "v1.4.0"].iter().enumerate() {
         for f in rs.iter().skip(i * 3).take(if i == 0 { 0 } else { 3 }) {
             let mut text = std::fs::read_to_string(f)?;
-            text.push_str(&format!("\n/// Changed in {tag}.\npub fn changed_in_{}() {{}}\n", i));
+            text.push_str(&format!("\n/// Changed in {tag}.\npub fn changed_in_{i}() {{}}\n"));
             std::fs::write(f, text)?;
         }
         git(&["add", "-A"])?;
