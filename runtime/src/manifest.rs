@@ -160,6 +160,15 @@ pub const MAX_COMMITS: usize = 1024;
 
 /// A time as the pipeline writes it (RFC 3339, `2026-12-04T19:06:08Z`): digits and
 /// the separators of that form, at most 40 bytes.
+/// Whole days from the RFC 3339 time `t` (a build's `created`, a source's
+/// `fetched_at`) to now; None when it does not parse.
+pub fn age_days(t: &str) -> Option<i64> {
+    let secs = |at: std::time::SystemTime| at.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_secs() as i64);
+    let then = secs(humantime::parse_rfc3339_weak(t).ok()?)?;
+    let now = secs(std::time::SystemTime::now())?;
+    Some(now / 86_400 - then / 86_400)
+}
+
 fn is_timestamp(s: &str) -> bool {
     !s.is_empty() && s.len() <= 40 && s.bytes().all(|b| b.is_ascii_digit() || b"-:.TZ+ ".contains(&b))
 }

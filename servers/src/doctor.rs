@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use atlas_dist::home::Home;
 
-use crate::rag::age_days;
+use atlas_runtime::manifest::age_days;
 use atlas_runtime::model;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

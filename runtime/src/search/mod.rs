@@ -24,7 +24,10 @@ pub use crate::hit::{Hit, Link, slug};
 pub use confidence::{CALIBRATION, Calibration, Signals};
 pub use exact::exact_strings;
 pub use fusion::fuse;
-pub use options::{Filters, Fusion, LATER_WINDOW_WEIGHT, MAX_QUERY_BYTES, MAX_TOP_K, Mode, SearchOptions, Tuning};
+pub use options::{
+    DEFAULT_TOP_K, Filters, Fusion, LATER_WINDOW_WEIGHT, MAX_QUERY_BYTES, MAX_TOOL_TOP_K, MAX_TOP_K, Mode,
+    SearchOptions, Tuning,
+};
 pub use query::query_words;
 pub use retrieve::{EXACT_MAX_FILES, MAX_DEFINITIONS};
 pub use shape::{Shape, shape};

@@ -52,6 +52,10 @@ pub enum Fusion {
 
 /// The most hits one search returns.
 pub const MAX_TOP_K: usize = 1000;
+/// Hits a search gives when the caller names no `top_k`.
+pub const DEFAULT_TOP_K: usize = 5;
+/// The most hits one MCP tool call may ask for (a reply an agent reads whole).
+pub const MAX_TOOL_TOP_K: usize = 50;
 /// The longest query accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 4096;
 
@@ -157,7 +161,7 @@ impl Default for SearchOptions {
     fn default() -> Self {
         SearchOptions {
             mode: Mode::Hybrid,
-            top_k: 5,
+            top_k: DEFAULT_TOP_K,
             min_score: None,
             filters: Filters::default(),
             fusion: Fusion::default(),

@@ -6,10 +6,10 @@ use super::Source;
 use crate::llm::Message;
 use crate::output::inert;
 
-/// About how many tokens `text` is (4 bytes a token, the usual rule for English and
-/// code; the budget is a guard, not a contract).
+/// About how many tokens `text` is: the one estimate every budget uses
+/// ([`crate::budget::tokens`]; a guard, not a contract).
 pub fn tokens(text: &str) -> usize {
-    text.len().div_ceil(4)
+    crate::budget::tokens(text.len())
 }
 
 /// Numbers the hits in rank order and keeps what fits `budget` tokens: a source that
@@ -23,7 +23,7 @@ pub fn assemble(hits: Vec<(Hit, String)>, budget: usize) -> Vec<Source> {
             break;
         }
         let head = tokens(&hit.citation()) + tokens(&hit.title) + 8;
-        let room = left.saturating_sub(head).max(16) * 4;
+        let room = left.saturating_sub(head).max(16) * crate::budget::BYTES_PER_TOKEN;
         let text = if text.len() <= room {
             text
         } else {
@@ -106,10 +106,10 @@ mod tests {
             ..Hit::default()
         };
         let long = "word ".repeat(400);
-        let got = assemble(vec![(hit("a"), long.clone()), (hit("b"), long.clone()), (hit("c"), long)], 700);
+        let got = assemble(vec![(hit("a"), long.clone()), (hit("b"), long.clone()), (hit("c"), long)], 1000);
         assert_eq!(got.len(), 2, "{:?}", got.iter().map(|s| s.text.len()).collect::<Vec<_>>());
         assert_eq!((got[0].n, got[1].n), (1, 2));
-        assert!(got.iter().map(|s| tokens(&s.text)).sum::<usize>() <= 700);
+        assert!(got.iter().map(|s| tokens(&s.text)).sum::<usize>() <= 1000);
         assert!(got[1].text.ends_with('…'));
     }
 }

@@ -213,7 +213,10 @@ impl RagServer {
     ) -> Result<CallToolResult, ErrorData> {
         let opts = SearchOptions {
             mode: a.mode.map_or(Mode::Hybrid, Mode::from),
-            top_k: a.top_k.unwrap_or(5).clamp(1, 50),
+            top_k: a
+                .top_k
+                .unwrap_or(atlas_runtime::search::DEFAULT_TOP_K)
+                .clamp(1, atlas_runtime::search::MAX_TOOL_TOP_K),
             min_score: a.min_score,
             fusion: Fusion::default(),
             rerank: a.rerank.unwrap_or(self.rerank_default),
@@ -237,7 +240,10 @@ impl RagServer {
     ) -> Result<CallToolResult, ErrorData> {
         let opts = SearchOptions {
             mode: a.mode.map_or(Mode::Hybrid, Mode::from),
-            top_k: a.top_k.unwrap_or(5).clamp(1, 50),
+            top_k: a
+                .top_k
+                .unwrap_or(atlas_runtime::search::DEFAULT_TOP_K)
+                .clamp(1, atlas_runtime::search::MAX_TOOL_TOP_K),
             rerank: self.rerank_default,
             filters: Filters {
                 kind: Some(ChunkKind::Code),
@@ -315,7 +321,7 @@ impl RagServer {
             let info = b.info();
             let versions: Vec<String> =
                 bundles.iter().filter(|o| o.manifest.name == m.name).map(|o| o.manifest.version.clone()).collect();
-            let built_age = age_days(&m.created);
+            let built_age = atlas_runtime::manifest::age_days(&m.created);
             let description = m.description.clone().unwrap_or_else(|| describe(&info));
             // A bundle's manifest is untrusted text too: one inert line per library.
             let line = format!(
@@ -341,7 +347,7 @@ impl RagServer {
                     commits: s.commits.iter().take(LIST_COMMITS).cloned().collect(),
                     files: s.files,
                     fetched_at: s.fetched_at.clone(),
-                    age_days: s.fetched_at.as_deref().and_then(age_days),
+                    age_days: s.fetched_at.as_deref().and_then(atlas_runtime::manifest::age_days),
                 })
                 .collect();
             let item = LibraryOut {
@@ -434,9 +440,13 @@ impl RagServer {
                 ));
             }
             text.push_str(&budget::left_out("sources", cap, full.sources.len()));
-            let source_age_days =
-                info.sources.iter().filter_map(|s| s.fetched_at.as_deref()).filter_map(age_days).collect();
-            let built_age_days = age_days(&info.created);
+            let source_age_days = info
+                .sources
+                .iter()
+                .filter_map(|s| s.fetched_at.as_deref())
+                .filter_map(atlas_runtime::manifest::age_days)
+                .collect();
+            let built_age_days = atlas_runtime::manifest::age_days(&info.created);
             output::typed(text, &BundleInfoOut { info, source_age_days, built_age_days })
         })
     }
@@ -672,14 +682,6 @@ const LIST_COMMITS: usize = 2;
 /// The longest name the code tools take, in bytes.
 const MAX_NAME_BYTES: usize = 1_024;
 
-/// Whole days since the date of an RFC 3339 UTC time (`YYYY-MM-DDTHH:MM:SSZ`).
-pub(crate) fn age_days(t: &str) -> Option<i64> {
-    let secs = |at: std::time::SystemTime| at.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_secs() as i64);
-    let then = secs(humantime::parse_rfc3339_weak(t).ok()?)?;
-    let now = secs(std::time::SystemTime::now())?;
-    Some(now / 86_400 - then / 86_400)
-}
-
 /// The tools that answer from code: listed only when a served library holds code.
 const CODE_TOOLS: [&str; 4] = ["search_code", "find_symbol", "find_references", "get_file_outline"];
 
@@ -863,7 +865,7 @@ mod tests {
     }
     #[test]
     fn age_of_a_date() {
-        assert!(super::age_days("2020-01-01T00:00:00Z").unwrap() > 365 * 5);
-        assert_eq!(super::age_days("garbage"), None);
+        assert!(atlas_runtime::manifest::age_days("2020-01-01T00:00:00Z").unwrap() > 365 * 5);
+        assert_eq!(atlas_runtime::manifest::age_days("garbage"), None);
     }
 }
