@@ -123,6 +123,53 @@ impl fmt::Display for PackageSpec {
     }
 }
 
+/// The checksum a registry states for an artifact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checksum {
+    /// Hex sha256 (a crate's `cksum`, a Python file's `sha256`).
+    Sha256(String),
+    /// An npm `integrity`: `sha512-<base64>`.
+    Sri512(String),
+}
+
+impl std::str::FromStr for Checksum {
+    type Err = String;
+    /// A lockfile's checksum: `sha256:<hex>` (or 64 bare hex digits, as Cargo.lock
+    /// writes them), or an SRI `sha512-<base64>`.
+    fn from_str(s: &str) -> Result<Checksum, String> {
+        let hex = s.strip_prefix("sha256:").unwrap_or(s).to_ascii_lowercase();
+        if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Ok(Checksum::Sha256(hex))
+        } else if s.strip_prefix("sha512-").is_some_and(|b| b.len() == 88) {
+            Ok(Checksum::Sri512(s.to_owned()))
+        } else {
+            Err(format!(
+                "{:?} is not a checksum; write sha256:<64 hex digits> or sha512-<base64>",
+                crate::utf8::clip_chars(s, 100)
+            ))
+        }
+    }
+}
+
+impl fmt::Display for Checksum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Checksum::Sha256(h) => write!(f, "sha256:{h}"),
+            Checksum::Sri512(s) => f.write_str(s),
+        }
+    }
+}
+
+impl Checksum {
+    /// Whether `bytes` are what the registry states.
+    pub fn matches(&self, bytes: &[u8]) -> bool {
+        match self {
+            Checksum::Sha256(want) => crate::hash::sha256_bytes(bytes) == *want,
+            Checksum::Sri512(want) => crate::hash::sri_sha512(bytes) == *want,
+        }
+    }
+}
+
 /// `name@version` split at the last `@` that is not a scope's (`@scope/x@1` →
 /// (`@scope/x`, `1`)); None without a version.
 pub fn split_version(s: &str) -> Option<(&str, &str)> {

@@ -163,7 +163,7 @@ pub fn bundles(json: bool, unused: bool) -> anyhow::Result<()> {
     let mut list = home.list();
     if unused {
         // Versions that no project's library set names (`atlas sync` writes the sets).
-        let named = atlas_dist::project::named(&home);
+        let named = atlas_dist::project::named(home.atlas_home());
         for b in &mut list {
             b.versions.retain(|r| !named.contains(&(b.name.clone(), r.version.clone())));
         }

@@ -87,6 +87,11 @@ impl Home {
         Home::new(&atlas_runtime::model::atlas_home())
     }
 
+    /// ATLAS_HOME itself (the bundles are in its `bundles/`).
+    pub fn atlas_home(&self) -> &Path {
+        self.root.parent().unwrap_or(&self.root)
+    }
+
     pub fn downloads(&self) -> PathBuf {
         self.root.parent().unwrap_or(&self.root).join("downloads")
     }
@@ -336,7 +341,7 @@ impl Home {
         if excess == 0 {
             return;
         }
-        let named = crate::project::named(self);
+        let named = crate::project::named(self.atlas_home());
         let removable = |r: &&Record| {
             Some(&r.version) != current.as_ref() && !named.contains(&(name.to_owned(), r.version.clone()))
         };

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::home::Home;
 use crate::{Error, Result, io};
 
 /// The set's file inside a project.
@@ -64,15 +63,16 @@ impl Set {
         Ok(Some(set))
     }
 
-    /// Writes the set into `project` (atomically) and remembers the project in `home`.
-    pub fn write(&self, project: &Path, home: &Home) -> Result<PathBuf> {
+    /// Writes the set into `project` (atomically) and remembers the project in
+    /// `atlas_home`.
+    pub fn write(&self, project: &Path, atlas_home: &Path) -> Result<PathBuf> {
         let path = project.join(SET_FILE);
         let dir = path.parent().expect("SET_FILE has a folder");
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let mut text = serde_json::to_string_pretty(self).expect("plain data");
         text.push('\n');
-        crate::home::write_atomic(&path, text.as_bytes())?;
-        remember(home, project)?;
+        atlas_cache::write_file_atomic(&path, text.as_bytes()).map_err(io(&path))?;
+        remember(atlas_home, project)?;
         Ok(path)
     }
 
@@ -95,8 +95,8 @@ fn read_capped(path: &Path) -> Result<Option<Vec<u8>>> {
 }
 
 /// The folder of the home's project records.
-fn projects_dir(home: &Home) -> PathBuf {
-    home.root.parent().unwrap_or(&home.root).join("projects")
+fn projects_dir(atlas_home: &Path) -> PathBuf {
+    atlas_home.join("projects")
 }
 
 /// A project's record: one file per project folder, named by its path's hash.
@@ -105,20 +105,21 @@ struct Record {
     dir: PathBuf,
 }
 
-fn remember(home: &Home, project: &Path) -> Result<()> {
+fn remember(atlas_home: &Path, project: &Path) -> Result<()> {
     let project = std::path::absolute(project).map_err(io(project))?;
-    let dir = projects_dir(home);
+    let dir = projects_dir(atlas_home);
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     let key = atlas_runtime::hash::blake3_bytes(project.to_string_lossy().as_bytes());
     let record = serde_json::to_vec(&Record { dir: project }).expect("plain data");
-    crate::home::write_atomic(&dir.join(format!("{}.json", &key[..32])), &record)
+    let file = dir.join(format!("{}.json", &key[..32]));
+    atlas_cache::write_file_atomic(&file, &record).map_err(io(&file))
 }
 
 /// Every `(name, version)` a known project's set names; projects whose folder or set
 /// is gone are forgotten.
-pub fn named(home: &Home) -> BTreeSet<(String, String)> {
+pub fn named(atlas_home: &Path) -> BTreeSet<(String, String)> {
     let mut out = BTreeSet::new();
-    let Ok(entries) = std::fs::read_dir(projects_dir(home)) else { return out };
+    let Ok(entries) = std::fs::read_dir(projects_dir(atlas_home)) else { return out };
     for entry in entries.flatten().take(MAX_PROJECTS) {
         let record = read_capped(&entry.path()).ok().flatten().and_then(|b| serde_json::from_slice::<Record>(&b).ok());
         match record.map(|r| Set::read(&r.dir)) {
@@ -140,7 +141,7 @@ mod tests {
     #[test]
     fn a_set_is_written_remembered_and_read_back_and_a_hostile_one_is_refused() {
         let t = tempfile::tempdir().unwrap();
-        let home = Home::new(&t.path().join("home"));
+        let home = t.path().join("home");
         let project = t.path().join("p");
         std::fs::create_dir_all(&project).unwrap();
         let set =

@@ -84,7 +84,7 @@ impl Args {
         }
         set.libraries.sort();
         set.libraries.dedup();
-        let file = set.write(&project, &home)?;
+        let file = set.write(&project, home.atlas_home())?;
         for s in &skipped {
             eprintln!("atlas: skipped {}", s.0);
         }

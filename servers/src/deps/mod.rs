@@ -114,7 +114,7 @@ fn one(home: &Home, w: &Wanted, opts: &Options, bar: &indicatif::ProgressBar) ->
 /// Where a package's builds live: `ATLAS_HOME/packages/<bundle name>/`, its cache
 /// shared by every version of it.
 pub fn package_dir(home: &Home, spec: &PackageSpec) -> PathBuf {
-    home.root.parent().unwrap_or(&home.root).join("packages").join(spec.bundle_name())
+    home.atlas_home().join("packages").join(spec.bundle_name())
 }
 
 /// The pipeline config of one package version.

@@ -602,7 +602,7 @@ pub(super) fn validate(l: &Loaded, text: &str) -> Result<(), String> {
                 if let Err(e) = spec.parse::<PackageSpec>() {
                     return Err(format!("{} sources.{name}.spec: {e}", at(Some(name), "spec")));
                 }
-                if let Some(e) = checksums.iter().find_map(|c| c.parse::<crate::crawl::package::Checksum>().err()) {
+                if let Some(e) = checksums.iter().find_map(|c| c.parse::<atlas_runtime::package::Checksum>().err()) {
                     return Err(format!("{} sources.{name}.checksums: {e}", at(Some(name), "checksums")));
                 }
                 check_globs(name, include, exclude, &at)?;

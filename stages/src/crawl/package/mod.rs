@@ -29,6 +29,8 @@ use url::Url;
 use super::CrawlParams;
 use super::fetch::{Fetcher, Outcome};
 use super::local::{Scan, scan_local};
+pub use atlas_runtime::package::Checksum;
+
 use crate::runner::{Ctx, Ecosystem, PackageSpec};
 
 /// The largest package artifact downloaded, in bytes.
@@ -87,13 +89,13 @@ pub fn scan_package(
                 Ecosystem::Npm => npm::find(&net, settings, spec)?,
                 Ecosystem::Pypi => pypi::find(&net, settings, spec)?,
             };
-            match kept.filter(|k| found.check.matches_file(&k.path)) {
+            match kept.filter(|k| matches_file(&found.check, &k.path)) {
                 Some(k) => k,
                 None => download(&net, spec, &found, &file)?,
             }
         }
     };
-    if !locked.is_empty() && !locked.iter().any(|c| c.matches_file(&artifact.path)) {
+    if !locked.is_empty() && !locked.iter().any(|c| matches_file(c, &artifact.path)) {
         bail!(
             "{spec}: the artifact is not the one the lockfile names ({}); nothing was used (the lockfile or the \
              registry changed: check which)",
@@ -118,7 +120,7 @@ fn cargo_cached(spec: &PackageSpec, locked: &[Checksum]) -> Option<PathBuf> {
         .ok()?
         .flatten()
         .map(|d| d.path().join(&name))
-        .find(|f| locked.iter().any(|c| c.matches_file(f)))
+        .find(|f| locked.iter().any(|c| matches_file(c, f)))
 }
 
 /// A verified artifact: where it is and its sha256.
@@ -142,55 +144,9 @@ fn sidecar(file: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// The checksum a registry states for an artifact.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Checksum {
-    /// Hex sha256 (a crate's `cksum`, a Python file's `sha256`).
-    Sha256(String),
-    /// An npm `integrity`: `sha512-<base64>`.
-    Sri512(String),
-}
-
-impl std::str::FromStr for Checksum {
-    type Err = String;
-    /// A lockfile's checksum: `sha256:<hex>` (or 64 bare hex digits, as Cargo.lock
-    /// writes them), or an SRI `sha512-<base64>`.
-    fn from_str(s: &str) -> Result<Checksum, String> {
-        let hex = s.strip_prefix("sha256:").unwrap_or(s).to_ascii_lowercase();
-        if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            Ok(Checksum::Sha256(hex))
-        } else if s.strip_prefix("sha512-").is_some_and(|b| b.len() == 88) {
-            Ok(Checksum::Sri512(s.to_owned()))
-        } else {
-            Err(format!(
-                "{:?} is not a checksum; write sha256:<64 hex digits> or sha512-<base64>",
-                atlas_runtime::utf8::clip_chars(s, 100)
-            ))
-        }
-    }
-}
-
-impl std::fmt::Display for Checksum {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Checksum::Sha256(h) => write!(f, "sha256:{h}"),
-            Checksum::Sri512(s) => f.write_str(s),
-        }
-    }
-}
-
-impl Checksum {
-    /// Whether `bytes` are what the registry states.
-    pub fn matches(&self, bytes: &[u8]) -> bool {
-        match self {
-            Checksum::Sha256(want) => atlas_runtime::hash::sha256_bytes(bytes) == *want,
-            Checksum::Sri512(want) => atlas_runtime::hash::sri_sha512(bytes) == *want,
-        }
-    }
-
-    fn matches_file(&self, path: &Path) -> bool {
-        std::fs::read(path).is_ok_and(|b| self.matches(&b))
-    }
+/// Whether the file at `path` has the bytes `check` states.
+fn matches_file(check: &Checksum, path: &Path) -> bool {
+    std::fs::read(path).is_ok_and(|b| check.matches(&b))
 }
 
 /// What a registry says of the version asked: where its artifact is and its checksum.
