@@ -133,6 +133,19 @@ pub fn update(name: Option<&str>, cfg: &Config, keep: Option<usize>, allow_downg
     }
     let rt = atlas_dist::runtime().map_err(edge)?;
     for n in names {
+        let n = atlas_runtime::package::stored_name(&n);
+        if let Some(bare) = atlas_runtime::package::bare_name(&n) {
+            // A package library has no newer release to fetch: its versions are the
+            // registry's, and a lockfile or `atlas add` names the one wanted.
+            let shown = atlas_runtime::package::shown_name(&n);
+            match name {
+                Some(_) => anyhow::bail!(UsageError(format!(
+                    "{shown} is a package library: `atlas add {shown}@VERSION` installs another version of {bare}, \
+                     and `atlas sync` installs what a project's lockfiles pin"
+                ))),
+                None => continue,
+            }
+        }
         let rec = current_record(&home, &n)?;
         let source = Source::parse(&rec.source).map_err(edge)?;
         // The newest release, whatever tag the first install named.

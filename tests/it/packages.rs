@@ -246,6 +246,9 @@ fn add_and_sync_install_exact_versions_and_a_project_serves_its_set() {
     let r = atlas(&["add", "crate:itoa@9.9.9"]);
     assert_eq!(r.code, Some(1), "{r:?}");
     assert!(r.stderr.contains("is not published; the nearest are"), "{}", r.stderr);
+    let r = atlas(&["update", "crate:itoa"]);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(r.stderr.contains("is a package library: `atlas add crate:itoa@VERSION`"), "{}", r.stderr);
 
     // A project locked at 1.0.0: already installed, so sync builds nothing.
     let project = t.path().join("project");
