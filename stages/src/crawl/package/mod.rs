@@ -33,6 +33,11 @@ pub use atlas_runtime::package::Checksum;
 
 use crate::runner::{Ctx, Ecosystem, PackageSpec};
 
+/// The largest file of a package that is read, in bytes: past it, a package's file is
+/// generated tables (a parser's `parser.c`, a Unicode table, an amalgamation), which
+/// no one reads as documentation or code and which would cost more to embed than the
+/// rest of the package. The crawl's `max_file_bytes` may lower it.
+pub const MAX_PACKAGE_FILE_BYTES: u64 = 1 << 20;
 /// The largest package artifact downloaded, in bytes.
 pub const MAX_ARTIFACT_BYTES: usize = 256 << 20;
 /// The largest index file (a sparse index's lines, a packument, a project page) read,
@@ -103,7 +108,7 @@ pub fn scan_package(
         );
     }
     let root = unpack(&artifact, &state).with_context(|| format!("unpacking {spec}"))?;
-    scan_local(&root, include, exclude, p.max_file_bytes)
+    scan_local(&root, include, exclude, p.max_file_bytes.min(MAX_PACKAGE_FILE_BYTES))
 }
 
 /// A `.crate` of `spec` in cargo's own download cache (`$CARGO_HOME/registry/cache/*/`)
