@@ -1,6 +1,7 @@
 //! `cargo xtask bench sync`: `atlas sync` on this repository's own Cargo.lock (the
 //! workspace's direct dependencies), offline, the crates taken from the local cargo
-//! cache, into an empty ATLAS_HOME (release binaries); then a one-dependency bump.
+//! cache, into an empty ATLAS_HOME (release binaries); then a git version train and a
+//! one-dependency bump (`BENCH_SYNC_COLD=0`: only those two).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +18,11 @@ pub fn run() -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&work);
     let home = fresh_home(&work.join("home"))?;
 
+    if std::env::var("BENCH_SYNC_COLD").is_ok_and(|v| v == "0") {
+        say("bench sync: the cold sync skipped (BENCH_SYNC_COLD=0)");
+        train(release, &work)?;
+        return bump(release, &work, &home);
+    }
     say("bench sync: cold `atlas sync --offline` of this workspace's Cargo.lock (direct dependencies)");
     let (wall, v) = sync(release, &home, &project_root())?;
     let libs = v["libraries"].as_array().map_or(0, Vec::len);
@@ -34,8 +40,12 @@ pub fn run() -> anyhow::Result<()> {
     }
 
     train(release, &work)?;
-    // A bump: a crate the local cargo cache holds at two versions, locked at the older
-    // then the newer.
+    bump(release, &work, &home)
+}
+
+/// A bump: a crate the local cargo cache holds at two versions, locked at the older
+/// then the newer.
+fn bump(release: Profile, work: &Path, home: &Path) -> anyhow::Result<()> {
     let Some((name, old, new)) = two_versions() else {
         say("  bump: skipped (no crate at two versions in the local cargo cache)");
         return Ok(());
@@ -58,10 +68,10 @@ pub fn run() -> anyhow::Result<()> {
         Ok(())
     };
     lock(&old)?;
-    let (cold, _) = sync(release, &home, &project)?;
+    let (cold, _) = sync(release, home, &project)?;
     lock(&new)?;
-    let (bump, _) = sync(release, &home, &project)?;
-    let (items, reused) = embed_reuse(&home, &name)?;
+    let (bump, _) = sync(release, home, &project)?;
+    let (items, reused) = embed_reuse(home, &name)?;
     say(&format!(
         "  bump: crate {name} {} → {}: cold {cold:.1}s, the bump {bump:.1}s to searchable; the embed stage reused \
          {reused} of {items} chunks",
