@@ -66,6 +66,22 @@ fn index_path(name: &str) -> String {
 /// A sparse registry at `/index/` whose downloads are at `/dl/NAME/VERSION/download`;
 /// `serve` may replace a download's bytes (a tampering mirror).
 pub fn sparse_registry(versions: Vec<Published>, serve: fn(&str, Vec<u8>) -> Vec<u8>) -> Server {
+    sparse_registry_with(versions, serve, None, &Seen::default())
+}
+
+/// A private sparse registry: its `config.json` (public) says `auth-required`, and
+/// every index line and download wants `Authorization: <token>` (cargo's form; 401
+/// without it). What it receives is recorded into `seen`.
+pub fn private_sparse_registry(versions: Vec<Published>, token: &'static str, seen: &Seen) -> Server {
+    sparse_registry_with(versions, |_, b| b, Some(token), seen)
+}
+
+fn sparse_registry_with(
+    versions: Vec<Published>,
+    serve: fn(&str, Vec<u8>) -> Vec<u8>,
+    token: Option<&'static str>,
+    seen: &Seen,
+) -> Server {
     let mut index: HashMap<String, String> = HashMap::new();
     let mut files: HashMap<String, Vec<u8>> = HashMap::new();
     for v in &versions {
@@ -81,10 +97,13 @@ pub fn sparse_registry(versions: Vec<Published>, serve: fn(&str, Vec<u8>) -> Vec
     }
     let port = std::sync::Arc::new(std::sync::OnceLock::<String>::new());
     let base = port.clone();
-    let server = Server::start(move |req| {
+    let server = recording(seen, move |req| {
         if req.path == "/index/config.json" {
             let dl = format!("{}/dl", base.get().map_or("", String::as_str));
-            return Response::new(200, serde_json::json!({ "dl": dl }).to_string());
+            return Response::new(200, serde_json::json!({ "dl": dl, "auth-required": token.is_some() }).to_string());
+        }
+        if token.is_some_and(|t| req.header("authorization") != Some(t)) {
+            return Response::new(401, "Unauthorized");
         }
         if let Some(lines) = index.get(&req.path) {
             return Response::new(200, lines.clone());

@@ -374,3 +374,46 @@ fn slow_atlas_add_reads_each_real_registry() {
         assert!(hits.iter().any(|h| h["path"] == path), "{spec}: {path} not among {v}");
     }
 }
+
+/// A private cargo registry (`auth-required` in its config.json): the token cargo would
+/// send (CARGO_REGISTRIES_<NAME>_TOKEN) goes, as cargo sends it, with every index and
+/// download request to that registry; without it, one line names the variable.
+#[test]
+fn a_private_cargo_registrys_token_goes_with_every_request_to_it() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let Some((version, file)) = cached_crate("itoa") else {
+        return skip("no itoa .crate in the local cargo cache (build the workspace once)");
+    };
+    let t = tempfile::tempdir().unwrap();
+    let seen = atlas_e2e::registry::Seen::default();
+    let registry = atlas_e2e::registry::private_sparse_registry(
+        vec![Published::real("itoa", &version, std::fs::read(&file).unwrap())],
+        "s3cret-cargo-token",
+        &seen,
+    );
+    // cargo_home replaces crates.io with the source named "mirror".
+    let home = cargo_home(t.path(), &registry);
+    let work = t.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    pipeline_yaml(&work, &format!("crate:itoa@{version}"));
+    let r = run(pipeline()
+        .current_dir(&work)
+        .env("CARGO_HOME", &home)
+        .env_remove("CARGO_REGISTRIES_MIRROR_TOKEN")
+        .arg("run"));
+    assert_ne!(r.code, Some(0), "{r:?}");
+    assert!(r.stderr.contains("requires a token; set CARGO_REGISTRIES_MIRROR_TOKEN"), "{}", r.stderr);
+    let r = run(pipeline()
+        .current_dir(&work)
+        .env("CARGO_HOME", &home)
+        .env("CARGO_REGISTRIES_MIRROR_TOKEN", "s3cret-cargo-token")
+        .arg("run"))
+    .success();
+    let seen = seen.lock().unwrap().clone();
+    let private: Vec<_> = seen.iter().filter(|(p, _)| p != "/index/config.json").collect();
+    assert!(private.iter().any(|(p, _)| p.starts_with("/dl/")), "{seen:?}");
+    assert!(private.iter().all(|(_, a)| a.as_deref() == Some("s3cret-cargo-token")), "{seen:?}");
+    assert!(!r.stderr.contains("s3cret-cargo-token"));
+}

@@ -72,9 +72,19 @@ impl std::fmt::Debug for Credential {
 impl Credential {
     /// `Authorization: Bearer <token>` for the origin of `for_url`.
     pub fn bearer(for_url: &str, token: &str) -> Result<Credential> {
+        Credential::header(for_url, format!("Bearer {token}"))
+    }
+
+    /// `Authorization: <token>`, the token as it is (how cargo sends a registry's
+    /// token), for the origin of `for_url`.
+    pub fn raw(for_url: &str, token: &str) -> Result<Credential> {
+        Credential::header(for_url, token.to_owned())
+    }
+
+    fn header(for_url: &str, value: String) -> Result<Credential> {
         let u =
             url::Url::parse(for_url).map_err(|e| Error::Usage(format!("{}: not a URL ({e})", redact_url(for_url))))?;
-        let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+        let mut value = HeaderValue::from_str(&value)
             .map_err(|_| Error::Usage("the token holds characters a header cannot carry".into()))?;
         value.set_sensitive(true);
         Ok(Credential { origin: u.origin(), value })
@@ -87,7 +97,8 @@ impl Credential {
 
     /// The token itself, for redacting it from text an endpoint echoes.
     pub fn secret(&self) -> Option<&str> {
-        self.value.to_str().ok().and_then(|v| v.strip_prefix("Bearer "))
+        let v = self.value.to_str().ok()?;
+        Some(v.strip_prefix("Bearer ").unwrap_or(v))
     }
 }
 

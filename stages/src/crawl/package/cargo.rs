@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use url::Url;
 
-use super::{Checksum, Found, MAX_INDEX_BYTES, Net, nearest};
+use super::{Checksum, Found, MAX_INDEX_BYTES, Net, Token, nearest};
 use crate::runner::PackageSpec;
 
 /// How many `replace-with` hops cargo's configuration may take.
@@ -18,6 +18,12 @@ pub const CRATES_IO_INDEX: &str = "https://index.crates.io/";
 /// cargo reads: `.cargo/config.toml` (or `.cargo/config`) in `dir` and each folder
 /// above it, then `$CARGO_HOME/config.toml`; the first file that says a key wins.
 pub fn cargo_registry(dir: &Path) -> anyhow::Result<Url> {
+    Ok(cargo_registry_named(dir)?.0)
+}
+
+/// [`cargo_registry`] with the registry's name in cargo's configuration (`crates-io`,
+/// or the source that replaces it), and the files read (for its token).
+fn cargo_registry_named(dir: &Path) -> anyhow::Result<(Url, String, Vec<toml::Table>)> {
     let mut files: Vec<PathBuf> =
         dir.ancestors().flat_map(|d| [d.join(".cargo/config.toml"), d.join(".cargo/config")]).collect();
     let home = std::env::var_os("CARGO_HOME")
@@ -45,8 +51,9 @@ pub fn cargo_registry(dir: &Path) -> anyhow::Result<Url> {
             None => break,
         }
     }
+    let configs = || tables.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>();
     if name == "crates-io" {
-        return Ok(Url::parse(CRATES_IO_INDEX)?);
+        return Ok((Url::parse(CRATES_IO_INDEX)?, name, configs()));
     }
     let Some((registry, file)) = source(&name, "registry") else {
         bail!(
@@ -65,7 +72,46 @@ pub fn cargo_registry(dir: &Path) -> anyhow::Result<Url> {
         ),
     };
     let sparse = if sparse.ends_with('/') { sparse } else { format!("{sparse}/") };
-    Url::parse(&sparse).with_context(|| format!("{}: the source {name:?} has no valid URL", file.display()))
+    let url =
+        Url::parse(&sparse).with_context(|| format!("{}: the source {name:?} has no valid URL", file.display()))?;
+    Ok((url, name, configs()))
+}
+
+/// The token cargo would send to the registry `name` at `index`: from
+/// `CARGO_REGISTRIES_<NAME>_TOKEN` (`CARGO_REGISTRY_TOKEN` for crates.io), else
+/// `$CARGO_HOME/credentials.toml`. A `[registries.<x>]` of cargo's configuration whose
+/// `index` is this registry's names it too.
+fn registry_token(name: &str, index: &Url, configs: &[toml::Table]) -> Option<String> {
+    let mut names = vec![name.to_owned()];
+    for t in configs {
+        for (x, r) in t.get("registries").and_then(|r| r.as_table()).into_iter().flatten() {
+            let i = r.get("index").and_then(|i| i.as_str()).unwrap_or("");
+            if i.trim_start_matches("sparse+").trim_end_matches('/') == index.as_str().trim_end_matches('/') {
+                names.push(x.clone());
+            }
+        }
+    }
+    let env = |n: &str| match n {
+        "crates-io" => std::env::var("CARGO_REGISTRY_TOKEN").ok(),
+        n => std::env::var(format!("CARGO_REGISTRIES_{}_TOKEN", n.to_ascii_uppercase().replace('-', "_"))).ok(),
+    };
+    if let Some(t) = names.iter().find_map(|n| env(n)).filter(|t| !t.is_empty()) {
+        return Some(t);
+    }
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
+    let creds = ["credentials.toml", "credentials"]
+        .iter()
+        .find_map(|f| std::fs::read_to_string(home.join(f)).ok())
+        .and_then(|t| toml::from_str::<toml::Table>(&t).ok())?;
+    names.iter().find_map(|n| {
+        let entry = match n.as_str() {
+            "crates-io" => creds.get("registry"),
+            n => creds.get("registries").and_then(|r| r.get(n)),
+        };
+        entry?.get("token")?.as_str().map(str::to_owned)
+    })
 }
 
 /// A crate's path in a sparse index (`1/a`, `2/ab`, `3/a/abc`, `ab/cd/abcd…`), lower case.
@@ -90,9 +136,31 @@ struct IndexEntry {
 
 /// The crate `spec` in the registry cargo's configuration (from `dir` up) names.
 pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> {
-    let index = cargo_registry(dir)?;
+    let (index, name, configs) = cargo_registry_named(dir)?;
+    // The registry's config first: it says where downloads are and whether every
+    // request needs the token (`auth-required`), which then goes to its origin only.
+    let token = registry_token(&name, &index, &configs).map(Token::Raw);
+    let config_url = index.join("config.json")?;
+    let config = match net.get(&config_url, 1 << 20, None, None) {
+        Ok(c) => c,
+        // A private registry may answer its config only with the token (cargo retries so).
+        Err(_) if token.is_some() => net.get(&config_url, 1 << 20, None, token.as_ref())?,
+        Err(e) => return Err(e),
+    }
+    .with_context(|| format!("{spec}: the registry at {index} has no config.json"))?;
+    let config: serde_json::Value = serde_json::from_slice(&config).context("the index's config.json")?;
+    let token = match config["auth-required"].as_bool() == Some(true) {
+        true => Some(token.with_context(|| {
+            format!(
+                "{spec}: the registry {name:?} at {index} requires a token; set CARGO_REGISTRIES_{}_TOKEN or run \
+                 `cargo login --registry {name}`",
+                name.to_ascii_uppercase().replace('-', "_")
+            )
+        })?),
+        false => None,
+    };
     let lines = net
-        .get(&index.join(&index_path(&spec.name))?, MAX_INDEX_BYTES, None, None)
+        .get(&index.join(&index_path(&spec.name))?, MAX_INDEX_BYTES, None, token.as_ref())
         .with_context(|| format!("{spec}: the registry's index at {index}"))?
         .with_context(|| format!("{spec}: no crate {:?} in the registry at {index}; check the name", spec.name))?;
     let lines = String::from_utf8(lines).context("the index answered with bytes that are not text")?;
@@ -122,14 +190,12 @@ pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> 
     if cksum.len() != 64 || !cksum.bytes().all(|b| b.is_ascii_hexdigit()) {
         bail!("{spec}: the index's checksum {:?} is not a sha256", entry.cksum);
     }
-    let config = net
-        .get(&index.join("config.json")?, 1 << 20, None, None)?
-        .with_context(|| format!("{spec}: the registry at {index} has no config.json"))?;
-    let config: serde_json::Value = serde_json::from_slice(&config).context("the index's config.json")?;
     let dl = config["dl"].as_str().context("the index's config.json names no `dl`")?;
     let url = Url::parse(&download_url(dl, &spec.name, &spec.version, &cksum))
         .with_context(|| format!("{spec}: the registry's download URL {dl:?}"))?;
-    Ok(Found { url, check: Checksum::Sha256(cksum), token: None })
+    // The token goes with the download only on the registry's own origin.
+    let token = token.filter(|_| url.origin() == index.origin());
+    Ok(Found { url, check: Checksum::Sha256(cksum), token })
 }
 
 /// The download URL of a crate: the index's `dl` with its markers filled in, or, with

@@ -161,7 +161,22 @@ pub struct Found {
     pub check: Checksum,
     /// A token for the registry's own origin, sent with the download there and nowhere
     /// else (a redirect elsewhere goes without it).
-    pub token: Option<String>,
+    pub token: Option<Token>,
+}
+
+/// A registry's token, in the form its clients send it.
+#[derive(Clone)]
+pub enum Token {
+    /// `Authorization: Bearer <token>` (npm).
+    Bearer(String),
+    /// `Authorization: <token>` (cargo's registries).
+    Raw(String),
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(…)")
+    }
 }
 
 /// The HTTP side of a package source: the crawl's fetcher (its one policy: timeouts,
@@ -177,16 +192,21 @@ impl Net {
         Ok(Net { fetcher: Fetcher::new(p)?, rt: tokio::runtime::Builder::new_current_thread().enable_all().build()? })
     }
 
-    /// GETs `url` (with `accept`, and the `token` as a bearer credential bound to the
-    /// URL's origin, when given); the body, or None for a 404/410.
+    /// GETs `url` (with `accept`, and the `token` as a credential bound to the URL's
+    /// origin, when given); the body, or None for a 404/410.
     pub fn get(
         &self,
         url: &Url,
         limit: usize,
         accept: Option<&str>,
-        token: Option<&str>,
+        token: Option<&Token>,
     ) -> anyhow::Result<Option<Vec<u8>>> {
-        let credential = token.map(|t| atlas_dist::http::Credential::bearer(url.as_str(), t)).transpose()?;
+        let credential = token
+            .map(|t| match t {
+                Token::Bearer(t) => atlas_dist::http::Credential::bearer(url.as_str(), t),
+                Token::Raw(t) => atlas_dist::http::Credential::raw(url.as_str(), t),
+            })
+            .transpose()?;
         let x = super::fetch::Extra { accept, credential: credential.as_ref(), any_host: true, ..Default::default() };
         let mut notes = Vec::new();
         match self.rt.block_on(self.fetcher.get_with(url, &x, limit, &mut notes)) {
@@ -201,7 +221,7 @@ impl Net {
 /// Downloads `found` into `file`, checks it and keeps it with its sha256.
 fn download(net: &Net, spec: &PackageSpec, found: &Found, file: &Path) -> anyhow::Result<Artifact> {
     let bytes = net
-        .get(&found.url, MAX_ARTIFACT_BYTES, None, found.token.as_deref())?
+        .get(&found.url, MAX_ARTIFACT_BYTES, None, found.token.as_ref())?
         .with_context(|| format!("{spec}: the registry has no download at {}", found.url))?;
     if !found.check.matches(&bytes) {
         let (algo, got, want) = match &found.check {

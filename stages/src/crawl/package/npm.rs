@@ -95,11 +95,11 @@ fn expand_env(v: &str) -> String {
 pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> {
     let rc = Npmrc::load(dir)?;
     let registry = rc.registry(&spec.name)?;
-    let token = rc.token(&registry);
+    let token = rc.token(&registry).map(super::Token::Bearer);
     // A scoped name is one path segment: `@scope%2fname`.
     let url = registry.join(&spec.name.replace('/', "%2f"))?;
     let body = net
-        .get(&url, MAX_INDEX_BYTES, Some("application/json"), token.as_deref())
+        .get(&url, MAX_INDEX_BYTES, Some("application/json"), token.as_ref())
         .with_context(|| format!("{spec}: the registry at {registry}"))?
         .with_context(|| format!("{spec}: no package {:?} in the registry at {registry}; check the name", spec.name))?;
     let doc: serde_json::Value = serde_json::from_slice(&body).context("the registry's answer is not JSON")?;
