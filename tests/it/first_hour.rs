@@ -218,3 +218,57 @@ fn the_right_tool_is_said_once() {
         c.cancel().await.unwrap();
     });
 }
+
+/// A local copy of a GitBook site, its llms.txt beside the pages (`public_urls`): each
+/// page listed there is cited by its public page URL, not its local path; a page it
+/// does not list keeps its path.
+#[test]
+fn a_local_site_copy_is_cited_by_its_public_urls() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let site = t.path().join("site");
+    std::fs::create_dir_all(site.join("guide")).unwrap();
+    std::fs::write(
+        site.join("llms.txt"),
+        "# Example\n\n- [Intro](https://docs.example.com/readme.md)\n- [Rotate keys](https://docs.example.com/guide/rotate-keys.md)\n",
+    )
+    .unwrap();
+    std::fs::write(site.join("readme.md"), "# Intro\n\nWelcome to the example product.\n").unwrap();
+    std::fs::write(
+        site.join("guide/rotate-keys.md"),
+        "# Rotate keys\n\n## With the CLI\n\nRun `example keys rotate` to replace the signing key.\n",
+    )
+    .unwrap();
+    std::fs::write(site.join("guide/unlisted.md"), "# Unlisted\n\nA page the index does not list.\n").unwrap();
+    let cfg = t.path().join("pipeline.yaml");
+    std::fs::write(&cfg, "name: ex\nsources:\n  docs:\n    kind: local\n    path: site\n    public_urls: llms.txt\n")
+        .unwrap();
+    atlas_e2e::run(atlas_e2e::pipeline().arg("-c").arg(&cfg).arg("run")).success();
+    let bundle = t.path().join(".atlas/build/bundle");
+    let search = |q: &str| -> serde_json::Value {
+        let r = atlas_e2e::run(
+            std::process::Command::new(atlas_e2e::bin("atlas"))
+                .args(["search", q, "--json", "-k", "1", "--mode", "keyword", "--bundle"])
+                .arg(&bundle),
+        )
+        .success();
+        serde_json::from_str::<serde_json::Value>(&r.stdout).unwrap()["hits"][0].clone()
+    };
+    let hit = search("rotate the signing key");
+    assert_eq!(hit["url"], "https://docs.example.com/guide/rotate-keys", "{hit}");
+    assert_eq!(hit["citation"], "https://docs.example.com/guide/rotate-keys#with-the-cli", "{hit}");
+    let hit = search("a page the index does not list");
+    assert!(hit["url"].is_null() && hit["citation"].as_str().unwrap().starts_with("docs/guide/unlisted.md#L"), "{hit}");
+    // A public_urls that is not a file inside the folder: one line, exit 2.
+    std::fs::write(&cfg, "name: ex\nsources:\n  docs:\n    kind: local\n    path: site\n    public_urls: ../x.txt\n")
+        .unwrap();
+    let r = atlas_e2e::run(atlas_e2e::pipeline().arg("-c").arg(&cfg).arg("run"));
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(
+        r.stderr.contains("public_urls") && r.stderr.contains("not a file inside the source folder"),
+        "{}",
+        r.stderr
+    );
+}

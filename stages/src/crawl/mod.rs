@@ -96,10 +96,15 @@ impl Crawl {
         let mut scans = BTreeMap::new();
         for (name, src) in &cfg.config.sources {
             match src {
-                SourceConfig::Local { path, include, exclude } => {
+                SourceConfig::Local { path, include, exclude, public_urls } => {
                     let root = cfg.resolve(path);
-                    let scan = scan_local(&root, include, exclude, p.max_file_bytes)
+                    let mut scan = scan_local(&root, include, exclude, p.max_file_bytes)
                         .with_context(|| format!("source {name}"))?;
+                    if let Some(index) = public_urls {
+                        let n = site::public_urls(&root.join(index), &mut scan)
+                            .with_context(|| format!("source {name}: public_urls"))?;
+                        ctx.progress.log(&format!("crawl: {name}: {n} pages cited by their public URL"));
+                    }
                     scans.insert(name.clone(), scan);
                 }
                 SourceConfig::LlmsTxt { url, sections, max_pages, allow_hosts } => {

@@ -156,6 +156,38 @@ pub fn state_dir(cache_root: &Path, source: &str) -> PathBuf {
     cache_root.join("sources").join(source)
 }
 
+/// The largest llms.txt read from a local folder.
+const MAX_LOCAL_INDEX_BYTES: u64 = 4 << 20;
+
+/// Gives each file of a local copy of a site the public URL its llms.txt (`index`)
+/// lists it under (a page's `.md` export → its page URL); the number of files given one.
+pub fn public_urls(index: &Path, scan: &mut Scan) -> anyhow::Result<usize> {
+    let len = std::fs::metadata(index).with_context(|| format!("reading {}", index.display()))?.len();
+    anyhow::ensure!(len <= MAX_LOCAL_INDEX_BYTES, "{} is over {MAX_LOCAL_INDEX_BYTES} bytes", index.display());
+    let text = std::fs::read_to_string(index).with_context(|| format!("reading {}", index.display()))?;
+    // The site's own llms.txt URL: beside the pages it lists (the first absolute link's
+    // folder at the site's root).
+    let first = text
+        .split("](")
+        .skip(1)
+        .find_map(|rest| {
+            Url::parse(rest.split(')').next().unwrap_or("")).ok().filter(|u| u.scheme().starts_with("http"))
+        })
+        .with_context(|| format!("{} lists no absolute http(s) link", index.display()))?;
+    let llms_url = first.join("/llms.txt")?;
+    let parsed = llms::parse(&text, &llms_url).map_err(anyhow::Error::msg)?;
+    let by_rel: std::collections::HashMap<&str, String> =
+        parsed.entries.iter().map(|e| (e.rel.as_str(), page_url(&e.url))).collect();
+    let mut n = 0;
+    for f in &mut scan.files {
+        if let Some(u) = by_rel.get(f.rel.as_str()) {
+            f.url = Some(u.clone());
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 /// The human page URL of a `.md` export: GitBook serves `/a/b` as `/a/b.md`.
 fn page_url(url: &Url) -> String {
     let s = url.to_string();

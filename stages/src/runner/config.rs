@@ -101,6 +101,10 @@ pub enum SourceConfig {
         include: Vec<String>,
         #[serde(default)]
         exclude: Vec<String>,
+        /// An llms.txt inside the folder (a local copy of a GitBook site keeps the
+        /// site's): each page it lists is cited by its public URL, not its path.
+        #[serde(default)]
+        public_urls: Option<PathBuf>,
     },
     /// A GitBook (or any) site that publishes `llms.txt`; fetched by the crawl stage.
     LlmsTxt {
@@ -529,13 +533,23 @@ pub(super) fn validate(l: &Loaded, text: &str) -> Result<(), String> {
             ));
         }
         match src {
-            SourceConfig::Local { path, include, exclude } => {
+            SourceConfig::Local { path, include, exclude, public_urls } => {
                 let full = l.resolve(path);
                 if !full.is_dir() {
                     return Err(format!(
                         "{} sources.{name}.path: {} is not a folder; fix the path (it is relative to the config file)",
                         at(Some(name), "path"),
                         full.display()
+                    ));
+                }
+                if let Some(u) = public_urls
+                    && (atlas_runtime::safe_path::check(&u.to_string_lossy()).is_err() || !full.join(u).is_file())
+                {
+                    return Err(format!(
+                        "{} sources.{name}.public_urls: {} is not a file inside the source folder; name its llms.txt \
+                         (relative to the folder)",
+                        at(Some(name), "public_urls"),
+                        u.display()
                     ));
                 }
                 check_globs(name, include, exclude, &at)?;
