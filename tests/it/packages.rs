@@ -239,6 +239,14 @@ fn add_and_sync_install_exact_versions_and_a_project_serves_its_set() {
     assert_eq!(registry.hits("/dl/itoa/1.0.0/download"), [200]);
     let r = atlas(&["add", "crate:itoa@1.0.0"]).success();
     assert!(r.stderr.contains("already installed"), "{}", r.stderr);
+    // `info` names it by either spelling and says what it offers (vectors too).
+    let info: serde_json::Value =
+        serde_json::from_str(&atlas(&["info", "crate:itoa", "--json"]).success().stdout).unwrap();
+    assert_eq!(
+        (info["name"].as_str(), info["modes"].as_array().map(Vec::len)),
+        (Some("crate+itoa"), Some(3)),
+        "{info}"
+    );
     assert_eq!(registry.hits("/dl/itoa/1.0.0/download").len(), 1, "nothing fetched again");
     let r = atlas(&["add", "crate:itoa@^1"]);
     assert_eq!(r.code, Some(2), "{r:?}");

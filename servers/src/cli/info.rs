@@ -2,8 +2,8 @@
 
 use super::locate::{locate, open};
 use atlas_dist::config::Config;
-use atlas_runtime::OpenOptions;
 use atlas_runtime::bundle::BundleInfo;
+use atlas_runtime::{Mode, OpenOptions};
 use std::collections::BTreeMap;
 
 #[derive(Debug, clap::Args)]
@@ -19,7 +19,11 @@ pub(super) struct Args {
 impl Args {
     pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
         let (dir, _) = locate(self.bundle, cfg)?;
-        let info = open(&dir, OpenOptions { keyword_only: true, ..OpenOptions::default() })?.info();
+        let mut info = open(&dir, OpenOptions { keyword_only: true, ..OpenOptions::default() })?.info();
+        // Opened keyword-only to be quick: the modes are what the bundle offers.
+        if info.embedding_rows > 0 {
+            info.modes = [Mode::Keyword, Mode::Vector, Mode::Hybrid].map(|m| m.as_str().to_owned()).to_vec();
+        }
         let text = if self.json { format!("{}\n", serde_json::to_string_pretty(&info)?) } else { render(&info) };
         super::print(&text)
     }
