@@ -29,6 +29,11 @@ pub struct Hit {
     pub start_line: u32,
     pub end_line: u32,
     pub snippet: String,
+    /// The snippet's own lines in the file, `[first, last]`, when it is a window of a
+    /// docs chunk below its first line (the passage that matched); cite them to point
+    /// at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snippet_lines: Option<[u32; 2]>,
     pub kind: ChunkKind,
     pub language: Option<String>,
     pub section: String,

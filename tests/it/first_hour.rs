@@ -148,6 +148,19 @@ fn a_snippet_shows_the_passage_that_matched() {
         let snippet = hit["snippet"].as_str().unwrap();
         assert!(snippet.contains("rotate the signing key"), "{snippet}");
         assert!(!page[..300].contains("rotate"), "the page's first 300 characters do not hold it");
+        // The snippet's own lines: the mirror's file at those lines holds what it shows.
+        let [first, last] = [0, 1].map(|k| hit["snippet_lines"][k].as_u64().unwrap_or_else(|| panic!("{hit}")));
+        assert!(first > hit["start_line"].as_u64().unwrap() && last <= hit["end_line"].as_u64().unwrap(), "{hit}");
+        let file = std::fs::read_to_string(bundle.join("mirror/site/guides/client.md")).unwrap();
+        let lines: Vec<&str> = file.lines().collect();
+        let cited = lines[first as usize - 1..last as usize].join("\n");
+        assert!(
+            cited.contains("rotate the signing key") && snippet.contains(lines[first as usize - 1].trim()),
+            "{cited}"
+        );
+        let (text, _) =
+            ok(call(&c, "search_docs", json!({"query": "rotate the signing key", "mode": "keyword"})).await);
+        assert!(text.contains(&format!("snippet of site/guides/client.md lines {first}-{last}")), "{text}");
         c.cancel().await.unwrap();
     });
 }

@@ -341,6 +341,14 @@ impl Bundle {
     /// word `stems` ([`snippet::matching`]).
     pub(crate) fn hit_for(&self, i: usize, score: f32, stems: &[String]) -> Hit {
         let c = &self.chunks[i];
+        let (snippet, window) =
+            if stems.is_empty() { (snippet(c, self.text(i)), None) } else { matching(c, self.text(i), stems) };
+        // A docs chunk's own text is its file's lines from `start_line` on (a code
+        // chunk may lead with context), so a window's lines are the file's.
+        let snippet_lines = window.filter(|_| c.kind == ChunkKind::Docs).map(|(from, to)| {
+            let first = c.start_line + from as u32;
+            [first, (c.start_line + to as u32).saturating_sub(1).clamp(first, c.end_line.max(first))]
+        });
         let mentioned_in = c
             .mentioned_in
             .iter()
@@ -360,7 +368,8 @@ impl Bundle {
             heading_path: c.heading_path.clone(),
             start_line: c.start_line,
             end_line: c.end_line,
-            snippet: if stems.is_empty() { snippet(c, self.text(i)) } else { matching(c, self.text(i), stems) },
+            snippet,
+            snippet_lines,
             kind: c.kind,
             language: c.language.clone(),
             section: c.section.clone(),

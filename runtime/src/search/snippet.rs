@@ -27,11 +27,17 @@ fn clip(s: &str) -> String {
 /// The window of the chunk's own text (whole lines, about [`SNIPPET_CHARS`]) that holds
 /// the most of the query's words (`stems`, as [`crate::words::stems`] gives them), the
 /// earliest on a tie: the passage that matched, not the chunk's first lines. With no
-/// query word in the chunk (a vector hit), its beginning, as [`snippet`].
-pub(super) fn matching(c: &ChunkRecord, text: &str, stems: &[String]) -> String {
-    let body = text.get(c.overlap_chars as usize..).unwrap_or(text).trim();
+/// query word in the chunk (a vector hit), its beginning, as [`snippet`]. Beside it,
+/// the window's lines within the chunk's own text (`[from, to)`, 0 its first line),
+/// when it is a window below that first line.
+pub(super) fn matching(c: &ChunkRecord, text: &str, stems: &[String]) -> (String, Option<(usize, usize)>) {
+    let body = text.get(c.overlap_chars as usize..).unwrap_or(text);
+    // Leading blank lines are not the chunk's first line: count them out.
+    let skipped = body.len() - body.trim_start_matches(['\n', '\r']).len();
+    let lead = body[..skipped].matches('\n').count();
+    let body = body.trim();
     if stems.is_empty() || body.chars().count() <= SNIPPET_CHARS {
-        return clip(body);
+        return (clip(body), None);
     }
     let lines: Vec<&str> = body.lines().collect();
     let has: Vec<Vec<bool>> = lines
@@ -58,14 +64,19 @@ pub(super) fn matching(c: &ChunkRecord, text: &str, stems: &[String]) -> String 
         }
     }
     if best == 0 || from == 0 {
-        return clip(body);
+        return (clip(body), None);
     }
     let window = lines[from..to].join("\n");
     let tail = if to < lines.len() { "…" } else { "" };
-    match clip(window.trim()) {
-        w if w.ends_with('…') => format!("…{w}"),
+    let shown = match clip(window.trim()) {
+        // Cut inside its last line: the window ends where the cut is.
+        w if w.ends_with('…') => {
+            let kept = w.trim_end_matches('…').lines().count();
+            return (format!("…{w}"), Some((lead + from, lead + from + kept.max(1))));
+        }
         w => format!("…{w}{tail}"),
-    }
+    };
+    (shown, Some((lead + from, lead + to)))
 }
 
 #[cfg(test)]
@@ -80,11 +91,16 @@ mod tests {
         text.push_str("The old key stays valid for a day.\n");
         let c = crate::chunk_table::ChunkRecord { text: text.clone(), ..Default::default() };
         let stems = crate::words::stems("how do I rotate the signing key");
-        let s = super::matching(&c, &text, &stems);
+        let (s, lines) = super::matching(&c, &text, &stems);
         assert!(s.starts_with('…') && s.contains("rotate the signing key"), "{s}");
         assert!(s.chars().count() <= super::SNIPPET_CHARS + 2, "{s}");
+        // Its lines: they hold the matching line (20), and the snippet shows each of them.
+        let (from, to) = lines.unwrap();
+        assert!((from..to).contains(&20), "{from}..{to}: {s}");
+        let all: Vec<&str> = text.lines().collect();
+        assert!(all[from..to].iter().all(|l| s.contains(l.trim())), "{from}..{to}: {s}");
         // No query word: the beginning, as before.
-        assert!(super::matching(&c, &text, &crate::words::stems("zebra")).starts_with("line 0"));
-        assert!(super::matching(&c, &text, &[]).starts_with("line 0"));
+        assert!(super::matching(&c, &text, &crate::words::stems("zebra")).0.starts_with("line 0"));
+        assert!(super::matching(&c, &text, &[]).0.starts_with("line 0"));
     }
 }

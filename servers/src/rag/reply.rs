@@ -24,7 +24,9 @@ pub(super) fn hit_text(i: usize, h: &Hit, detail: Detail) -> String {
         inert(&h.chunk_id)
     );
     if detail == Detail::Full {
-        text.push_str(&fence(&format!("snippet of {} lines {}-{}", h.path, h.start_line, h.end_line), &h.snippet));
+        // The snippet's own lines when it is a window of the chunk, else the chunk's.
+        let [first, last] = h.snippet_lines.unwrap_or([h.start_line, h.end_line]);
+        text.push_str(&fence(&format!("snippet of {} lines {first}-{last}", h.path), &h.snippet));
     }
     text
 }
