@@ -12,16 +12,8 @@ pub(super) struct Args {
     /// crate:NAME@VERSION, npm:NAME@VERSION (npm:@scope/name@…) or pypi:NAME@VERSION.
     #[arg(required = true, value_name = "SPEC")]
     specs: Vec<String>,
-    /// Use only what is cached (the package's artifact, cargo's own download cache);
-    /// say what is missing.
-    #[arg(long)]
-    offline: bool,
-    /// Packages built at once (default: the machine's cores).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
-    jobs: Option<u16>,
-    /// Versions to keep per library (default 5, or the config file's install.keep).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
-    keep: Option<u16>,
+    #[command(flatten)]
+    build: super::sync::Build,
 }
 
 impl Args {
@@ -32,7 +24,7 @@ impl Args {
             .map(|s| s.parse::<PackageSpec>().map(|spec| Wanted { spec, checksums: Vec::new() }))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| UsageError(e.to_string()))?;
-        let opts = super::sync::options(cfg, self.offline, self.jobs, self.keep);
+        let opts = self.build.options(cfg);
         let done = crate::deps::add(&wanted, &opts);
         let failed = done.iter().filter(|d| matches!(d, Done::Failed(_))).count();
         let ok: Vec<&Wanted> =

@@ -19,27 +19,37 @@ pub(super) struct Args {
     /// Every locked package, not only the direct dependencies.
     #[arg(long)]
     all: bool,
-    /// Use only what is cached; say what is missing.
-    #[arg(long)]
-    offline: bool,
-    /// Packages built at once (default: the machine's cores).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
-    jobs: Option<u16>,
-    /// Versions to keep per library beyond those a project names (default 5).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
-    keep: Option<u16>,
+    #[command(flatten)]
+    build: Build,
     /// Print the outcome as JSON instead of the editor config.
     #[arg(long)]
     json: bool,
 }
 
-/// The build options `add` and `sync` share.
-pub(super) fn options(cfg: &Config, offline: bool, jobs: Option<u16>, keep: Option<u16>) -> crate::deps::Options {
-    let cores = std::thread::available_parallelism().map_or(2, usize::from);
-    crate::deps::Options {
-        offline,
-        jobs: jobs.map_or(cores, usize::from),
-        install: crate::manage::options(cfg, &[], keep.map(usize::from), None),
+/// How `add` and `sync` build packages.
+#[derive(Debug, clap::Args)]
+pub(super) struct Build {
+    /// Use only what is cached (a package's artifact, cargo's own download cache); say
+    /// what is missing.
+    #[arg(long)]
+    offline: bool,
+    /// Packages built at once (default: the machine's cores).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    jobs: Option<u16>,
+    /// Versions to keep per library, beyond those a project names (default 5, or the
+    /// config file's install.keep).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    keep: Option<u16>,
+}
+
+impl Build {
+    pub(super) fn options(&self, cfg: &Config) -> crate::deps::Options {
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        crate::deps::Options {
+            offline: self.offline,
+            jobs: self.jobs.map_or(cores, usize::from),
+            install: crate::manage::options(cfg, &[], self.keep.map(usize::from), None),
+        }
     }
 }
 
@@ -61,7 +71,7 @@ impl Args {
         let before = Set::read(&project)?.unwrap_or_default();
         let wanted: Vec<Wanted> =
             locked.iter().map(|l| Wanted { spec: l.spec.clone(), checksums: l.checksums.clone() }).collect();
-        let done = crate::deps::add(&wanted, &options(cfg, self.offline, self.jobs, self.keep));
+        let done = crate::deps::add(&wanted, &self.build.options(cfg));
         let mut set = Set::default();
         let (mut failed, mut built) = (Vec::new(), 0);
         for ((l, d), w) in locked.iter().zip(&done).zip(&wanted) {
