@@ -112,6 +112,19 @@ pub fn join_inside(root: &Path, rel: &str) -> Result<PathBuf, UnsafePath> {
     Ok(root.join(rel))
 }
 
+/// Reads an untrusted file whole when it is at most `cap` bytes, reading no more than
+/// `cap + 1` whatever its size says (a file that grows while read is still bounded);
+/// past the cap, an `InvalidData` error that names it.
+pub fn read_capped(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("it is over {cap} bytes")));
+    }
+    Ok(bytes)
+}
+
 /// A bundle name or version: it becomes a file name (`<name>-<version>.tar.zst`) and a
 /// folder name (`ATLAS_HOME/bundles/<name>/<version>`), so one plain component of safe
 /// characters: letters, digits, `.`, `-`, `_`, `+`, not starting with `.`, at most 100

@@ -83,15 +83,14 @@ impl Set {
 }
 
 fn read_capped(path: &Path) -> Result<Option<Vec<u8>>> {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::Io { path: path.to_owned(), error: e }),
-    };
-    if meta.len() > MAX_SET_BYTES {
-        return Err(Error::DataCorruption(format!("{} is over {MAX_SET_BYTES} bytes", path.display())));
+    match atlas_runtime::safe_path::read_capped(path, MAX_SET_BYTES) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            Err(Error::DataCorruption(format!("{}: {e}", path.display())))
+        }
+        Err(error) => Err(Error::Io { path: path.to_owned(), error }),
     }
-    std::fs::read(path).map(Some).map_err(io(path))
 }
 
 /// The folder of the home's project records.

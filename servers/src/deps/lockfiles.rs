@@ -82,11 +82,8 @@ pub fn read(project: &Path, all: bool) -> Result<Read, Malformed> {
 }
 
 fn read_capped(file: &Path) -> Result<String, Malformed> {
-    let len = std::fs::metadata(file).map_err(|e| malformed(file, e))?.len();
-    if len > MAX_LOCKFILE_BYTES {
-        return Err(malformed(file, format!("it is {len} bytes, over the {MAX_LOCKFILE_BYTES}-byte cap")));
-    }
-    std::fs::read_to_string(file).map_err(|e| malformed(file, e))
+    let bytes = atlas_runtime::safe_path::read_capped(file, MAX_LOCKFILE_BYTES).map_err(|e| malformed(file, e))?;
+    String::from_utf8(bytes).map_err(|_| malformed(file, "it is not UTF-8 text"))
 }
 
 /// A TOML file's parse error in one line (toml's own message names the line and column).

@@ -162,9 +162,9 @@ const MAX_LOCAL_INDEX_BYTES: u64 = 4 << 20;
 /// Gives each file of a local copy of a site the public URL its llms.txt (`index`)
 /// lists it under (a page's `.md` export → its page URL); the number of files given one.
 pub fn public_urls(index: &Path, scan: &mut Scan) -> anyhow::Result<usize> {
-    let len = std::fs::metadata(index).with_context(|| format!("reading {}", index.display()))?.len();
-    anyhow::ensure!(len <= MAX_LOCAL_INDEX_BYTES, "{} is over {MAX_LOCAL_INDEX_BYTES} bytes", index.display());
-    let text = std::fs::read_to_string(index).with_context(|| format!("reading {}", index.display()))?;
+    let bytes = atlas_runtime::safe_path::read_capped(index, MAX_LOCAL_INDEX_BYTES)
+        .with_context(|| format!("reading {}", index.display()))?;
+    let text = String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", index.display()))?;
     // The site's own llms.txt URL: beside the pages it lists (the first absolute link's
     // folder at the site's root).
     let first = text

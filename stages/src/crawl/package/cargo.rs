@@ -14,6 +14,13 @@ const MAX_REPLACEMENTS: usize = 8;
 /// crates.io's sparse index.
 pub const CRATES_IO_INDEX: &str = "https://index.crates.io/";
 
+/// Cargo's home: `CARGO_HOME`, else `~/.cargo`.
+pub fn cargo_home() -> Option<PathBuf> {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+}
+
 /// The sparse index cargo's configuration names for crates.io, read from the files
 /// cargo reads: `.cargo/config.toml` (or `.cargo/config`) in `dir` and each folder
 /// above it, then `$CARGO_HOME/config.toml`; the first file that says a key wins.
@@ -26,9 +33,7 @@ pub fn cargo_registry(dir: &Path) -> anyhow::Result<Url> {
 fn cargo_registry_named(dir: &Path) -> anyhow::Result<(Url, String, Vec<toml::Table>)> {
     let mut files: Vec<PathBuf> =
         dir.ancestors().flat_map(|d| [d.join(".cargo/config.toml"), d.join(".cargo/config")]).collect();
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let home = cargo_home();
     if let Some(h) = home {
         files.extend([h.join("config.toml"), h.join("config")]);
     }
@@ -98,9 +103,7 @@ fn registry_token(name: &str, index: &Url, configs: &[toml::Table]) -> Option<St
     if let Some(t) = names.iter().find_map(|n| env(n)).filter(|t| !t.is_empty()) {
         return Some(t);
     }
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
+    let home = cargo_home()?;
     let creds = ["credentials.toml", "credentials"]
         .iter()
         .find_map(|f| std::fs::read_to_string(home.join(f)).ok())

@@ -100,7 +100,12 @@ pub fn scan_package(
             }
         }
     };
-    if !locked.is_empty() && !locked.iter().any(|c| matches_file(c, &artifact.path)) {
+    // A sha256 is compared with the one already known; only an SRI reads the file.
+    let is_locked = |c: &Checksum| match c {
+        Checksum::Sha256(h) => *h == artifact.sha256,
+        Checksum::Sri512(_) => matches_file(c, &artifact.path),
+    };
+    if !locked.is_empty() && !locked.iter().any(is_locked) {
         bail!(
             "{spec}: the artifact is not the one the lockfile names ({}); nothing was used (the lockfile or the \
              registry changed: check which)",
@@ -117,9 +122,7 @@ fn cargo_cached(spec: &PackageSpec, locked: &[Checksum]) -> Option<PathBuf> {
     if spec.ecosystem != Ecosystem::Crate || !locked.iter().any(|c| matches!(c, Checksum::Sha256(_))) {
         return None;
     }
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
+    let home = cargo::cargo_home()?;
     let name = format!("{}-{}.crate", spec.name, spec.version);
     std::fs::read_dir(home.join("registry/cache"))
         .ok()?
