@@ -96,7 +96,8 @@ impl Args {
         set.libraries.dedup();
         let file = set.write(&project, home.atlas_home())?;
         for s in &skipped {
-            eprintln!("atlas: skipped {}", s.0);
+            // Lockfile text (names, URLs) on one printable line, cut short.
+            eprintln!("atlas: skipped {}", atlas_runtime::utf8::clip_chars(&atlas_runtime::utf8::printable(&s.0), 300));
         }
         eprintln!(
             "atlas: {} of {} packages from {} serve now ({built} built, {} already installed, {} failed); the set is {}",
