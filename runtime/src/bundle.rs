@@ -22,6 +22,10 @@ use crate::symbols::{Reference, SymbolTable};
 use crate::vectors::{EmbeddingsMeta, MappedMatrix};
 use crate::{Error, Result, corrupt, corrupt_at, text_index};
 
+/// Why a bundle built keyword-first searches by keyword only.
+pub const NO_VECTORS_YET: &str = "it has no vectors yet: it was built keyword-first, and the `atlas sync` or \
+     `atlas add` that built it embeds it next (run it again if it stopped); keyword and symbol search work now";
+
 /// Up to this many embedding rows the vector search scans exactly; above, it walks
 /// the HNSW graph. Measured at 50k × 384 f16 rows on 2 cores (`cargo xtask bench
 /// search`): the scan takes 5.5 ms with recall 1.0; HNSW takes under 1 ms but loading
@@ -254,6 +258,12 @@ impl Bundle {
         for a in manifest.artifacts.iter().filter(|a| !a.path.starts_with("mirror/") && !a.path.starts_with("eval/")) {
             crate::manifest::regular_artifact(dir, &manifest, &a.path)?;
         }
+        // A keyword-first build (no vectors yet) serves by keyword and symbols, and a
+        // vector search says why.
+        let opts = match manifest.embedding_rows == 0 && manifest.chunk_count > 0 && !opts.keyword_only {
+            true => OpenOptions { keyword_only: true, why_keyword_only: Some(NO_VECTORS_YET.to_owned()), ..opts },
+            false => opts,
+        };
         let (spec, model_dir) = check_model(&manifest, &opts)?;
         // Files read whole are checked against the manifest's blake3 as they are read
         // (cheap next to decoding them); `bundle::verify` checks everything.

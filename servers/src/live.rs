@@ -2,9 +2,10 @@
 //! follows `ATLAS_HOME/bundles/NAME/current`. It reopens on SIGHUP or when it sees the
 //! link move (checked every second); calls in flight finish on the bundle they started
 //! with, sessions stay open, and a new version that fails to open is logged and the
-//! old one keeps serving. The rag server's [`Bundle`] and the fs server's mirror
-//! follow `current` the same way, so an agent that searches with one and reads with
-//! the other reads the version it searched.
+//! old one keeps serving. A version reinstalled in place (a keyword-first build
+//! completed with its vectors) is a move too: the manifest file is another. The rag
+//! server's [`Bundle`] and the fs server's mirror follow `current` the same way, so an
+//! agent that searches with one and reads with the other reads the version it searched.
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -78,7 +79,7 @@ pub fn follow<T: Send + Sync + 'static>(
     label: impl Fn(&T) -> String + Send + 'static,
 ) {
     tokio::spawn(async move {
-        let mut loaded = origin.folder();
+        let mut loaded = origin.folder().map(|d| (stamp(&d), d));
         #[cfg(unix)]
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         loop {
@@ -98,11 +99,11 @@ pub fn follow<T: Send + Sync + 'static>(
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 false
             };
-            let now = origin.folder();
+            let now = origin.folder().map(|d| (stamp(&d), d));
             if !forced && now == loaded {
                 continue;
             }
-            let Some(dir) = now.clone() else { continue };
+            let Some((_, dir)) = now.clone() else { continue };
             let (d, open) = (dir.clone(), open.clone());
             match tokio::task::spawn_blocking(move || open(&d)).await {
                 Ok(Ok(b)) => {
@@ -118,4 +119,16 @@ pub fn follow<T: Send + Sync + 'static>(
             }
         }
     });
+}
+
+/// Which copy of a bundle a folder holds: its manifest file's identity, which a
+/// reinstall of the same version in place (a keyword-first build completed with its
+/// vectors) changes.
+fn stamp(dir: &std::path::Path) -> Option<(u64, u64, Option<std::time::SystemTime>)> {
+    let m = std::fs::metadata(dir.join("manifest.json")).ok()?;
+    #[cfg(unix)]
+    let ino = std::os::unix::fs::MetadataExt::ino(&m);
+    #[cfg(not(unix))]
+    let ino = 0;
+    Some((ino, m.len(), m.modified().ok()))
 }

@@ -27,6 +27,10 @@ use crate::runner::{Ctx, Loaded, Outputs, ParamError, Stage, StageOutput, canoni
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct EmbedParams {
+    /// Off: no vectors (a keyword-first build). The bundle answers by keyword and
+    /// symbols at once and says it has no vectors yet; the same config with embedding
+    /// on reuses every other stage's work. `atlas sync` builds so first.
+    pub enabled: bool,
     /// A model id from the registry.
     pub model: String,
     /// Windows per forward pass (0: 1 with the int8 GEMM, 16 on the float path). With
@@ -66,6 +70,7 @@ pub struct EmbedParams {
 impl Default for EmbedParams {
     fn default() -> Self {
         EmbedParams {
+            enabled: true,
             model: model::DEFAULT_MODEL.to_owned(),
             batch_size: 0,
             window_tokens: 0,
@@ -79,6 +84,33 @@ impl Default for EmbedParams {
             context_words: 30,
         }
     }
+}
+
+/// A keyword-first build's output: no rows, the model the vectors will come from
+/// (its pinned sha256, so the model need not be here yet).
+fn no_vectors(spec: &'static model::ModelSpec, chunks: usize, ctx: &Ctx<'_>) -> anyhow::Result<StageOutput> {
+    let mut out = StageOutput::default();
+    let emb = ctx.cache.put(&atlas_runtime::vectors::to_npy_f16(0, spec.dims, &[]))?;
+    out.objects.insert(emb);
+    let pinned = spec.files.iter().find(|f| f.name == "model.onnx").and_then(|f| f.sha256).unwrap_or_default();
+    let manifest = EmbedManifest {
+        model: spec.id.to_owned(),
+        model_sha256: pinned.to_owned(),
+        dims: spec.dims,
+        pooling: spec.pooling,
+        embeddings: emb,
+        rows: 0,
+        window_chunk: Vec::new(),
+        chunks,
+        over_window_chunks: 0,
+        over_window_windows: 0,
+        tokens: 0,
+    };
+    out.notes.push(format!("{chunks} chunks left unembedded (stages.embed.enabled: false): keyword and symbols only"));
+    let d = ctx.cache.put_json(&manifest)?;
+    out.objects.insert(d);
+    out.output = Some(d);
+    Ok(out)
 }
 
 /// One chunk's vectors, as memoised: `windows` (u32 LE), `tokens` (u32 LE), then
@@ -254,6 +286,10 @@ impl Stage for Embed {
             o.remove("backend");
             o.remove("threads");
             o.remove("sessions");
+            // On (the default): keys stay what they were before the switch existed.
+            if p.enabled {
+                o.remove("enabled");
+            }
             if !p.int8 {
                 o.remove("batch_size");
             }
@@ -262,6 +298,9 @@ impl Stage for Embed {
     }
     /// The model file itself: a new file under the same id must not reuse vectors.
     fn external_inputs(&self, p: &EmbedParams, _ctx: &Ctx<'_>) -> anyhow::Result<(BTreeMap<String, Digest>, ())> {
+        if !p.enabled {
+            return Ok((BTreeMap::new(), ()));
+        }
         let spec = model::spec(&p.model).with_context(|| format!("unknown model {:?}", p.model))?;
         let path = model::model_file(spec, &model::model_dir(spec.id), "model.onnx");
         let bytes = std::fs::read(&path)
@@ -273,6 +312,9 @@ impl Stage for Embed {
         let records = atlas_runtime::chunk_table::from_parquet(&ctx.cache.get_required(chunks_manifest.chunks)?)?;
         // Embed::check (at config load) made sure the id is registered.
         let spec = model::spec(&p.model).with_context(|| format!("unknown model {:?}", p.model))?;
+        if !p.enabled {
+            return no_vectors(spec, records.len(), ctx);
+        }
         let threads =
             if p.threads == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { p.threads };
         // Single-threaded sessions side by side beat one session with every thread on

@@ -235,7 +235,12 @@ fn add_and_sync_install_exact_versions_and_a_project_serves_its_set() {
     };
 
     let r = atlas(&["add", "crate:itoa@1.0.0"]).success();
-    assert!(r.stdout.contains("\"crate:itoa\"") && r.stderr.contains("crate:itoa@1.0.0: installed"), "{r:?}");
+    // Keyword-first: searchable at once, then embedded in place.
+    assert!(
+        r.stdout.contains("\"crate:itoa\"") && r.stderr.contains("crate:itoa@1.0.0: searchable by keyword"),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains("crate:itoa@1.0.0: embedded in"), "{}", r.stderr);
     assert_eq!(registry.hits("/dl/itoa/1.0.0/download"), [200]);
     let r = atlas(&["add", "crate:itoa@1.0.0"]).success();
     assert!(r.stderr.contains("already installed"), "{}", r.stderr);
@@ -284,10 +289,13 @@ fn add_and_sync_install_exact_versions_and_a_project_serves_its_set() {
     assert!(r.stderr.contains("crate:itoa@1.0.0: already installed"), "{}", r.stderr);
     assert!(r.stdout.contains("\"--project\""), "{}", r.stdout);
     assert_eq!(set(), ["\"crate+itoa\"@\"1.0.0\""]);
-    // The bump: only the new version is built.
+    // The bump: only the new version is built, first without vectors.
     lock(&version, &sum);
-    let r = atlas(&["sync", p]).success();
-    assert!(r.stderr.contains(&format!("crate:itoa@{version}: installed")), "{}", r.stderr);
+    let r = atlas(&["sync", p, "--keyword-only", "--json"]).success();
+    assert!(r.stderr.contains(&format!("crate:itoa@{version}: searchable by keyword")), "{}", r.stderr);
+    assert!(r.stderr.contains("without --keyword-only to embed them"), "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!((v["without_vectors"].as_u64(), v["embedded_s"].is_null()), (Some(1), true), "{v}");
     assert_eq!(set(), [format!("\"crate+itoa\"@\"{version}\"")]);
     // 1.0.0 is now named by no project.
     let r = atlas(&["bundles", "--unused", "--json"]).success();
@@ -310,6 +318,8 @@ fn add_and_sync_install_exact_versions_and_a_project_serves_its_set() {
     lock(&version, &sum);
 
     // The project's servers: the set, by any spelling; no other version substituted.
+    // The library has no vectors yet: it answers by keyword and says so, and picks up
+    // its vectors when sync embeds it, without a restart.
     let logs = tempfile::tempdir().unwrap();
     let log = logs.path().join("rag.log");
     let mut cmd = crate::mcp::atlas(&["serve", "rag", "--project", p], &log);
@@ -332,6 +342,30 @@ fn add_and_sync_install_exact_versions_and_a_project_serves_its_set() {
                 .await,
         );
         assert!(e.contains("is not served") && e.contains(&version), "{e}");
+        let hybrid = || {
+            crate::mcp::call(
+                &c,
+                "search_code",
+                serde_json::json!({"query": "format an integer into a buffer", "mode": "hybrid"}),
+            )
+        };
+        let (text, _) = crate::mcp::ok(hybrid().await);
+        assert!(text.contains("searched by keyword only") && text.contains("no vectors yet"), "{text}");
+        let mut sync = crate::distribution::atlas(&h);
+        sync.env("CARGO_HOME", &cargo).current_dir(t.path()).args(["sync", p, "--json"]);
+        let r = tokio::task::spawn_blocking(move || run(&mut sync)).await.unwrap().success();
+        assert!(r.stderr.contains(&format!("crate:itoa@{version}: embedded in")), "{}", r.stderr);
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        assert_eq!(v["without_vectors"].as_u64(), Some(0), "{v}");
+        let mut text = String::new();
+        for _ in 0..100 {
+            text = crate::mcp::ok(hybrid().await).0;
+            if !text.contains("searched by keyword only") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(!text.contains("keyword only") && text.contains("format"), "still keyword only: {text}");
         c.cancel().await.unwrap();
     });
 }

@@ -286,19 +286,30 @@ impl Home {
         let dir = self.dir(&record.name);
         std::fs::create_dir_all(dir.join(".installs")).map_err(io(&dir))?;
         let target = dir.join(&record.version);
-        let mut already = false;
+        let (mut already, mut set_aside) = (false, None);
         if target.exists() {
-            if atlas_runtime::manifest::verify(&target).is_ok() {
+            if let Ok(have) = atlas_runtime::manifest::verify(&target)
+                && !completes(&have, staged)
+            {
                 already = true;
             } else {
-                // A damaged copy (doctor says so): set it aside, then replace it.
+                // A damaged copy (doctor says so), or a keyword-first one that `staged`
+                // completes: set it aside, then replace it.
                 let trash = self.root.join(format!(".trash-{}-{}", std::process::id(), now()));
                 std::fs::rename(&target, &trash).map_err(io(&target))?;
-                let _ = std::fs::remove_dir_all(&trash);
+                set_aside = Some(trash);
             }
         }
-        if !already {
-            std::fs::rename(staged, &target).map_err(io(&target))?;
+        if !already && let Err(e) = std::fs::rename(staged, &target) {
+            // The copy that served stays.
+            if let Some(trash) = &set_aside {
+                let _ = std::fs::rename(trash, &target);
+            }
+            return Err(io(&target)(e));
+        }
+        // Removed once the new copy is in place: the version is missing for two renames.
+        if let Some(trash) = set_aside {
+            let _ = std::fs::remove_dir_all(&trash);
         }
         let rec_path = self.record_path(&record.name, &record.version);
         let mut rec = record.clone();
@@ -379,6 +390,20 @@ impl Home {
             }
         }
     }
+}
+
+/// Whether the bundle in `staged` completes the installed `have` of the same version:
+/// `have` is a keyword-first build (chunks, no vectors yet) and `staged` the same
+/// chunks with their vectors. Anything else of an installed version stays as it is.
+fn completes(have: &atlas_runtime::manifest::Manifest, staged: &Path) -> bool {
+    let Ok(new) = atlas_runtime::manifest::read_manifest(staged) else { return false };
+    let chunks = |m: &atlas_runtime::manifest::Manifest| m.artifact("chunks.parquet").map(|a| a.sha256.clone());
+    have.embedding_rows == 0
+        && have.chunk_count > 0
+        && new.embedding_rows > 0
+        && (&new.name, &new.version) == (&have.name, &have.version)
+        && chunks(&new).is_some()
+        && chunks(&new) == chunks(have)
 }
 
 #[cfg(unix)]

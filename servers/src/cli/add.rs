@@ -5,7 +5,7 @@ use atlas_dist::config::Config;
 use atlas_runtime::exit::UsageError;
 use atlas_runtime::package::PackageSpec;
 
-use crate::deps::{Done, Wanted};
+use crate::deps::{Done, Pass, Wanted};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
@@ -25,8 +25,10 @@ impl Args {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| UsageError(e.to_string()))?;
         let opts = self.build.options(cfg);
-        let done = crate::deps::add(&wanted, &opts);
+        let done = crate::deps::add(&wanted, Pass::Keyword, &opts);
+        let embedded = crate::deps::vectors(&wanted, &done, &opts);
         let failed = done.iter().filter(|d| matches!(d, Done::Failed(_))).count();
+        let unembedded = embedded.iter().filter(|d| matches!(d, Some(Done::Failed(_)))).count();
         let ok: Vec<&Wanted> =
             wanted.iter().zip(&done).filter(|(_, d)| !matches!(d, Done::Failed(_))).map(|(w, _)| w).collect();
         for w in &ok {
@@ -37,6 +39,11 @@ impl Args {
             anyhow::bail!(
                 "{failed} of {} packages failed (each said why above); nothing of those was installed",
                 done.len()
+            );
+        }
+        if unembedded > 0 {
+            anyhow::bail!(
+                "{unembedded} packages were not embedded (each said why above); they answer by keyword and symbols"
             );
         }
         Ok(())

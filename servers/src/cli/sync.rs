@@ -8,7 +8,7 @@ use atlas_dist::home::Home;
 use atlas_dist::project::{Pinned, Set};
 use atlas_runtime::exit::UsageError;
 
-use crate::deps::{Done, Wanted, lockfiles};
+use crate::deps::{Done, Pass, Wanted, lockfiles};
 
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
@@ -33,6 +33,10 @@ pub(super) struct Build {
     /// what is missing.
     #[arg(long)]
     offline: bool,
+    /// Stop once every package answers by keyword and symbols (each is built without
+    /// vectors first); a later `sync` or `add` embeds them.
+    #[arg(long)]
+    keyword_only: bool,
     /// Packages built at once (default: the machine's cores).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     jobs: Option<u16>,
@@ -46,6 +50,7 @@ impl Build {
     pub(super) fn options(&self, cfg: &Config) -> crate::deps::Options {
         let cores = std::thread::available_parallelism().map_or(2, usize::from);
         crate::deps::Options {
+            keyword_only: self.keyword_only,
             offline: self.offline,
             jobs: self.jobs.map_or(cores, usize::from),
             install: crate::manage::options(cfg, &[], self.keep.map(usize::from), None),
@@ -71,7 +76,9 @@ impl Args {
         let before = Set::read(&project)?.unwrap_or_default();
         let wanted: Vec<Wanted> =
             locked.iter().map(|l| Wanted { spec: l.spec.clone(), checksums: l.checksums.clone() }).collect();
-        let done = crate::deps::add(&wanted, &self.build.options(cfg));
+        let opts = self.build.options(cfg);
+        let t = std::time::Instant::now();
+        let done = crate::deps::add(&wanted, Pass::Keyword, &opts);
         let mut set = Set::default();
         let (mut failed, mut built) = (Vec::new(), 0);
         for ((l, d), w) in locked.iter().zip(&done).zip(&wanted) {
@@ -94,7 +101,18 @@ impl Args {
         }
         set.libraries.sort();
         set.libraries.dedup();
+        // Written before the vectors pass: `serve --project` answers by keyword now.
         let file = set.write(&project, home.atlas_home())?;
+        let keyword_s = t.elapsed().as_secs_f64();
+        let embedded = crate::deps::vectors(&wanted, &done, &opts);
+        let embedded_s = t.elapsed().as_secs_f64();
+        let mut unembedded = Vec::new();
+        for (l, e) in locked.iter().zip(&embedded) {
+            if let Some(Done::Failed(why)) = e {
+                unembedded.push(format!("{}: {why}", l.spec));
+            }
+        }
+        let waiting = locked.iter().filter(|l| crate::deps::needs_vectors(&home, &l.spec)).count();
         for s in &skipped {
             // Lockfile text (names, URLs) on one printable line, cut short.
             eprintln!("atlas: skipped {}", atlas_runtime::utf8::clip_chars(&atlas_runtime::utf8::printable(&s.0), 300));
@@ -108,11 +126,18 @@ impl Args {
             failed.len(),
             file.display()
         );
+        if waiting > 0 {
+            eprintln!("atlas: {waiting} of them answer by keyword and symbols only, without vectors yet");
+        }
         if self.json {
             let v = serde_json::json!({
                 "project": project,
                 "libraries": set.libraries,
+                "searchable_s": keyword_s,
+                "embedded_s": (waiting == 0).then_some(embedded_s),
+                "without_vectors": waiting,
                 "failed": failed,
+                "not_embedded": unembedded,
                 "skipped": skipped.iter().map(|s| &s.0).collect::<Vec<_>>(),
             });
             super::print(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
@@ -127,6 +152,12 @@ impl Args {
                 "{} of {} packages did not install (each said why above); the others serve",
                 failed.len(),
                 locked.len()
+            );
+        }
+        if !unembedded.is_empty() {
+            anyhow::bail!(
+                "{} packages were not embedded (each said why above); they answer by keyword and symbols",
+                unembedded.len()
             );
         }
         Ok(())

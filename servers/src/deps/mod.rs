@@ -38,18 +38,76 @@ pub enum Done {
     Failed(String),
 }
 
+/// The two passes over a set of packages: each is searchable by keyword and symbols
+/// after the first, and embedded after the second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// Built without vectors and installed: keyword and symbol search at once.
+    Keyword,
+    /// The installed keyword-first copy completed in place with its vectors (every
+    /// other stage's work reused from the package's cache); servers pick it up.
+    Vectors,
+}
+
+/// Whether the installed copy of a library still waits for its vectors.
+pub fn needs_vectors(home: &Home, spec: &PackageSpec) -> bool {
+    home.resolve_version(&spec.bundle_name(), &spec.version)
+        .and_then(|d| atlas_runtime::manifest::read_manifest(&d).ok())
+        .is_some_and(|m| m.embedding_rows == 0 && m.chunk_count > 0)
+}
+
+/// The vectors pass over the packages the keyword pass left installed: each
+/// package's outcome (None: nothing to do). Skipped with one line saying what to run
+/// when the model is not provisioned here, or with `--keyword-only`.
+pub fn vectors(wanted: &[Wanted], keyword: &[Done], opts: &Options) -> Vec<Option<Done>> {
+    let home = Home::from_env();
+    let todo: Vec<usize> = (0..wanted.len())
+        .filter(|&i| !matches!(keyword[i], Done::Failed(_)) && needs_vectors(&home, &wanted[i].spec))
+        .collect();
+    let mut out: Vec<Option<Done>> = (0..wanted.len()).map(|_| None).collect();
+    if todo.is_empty() {
+        return out;
+    }
+    if opts.keyword_only {
+        eprintln!(
+            "atlas: {} libraries answer by keyword and symbols; run the same command without --keyword-only to embed them",
+            todo.len()
+        );
+        return out;
+    }
+    if atlas_runtime::model::provisions().iter().any(|p| p.default && !p.path.is_file()) {
+        eprintln!(
+            "atlas: {} libraries answer by keyword and symbols; run `atlas setup` (ONNX Runtime and the model), then this command again, to embed them",
+            todo.len()
+        );
+        return out;
+    }
+    eprintln!(
+        "atlas: {} libraries answer by keyword and symbols now; embedding them (servers pick them up as each finishes)",
+        todo.len()
+    );
+    let some: Vec<Wanted> = todo.iter().map(|&i| wanted[i].clone()).collect();
+    for (i, d) in todo.into_iter().zip(add(&some, Pass::Vectors, opts)) {
+        out[i] = Some(d);
+    }
+    out
+}
+
 /// How packages are built.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Stop after the keyword pass.
+    pub keyword_only: bool,
     pub offline: bool,
     /// Packages built at once.
     pub jobs: usize,
     pub install: atlas_dist::install::Options,
 }
 
-/// Builds and installs each of `wanted` (those not installed yet), `jobs` at once,
-/// with a progress line per package on a terminal; the outcome of each, in order.
-pub fn add(wanted: &[Wanted], opts: &Options) -> Vec<Done> {
+/// One pass over `wanted`, `jobs` at once, with a progress line per package on a
+/// terminal; the outcome of each, in order. [`Pass::Keyword`] builds and installs
+/// those not installed yet; [`Pass::Vectors`] embeds those installed without vectors.
+pub fn add(wanted: &[Wanted], pass: Pass, opts: &Options) -> Vec<Done> {
     let home = Home::from_env();
     let shown = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("ATLAS_NO_PROGRESS").is_none();
     let bars = indicatif::MultiProgress::with_draw_target(match shown {
@@ -75,11 +133,15 @@ pub fn add(wanted: &[Wanted], opts: &Options) -> Vec<Done> {
                             .expect("a fixed template"),
                     );
                     bar.enable_steady_tick(Duration::from_millis(200));
-                    let outcome = one(&home, w, opts, &bar);
-                    let line = match &outcome {
-                        Done::Installed(t) => format!("installed in {:.1}s", t.as_secs_f64()),
-                        Done::AlreadyInstalled => "already installed".to_owned(),
-                        Done::Failed(why) => format!("failed: {why}"),
+                    let outcome = one(&home, w, pass, opts, &bar);
+                    let line = match (&outcome, pass) {
+                        (Done::Installed(t), Pass::Keyword) => {
+                            format!("searchable by keyword and symbols in {:.1}s", t.as_secs_f64())
+                        }
+                        (Done::Installed(t), Pass::Vectors) => format!("embedded in {:.1}s", t.as_secs_f64()),
+                        (Done::AlreadyInstalled, Pass::Keyword) => "already installed".to_owned(),
+                        (Done::AlreadyInstalled, Pass::Vectors) => "already embedded".to_owned(),
+                        (Done::Failed(why), _) => format!("failed: {why}"),
                     };
                     bar.finish_and_clear();
                     let line = format!("atlas: {}: {line}", w.spec);
@@ -99,13 +161,18 @@ pub fn add(wanted: &[Wanted], opts: &Options) -> Vec<Done> {
         .collect()
 }
 
-fn one(home: &Home, w: &Wanted, opts: &Options, bar: &indicatif::ProgressBar) -> Done {
+fn one(home: &Home, w: &Wanted, pass: Pass, opts: &Options, bar: &indicatif::ProgressBar) -> Done {
     let (name, version) = (w.spec.bundle_name(), w.spec.version.clone());
-    if home.record(&name, &version).is_some() && home.resolve_version(&name, &version).is_some() {
+    let installed = home.record(&name, &version).is_some() && home.resolve_version(&name, &version).is_some();
+    let done = match pass {
+        Pass::Keyword => installed,
+        Pass::Vectors => !installed || !needs_vectors(home, &w.spec),
+    };
+    if done {
         return Done::AlreadyInstalled;
     }
     let t = Instant::now();
-    match build(home, w, opts, bar).and_then(|archive| install(home, &archive, opts)) {
+    match build(home, w, pass, opts, bar).and_then(|archive| install(home, &archive, opts)) {
         Ok(()) => Done::Installed(t.elapsed()),
         Err(e) => Done::Failed(atlas_runtime::utf8::printable(&format!("{e:#}"))),
     }
@@ -117,10 +184,10 @@ pub fn package_dir(home: &Home, spec: &PackageSpec) -> PathBuf {
     home.atlas_home().join("packages").join(spec.bundle_name())
 }
 
-/// The pipeline config of one package version.
+/// The pipeline config of one package version, for one pass.
 /// The registry settings (cargo's, npm's, pip's and uv's) are those of `settings`, the
 /// folder the user ran `atlas` in.
-pub fn pipeline_yaml(w: &Wanted, settings: &Path) -> String {
+pub fn pipeline_yaml(w: &Wanted, pass: Pass, settings: &Path) -> String {
     let s = &w.spec;
     let q = |v: &str| serde_json::to_string(v).expect("a string");
     let mut y = format!(
@@ -136,8 +203,12 @@ pub fn pipeline_yaml(w: &Wanted, settings: &Path) -> String {
             y.push_str(&format!("      - {}\n", q(c)));
         }
     }
+    y.push_str("stages:\n");
+    if pass == Pass::Keyword {
+        y.push_str("  embed:\n    enabled: false\n");
+    }
     y.push_str(&format!(
-        "stages:\n  pack:\n    version: {}\n    description: {}\n",
+        "  pack:\n    version: {}\n    description: {}\n",
         q(&s.version),
         q(&format!("{} {} {}, from its published package", s.ecosystem.as_str(), s.name, s.version))
     ));
@@ -162,13 +233,13 @@ fn pipeline_bin() -> anyhow::Result<PathBuf> {
 }
 
 /// Runs the pipeline for `w`; the archive it wrote.
-fn build(home: &Home, w: &Wanted, opts: &Options, bar: &indicatif::ProgressBar) -> anyhow::Result<PathBuf> {
+fn build(home: &Home, w: &Wanted, pass: Pass, opts: &Options, bar: &indicatif::ProgressBar) -> anyhow::Result<PathBuf> {
     let dir = package_dir(home, &w.spec);
     let work = dir.join("builds").join(&w.spec.version);
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let config = work.join("pipeline.yaml");
     let here = std::env::current_dir().context("the current folder")?;
-    std::fs::write(&config, pipeline_yaml(w, &here)).with_context(|| format!("writing {}", config.display()))?;
+    std::fs::write(&config, pipeline_yaml(w, pass, &here)).with_context(|| format!("writing {}", config.display()))?;
     let out = work.join("out");
     let mut cmd = Command::new(pipeline_bin()?);
     cmd.arg("--config")
@@ -227,7 +298,9 @@ mod tests {
     #[test]
     fn a_packages_pipeline_config_names_it_pins_it_and_quotes_everything() {
         let w = Wanted { spec: "npm:@corp/strings@2.1.0".parse().unwrap(), checksums: vec!["sha512-x\"y".into()] };
-        let y = pipeline_yaml(&w, Path::new("/p"));
+        let y = pipeline_yaml(&w, Pass::Keyword, Path::new("/p"));
+        assert!(y.contains("  embed:\n    enabled: false\n"), "{y}");
+        assert!(!pipeline_yaml(&w, Pass::Vectors, Path::new("/p")).contains("embed:"));
         assert!(y.contains("name: \"npm+corp+strings\"") && y.contains("\"corp-strings\":"), "{y}");
         assert!(y.contains("spec: \"npm:@corp/strings@2.1.0\"") && y.contains("version: \"2.1.0\""), "{y}");
         assert!(y.contains("- \"sha512-x\\\"y\"") && y.contains("settings_dir: \"/p\""), "{y}");
