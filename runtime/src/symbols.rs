@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray, UInt32Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
@@ -46,6 +46,9 @@ pub struct Definition {
     pub signature: Option<String>,
     /// The doc comment or docstring, first paragraph, at most [`MAX_DOC_CHARS`].
     pub doc: Option<String>,
+    /// Whether the package exports it (its public API, as the chunker reads it); None
+    /// where the file does not say, and in bundles built before it was recorded.
+    pub exported: Option<bool>,
 }
 
 /// The most characters of a doc comment kept.
@@ -56,6 +59,30 @@ impl Definition {
     pub fn short(&self) -> &str {
         short_name(&self.name)
     }
+
+    /// How a definition ranks among others of the same name, smallest first: code
+    /// before tests, the public API before private items, types before functions
+    /// before variables.
+    pub fn preference(&self) -> (bool, bool, u8) {
+        let kind = match self.kind.as_str() {
+            "struct" | "class" | "enum" | "trait" | "interface" | "union" | "type" => 0,
+            "function" | "method" | "macro" | "const" | "static" => 1,
+            _ => 2,
+        };
+        (is_test_path(&self.path), self.exported == Some(false), kind)
+    }
+}
+
+/// A file of tests: its definitions rank after the code's.
+pub fn is_test_path(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    path.contains("/tests/")
+        || path.contains("/test/")
+        || file.starts_with("test_")
+        || file.ends_with("_test.rs")
+        || file.ends_with("_test.py")
+        || file.ends_with("_test.go")
+        || file == "tests.rs"
 }
 
 /// The last segment of a qualified name, without a macro's `!`.
@@ -193,6 +220,7 @@ fn schema_defs() -> SchemaRef {
         utf8("chunk_id", false),
         utf8("signature", true),
         utf8("doc", true),
+        Field::new("exported", DataType::Boolean, true),
     ];
     Arc::new(Schema::new_with_metadata(fields, metadata()))
 }
@@ -250,6 +278,7 @@ pub fn definitions_to_parquet(defs: &[Definition]) -> Result<Vec<u8>> {
         strings(defs, |d| &d.chunk_id),
         optional(defs, |d| d.signature.as_deref()),
         optional(defs, |d| d.doc.as_deref()),
+        Arc::new(defs.iter().map(|d| d.exported).collect::<BooleanArray>()),
     ];
     write(schema_defs(), columns)
 }
@@ -292,6 +321,11 @@ pub fn definitions_from_parquet(bytes: &[u8]) -> Result<Vec<Definition>> {
         let u = |name| column::<UInt32Array>(&b, name);
         let (name, kind, path, language, chunk) = (s("name")?, s("kind")?, s("path")?, s("language")?, s("chunk_id")?);
         let (start, end, sig, doc) = (u("start_line")?, u("end_line")?, s("signature")?, s("doc")?);
+        // Added later: a bundle built before has none.
+        let exported = match b.column_by_name("exported") {
+            Some(_) => Some(column::<BooleanArray>(&b, "exported")?),
+            None => None,
+        };
         for i in 0..b.num_rows() {
             out.push(Definition {
                 name: name.value(i).to_owned(),
@@ -303,6 +337,7 @@ pub fn definitions_from_parquet(bytes: &[u8]) -> Result<Vec<Definition>> {
                 chunk_id: chunk.value(i).to_owned(),
                 signature: opt(sig, i),
                 doc: opt(doc, i),
+                exported: exported.and_then(|e| (!e.is_null(i)).then(|| e.value(i))),
             });
         }
     }
@@ -344,6 +379,7 @@ mod tests {
             chunk_id: "c".into(),
             signature: None,
             doc: None,
+            exported: None,
         }
     }
 
@@ -375,8 +411,10 @@ mod tests {
     fn tables_round_trip_through_parquet() {
         let mut d = def("A::b", "r/a.rs");
         d.doc = Some("Does b.".into());
-        let bytes = definitions_to_parquet(std::slice::from_ref(&d)).unwrap();
-        assert_eq!(definitions_from_parquet(&bytes).unwrap(), [d]);
+        let mut e = def("A::c", "r/a.rs");
+        e.exported = Some(false);
+        let bytes = definitions_to_parquet(&[d.clone(), e.clone()]).unwrap();
+        assert_eq!(definitions_from_parquet(&bytes).unwrap(), [d, e]);
         let r = Reference { name: "b".into(), path: "r/c.rs".into(), line: 7, chunk_id: "x".into(), enclosing: None };
         let bytes = references_to_parquet(std::slice::from_ref(&r)).unwrap();
         assert_eq!(references_from_parquet(&bytes).unwrap(), [r]);

@@ -38,6 +38,9 @@ pub struct SymbolOut {
     pub signature: Option<String>,
     /// Its doc comment or docstring (first paragraph).
     pub doc: Option<String>,
+    /// Whether the package exports it (its public API); absent where the code does not say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exported: Option<bool>,
     /// Where a reader checks it: the file (at its commit, for a repository) with the lines.
     pub citation: String,
     /// The file as a resource (`atlas://{library}/{path}`).
@@ -85,18 +88,19 @@ pub struct OutlineSymbol {
 }
 
 /// How a definition ranks among several: the name as asked before a name that only
-/// ends like it, types and functions before variables, code before tests.
-fn rank(d: &Definition, asked: &[&str]) -> (bool, u8, bool, usize) {
-    let exact = segments(&d.name) == asked;
-    let kind = match d.kind.as_str() {
-        "struct" | "class" | "enum" | "trait" | "interface" | "union" | "type" => 0,
-        "function" | "method" | "macro" | "const" | "static" => 1,
-        _ => 2,
-    };
-    let test = d.path.contains("/tests/")
-        || d.path.contains("/test/")
-        || d.path.rsplit('/').next().is_some_and(|f| f.starts_with("test_"));
-    (!exact, kind, test, d.name.len())
+/// ends like it, then [`Definition::preference`] (code before tests, the public API
+/// before private items, types and functions before variables).
+fn rank(d: &Definition, asked: &[&str]) -> (bool, (bool, bool, u8), usize) {
+    (segments(&d.name) != asked, d.preference(), d.name.len())
+}
+
+/// A definition's kind as a reply says it: `private function` for one the package
+/// does not export.
+pub fn kind_said(d: &SymbolOut) -> String {
+    match d.exported {
+        Some(false) => format!("private {}", d.kind),
+        _ => d.kind.clone(),
+    }
 }
 
 /// A definition as a reply gives it.
@@ -115,6 +119,7 @@ pub fn symbol_out(b: &Bundle, i: u32) -> SymbolOut {
         end_line: d.end_line,
         signature: d.signature.clone(),
         doc: d.doc.clone(),
+        exported: d.exported,
         citation: hit.citation(),
         uri: crate::resources::uri(&b.library(), &d.path),
         chunk_id: d.chunk_id.clone(),
@@ -223,11 +228,12 @@ mod tests {
             chunk_id: "c".into(),
             signature: None,
             doc: None,
+            exported: None,
         }
     }
 
     #[test]
-    fn the_name_as_asked_ranks_first_then_types_then_code_before_tests() {
+    fn the_name_as_asked_ranks_first_then_code_before_tests_then_public_then_types() {
         let asked = segments("Key::new");
         let exact = def("Key::new", "method", "r/src/key.rs");
         let other = def("Other::Key::new", "method", "r/src/other.rs");
@@ -238,5 +244,10 @@ mod tests {
         let test = def("Key", "struct", "r/tests/key.rs");
         assert!(rank(&ty, &asked) < rank(&var, &asked));
         assert!(rank(&ty, &asked) < rank(&test, &asked));
+        // The public API before a private item of the same name, whatever its kind.
+        let private = Definition { exported: Some(false), ..def("Key", "struct", "r/src/b.rs") };
+        let public_fn = Definition { exported: Some(true), ..def("Key", "function", "r/src/c.rs") };
+        assert!(rank(&public_fn, &asked) < rank(&private, &asked));
+        assert!(rank(&ty, &asked) < rank(&private, &asked), "unknown counts as public");
     }
 }

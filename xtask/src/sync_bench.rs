@@ -27,10 +27,13 @@ pub fn run() -> anyhow::Result<()> {
     let (wall, v) = sync(release, &home, &project_root())?;
     let libs = v["libraries"].as_array().map_or(0, Vec::len);
     let failed = v["failed"].as_array().cloned().unwrap_or_default();
-    let (chunks, vectors) = counts(&home);
+    let (chunks, vectors, tokens) = counts(&home);
+    let searchable = v["searchable_s"].as_f64().unwrap_or(f64::NAN);
+    let embedded = v["embedded_s"].as_f64().map_or_else(|| "not all".to_owned(), |s| format!("{s:.1}s"));
     say(&format!(
-        "  {libs} libraries searchable (keyword, symbols and vectors) in {wall:.1}s; {} failed; {chunks} chunks, \
-         {vectors} vectors (windows of ≤256 tokens); disk: bundles {} MiB, package caches {} MiB",
+        "  {libs} libraries searchable by keyword and symbols in {searchable:.1}s, embedded in {embedded} \
+         ({wall:.1}s in all); {} failed; {chunks} chunks, {vectors} vectors (windows of ≤256 tokens), {tokens} \
+         tokens embedded; disk: bundles {} MiB, package caches {} MiB",
         failed.len(),
         size(&home.join("bundles")) >> 20,
         size(&home.join("packages")) >> 20,
@@ -70,12 +73,14 @@ fn bump(release: Profile, work: &Path, home: &Path) -> anyhow::Result<()> {
     lock(&old)?;
     let (cold, _) = sync(release, home, &project)?;
     lock(&new)?;
-    let (bump, _) = sync(release, home, &project)?;
+    let (bump, v) = sync(release, home, &project)?;
     let (items, reused) = embed_reuse(home, &name)?;
     say(&format!(
-        "  bump: crate {name} {} → {}: cold {cold:.1}s, the bump {bump:.1}s to searchable; the embed stage reused \
-         {reused} of {items} chunks",
-        old.0, new.0
+        "  bump: crate {name} {} → {}: cold {cold:.1}s, the bump {:.1}s to searchable by keyword and symbols, \
+         {bump:.1}s to embedded; the embed stage reused {reused} of {items} chunks",
+        old.0,
+        new.0,
+        v["searchable_s"].as_f64().unwrap_or(f64::NAN)
     ));
     Ok(())
 }
@@ -203,16 +208,19 @@ fn sync(release: Profile, home: &Path, project: &Path) -> anyhow::Result<(f64, s
     Ok((wall, v))
 }
 
-/// Chunks and vectors of every installed bundle.
-fn counts(home: &Path) -> (u64, u64) {
-    let (mut chunks, mut vectors) = (0, 0);
+/// Chunks, vectors and tokens embedded of every installed bundle.
+fn counts(home: &Path) -> (u64, u64, u64) {
+    let (mut chunks, mut vectors, mut tokens) = (0, 0, 0);
+    let read = |p: PathBuf| -> serde_json::Value {
+        std::fs::read(p).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    };
     for e in std::fs::read_dir(home.join("bundles")).into_iter().flatten().flatten() {
-        let Ok(m) = std::fs::read(e.path().join("current/manifest.json")) else { continue };
-        let m: serde_json::Value = serde_json::from_slice(&m).unwrap_or_default();
+        let m = read(e.path().join("current/manifest.json"));
         chunks += m["chunk_count"].as_u64().unwrap_or(0);
         vectors += m["embedding_rows"].as_u64().unwrap_or(0);
+        tokens += read(e.path().join("current/embeddings.json"))["tokens"].as_u64().unwrap_or(0);
     }
-    (chunks, vectors)
+    (chunks, vectors, tokens)
 }
 
 /// The newest run's embed stage of crate `name`: chunks, and chunks reused.

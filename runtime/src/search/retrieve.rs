@@ -372,12 +372,7 @@ impl Bundle {
         }
         let rank = |i: u32| {
             let d = &self.symbols.defs[i as usize];
-            let kind = match d.kind.as_str() {
-                "struct" | "class" | "enum" | "trait" | "interface" | "union" | "type" => 0,
-                "function" | "method" | "macro" | "const" | "static" => 1,
-                _ => 2,
-            };
-            (is_test_path(&d.path), kind, d.name.len(), d.path.clone(), d.start_line)
+            (d.preference(), d.name.len(), d.path.clone(), d.start_line)
         };
         found.sort_by_key(|&i| rank(i));
         let mut out: Vec<(usize, u32)> = Vec::new();
@@ -389,18 +384,6 @@ impl Bundle {
         }
         out
     }
-}
-
-/// A file of tests: its definitions rank after the code's.
-fn is_test_path(path: &str) -> bool {
-    let file = path.rsplit('/').next().unwrap_or(path);
-    path.contains("/tests/")
-        || path.contains("/test/")
-        || file.starts_with("test_")
-        || file.ends_with("_test.rs")
-        || file.ends_with("_test.py")
-        || file.ends_with("_test.go")
-        || file == "tests.rs"
 }
 
 fn tantivy_err(e: tantivy::TantivyError) -> Error {

@@ -16,6 +16,7 @@ fn samples() -> Vec<Vec<u8>> {
         chunk_id: "c".repeat(32),
         signature: Some("pub fn delay_ms(&self, n: u32) -> u64".into()),
         doc: Some("Delay before attempt n.".into()),
+        exported: Some(true),
     };
     let r = Reference {
         name: "delay_ms".into(),

@@ -138,7 +138,8 @@ fn code_lookup(
             let mut s = String::new();
             for d in &found {
                 let (name, path) = (crate::output::inert(&d.name), crate::output::inert(&d.path));
-                s.push_str(&format!("{} {name}  {path}:{}-{}\n    {}\n", d.kind, d.start_line, d.end_line, d.citation));
+                let kind = crate::code::kind_said(d);
+                s.push_str(&format!("{kind} {name}  {path}:{}-{}\n    {}\n", d.start_line, d.end_line, d.citation));
                 if let Some(sig) = &d.signature {
                     s.push_str(&format!("    │ {}\n", crate::output::printable(sig)));
                 }

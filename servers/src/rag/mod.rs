@@ -503,7 +503,7 @@ impl RagServer {
             let mut t = format!(
                 "{}. {} {} ({}) {}:{}-{}\n   citation: {}\n   chunk_id: {}\n",
                 n + 1,
-                inert(&d.kind),
+                inert(&code::kind_said(&d)),
                 inert(&d.name),
                 inert(&d.library),
                 inert(&d.path),

@@ -65,6 +65,8 @@ pub struct CodeDef {
     pub end_line: u32,
     pub signature: Option<String>,
     pub doc: Option<String>,
+    /// Whether the package exports it ([`exported`]); None where the file does not say.
+    pub exported: Option<bool>,
 }
 
 /// The most identifier uses recorded per file (a hostile file can hold millions).
@@ -275,6 +277,19 @@ struct Ctx<'a> {
     out: CodeChunks,
     /// How many containers [`scope`] is inside.
     depth: usize,
+    /// What says what the file exports ([`exported`]).
+    exports: Exports,
+}
+
+/// What a file says of what it exports, beyond each item's own marking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exports {
+    /// Each item says (Rust `pub`, Go's capital, Java `public`, an ES module's `export`).
+    ByItem,
+    /// A Python module whose own name starts with `_`: nothing in it is public.
+    None,
+    /// A JS/TS file without `export` statements (a CommonJS module, a script): unknown.
+    Unknown,
 }
 
 /// Containers nested deeper than this (a hostile file can nest thousands) are chunked
@@ -287,11 +302,22 @@ pub fn chunk_code(src: &str, language: &str, path: &str, params: &ChunkParams) -
     let mut parser = Parser::new();
     parser.set_language(&grammar(language, path)?).ok()?;
     let tree = parser.parse(src, None)?;
-    let mut cx = Ctx { lang, src, lines: src.lines().collect(), p: params, out: CodeChunks::default(), depth: 0 };
+    let root = tree.root_node();
+    let exports = match lang {
+        Lang::Python if private_module(path) => Exports::None,
+        Lang::Js
+            if !(0..root.named_child_count())
+                .any(|i| root.named_child(i).is_some_and(|c| c.kind() == "export_statement")) =>
+        {
+            Exports::Unknown
+        }
+        _ => Exports::ByItem,
+    };
+    let mut cx =
+        Ctx { lang, src, lines: src.lines().collect(), p: params, out: CodeChunks::default(), depth: 0, exports };
     if cx.lines.is_empty() {
         return Some(cx.out);
     }
-    let root = tree.root_node();
     let mut children: Vec<Node<'_>> = (0..root.child_count()).filter_map(|i| root.child(i)).collect();
     drop_license(&mut cx, &mut children);
     let units = units(&cx, &children, false);
@@ -721,7 +747,69 @@ fn record_def(cx: &mut Ctx<'_>, name: &str, kind: &str, attached_from: usize, no
         end_line: end_row(node) as u32 + 1,
         signature: (!sig.is_empty()).then(|| sig.to_owned()),
         doc,
+        exported: exported(cx, name, attached_from, node),
     });
+}
+
+/// A Python module that is private by its name (`_impl.py`, `_internal/x.py`), dunder
+/// files (`__init__.py`) aside.
+fn private_module(path: &str) -> bool {
+    path.split('/').any(|c| c.starts_with('_') && !(c.starts_with("__") && c.trim_end_matches(".py").ends_with("__")))
+}
+
+/// Whether the package exports the item `node` defines as `name`: Rust's `pub` (not
+/// `pub(crate)`; trait items as their trait, trait impls' items always, macros by
+/// `#[macro_export]`), Python names without a leading `_` (dunders are public) in
+/// modules without one, an ES module's `export` (its classes' members unless
+/// `private`, `protected` or `#`), Go's capital, Java's `public` (interface members
+/// always). It reads the item as declared: a `pub` item of a private module counts.
+fn exported(cx: &Ctx<'_>, name: &str, attached_from: usize, node: Node<'_>) -> Option<bool> {
+    if cx.exports == Exports::None {
+        return Some(false);
+    }
+    let short = atlas_runtime::symbols::short_name(name);
+    let modifier = |n: Node<'_>, kind: &str| {
+        (0..n.child_count()).filter_map(|i| n.child(i)).find(|c| c.kind() == kind).map(|c| text(c, cx.src))
+    };
+    // The item itself first (an `export_statement` can be the node recorded).
+    let ancestors = || std::iter::successors(Some(node), |p| p.parent()).take(4 * MAX_SCOPE_DEPTH);
+    match cx.lang {
+        Lang::Rust => {
+            if node.kind() == "macro_definition" {
+                let attrs = cx.lines.get(attached_from..item_row(cx, node)).unwrap_or_default();
+                return Some(attrs.iter().any(|l| l.contains("macro_export")));
+            }
+            if let Some(v) = modifier(node, "visibility_modifier") {
+                return Some(v == "pub");
+            }
+            // No modifier: a trait's items are as public as the trait, a trait impl's
+            // items as the trait they implement.
+            let container = ancestors().find(|a| matches!(a.kind(), "trait_item" | "impl_item"));
+            Some(match container {
+                Some(t) if t.kind() == "trait_item" => modifier(t, "visibility_modifier") == Some("pub"),
+                Some(i) => i.child_by_field_name("trait").is_some(),
+                None => false,
+            })
+        }
+        Lang::Python => Some(
+            atlas_runtime::symbols::segments(name)
+                .iter()
+                .all(|s| !s.starts_with('_') || (s.starts_with("__") && s.ends_with("__") && s.len() > 4)),
+        ),
+        Lang::Js => {
+            if cx.exports == Exports::Unknown {
+                return None;
+            }
+            let hidden =
+                short.starts_with('#') || modifier(node, "accessibility_modifier").is_some_and(|m| m != "public");
+            Some(!hidden && ancestors().any(|a| a.kind() == "export_statement"))
+        }
+        Lang::Go => Some(short.starts_with(|c: char| c.is_uppercase())),
+        Lang::Java => {
+            let public = modifier(node, "modifiers").is_some_and(|m| m.split_whitespace().any(|w| w == "public"));
+            Some(public || ancestors().nth(2).is_some_and(|a| a.kind() == "interface_declaration"))
+        }
+    }
 }
 
 /// The row of the item's own first line: past decorators, attributes and doc

@@ -165,10 +165,11 @@ pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkPara
 
 impl Stage for Chunk {
     const NAME: &'static str = "chunk";
+    /// 5: definitions say whether the package exports them.
     /// 4: the symbol table (definitions and references) beside the chunks.
     /// 3: containers nested past MAX_SCOPE_DEPTH are chunked as lines.
     /// 2: per-document items carry licence counts; code chunks.
-    const VERSION: u32 = 4;
+    const VERSION: u32 = 5;
     const DEPS: &'static [&'static str] = &["clean-gitbook"];
     type Params = ChunkParams;
     type Prepared = ();

@@ -79,6 +79,7 @@ pub fn table(docs: &[DocSymbols<'_>]) -> (Vec<Definition>, Vec<Reference>) {
                 chunk_id: c.chunk_id.clone(),
                 signature: def.signature.clone(),
                 doc: def.doc.clone(),
+                exported: def.exported,
             });
         }
     }
@@ -112,7 +113,15 @@ mod tests {
     use super::*;
 
     fn def(name: &str, start_line: u32, end_line: u32) -> CodeDef {
-        CodeDef { name: name.into(), kind: "function".into(), start_line, end_line, signature: None, doc: None }
+        CodeDef {
+            name: name.into(),
+            kind: "function".into(),
+            start_line,
+            end_line,
+            signature: None,
+            doc: None,
+            exported: None,
+        }
     }
 
     #[test]

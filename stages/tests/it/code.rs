@@ -552,21 +552,94 @@ fn dump_dict_is_qualified_by_its_class_everywhere_in_concrete_ml() {
     }
 }
 
-/// The definitions a file holds, one line each: `start-end kind name | doc`.
+/// The definitions a file holds, one line each: `start-end kind name (+ exported,
+/// - not, nothing: unknown) | doc`.
 fn render_defs(out: &CodeChunks) -> String {
     out.defs
         .iter()
         .map(|d| {
             format!(
-                "{}-{} {} {}{}\n",
+                "{}-{} {} {}{}{}\n",
                 d.start_line,
                 d.end_line,
                 d.kind,
                 d.name,
+                match d.exported {
+                    Some(true) => " +",
+                    Some(false) => " -",
+                    None => "",
+                },
                 d.doc.as_ref().map_or(String::new(), |x| format!(" | {x}"))
             )
         })
         .collect()
+}
+
+#[test]
+fn the_public_api_is_marked_as_each_language_declares_it() {
+    let rust = r#"pub trait Shape { fn area(&self) -> f64; }
+trait Hidden { fn secret(&self); }
+pub(crate) fn internal() {}
+pub struct Square;
+impl Shape for Square { fn area(&self) -> f64 { 1.0 } }
+impl Square { pub fn new() -> Self { Square } fn helper(&self) {} }
+#[macro_export]
+macro_rules! public_macro { () => {}; }
+macro_rules! local_macro { () => {}; }
+"#;
+    expect![[r#"
+        1-1 trait Shape +
+        1-1 method Shape::area +
+        2-2 trait Hidden -
+        2-2 method Hidden::secret -
+        3-3 function internal -
+        4-4 struct Square +
+        5-5 method Square::area +
+        6-6 method Square::helper -
+        6-6 method Square::new +
+        8-8 macro public_macro! +
+        9-9 macro local_macro! -
+    "#]].assert_eq(&render_defs(&chunks("r/src/lib.rs", rust, &ChunkParams::default())));
+    let python = "class Model:\n    def fit(self): pass\n    def _prep(self): pass\n    def __init__(self): pass\ndef _helper(): pass\n";
+    expect![[r#"
+        1-4 class Model +
+        2-2 method Model.fit +
+        3-3 method Model._prep -
+        4-4 method Model.__init__ +
+        5-5 function _helper -
+    "#]].assert_eq(&render_defs(&chunks("p/pkg/model.py", python, &ChunkParams::default())));
+    expect![[r#"
+        1-4 class Model -
+        2-2 method Model.fit -
+        3-3 method Model._prep -
+        4-4 method Model.__init__ -
+        5-5 function _helper -
+    "#]].assert_eq(&render_defs(&chunks("p/pkg/_impl.py", python, &ChunkParams::default())));
+    let ts = "export class Client {\n  send(): void {}\n  private retry(): void {}\n}\nfunction local(): void {}\nexport function connect(): void {}\n";
+    expect![[r#"
+        1-4 class Client +
+        2-2 method Client.send +
+        3-3 method Client.retry -
+        5-5 function local -
+        6-6 function connect +
+    "#]].assert_eq(&render_defs(&chunks("n/src/client.ts", ts, &ChunkParams::default())));
+    let commonjs = "function parse(s) { return s; }\nmodule.exports = { parse };\n";
+    expect![[r#"
+        1-1 function parse
+    "#]].assert_eq(&render_defs(&chunks("n/index.js", commonjs, &ChunkParams::default())));
+    let go = "package x\n\nfunc Open() {}\nfunc close() {}\n";
+    expect![[r#"
+        3-3 function Open +
+        4-4 function close -
+    "#]].assert_eq(&render_defs(&chunks("g/x.go", go, &ChunkParams::default())));
+    let java = "public class Api {\n  public void run() {}\n  void hidden() {}\n}\ninterface Cb { void call(); }\n";
+    expect![[r#"
+        1-4 class Api +
+        2-2 method Api.run +
+        3-3 method Api.hidden -
+        5-5 interface Cb -
+        5-5 method Cb.call +
+    "#]].assert_eq(&render_defs(&chunks("j/Api.java", java, &ChunkParams::default())));
 }
 
 #[test]
@@ -604,15 +677,15 @@ fn uses() {
 "#;
     let out = chunks("r/src/lib.rs", rust, &ChunkParams::default());
     expect![[r#"
-        4-4 const EXACT_MAX_ROWS | The most rows a scan reads.
-        5-5 static COUNTER
-        9-11 struct KeyBuilder | Builds keys.
-        15-17 method KeyBuilder::new | A new builder.
-        18-18 const KeyBuilder::LIMIT
-        21-21 macro twice!
-        23-25 mod inner
-        24-24 function inner::helper
-        27-30 function uses
+        4-4 const EXACT_MAX_ROWS + | The most rows a scan reads.
+        5-5 static COUNTER -
+        9-11 struct KeyBuilder + | Builds keys.
+        15-17 method KeyBuilder::new + | A new builder.
+        18-18 const KeyBuilder::LIMIT -
+        21-21 macro twice! -
+        23-25 mod inner -
+        24-24 function inner::helper +
+        27-30 function uses -
     "#]]
     .assert_eq(&render_defs(&out));
     // Uses, not definitions: `KeyBuilder` and `new` on line 28, `helper` on 29.
@@ -638,11 +711,11 @@ def helper(x):
 "#;
     let out = chunks("p/src/m.py", python, &ChunkParams::default());
     expect![[r#"
-        1-1 variable DEFAULT_BITS
-        3-11 class Model | A model.
-        7-7 variable Model.SCALE
-        9-11 method Model.fit | Fit it.
-        13-14 function helper
+        1-1 variable DEFAULT_BITS +
+        3-11 class Model + | A model.
+        7-7 variable Model.SCALE +
+        9-11 method Model.fit + | Fit it.
+        13-14 function helper +
     "#]]
     .assert_eq(&render_defs(&out));
     assert!(out.refs.contains(&("helper".to_owned(), 11)));
