@@ -13,7 +13,8 @@ use crate::deps::{Done, Pass, Wanted, lockfiles};
 #[derive(Debug, clap::Args)]
 pub(super) struct Args {
     /// The project (default: this folder): its Cargo.lock (with Cargo.toml),
-    /// package-lock.json, uv.lock or requirements.txt.
+    /// package-lock.json, pnpm-lock.yaml, uv.lock, poetry.lock (with pyproject.toml) or
+    /// requirements.txt.
     #[arg(default_value = ".")]
     dir: PathBuf,
     /// Every locked package, not only the direct dependencies.

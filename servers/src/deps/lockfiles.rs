@@ -1,9 +1,10 @@
 //! A project's lockfiles, read for the exact versions they pin: `Cargo.lock` (with the
 //! workspace's `Cargo.toml`s for its direct dependencies), `package-lock.json`,
-//! `uv.lock` and a fully pinned `requirements.txt`.
+//! `pnpm-lock.yaml`, `uv.lock`, `poetry.lock` (with `pyproject.toml` for its direct
+//! dependencies) and a fully pinned `requirements.txt`.
 //!
 //! Every file is untrusted input: read up to a cap, parsed by a real parser (TOML,
-//! JSON), each name and version checked by [`atlas_runtime::package`] before it goes
+//! JSON, YAML with its budgets), each name and version checked by [`atlas_runtime::package`] before it goes
 //! anywhere. A file that does not parse is an error naming the file and its line; an
 //! entry Atlas cannot install (a git or path dependency, an unpinned requirement) is
 //! a [`Skipped`] line, and the rest go on.
@@ -19,7 +20,8 @@ const MAX_LOCKFILE_BYTES: u64 = 64 << 20;
 const MAX_MEMBERS: usize = 2_000;
 
 /// The lockfiles read, in this order.
-pub const LOCKFILES: [&str; 4] = ["Cargo.lock", "package-lock.json", "uv.lock", "requirements.txt"];
+pub const LOCKFILES: [&str; 6] =
+    ["Cargo.lock", "package-lock.json", "pnpm-lock.yaml", "uv.lock", "poetry.lock", "requirements.txt"];
 
 /// One package version a lockfile pins, with the checksums it gives for its artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +72,9 @@ pub fn read(project: &Path, all: bool) -> Result<Read, Malformed> {
         let (l, s) = match name {
             "Cargo.lock" => cargo(project, &file, &text, all)?,
             "package-lock.json" => npm(&file, &text, all)?,
+            "pnpm-lock.yaml" => pnpm(&file, &text, all)?,
             "uv.lock" => uv(&file, &text, all)?,
+            "poetry.lock" => poetry(project, &file, &text, all)?,
             _ => requirements(&file, &text)?,
         };
         locked.extend(l);
@@ -308,6 +312,76 @@ fn npm(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Vec<Skipped>)
     Ok((locked, skipped))
 }
 
+// --- pnpm-lock.yaml -----------------------------------------------------------
+
+/// `pnpm-lock.yaml`, lockfile versions 6 and 9: the importers' (or, in a version 6
+/// single project, the top level's) dependencies are the direct ones, at the versions
+/// they resolved to (a peer suffix `(react@18.2.0)` aside); `packages` holds each
+/// version's integrity, keyed `name@version` (`/name@version` in version 6).
+fn pnpm(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Vec<Skipped>), Malformed> {
+    let v: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| malformed(file, one_line(&e)))?;
+    let bare = |version: &str| version.split('(').next().unwrap_or(version).trim().to_owned();
+    let packages = v.get("packages").and_then(|p| p.as_object()).cloned().unwrap_or_default();
+    // Every locked package: (name, version) → its entry.
+    let mut known: BTreeMap<(String, String), serde_json::Value> = BTreeMap::new();
+    for (key, entry) in &packages {
+        let key = key.trim_start_matches('/');
+        let Some(at) = key.get(1..).and_then(|k| k.find('@')).map(|i| i + 1) else { continue };
+        known.insert((key[..at].to_owned(), bare(&key[at + 1..])), entry.clone());
+    }
+    let mut wanted: BTreeSet<(String, String)> = BTreeSet::new();
+    if all {
+        wanted.extend(known.keys().cloned());
+    } else {
+        let importers = match v.get("importers").and_then(|i| i.as_object()) {
+            Some(i) => i.values().cloned().collect(),
+            None => vec![v.clone()],
+        };
+        for imp in &importers {
+            for kind in ["dependencies", "devDependencies", "optionalDependencies"] {
+                for (name, dep) in imp.get(kind).and_then(|d| d.as_object()).into_iter().flatten() {
+                    // Version 6 and 9: `{specifier, version}`; version 5: the version alone.
+                    let version = dep.get("version").and_then(|x| x.as_str()).or_else(|| dep.as_str()).unwrap_or("");
+                    wanted.insert((name.clone(), bare(version)));
+                }
+            }
+        }
+    }
+    let (mut locked, mut skipped) = (Vec::new(), Vec::new());
+    for (name, version) in wanted {
+        let entry = known.get(&(name.clone(), version.clone()));
+        let resolution = entry.and_then(|e| e.get("resolution"));
+        let integrity = resolution.and_then(|r| r.get("integrity")).and_then(|i| i.as_str());
+        if version.starts_with("link:") || version.starts_with("file:") || integrity.is_none() {
+            let from = resolution.and_then(|r| r.get("tarball").or_else(|| r.get("repo"))).and_then(|x| x.as_str());
+            skipped.push(Skipped(format!(
+                "pnpm-lock.yaml: {name}@{version} is not from a registry ({}); Atlas installs published packages",
+                from.unwrap_or("no integrity")
+            )));
+            continue;
+        }
+        match spec(Ecosystem::Npm, &name, &version) {
+            Ok(spec) => locked.push(Locked {
+                spec,
+                checksums: integrity
+                    .into_iter()
+                    .flat_map(str::split_whitespace)
+                    .filter(|i| i.starts_with("sha512-"))
+                    .map(str::to_owned)
+                    .collect(),
+                lockfile: "pnpm-lock.yaml".into(),
+            }),
+            Err(e) => skipped.push(Skipped(format!("pnpm-lock.yaml: {e}"))),
+        }
+    }
+    Ok((locked, skipped))
+}
+
+/// A parser's error on one line.
+fn one_line(e: &impl std::fmt::Display) -> String {
+    e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 // --- uv.lock ------------------------------------------------------------------
 
 #[derive(serde::Deserialize)]
@@ -368,6 +442,100 @@ fn uv(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Vec<Skipped>),
         }
     }
     Ok((locked, skipped))
+}
+
+// --- poetry.lock --------------------------------------------------------------
+
+#[derive(serde::Deserialize)]
+struct PoetryLock {
+    #[serde(default)]
+    package: Vec<PoetryLocked>,
+}
+
+#[derive(serde::Deserialize)]
+struct PoetryLocked {
+    name: String,
+    version: String,
+    #[serde(default)]
+    source: Option<toml::Table>,
+    #[serde(default)]
+    files: Vec<toml::Table>,
+}
+
+/// `poetry.lock`; the direct dependencies are those `pyproject.toml` names (Poetry's
+/// `[tool.poetry.dependencies]` and groups, or PEP 621's `[project]` ones).
+fn poetry(project: &Path, file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Vec<Skipped>), Malformed> {
+    let lock: PoetryLock = toml::from_str(text).map_err(|e| toml_error(file, &e))?;
+    let direct = match all {
+        true => None,
+        false => Some(pyproject_direct(project)?),
+    };
+    let (mut locked, mut skipped) = (Vec::new(), Vec::new());
+    for p in &lock.package {
+        if direct.as_ref().is_some_and(|d| !d.contains(&atlas_runtime::package::pep503(&p.name))) {
+            continue;
+        }
+        // A `legacy` source is another index (the user's pip/uv settings name it); git,
+        // directory, file and url sources are not published packages.
+        let kind = p.source.as_ref().and_then(|s| s.get("type")?.as_str()).unwrap_or("");
+        if !kind.is_empty() && kind != "legacy" {
+            skipped.push(Skipped(format!(
+                "poetry.lock: {}@{} comes from a {kind} source, not an index; Atlas installs published packages",
+                p.name, p.version
+            )));
+            continue;
+        }
+        match spec(Ecosystem::Pypi, &p.name, &p.version) {
+            Ok(spec) => locked.push(Locked {
+                spec,
+                checksums: p
+                    .files
+                    .iter()
+                    .filter_map(|f| f.get("hash")?.as_str())
+                    .filter(|h| h.starts_with("sha256:"))
+                    .map(str::to_owned)
+                    .collect(),
+                lockfile: "poetry.lock".into(),
+            }),
+            Err(e) => skipped.push(Skipped(format!("poetry.lock: {e}"))),
+        }
+    }
+    Ok((locked, skipped))
+}
+
+/// The names `pyproject.toml` depends on directly, in PEP 503 form.
+fn pyproject_direct(project: &Path) -> Result<BTreeSet<String>, Malformed> {
+    let file = project.join("pyproject.toml");
+    if !file.is_file() {
+        return Err(malformed(&file, "poetry.lock needs it beside it to tell the direct dependencies; pass --all"));
+    }
+    let t: toml::Table = toml::from_str(&read_capped(&file)?).map_err(|e| toml_error(&file, &e))?;
+    let mut out = BTreeSet::new();
+    let poetry = t.get("tool").and_then(|x| x.get("poetry"));
+    let mut tables: Vec<&toml::Table> = poetry.and_then(|p| p.get("dependencies")?.as_table()).into_iter().collect();
+    for g in poetry.and_then(|p| p.get("group")?.as_table()).into_iter().flat_map(|g| g.values()) {
+        tables.extend(g.get("dependencies").and_then(|d| d.as_table()));
+    }
+    tables.extend(poetry.and_then(|p| p.get("dev-dependencies")?.as_table()));
+    out.extend(
+        tables.iter().flat_map(|d| d.keys()).filter(|k| *k != "python").map(|k| atlas_runtime::package::pep503(k)),
+    );
+    // PEP 621: requirement strings, the name up to the first character that is not one.
+    let project_table = t.get("project");
+    let mut reqs: Vec<&toml::Value> =
+        project_table.and_then(|p| p.get("dependencies")?.as_array()).into_iter().flatten().collect();
+    for extra in
+        project_table.and_then(|p| p.get("optional-dependencies")?.as_table()).into_iter().flat_map(|o| o.values())
+    {
+        reqs.extend(extra.as_array().into_iter().flatten());
+    }
+    for r in reqs.iter().filter_map(|r| r.as_str()) {
+        let name: String = r.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c)).collect();
+        if !name.is_empty() {
+            out.insert(atlas_runtime::package::pep503(&name));
+        }
+    }
+    Ok(out)
 }
 
 // --- requirements.txt ---------------------------------------------------------
@@ -522,5 +690,84 @@ mod tests {
         std::fs::write(p.join("package-lock.json"), "{\"packages\": {\n  \"\": [}").unwrap();
         let e = read(p, false).unwrap_err().to_string();
         assert!(e.contains("package-lock.json") && e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn pnpm_and_poetry_lockfiles_pin_their_direct_dependencies() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        let sri = |c: char| format!("sha512-{}==", c.to_string().repeat(86));
+        let v9 = format!(
+            "lockfileVersion: '9.0'\n\nsettings:\n  autoInstallPeers: true\n\nimporters:\n\n  .:\n    dependencies:\n      \
+             '@corp/strings':\n        specifier: ^2\n        version: 2.1.0\n      react-dom:\n        specifier: ^18\n        \
+             version: 18.2.0(react@18.2.0)\n      local:\n        specifier: link:../local\n        version: link:../local\n      \
+             gitdep:\n        specifier: github:x/gitdep\n        version: https://codeload.github.com/x/gitdep/tar.gz/abc\n    \
+             devDependencies:\n      is-number:\n        specifier: 7.0.0\n        version: 7.0.0\n\npackages:\n\n  \
+             '@corp/strings@2.1.0':\n    resolution: {{integrity: {}}}\n\n  react-dom@18.2.0:\n    resolution: {{integrity: {}}}\n    \
+             peerDependencies:\n      react: ^18.2.0\n\n  react@18.2.0:\n    resolution: {{integrity: {}}}\n\n  \
+             is-number@7.0.0:\n    resolution: {{integrity: {}}}\n\n  \
+             gitdep@https://codeload.github.com/x/gitdep/tar.gz/abc:\n    resolution: {{tarball: https://codeload.github.com/x/gitdep/tar.gz/abc}}\n",
+            sri('A'),
+            sri('B'),
+            sri('C'),
+            sri('D')
+        );
+        std::fs::write(p.join("pnpm-lock.yaml"), &v9).unwrap();
+        let Read { locked: l, skipped: s, found } = read(p, false).unwrap();
+        assert_eq!(found, ["pnpm-lock.yaml"]);
+        assert_eq!(specs(&l), ["npm:@corp/strings@2.1.0", "npm:is-number@7.0.0", "npm:react-dom@18.2.0"]);
+        assert_eq!((&l[0].checksums, &l[2].checksums), (&vec![sri('A')], &vec![sri('B')]));
+        let lines: Vec<&str> = s.iter().map(|s| s.0.as_str()).collect();
+        assert!(lines.iter().any(|l| l.contains("local@link:../local")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("gitdep@") && l.contains("codeload")), "{lines:?}");
+        assert!(specs(&read(p, true).unwrap().locked).contains(&"npm:react@18.2.0".to_owned()), "--all: peers too");
+        // Version 6: a single project's dependencies at the top, keys with a leading `/`.
+        let v6 = format!(
+            "lockfileVersion: '6.0'\ndependencies:\n  is-number:\n    specifier: ^7\n    version: 7.0.0\n\npackages:\n  \
+             /is-number@7.0.0:\n    resolution: {{integrity: {}}}\n    dev: false\n",
+            sri('D')
+        );
+        std::fs::write(p.join("pnpm-lock.yaml"), v6).unwrap();
+        assert_eq!(specs(&read(p, false).unwrap().locked), ["npm:is-number@7.0.0"]);
+        std::fs::write(p.join("pnpm-lock.yaml"), "lockfileVersion: '9.0'\nimporters:\n  .: [\n").unwrap();
+        let e = read(p, false).unwrap_err().to_string();
+        assert!(e.contains("pnpm-lock.yaml") && e.lines().count() == 1, "{e}");
+        std::fs::remove_file(p.join("pnpm-lock.yaml")).unwrap();
+
+        let h = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+        std::fs::write(
+            p.join("poetry.lock"),
+            format!(
+                "[[package]]\nname = \"requests\"\nversion = \"2.31.0\"\noptional = false\nfiles = [\n    \
+                 {{file = \"requests-2.31.0-py3-none-any.whl\", hash = \"{}\"}},\n    {{file = \"requests-2.31.0.tar.gz\", hash = \"{}\"}},\n]\n\n\
+                 [[package]]\nname = \"pytest\"\nversion = \"8.0.0\"\nfiles = []\n\n\
+                 [[package]]\nname = \"mylib\"\nversion = \"0.1.0\"\nfiles = []\n\n[package.source]\ntype = \"git\"\nurl = \"https://github.com/x/mylib\"\n\n\
+                 [[package]]\nname = \"urllib3\"\nversion = \"2.0.0\"\nfiles = []\n\n[metadata]\nlock-version = \"2.0\"\n",
+                h('a'),
+                h('b')
+            ),
+        )
+        .unwrap();
+        let e = read(p, false).unwrap_err().to_string();
+        assert!(e.contains("pyproject.toml") && e.contains("--all"), "{e}");
+        std::fs::write(
+            p.join("pyproject.toml"),
+            "[tool.poetry.dependencies]\npython = \"^3.10\"\nRequests = \"^2.31\"\nmylib = { git = \"https://github.com/x/mylib\" }\n\
+             [tool.poetry.group.dev.dependencies]\npytest = \"^8\"\n",
+        )
+        .unwrap();
+        let Read { locked: l, skipped: s, found } = read(p, false).unwrap();
+        assert_eq!(found, ["poetry.lock"]);
+        assert_eq!(specs(&l), ["pypi:pytest@8.0.0", "pypi:requests@2.31.0"]);
+        assert_eq!(l[1].checksums, [h('a'), h('b')]);
+        assert!(s.len() == 1 && s[0].0.contains("mylib@0.1.0 comes from a git source"), "{s:?}");
+        assert_eq!(read(p, true).unwrap().locked.len(), 3, "--all: urllib3 too, never the git one");
+        // PEP 621 names the dependencies in [project].
+        std::fs::write(
+            p.join("pyproject.toml"),
+            "[project]\nname = \"app\"\ndependencies = [\"urllib3>=2; python_version>'3'\"]\n",
+        )
+        .unwrap();
+        assert_eq!(specs(&read(p, false).unwrap().locked), ["pypi:urllib3@2.0.0"]);
     }
 }

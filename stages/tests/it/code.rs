@@ -599,7 +599,8 @@ macro_rules! local_macro { () => {}; }
         6-6 method Square::new +
         8-8 macro public_macro! +
         9-9 macro local_macro! -
-    "#]].assert_eq(&render_defs(&chunks("r/src/lib.rs", rust, &ChunkParams::default())));
+    "#]]
+    .assert_eq(&render_defs(&chunks("r/src/lib.rs", rust, &ChunkParams::default())));
     let python = "class Model:\n    def fit(self): pass\n    def _prep(self): pass\n    def __init__(self): pass\ndef _helper(): pass\n";
     expect![[r#"
         1-4 class Model +
@@ -607,14 +608,16 @@ macro_rules! local_macro { () => {}; }
         3-3 method Model._prep -
         4-4 method Model.__init__ +
         5-5 function _helper -
-    "#]].assert_eq(&render_defs(&chunks("p/pkg/model.py", python, &ChunkParams::default())));
+    "#]]
+    .assert_eq(&render_defs(&chunks("p/pkg/model.py", python, &ChunkParams::default())));
     expect![[r#"
         1-4 class Model -
         2-2 method Model.fit -
         3-3 method Model._prep -
         4-4 method Model.__init__ -
         5-5 function _helper -
-    "#]].assert_eq(&render_defs(&chunks("p/pkg/_impl.py", python, &ChunkParams::default())));
+    "#]]
+    .assert_eq(&render_defs(&chunks("p/pkg/_impl.py", python, &ChunkParams::default())));
     let ts = "export class Client {\n  send(): void {}\n  private retry(): void {}\n}\nfunction local(): void {}\nexport function connect(): void {}\n";
     expect![[r#"
         1-4 class Client +
@@ -622,16 +625,19 @@ macro_rules! local_macro { () => {}; }
         3-3 method Client.retry -
         5-5 function local -
         6-6 function connect +
-    "#]].assert_eq(&render_defs(&chunks("n/src/client.ts", ts, &ChunkParams::default())));
+    "#]]
+    .assert_eq(&render_defs(&chunks("n/src/client.ts", ts, &ChunkParams::default())));
     let commonjs = "function parse(s) { return s; }\nmodule.exports = { parse };\n";
     expect![[r#"
         1-1 function parse
-    "#]].assert_eq(&render_defs(&chunks("n/index.js", commonjs, &ChunkParams::default())));
+    "#]]
+    .assert_eq(&render_defs(&chunks("n/index.js", commonjs, &ChunkParams::default())));
     let go = "package x\n\nfunc Open() {}\nfunc close() {}\n";
     expect![[r#"
         3-3 function Open +
         4-4 function close -
-    "#]].assert_eq(&render_defs(&chunks("g/x.go", go, &ChunkParams::default())));
+    "#]]
+    .assert_eq(&render_defs(&chunks("g/x.go", go, &ChunkParams::default())));
     let java = "public class Api {\n  public void run() {}\n  void hidden() {}\n}\ninterface Cb { void call(); }\n";
     expect![[r#"
         1-4 class Api +
@@ -639,7 +645,8 @@ macro_rules! local_macro { () => {}; }
         3-3 method Api.hidden -
         5-5 interface Cb -
         5-5 method Cb.call +
-    "#]].assert_eq(&render_defs(&chunks("j/Api.java", java, &ChunkParams::default())));
+    "#]]
+    .assert_eq(&render_defs(&chunks("j/Api.java", java, &ChunkParams::default())));
 }
 
 #[test]
