@@ -213,6 +213,16 @@ pub fn npm_registry(
 /// A Python index speaking the JSON simple API (PEP 691) at `/simple/`, serving
 /// `name`'s `files` (file name, bytes, yanked).
 pub fn simple_index(name: &str, files: Vec<(String, Vec<u8>, bool)>) -> Server {
+    simple_index_with(name, files, None, &Seen::default())
+}
+
+/// A private Python index: every request wants `Authorization: <auth>` (401 without
+/// it); what it receives is recorded into `seen`.
+pub fn private_simple_index(name: &str, files: Vec<(String, Vec<u8>, bool)>, auth: String, seen: &Seen) -> Server {
+    simple_index_with(name, files, Some(auth), seen)
+}
+
+fn simple_index_with(name: &str, files: Vec<(String, Vec<u8>, bool)>, auth: Option<String>, seen: &Seen) -> Server {
     let normal = name.to_ascii_lowercase().replace(['_', '.'], "-");
     let listing: Vec<serde_json::Value> = files
         .iter()
@@ -224,7 +234,10 @@ pub fn simple_index(name: &str, files: Vec<(String, Vec<u8>, bool)>) -> Server {
         .collect();
     let page = serde_json::json!({"meta": {"api-version": "1.1"}, "name": normal, "files": listing}).to_string();
     let want = format!("/simple/{normal}/");
-    Server::start(move |req| {
+    recording(seen, move |req| {
+        if auth.as_deref().is_some_and(|a| req.header("authorization") != Some(a)) {
+            return Response::new(401, "Unauthorized");
+        }
         if req.path == want {
             return Response::new(200, page.clone()).header("Content-Type", "application/vnd.pypi.simple.v1+json");
         }

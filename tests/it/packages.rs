@@ -200,6 +200,63 @@ fn a_python_sdist_is_read_from_the_configured_index() {
         assert_ne!(r.code, Some(0), "{spec}: {r:?}");
         assert!(r.stderr.trim().lines().last().unwrap().contains(needle), "{spec}: {}", r.stderr);
     }
+
+    // A private index named with its credentials in the URL, as pip and uv take them:
+    // they go, as Basic auth, with every request to that index and appear nowhere.
+    let seen = atlas_e2e::registry::Seen::default();
+    let basic =
+        format!("Basic {}", base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "ci@corp:s3cr/t"));
+    let private = atlas_e2e::registry::private_simple_index(
+        "tiny-units",
+        vec![(
+            "tiny_units-0.3.1.tar.gz".into(),
+            atlas_e2e::registry::tar_gz(&[("tiny_units-0.3.1/README.md", "# units\n")]),
+            false,
+        )],
+        basic.clone(),
+        &seen,
+    );
+    let with_creds = private.url("/simple/").replacen("http://", "http://ci%40corp:s3cr%2Ft@", 1);
+    let work = t.path().join("private");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(
+        work.join("pipeline.yaml"),
+        "name: dep\nsources:\n  units:\n    kind: package\n    spec: \"pypi:tiny-units@0.3.1\"\n",
+    )
+    .unwrap();
+    let r = run(pipeline()
+        .current_dir(&work)
+        .env("PIP_INDEX_URL", &with_creds)
+        .env_remove("UV_INDEX_URL")
+        .env_remove("UV_DEFAULT_INDEX")
+        .arg("run"));
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let requests = seen.lock().unwrap().clone();
+    assert!(requests.len() >= 2 && requests.iter().all(|(_, a)| a.as_deref() == Some(basic.as_str())), "{requests:?}");
+    assert!(!format!("{}{}", r.stdout, r.stderr).contains("s3cr"), "the password was printed: {r:?}");
+    let manifest = std::fs::read_to_string(work.join(".atlas/build/bundle/manifest.json")).unwrap();
+    assert!(!manifest.contains("s3cr") && !manifest.contains("ci%40corp"), "{manifest}");
+    // Without them: one line that says the index wants them.
+    let work = t.path().join("private-none");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(
+        work.join("pipeline.yaml"),
+        "name: dep\nsources:\n  units:\n    kind: package\n    spec: \"pypi:tiny-units@0.3.1\"\n",
+    )
+    .unwrap();
+    let r = run(pipeline()
+        .current_dir(&work)
+        .env("PIP_INDEX_URL", private.url("/simple/"))
+        .env_remove("UV_INDEX_URL")
+        .env_remove("UV_DEFAULT_INDEX")
+        .arg("run"));
+    assert_ne!(r.code, Some(0), "{r:?}");
+    let last = r.stderr.trim().lines().last().unwrap_or_default();
+    assert!(
+        last.contains("HTTP 401 to a request without credentials") && last.contains("PIP_INDEX_URL"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// `atlas add` and `atlas sync`: a crate version built from cargo's registry and

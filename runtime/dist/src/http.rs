@@ -81,6 +81,14 @@ impl Credential {
         Credential::header(for_url, token.to_owned())
     }
 
+    /// `Authorization: Basic <base64(user:password)>` (a Python index's user info, as
+    /// pip and uv send it), for the origin of `for_url`.
+    pub fn basic(for_url: &str, user: &str, password: &str) -> Result<Credential> {
+        use base64::Engine as _;
+        let pair = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        Credential::header(for_url, format!("Basic {pair}"))
+    }
+
     fn header(for_url: &str, value: String) -> Result<Credential> {
         let u =
             url::Url::parse(for_url).map_err(|e| Error::Usage(format!("{}: not a URL ({e})", redact_url(for_url))))?;
@@ -98,7 +106,7 @@ impl Credential {
     /// The token itself, for redacting it from text an endpoint echoes.
     pub fn secret(&self) -> Option<&str> {
         let v = self.value.to_str().ok()?;
-        Some(v.strip_prefix("Bearer ").unwrap_or(v))
+        Some(v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("Basic ")).unwrap_or(v))
     }
 }
 

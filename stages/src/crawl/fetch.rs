@@ -23,6 +23,8 @@ pub enum Outcome {
     NotModified,
     /// 404 or 410: the page is gone upstream.
     Gone(u16),
+    /// 401 or 403: the server wants credentials (or refuses the ones sent).
+    Denied(u16),
     Failed(String),
 }
 
@@ -157,6 +159,7 @@ impl Fetcher {
                             notes.push(format!("attempt {}: HTTP {}", attempt + 1, s.as_u16()));
                             self.backoff(attempt)
                         }
+                        s if matches!(s.as_u16(), 401 | 403) => return Outcome::Denied(s.as_u16()),
                         s => return Outcome::Failed(format!("HTTP {}", s.as_u16())),
                     }
                 }

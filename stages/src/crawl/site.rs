@@ -350,6 +350,12 @@ async fn plan(src: &LlmsSource<'_>, params: &CrawlParams, fetcher: &Fetcher, sta
         Outcome::Fetched { body, .. } => String::from_utf8_lossy(&body).into_owned(),
         Outcome::Gone(code) => bail!("source {}: {} answered HTTP {code}; check the url", src.name, src.url),
         Outcome::NotModified => bail!("source {}: {} answered 304 to an unconditional GET", src.name, src.url),
+        Outcome::Denied(code) => bail!(
+            "source {}: {} answered HTTP {code}: it wants credentials, which an llms-txt source does not send; \
+             use a public URL or a local copy",
+            src.name,
+            src.url
+        ),
         Outcome::Failed(why) => bail!("source {}: cannot fetch {}: {why}", src.name, src.url),
     };
     let index = llms::parse_with(&index_text, &llms_url, src.allow_hosts)
@@ -602,6 +608,7 @@ async fn fetch_robots(fetcher: &Fetcher, llms_url: &Url, params: &CrawlParams) -
         Outcome::Fetched { body, .. } => Robots::parse(&String::from_utf8_lossy(&body), "atlas"),
         Outcome::Gone(_) => Robots::AllowAll,
         Outcome::NotModified => Robots::AllowAll,
+        Outcome::Denied(_) => Robots::AllowAll,
         Outcome::Failed(why) if why.starts_with("HTTP 4") => Robots::AllowAll,
         Outcome::Failed(why) => Robots::DisallowAll(format!("robots.txt unavailable: {why}")),
     }
@@ -708,9 +715,13 @@ async fn fetch_page(
             page.status = PageStatus::Removed;
             page.error = Some(format!("HTTP {code} upstream"));
         }
-        Outcome::Failed(why) => {
+        failed @ (Outcome::Failed(_) | Outcome::Denied(_)) => {
             page.status = PageStatus::Error;
-            page.error = Some(why);
+            page.error = Some(match failed {
+                Outcome::Denied(code) => format!("HTTP {code}"),
+                Outcome::Failed(why) => why,
+                _ => unreachable!("matched above"),
+            });
             // A transient failure keeps the copy we had, so the bundle does not lose it.
             if let Some(p) = have {
                 page.digest = p.digest;

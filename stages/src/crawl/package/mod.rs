@@ -174,12 +174,23 @@ pub enum Token {
     Bearer(String),
     /// `Authorization: <token>` (cargo's registries).
     Raw(String),
+    /// `Authorization: Basic …` (a Python index's user info).
+    Basic { user: String, password: String },
 }
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Token(…)")
     }
+}
+
+/// A registry that wants credentials, or refuses the ones sent: what the ecosystem's
+/// reader turns into the line that says where its package manager takes them.
+#[derive(Debug, thiserror::Error)]
+#[error("{url}: HTTP {status}")]
+pub struct Denied {
+    pub url: String,
+    pub status: u16,
 }
 
 /// The HTTP side of a package source: the crawl's fetcher (its one policy: timeouts,
@@ -208,6 +219,7 @@ impl Net {
             .map(|t| match t {
                 Token::Bearer(t) => atlas_dist::http::Credential::bearer(url.as_str(), t),
                 Token::Raw(t) => atlas_dist::http::Credential::raw(url.as_str(), t),
+                Token::Basic { user, password } => atlas_dist::http::Credential::basic(url.as_str(), user, password),
             })
             .transpose()?;
         let x = super::fetch::Extra { accept, credential: credential.as_ref(), any_host: true, ..Default::default() };
@@ -215,6 +227,7 @@ impl Net {
         match self.rt.block_on(self.fetcher.get_with(url, &x, limit, &mut notes)) {
             Outcome::Fetched { body, .. } => Ok(Some(body)),
             Outcome::Gone(_) => Ok(None),
+            Outcome::Denied(status) => Err(Denied { url: atlas_dist::http::redact_url(url.as_str()), status }.into()),
             Outcome::Failed(why) => bail!("{}: {why}", atlas_dist::http::redact_url(url.as_str())),
             Outcome::NotModified => bail!("{}: a 304 to a plain GET", atlas_dist::http::redact_url(url.as_str())),
         }

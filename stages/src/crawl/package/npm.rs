@@ -100,7 +100,15 @@ pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> 
     let url = registry.join(&spec.name.replace('/', "%2f"))?;
     let body = net
         .get(&url, MAX_INDEX_BYTES, Some("application/json"), token.as_ref())
-        .with_context(|| format!("{spec}: the registry at {registry}"))?
+        .map_err(|e| match e.downcast_ref::<super::Denied>() {
+            Some(d) => anyhow::anyhow!(
+                "{spec}: the registry at {registry} answered HTTP {} to {}; set its token as npm takes it \
+                 (`//host/path/:_authToken=…` in .npmrc)",
+                d.status,
+                if token.is_some() { "the token .npmrc gives it" } else { "a request without a token" }
+            ),
+            None => e.context(format!("{spec}: the registry at {registry}")),
+        })?
         .with_context(|| format!("{spec}: no package {:?} in the registry at {registry}; check the name", spec.name))?;
     let doc: serde_json::Value = serde_json::from_slice(&body).context("the registry's answer is not JSON")?;
     if doc["time"]["unpublished"].is_object() {

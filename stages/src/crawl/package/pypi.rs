@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use url::Url;
 
-use super::{Checksum, Found, MAX_INDEX_BYTES, Net, nearest};
+use super::{Checksum, Found, MAX_INDEX_BYTES, Net, Token, nearest};
 use crate::runner::PackageSpec;
 
 /// PyPI's simple index.
@@ -30,7 +30,7 @@ pub fn index(dir: &Path) -> anyhow::Result<Url> {
     };
     let u = found.unwrap_or_else(|| PYPI_INDEX.to_owned());
     let u = if u.ends_with('/') { u } else { format!("{u}/") };
-    Url::parse(&u).with_context(|| format!("the Python index {u:?} is not a URL"))
+    Url::parse(&u).with_context(|| format!("the Python index {:?} is not a URL", atlas_dist::http::redact_url(&u)))
 }
 
 fn uv_index(dir: &Path) -> anyhow::Result<Option<String>> {
@@ -92,13 +92,36 @@ pub fn normalize(name: &str) -> String {
     out
 }
 
+/// The index URL without its user info, and the credentials it held (how pip and uv
+/// name a private index's token: `https://user:token@host/simple/`), which go to that
+/// origin only, as `Authorization: Basic`, and appear in no message.
+fn credentials(mut index: Url) -> (Url, Option<Token>) {
+    let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned();
+    let (user, password) = (decode(index.username()), index.password().map(decode));
+    if user.is_empty() && password.is_none() {
+        return (index, None);
+    }
+    let _ = index.set_username("");
+    let _ = index.set_password(None);
+    (index, Some(Token::Basic { user, password: password.unwrap_or_default() }))
+}
+
 /// The Python package `spec`: its sdist on the index pip or uv is configured for.
 pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> {
-    let index = index(dir)?;
+    let (index, token) = credentials(index(dir)?);
     let page = index.join(&format!("{}/", normalize(&spec.name)))?;
     let body = net
-        .get(&page, MAX_INDEX_BYTES, Some(SIMPLE_JSON), None)
-        .with_context(|| format!("{spec}: the index at {index}"))?
+        .get(&page, MAX_INDEX_BYTES, Some(SIMPLE_JSON), token.as_ref())
+        .map_err(|e| match e.downcast_ref::<super::Denied>() {
+            Some(d) => anyhow::anyhow!(
+                "{spec}: the index at {index} answered HTTP {} to {}; give its credentials as pip and uv take \
+                 them, in the index URL (https://USER:TOKEN@host/simple/ in PIP_INDEX_URL, UV_INDEX_URL or their \
+                 config files)",
+                d.status,
+                if token.is_some() { "the credentials in its URL" } else { "a request without credentials" }
+            ),
+            None => e.context(format!("{spec}: the index at {index}")),
+        })?
         .with_context(|| format!("{spec}: no project {:?} on the index at {index}; check the name", spec.name))?;
     let doc: serde_json::Value = serde_json::from_slice(&body)
         .with_context(|| format!("{spec}: the index at {index} did not answer with the JSON simple API (PEP 691)"))?;
@@ -150,11 +173,24 @@ pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> 
         bail!("{spec}: the index states no sha256 for its sdist; nothing is used unchecked");
     }
     let url = page.join(f["url"].as_str().context("the sdist has no URL")?)?;
-    Ok(Found { url, check: Checksum::Sha256(sha256), token: None })
+    Ok(Found { url, check: Checksum::Sha256(sha256), token })
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_index_urls_user_info_becomes_a_credential_and_leaves_the_url() {
+        let (u, t) = super::credentials(url::Url::parse("https://ci%40corp:s3cr%2Ft@pypi.corp.test/simple/").unwrap());
+        assert_eq!(u.as_str(), "https://pypi.corp.test/simple/");
+        match t {
+            Some(super::Token::Basic { user, password }) => {
+                assert_eq!((user.as_str(), password.as_str()), ("ci@corp", "s3cr/t"));
+            }
+            _ => panic!("no credential"),
+        }
+        assert!(super::credentials(url::Url::parse("https://pypi.org/simple/").unwrap()).1.is_none());
+    }
+
     #[test]
     fn names_normalize_as_the_simple_api_spells_them() {
         assert_eq!(super::normalize("Foo.Bar__baz"), "foo-bar-baz");
