@@ -247,3 +247,78 @@ fn simple_index_with(name: &str, files: Vec<(String, Vec<u8>, bool)>, auth: Opti
         }
     })
 }
+
+/// A tar (zstd for a bundle archive, gzip for a package artifact) written entry by
+/// entry with raw names and sizes: the tar crate's checked setters would refuse the
+/// hostile ones.
+pub struct Evil<W: std::io::Write>(tar::Builder<W>);
+
+impl<W: std::io::Write> std::fmt::Debug for Evil<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Evil(…)")
+    }
+}
+
+impl Evil<zstd::stream::Encoder<'static, Vec<u8>>> {
+    pub fn zstd() -> Self {
+        Evil(tar::Builder::new(zstd::stream::Encoder::new(Vec::new(), 1).unwrap()))
+    }
+
+    pub fn finish(self) -> Vec<u8> {
+        self.0.into_inner().unwrap().finish().unwrap()
+    }
+}
+
+impl Evil<flate2::write::GzEncoder<Vec<u8>>> {
+    pub fn gzip() -> Self {
+        Evil(tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast())))
+    }
+
+    pub fn finish(self) -> Vec<u8> {
+        self.0.into_inner().unwrap().finish().unwrap()
+    }
+}
+
+impl<W: std::io::Write> Evil<W> {
+    pub fn raw(mut self, name: &[u8], kind: tar::EntryType, link: &[u8], size: u64, data: impl std::io::Read) -> Self {
+        let mut h = tar::Header::new_gnu();
+        h.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name);
+        h.as_gnu_mut().unwrap().linkname[..link.len()].copy_from_slice(link);
+        h.set_entry_type(kind);
+        h.set_size(size);
+        h.set_mode(0o644);
+        h.set_cksum();
+        self.0.append(&h, data).unwrap();
+        self
+    }
+
+    pub fn file(self, name: &str, data: &[u8]) -> Self {
+        self.raw(name.as_bytes(), tar::EntryType::Regular, b"", data.len() as u64, data)
+    }
+
+    /// A GNU long-name entry, then a file under that name.
+    pub fn long_name(self, name: &str, data: &[u8]) -> Self {
+        let mut n = name.as_bytes().to_vec();
+        n.push(0);
+        self.raw(b"././@LongLink", tar::EntryType::GNULongName, b"", n.len() as u64, n.as_slice()).raw(
+            b"fixture/short",
+            tar::EntryType::Regular,
+            b"",
+            data.len() as u64,
+            data,
+        )
+    }
+
+    /// A header that says `size` bytes follow, and none do: what a multi-gigabyte
+    /// file looks like to a reader that must refuse it before reading it.
+    pub fn claimed(mut self, name: &str, size: u64) -> Self {
+        let mut h = tar::Header::new_gnu();
+        h.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name.as_bytes());
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_size(size);
+        h.set_mode(0o644);
+        h.set_cksum();
+        std::io::Write::write_all(self.0.get_mut(), h.as_bytes()).unwrap();
+        self
+    }
+}

@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use atlas_e2e::dist::{FakeGitHub, Moto};
+use atlas_e2e::registry::Evil;
 use atlas_e2e::{Run, bin, pipeline, run, write_fixture_code, write_fixture_site};
 use serde_json::json;
 
@@ -301,49 +302,10 @@ fn sha256(bytes: &[u8]) -> String {
     sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A tar.zst written entry by entry with raw names (the tar crate's checked setters
-/// would refuse the hostile ones).
-struct Evil(tar::Builder<zstd::stream::Encoder<'static, Vec<u8>>>);
-
-impl Evil {
-    fn new() -> Evil {
-        Evil(tar::Builder::new(zstd::stream::Encoder::new(Vec::new(), 1).unwrap()))
-    }
-    fn raw(mut self, name: &[u8], kind: tar::EntryType, link: &[u8], size: u64, data: impl std::io::Read) -> Evil {
-        let mut h = tar::Header::new_gnu();
-        h.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name);
-        h.as_gnu_mut().unwrap().linkname[..link.len()].copy_from_slice(link);
-        h.set_entry_type(kind);
-        h.set_size(size);
-        h.set_mode(0o644);
-        h.set_cksum();
-        self.0.append(&h, data).unwrap();
-        self
-    }
-    fn file(self, name: &str, data: &[u8]) -> Evil {
-        self.raw(name.as_bytes(), tar::EntryType::Regular, b"", data.len() as u64, data)
-    }
-    /// A GNU long-name entry, then a file under that name.
-    fn long_name(self, name: &str, data: &[u8]) -> Evil {
-        let mut n = name.as_bytes().to_vec();
-        n.push(0);
-        self.raw(b"././@LongLink", tar::EntryType::GNULongName, b"", n.len() as u64, n.as_slice()).raw(
-            b"fixture/short",
-            tar::EntryType::Regular,
-            b"",
-            data.len() as u64,
-            data,
-        )
-    }
-    fn finish(self) -> Vec<u8> {
-        self.0.into_inner().unwrap().finish().unwrap()
-    }
-}
-
 /// The real archive with `rel` replaced by `bytes` (the manifest left as it was).
 fn repacked(v1: &[u8], rel: &str, bytes: &[u8]) -> Vec<u8> {
     let mut src = tar::Archive::new(zstd::stream::Decoder::new(v1).unwrap());
-    let mut out = Evil::new();
+    let mut out = Evil::zstd();
     for e in src.entries().unwrap() {
         let mut e = e.unwrap();
         let name = e.path().unwrap().display().to_string();
@@ -370,12 +332,12 @@ fn every_adversarial_archive_is_rejected_and_the_current_version_serves() {
     let reg = tar::EntryType::Regular;
     let empty: &[u8] = b"";
     let mut cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("a ../ entry", Evil::new().file("fixture/../../escaped", b"x").finish(), "'..'"),
-        ("a ../ that normalises outside", Evil::new().file("fixture/a/./../../../escaped", b"x").finish(), "'..'"),
-        ("an absolute path", Evil::new().file(&format!("{v}/abs"), b"x").finish(), "absolute path"),
+        ("a ../ entry", Evil::zstd().file("fixture/../../escaped", b"x").finish(), "'..'"),
+        ("a ../ that normalises outside", Evil::zstd().file("fixture/a/./../../../escaped", b"x").finish(), "'..'"),
+        ("an absolute path", Evil::zstd().file(&format!("{v}/abs"), b"x").finish(), "absolute path"),
         (
             "a symlink out, then a file through it",
-            Evil::new()
+            Evil::zstd()
                 .raw(b"fixture/link", tar::EntryType::Symlink, v.as_bytes(), 0, empty)
                 .file("fixture/link/through", b"x")
                 .finish(),
@@ -383,27 +345,31 @@ fn every_adversarial_archive_is_rejected_and_the_current_version_serves() {
         ),
         (
             "a hard link out",
-            Evil::new().raw(b"fixture/hard", tar::EntryType::Link, b"/etc/passwd", 0, empty).finish(),
+            Evil::zstd().raw(b"fixture/hard", tar::EntryType::Link, b"/etc/passwd", 0, empty).finish(),
             "hard link",
         ),
-        ("a character device", Evil::new().raw(b"fixture/dev", tar::EntryType::Char, b"", 0, empty).finish(), "device"),
-        ("a block device", Evil::new().raw(b"fixture/blk", tar::EntryType::Block, b"", 0, empty).finish(), "device"),
-        ("a FIFO", Evil::new().raw(b"fixture/fifo", tar::EntryType::Fifo, b"", 0, empty).finish(), "FIFO"),
+        (
+            "a character device",
+            Evil::zstd().raw(b"fixture/dev", tar::EntryType::Char, b"", 0, empty).finish(),
+            "device",
+        ),
+        ("a block device", Evil::zstd().raw(b"fixture/blk", tar::EntryType::Block, b"", 0, empty).finish(), "device"),
+        ("a FIFO", Evil::zstd().raw(b"fixture/fifo", tar::EntryType::Fifo, b"", 0, empty).finish(), "FIFO"),
         (
             "a duplicate entry",
-            Evil::new().file("fixture/manifest.json", b"{}").file("fixture/./manifest.json", b"{}").finish(),
+            Evil::zstd().file("fixture/manifest.json", b"{}").file("fixture/./manifest.json", b"{}").finish(),
             "appears twice",
         ),
         (
             "a long GNU name with ..",
-            Evil::new().long_name(&format!("fixture/{}{}escaped", "a/".repeat(60), "../".repeat(70)), b"x").finish(),
+            Evil::zstd().long_name(&format!("fixture/{}{}escaped", "a/".repeat(60), "../".repeat(70)), b"x").finish(),
             "'..'",
         ),
-        ("two top folders", Evil::new().file("fixture/a", b"x").file("other/b", b"x").finish(), "one top folder"),
-        ("a file where the bundle folder goes", Evil::new().file("fixture", b"x").finish(), "bundle folder"),
+        ("two top folders", Evil::zstd().file("fixture/a", b"x").file("other/b", b"x").finish(), "one top folder"),
+        ("a file where the bundle folder goes", Evil::zstd().file("fixture", b"x").finish(), "bundle folder"),
         (
             "a 1 GB zstd bomb",
-            Evil::new()
+            Evil::zstd()
                 .raw(b"fixture/zeros", reg, b"", 1 << 30, std::io::Read::take(std::io::repeat(0), 1 << 30))
                 .finish(),
             "compression bomb",
@@ -417,7 +383,7 @@ fn every_adversarial_archive_is_rejected_and_the_current_version_serves() {
         ("not an archive", b"hello, I am not zstd".to_vec(), "truncated or corrupt"),
     ];
     // A million entries.
-    let mut many = Evil::new();
+    let mut many = Evil::zstd();
     for i in 0..1_000_000u32 {
         many = many.raw(format!("fixture/f{i}").as_bytes(), reg, b"", 0, empty);
     }

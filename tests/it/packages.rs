@@ -516,3 +516,68 @@ fn a_private_cargo_registrys_token_goes_with_every_request_to_it() {
     assert!(private.iter().all(|(_, a)| a.as_deref() == Some("s3cret-cargo-token")), "{seen:?}");
     assert!(!r.stderr.contains("s3cret-cargo-token"));
 }
+
+/// Hostile packages, served by the registry as real `.crate` files with the registry's
+/// own checksums: each is refused within the safe extractor's caps with one line, and
+/// nothing is written outside the package's cache nor installed.
+#[test]
+fn hostile_package_artifacts_are_refused_within_the_caps() {
+    use atlas_e2e::registry::Evil;
+    let t = tempfile::tempdir().unwrap();
+    let victim = t.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    let v = victim.display().to_string();
+    let (reg, empty) = (tar::EntryType::Regular, b"".as_slice());
+    let top = "evil-1.0.0";
+    let mut many = Evil::gzip();
+    for i in 0..1_000_000u32 {
+        many = many.raw(format!("{top}/f{i}").as_bytes(), reg, b"", 0, empty);
+    }
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("a ../ entry", Evil::gzip().file(&format!("{top}/../../escaped"), b"x").finish(), "'..'"),
+        ("an absolute path", Evil::gzip().file(&format!("{v}/abs"), b"x").finish(), "absolute path"),
+        (
+            "a symlink out, then a file through it",
+            Evil::gzip()
+                .raw(format!("{top}/link").as_bytes(), tar::EntryType::Symlink, v.as_bytes(), 0, empty)
+                .file(&format!("{top}/link/through"), b"x")
+                .finish(),
+            "symlink",
+        ),
+        (
+            "a 200 MB gzip bomb (one file under the per-file cap)",
+            Evil::gzip()
+                .raw(
+                    format!("{top}/zeros").as_bytes(),
+                    reg,
+                    b"",
+                    200 << 20,
+                    std::io::Read::take(std::io::repeat(0), 200 << 20),
+                )
+                .finish(),
+            "compression bomb",
+        ),
+        ("a million empty files", many.finish(), "more than 100000 entries"),
+        ("a 2 GB file", Evil::gzip().claimed(&format!("{top}/huge"), 2 << 30).finish(), "allowed per file"),
+    ];
+    let versions: Vec<String> = (0..cases.len()).map(|i| format!("1.0.{i}")).collect();
+    let registry = sparse_registry(
+        cases.iter().zip(&versions).map(|((_, bytes, _), v)| Published::real("evil", v, bytes.clone())).collect(),
+        |_, b| b,
+    );
+    let cargo = cargo_home(t.path(), &registry);
+    let h = crate::distribution::home(&t.path().join("h"));
+    for ((what, _, needle), version) in cases.iter().zip(&versions) {
+        let mut add = crate::distribution::atlas(&h);
+        add.env("CARGO_HOME", &cargo).current_dir(t.path()).args(["add", &format!("crate:evil@{version}")]);
+        let r = run(&mut add);
+        assert_eq!(r.code, Some(1), "{what}: {r:?}");
+        let line = r.stderr.lines().find(|l| l.contains("failed:")).unwrap_or_default();
+        assert!(line.contains(needle), "{what}: {}", r.stderr);
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0, "{what}: wrote outside");
+        assert!(!t.path().join("escaped").exists() && !h.join("escaped").exists(), "{what}: wrote outside");
+        eprintln!("refused {what}: {line}");
+    }
+    let r = run(crate::distribution::atlas(&h).args(["bundles", "--json"])).success();
+    assert!(!r.stdout.contains("evil"), "nothing installed: {}", r.stdout);
+}
