@@ -581,3 +581,67 @@ fn hostile_package_artifacts_are_refused_within_the_caps() {
     let r = run(crate::distribution::atlas(&h).args(["bundles", "--json"])).success();
     assert!(!r.stdout.contains("evil"), "nothing installed: {}", r.stdout);
 }
+
+/// Two teammates with the same lockfile in different folders and homes, behind one
+/// shared build cache (a `file://` remote their config files name): the second's sync
+/// embeds nothing and installs the very bundle the first built.
+#[test]
+fn a_teammates_sync_of_the_same_lockfile_reuses_every_bundle_through_the_shared_cache() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let Some((version, file)) = cached_crate("itoa") else {
+        return skip("no itoa .crate in the local cargo cache (build the workspace once)");
+    };
+    let bytes = std::fs::read(&file).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let registry = sparse_registry(vec![Published::real("itoa", &version, bytes.clone())], |_, b| b);
+    let cargo = cargo_home(t.path(), &registry);
+    let remote = t.path().join("team-cache");
+    std::fs::create_dir_all(&remote).unwrap();
+    let sum = atlas_runtime::hash::sha256_bytes(&bytes);
+    let mut manifests = Vec::new();
+    let mut embed = Vec::new();
+    for who in ["alice", "bob"] {
+        let h = crate::distribution::home(&t.path().join(who).join("home"));
+        std::fs::create_dir_all(h.join("config/atlas")).unwrap();
+        std::fs::write(
+            h.join("config/atlas/config.toml"),
+            format!("[cache]\nremote = \"file://{}\"\ntrusted = true\n", remote.display()),
+        )
+        .unwrap();
+        let project = t.path().join(who).join("src/app");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(
+            project.join("Cargo.toml"),
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\n[dependencies]\nitoa = \"1\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            project.join("Cargo.lock"),
+            format!(
+                "version = 4\n[[package]]\nname = \"app\"\nversion = \"0.1.0\"\n\n[[package]]\nname = \"itoa\"\nversion = \"{version}\"\n\
+                 source = \"registry+https://github.com/rust-lang/crates.io-index\"\nchecksum = \"{sum}\"\n"
+            ),
+        )
+        .unwrap();
+        let mut sync = crate::distribution::atlas(&h);
+        sync.env("CARGO_HOME", &cargo).env_remove("ATLAS_CACHE_REMOTE").current_dir(&project).arg("sync");
+        let r = run(&mut sync).success();
+        assert!(r.stderr.contains(&format!("crate:itoa@{version}: embedded in")), "{who}: {}", r.stderr);
+        manifests.push(std::fs::read_to_string(h.join(format!("bundles/crate+itoa/{version}/manifest.json"))).unwrap());
+        // The vectors pass's run: its embed stage.
+        let runs = h.join("packages/crate+itoa/cache/runs");
+        let newest = std::fs::read_dir(&runs)
+            .unwrap()
+            .flatten()
+            .max_by_key(|e| e.metadata().and_then(|m| m.modified()).unwrap())
+            .unwrap();
+        let record: serde_json::Value = serde_json::from_slice(&std::fs::read(newest.path()).unwrap()).unwrap();
+        let stage = record["detail"].as_array().unwrap().iter().find(|s| s["name"] == "embed").unwrap().clone();
+        embed.push(stage);
+    }
+    assert_ne!(embed[0]["outcome"], "cached", "alice embeds: {}", embed[0]);
+    assert_eq!(embed[1]["outcome"], "cached", "bob embeds nothing: {}", embed[1]);
+    assert_eq!(manifests[0], manifests[1], "bob installs the bundle alice built");
+}
