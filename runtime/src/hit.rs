@@ -28,6 +28,9 @@ pub struct Hit {
     pub heading_path: Vec<String>,
     pub start_line: u32,
     pub end_line: u32,
+    /// The passage that matched (an MCP reply's structured part leaves it out: its text
+    /// block shows it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub snippet: String,
     /// The snippet's own lines in the file, `[first, last]`, when it is a window of a
     /// docs chunk below its first line (the passage that matched); cite them to point

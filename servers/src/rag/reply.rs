@@ -31,11 +31,13 @@ pub(super) fn hit_text(i: usize, h: &Hit, detail: Detail) -> String {
     text
 }
 
-/// A hit as the reply holds it (`brief`: without its snippet).
+/// A hit as the structured reply holds it: never its snippet's text, which the text
+/// block shows fenced (a client that forwards both would pay for it twice), and
+/// (`brief`) without its links.
 pub(super) fn hit_out(h: &Hit, detail: Detail) -> HitOut {
     let mut hit = h.clone();
+    hit.snippet.clear();
     if detail == Detail::Brief {
-        hit.snippet.clear();
         hit.mentions.clear();
         hit.mentioned_in.clear();
     }
