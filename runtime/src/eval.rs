@@ -117,7 +117,8 @@ impl From<ExpectedRepr> for Expected {
 }
 
 impl Expected {
-    fn file_matches(&self, path: &str) -> bool {
+    /// Whether `path` (a hit's, `<source>/<path>`) is this expected file.
+    pub fn file_matches(&self, path: &str) -> bool {
         let want = self.path.trim_start_matches('/');
         path == want || path.strip_suffix(want).is_some_and(|head| head.ends_with('/'))
     }

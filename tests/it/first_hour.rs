@@ -187,6 +187,48 @@ fn code_tools_are_listed_only_where_there_is_code() {
     });
 }
 
+/// The tool list follows what is served: when a library's new version brings code
+/// where there was none, the server sends `notifications/tools/list_changed` and lists
+/// the code tools, in the same session.
+#[test]
+fn the_tool_list_changes_with_what_is_served_and_the_client_is_told() {
+    #[derive(Clone, Default)]
+    struct Told(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+    impl rmcp::ClientHandler for Told {
+        async fn on_tool_list_changed(&self, _: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let Some([docs, _, code]) = crate::libraries::libraries() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let served = t.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    atlas_e2e::copy_tree(docs, &served);
+    let log = t.path().join("rag.log");
+    rt().block_on(async {
+        let told = Told::default();
+        let transport =
+            child_transport(crate::mcp::atlas(&["serve", "rag", "--bundle", served.to_str().unwrap()], &log), &log);
+        let c = rmcp::ServiceExt::serve(told.clone(), transport).await.unwrap();
+        let has_code = async || c.list_all_tools().await.unwrap().iter().any(|t| t.name == "search_code");
+        assert!(!has_code().await);
+        assert!(c.peer_info().unwrap().capabilities.tools.as_ref().unwrap().list_changed == Some(true));
+        // The folder now holds a bundle with code (swapped whole, as an install does).
+        let next = t.path().join("next");
+        std::fs::create_dir_all(&next).unwrap();
+        atlas_e2e::copy_tree(code, &next);
+        std::fs::rename(&served, t.path().join("old")).unwrap();
+        std::fs::rename(&next, &served).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while told.0.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            assert!(std::time::Instant::now() < deadline, "no tools/list_changed: {}", read(&log));
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(has_code().await, "the code tools are listed now");
+        c.cancel().await.unwrap();
+    });
+}
+
 /// A tool list an agent can afford: rag's `tools/list` (every tool, a bundle with code)
 /// in at most 8 KB and fs's in at most 4 KB, each tool still with its annotations and
 /// output schema; what the schemas leave out is in the server's instructions.

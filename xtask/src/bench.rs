@@ -1,4 +1,4 @@
-//! `cargo xtask bench [pipeline|search|mcp|dist|web|cache|embed|pg|sync]`: figures and their baselines side by side
+//! `cargo xtask bench [pipeline|search|mcp|tokens|dist|web|cache|embed|pg|sync]`: figures and their baselines side by side
 //! in one run, on the real corpora (ATLAS_CORPORA). The benchmark programs live under
 //! one roof, `tests/bench/` (examples of the atlas-e2e crate), with the Python
 //! baselines in `tests/bench/python/`.
@@ -26,6 +26,9 @@ enum Which {
     /// The MCP servers: start → initialize, first search, tools/call p50, RSS; and
     /// find_symbol / find_references on tfhe-rs and on 50k chunks made from it.
     Mcp,
+    /// Tokens an agent reads to reach the first relevant passage on the development
+    /// sets: the default search reply and `get_chunk`, against grep-and-read.
+    Tokens,
     /// The web page and `ask`: server time of `/` and `/api/search`, page weight, and
     /// ask's time to first token (LLM test server; extractive).
     Web,
@@ -57,6 +60,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Which::Pipeline => pipeline(),
         Which::Search => search(),
         Which::Mcp => mcp(),
+        Which::Tokens => tokens(),
         Which::Dist => dist(),
         Which::Web => web(),
         Which::Cache => cache(),
@@ -401,6 +405,21 @@ fn mcp() -> anyhow::Result<()> {
     let mut code = example("mcp_bench");
     code.arg("code").arg(Profile::Release.bin("atlas")).arg(&tfhe).arg(&synth);
     status(code)
+}
+
+/// `tests/bench/tokens.rs` on the development sets' bundles (the eval's, under
+/// target/eval/).
+fn tokens() -> anyhow::Result<()> {
+    Profile::Release.build()?;
+    crate::setup::run(Profile::Release)?;
+    let mut bench = example("tokens_bench");
+    bench.arg(Profile::Release.bin("atlas"));
+    for &(set, name, corpus) in crate::eval::SETS {
+        let work = project_root().join("target/eval").join(name);
+        let bundle = local_bundle(&work, name, &name.replace('-', "_"), &corpora()?.join(corpus))?;
+        bench.arg(set).arg(bundle).arg(project_root().join(format!("xtask/eval/{set}.jsonl")));
+    }
+    status(bench)
 }
 
 /// Web figures on the devtron bundle (`tests/bench/web.rs`).

@@ -35,7 +35,7 @@ pub struct Args {
 }
 
 /// `(set, bundle name, corpus folder under ATLAS_CORPORA)`.
-const SETS: &[(&str, &str, &str)] = &[
+pub const SETS: &[(&str, &str, &str)] = &[
     ("docs-aep", "aep", "aep-sdks-docs/site"),
     ("docs-devtron", "devtron", "devtron-docs/site"),
     ("code-concrete-ml", "concrete-ml", "concrete-ml/repo"),

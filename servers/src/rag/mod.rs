@@ -1,6 +1,8 @@
 //! The rag server: ranked search over the bundle (the runtime's engine), with a
 //! citation on every hit.
 
+use std::sync::Arc;
+
 use atlas_runtime::ChunkKind;
 use atlas_runtime::search::{Filters, Fusion};
 use atlas_runtime::{Mode, SearchOptions};
@@ -35,8 +37,34 @@ pub struct RagServer {
 impl RagServer {
     /// The tools this server lists: the code tools only when a served library holds code.
     fn listed_tools(&self) -> Vec<rmcp::model::Tool> {
-        let code = self.libs.bundles().iter().any(|b| b.chunks().iter().any(|c| c.kind == ChunkKind::Code));
+        let code = serves_code(&self.libs.bundles());
         self.tool_router.list_all().into_iter().filter(|t| code || !CODE_TOOLS.contains(&t.name.as_ref())).collect()
+    }
+
+    /// Sends `notifications/tools/list_changed` to `peer` whenever what is served moves
+    /// (a new version, a keyword-first library completed) in a way that adds or drops
+    /// the code tools; ends with the session.
+    fn watch_tools(&self, peer: rmcp::Peer<rmcp::RoleServer>) {
+        let libs = self.libs.clone();
+        tokio::spawn(async move {
+            let ids = |b: &[Arc<atlas_runtime::Bundle>]| b.iter().map(|b| Arc::as_ptr(b) as usize).collect::<Vec<_>>();
+            let now = libs.bundles();
+            let (mut seen, mut code) = (ids(&now), serves_code(&now));
+            while !peer.is_transport_closed() {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let now = libs.bundles();
+                if ids(&now) == seen {
+                    continue;
+                }
+                seen = ids(&now);
+                if serves_code(&now) != code {
+                    code = !code;
+                    if let Err(e) = peer.notify_tool_list_changed().await {
+                        tracing::debug!("tools/list_changed not sent: {e}");
+                    }
+                }
+            }
+        });
     }
 
     /// The labels of what a call reads, for binding its cursor.
@@ -179,7 +207,7 @@ impl RagServer {
     }
 
     /// The bundles a code-intelligence call reads.
-    fn code_bundles(&self, library: Option<&str>) -> Result<Vec<std::sync::Arc<atlas_runtime::Bundle>>, String> {
+    fn code_bundles(&self, library: Option<&str>) -> Result<Vec<Arc<atlas_runtime::Bundle>>, String> {
         let bundles = self.libs.select(library)?;
         if bundles.iter().all(|b| b.symbols().is_empty()) {
             return Err(
@@ -685,6 +713,11 @@ const MAX_NAME_BYTES: usize = 1_024;
 /// The tools that answer from code: listed only when a served library holds code.
 const CODE_TOOLS: [&str; 4] = ["search_code", "find_symbol", "find_references", "get_file_outline"];
 
+/// Whether any of `bundles` holds code.
+fn serves_code(bundles: &[Arc<atlas_runtime::Bundle>]) -> bool {
+    bundles.iter().any(|b| b.chunks().iter().any(|c| c.kind == ChunkKind::Code))
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for RagServer {
     /// Every tool, less the code tools when no served library holds code: a tool that
@@ -715,12 +748,17 @@ impl ServerHandler for RagServer {
         output::call_tool(self, &self.tool_router, request, context).await
     }
 
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<rmcp::RoleServer>) {
+        self.watch_tools(context.peer);
+    }
+
     // Logging is deprecated in 2026-07-28 (SEP-2577) and still part of 2025-11-25.
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_resources()
                 .enable_prompts()
                 .enable_completions()
