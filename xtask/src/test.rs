@@ -15,10 +15,10 @@ pub struct Args {
     /// Skip the tests whose names start with `slow_`.
     #[arg(long)]
     pub fast: bool,
-    /// Provision ONNX Runtime and the model (`atlas setup`) after the build, before
-    /// the tests (what `.ci/run` does: one build serves both).
+    /// Run even when something the tests need is missing (those tests are skipped)
+    /// instead of stopping with the command that installs it.
     #[arg(long)]
-    pub setup: bool,
+    pub allow_skips: bool,
     /// Passed on to `cargo test` (after `--`: to the test binaries).
     #[arg(last = true)]
     pub cargo_args: Vec<String>,
@@ -28,7 +28,20 @@ pub struct Args {
 pub const SLOW: &str = "slow_";
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    match std::env::var_os("ATLAS_CORPORA") {
+    let missing = crate::provision::missing();
+    if !missing.is_empty() && !args.allow_skips {
+        bail!(
+            "some tests need what is not here ({}); run `cargo xtask provision` (apt-get, pip and npm, as CI does), \
+             or pass --allow-skips to run without them",
+            missing.join("; ")
+        );
+    }
+    // What is here is required: its tests fail rather than skip.
+    let requires = crate::provision::requires();
+    // The shared corpora beside the checkout, as CI has them.
+    let corpora = crate::project_root().join("../shared/corpora");
+    let corpora = std::env::var_os("ATLAS_CORPORA").or_else(|| corpora.is_dir().then(|| corpora.into_os_string()));
+    match &corpora {
         Some(p) => eprintln!("xtask: ATLAS_CORPORA={} (real-corpus tests run)", Path::new(&p).display()),
         None => eprintln!("xtask: ATLAS_CORPORA is unset: the real-corpus tests will be skipped"),
     }
@@ -36,13 +49,29 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // packages with integration tests, so build every binary first, with the tests in
     // the same invocation (one feature set: nothing is compiled twice).
     crate::Profile::Debug.build_with(true)?;
-    if args.setup {
-        crate::setup::provision(crate::Profile::Debug)?;
-    }
-    let packaged = if args.fast { None } else { package_for_tests()? };
+    // ONNX Runtime and the model (`atlas setup`, with the binary just built: nothing
+    // when they are in place).
+    let models = match crate::setup::provision(crate::Profile::Debug) {
+        Ok(()) => true,
+        Err(e) if args.allow_skips => {
+            eprintln!("xtask: could not provision the model ({e:#}); the tests that need it will be skipped");
+            false
+        }
+        Err(e) => return Err(e.context("provisioning ONNX Runtime and the model (`cargo xtask setup`)")),
+    };
+    let packaged = if args.fast || !models { None } else { package_for_tests()? };
     let mut cmd = cargo();
+    if models {
+        cmd.env("ATLAS_REQUIRE_MODELS", "1");
+    }
     if let Some(dir) = &packaged {
-        cmd.env("ATLAS_PACKAGE_DIR", dir);
+        cmd.env("ATLAS_PACKAGE_DIR", dir).env("ATLAS_REQUIRE_PACKAGE", "1");
+    }
+    if let Some(c) = &corpora {
+        cmd.env("ATLAS_CORPORA", c);
+    }
+    for r in requires {
+        cmd.env(r, "1");
     }
     // The same features as the binaries' build, so nothing is compiled twice.
     cmd.args(["test", "--locked", "--features", crate::TEST_FEATURES]);
