@@ -163,6 +163,10 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
             }
         }
     }
+    if let Some(home) = std::env::var_os("HOME") {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        out.extend(editor_configs(std::path::Path::new(&home), &cwd));
+    }
     let ah = model::atlas_home();
     let probe = std::iter::successors(Some(ah.as_path()), |p| p.parent()).find(|p| p.exists());
     out.push(match probe.map(fs4::available_space) {
@@ -181,6 +185,61 @@ pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
     out
 }
 
+/// The editors' MCP config files Atlas knows, under the user's home and the project
+/// folder, with the key that holds their servers.
+const EDITOR_CONFIGS: &[(bool, &str, &str)] = &[
+    (true, ".config/Claude/claude_desktop_config.json", "mcpServers"),
+    (true, "Library/Application Support/Claude/claude_desktop_config.json", "mcpServers"),
+    (true, ".cursor/mcp.json", "mcpServers"),
+    (true, ".codeium/windsurf/mcp_config.json", "mcpServers"),
+    (true, ".claude.json", "mcpServers"),
+    (false, ".cursor/mcp.json", "mcpServers"),
+    (false, ".mcp.json", "mcpServers"),
+    (false, ".vscode/mcp.json", "servers"),
+];
+
+/// One check per editor config that starts Atlas: a warning for each server that
+/// runs it through `uvx` or `npx` without `--offline`, which asks the package index
+/// at every start and does not start without it.
+fn editor_configs(home: &std::path::Path, project: &std::path::Path) -> Vec<Check> {
+    let mut out = Vec::new();
+    for &(in_home, rel, key) in EDITOR_CONFIGS {
+        let file = if in_home { home.join(rel) } else { project.join(rel) };
+        let Ok(bytes) = atlas_runtime::safe_path::read_capped(&file, 4 << 20) else { continue };
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else { continue };
+        let Some(servers) = v.get(key).and_then(|s| s.as_object()) else { continue };
+        let mut online = Vec::new();
+        let mut ours = 0;
+        for (name, s) in servers {
+            let command = s.get("command").and_then(|c| c.as_str()).unwrap_or("");
+            let args: Vec<&str> =
+                s.get("args").and_then(|a| a.as_array()).into_iter().flatten().filter_map(|a| a.as_str()).collect();
+            let tool = std::path::Path::new(command).file_stem().and_then(|f| f.to_str()).unwrap_or("");
+            let atlas =
+                args.iter().chain(std::iter::once(&command)).any(|a| a.contains("atlas-mcp-server")) || tool == "atlas";
+            if !atlas {
+                continue;
+            }
+            ours += 1;
+            if matches!(tool, "uvx" | "npx") && !args.contains(&"--offline") {
+                online.push(atlas_runtime::utf8::clip_chars(&atlas_runtime::utf8::printable(name), 60));
+            }
+        }
+        let label = format!("editor config {}", file.display());
+        out.push(match online.is_empty() {
+            true if ours > 0 => check(label, Status::Ok, format!("{ours} Atlas servers, none needing the network to start"), ""),
+            true => continue,
+            false => check(
+                label,
+                Status::Warn,
+                format!("{} start through uvx or npx without --offline: each start asks the package index, and fails without it", online.join(", ")),
+                "add --offline before the package, as `atlas install` prints it, or run a binary that stays (`uv tool install atlas-mcp-server`)",
+            ),
+        });
+    }
+    out
+}
+
 pub fn render(checks: &[Check]) -> String {
     let mut s = String::new();
     for c in checks {
@@ -195,4 +254,37 @@ pub fn render(checks: &[Check]) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_editor_config_that_starts_atlas_online_is_a_warning() {
+        let t = tempfile::tempdir().unwrap();
+        let (home, project) = (t.path().join("home"), t.path().join("project"));
+        std::fs::create_dir_all(home.join(".cursor")).unwrap();
+        std::fs::create_dir_all(project.join(".vscode")).unwrap();
+        std::fs::write(
+            home.join(".cursor/mcp.json"),
+            r#"{"mcpServers": {
+                "docs-rag": {"command": "uvx", "args": ["atlas-mcp-server@0.1.0", "serve", "rag", "--bundle", "docs"]},
+                "docs-fs": {"command": "/usr/bin/npx", "args": ["--offline", "-y", "atlas-mcp-server@0.1.0", "serve", "fs"]},
+                "other": {"command": "uvx", "args": ["some-other-server"]}
+            }}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            project.join(".vscode/mcp.json"),
+            r#"{"servers": {"deps": {"command": "/home/u/.local/bin/atlas", "args": ["serve", "rag", "--project", "."]}}}"#,
+        )
+        .unwrap();
+        let checks = editor_configs(&home, &project);
+        assert_eq!(checks.len(), 2, "{checks:?}");
+        assert_eq!(checks[0].status, Status::Warn);
+        assert!(checks[0].detail.starts_with("docs-rag start") && checks[0].fix.contains("--offline"), "{checks:?}");
+        assert_eq!(checks[1].status, Status::Ok, "{checks:?}");
+        assert!(editor_configs(&t.path().join("none"), &t.path().join("none")).is_empty());
+    }
 }
