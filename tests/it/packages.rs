@@ -301,6 +301,11 @@ fn add_and_sync_install_exact_versions_and_a_project_serves_its_set() {
     assert_eq!(registry.hits("/dl/itoa/1.0.0/download"), [200]);
     let r = atlas(&["add", "crate:itoa@1.0.0"]).success();
     assert!(r.stderr.contains("already installed"), "{}", r.stderr);
+    // Offline, only what is cached: a version never fetched is named, nothing asked.
+    let r = atlas(&["add", "crate:itoa@1.0.1", "--offline"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("crate:itoa@1.0.1 is not in the cache and --offline fetches nothing"), "{}", r.stderr);
+    assert!(registry.hits("/dl/itoa/1.0.1/download").is_empty());
     // `info` names it by either spelling and says what it offers (vectors too).
     let info: serde_json::Value =
         serde_json::from_str(&atlas(&["info", "crate:itoa", "--json"]).success().stdout).unwrap();
