@@ -283,6 +283,83 @@ fn the_wheel_runs_with_uvx() {
     Figures { method: "wheel (uvx)", package_bytes: size(&wheel), install, first_initialize: first }.print();
 }
 
+/// The uvx config `atlas install` prints starts an editor's server with the network
+/// gone: after one online start (as a user's first `uvx atlas-mcp-server@VERSION`,
+/// from an index serving the wheel, its dependencies from PyPI), every proxy points at
+/// a closed port and the index is stopped, and the printed command and arguments, run
+/// as they are, answer `initialize` and a search. Slow: it reaches PyPI once.
+#[test]
+fn slow_the_printed_uvx_config_starts_with_the_index_unreachable() {
+    let Some(pkg) = packages() else { return };
+    let Some(uvx) = which("uvx") else {
+        return skip("no uvx (`pip install uv` installs it; .ci/run does)");
+    };
+    let reachable = std::net::ToSocketAddrs::to_socket_addrs(&("pypi.org", 443))
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(5)).is_ok());
+    if !reachable {
+        return skip("pypi.org cannot be reached: the first, online start needs it for the wheel's dependencies");
+    }
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let path = user_path(&[&uvx]);
+    let wheel = file(&pkg, "atlas_mcp_server-", ".whl");
+    let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
+    let index =
+        atlas_e2e::registry::simple_index("atlas-mcp-server", vec![(name, std::fs::read(&wheel).unwrap(), false)]);
+    let index_url = index.url("/simple/");
+    let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/uv-cache");
+    let closed = "http://127.0.0.1:9";
+    let env = |c: &mut Command, online: bool| {
+        user(c, root, &path);
+        c.env("UV_CACHE_DIR", &cache)
+            .env("UV_TOOL_DIR", root.join("uv-tools"))
+            .env("UV_PYTHON_DOWNLOADS", "never")
+            .env("UV_INDEX", &index_url);
+        if !online {
+            for k in ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy"] {
+                c.env(k, closed);
+            }
+            c.env_remove("NO_PROXY").env_remove("no_proxy");
+        }
+    };
+    let pinned = format!("atlas-mcp-server@{VERSION}");
+    let mut first = Command::new(&uvx);
+    env(&mut first, true);
+    run(first.args([pinned.as_str(), "--version"])).success();
+    drop(index);
+    // `atlas install`, run the printed way, prints the config.
+    let mut install = Command::new(&uvx);
+    env(&mut install, false);
+    let r = run(install.args(["--offline", &pinned, "install"]).arg(fixture_archive())).success();
+    let block = r.stdout.split("# With uv").nth(1).and_then(|b| b.split("\n# ").next()).unwrap_or_default();
+    let json_text = &block[block.find('{').unwrap_or_else(|| panic!("no uvx config in {}", r.stdout))..];
+    let config: Value = serde_json::from_str(json_text).unwrap_or_else(|e| panic!("{e}: {json_text}"));
+    let rag = &config["mcpServers"]["fixture-rag"];
+    assert_eq!(rag["command"], "uvx", "{config}");
+    let args: Vec<String> = rag["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    assert!(args.contains(&"--offline".to_owned()), "{args:?}");
+    let log = root.join("serve.log");
+    let started = rt().block_on(async {
+        let mut cmd = Command::new(&uvx);
+        env(&mut cmd, false);
+        cmd.args(&args);
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.kill_on_drop(true);
+        let t = Instant::now();
+        let client =
+            ().serve(child_transport(cmd, &log)).await.unwrap_or_else(|e| panic!("initialize: {e}: {}", read(&log)));
+        let started = t.elapsed();
+        let (_, s) = ok(call(&client, "search_docs", json!({"query": "how do I roll back a deployment"})).await);
+        assert!(s["hits"][0]["citation"].is_string(), "{s}");
+        client.cancel().await.unwrap();
+        started
+    });
+    eprintln!("package figures: the printed uvx config, no network: initialize in {:.2} s", started.as_secs_f64());
+    assert!(started < Duration::from_secs(10), "{started:?}: {}", read(&log));
+}
+
 #[test]
 fn the_npm_packages_install_with_npm_and_run_with_npx() {
     let Some(pkg) = packages() else { return };
