@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{Context as _, bail};
 
-use crate::{Profile, cargo, corpora, output, project_root, say, status};
+use crate::{Profile, cargo, corpora, local_bundle, local_config, output, project_root, say, status};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -242,28 +242,6 @@ fn default_model_dir(profile: Profile) -> anyhow::Result<PathBuf> {
         .and_then(|p| p["reads"].as_str().map(str::to_owned))
         .context("`atlas models` lists the default model")?;
     Ok(Path::new(&onnx).parent().context("a model folder")?.to_owned())
-}
-
-/// A pipeline.yaml in `dir` for the bundle `name`: `corpus` as its one local source,
-/// `source`, with the default config (as a new user would write it).
-pub fn local_config(dir: &Path, name: &str, source: &str, corpus: &Path) -> anyhow::Result<PathBuf> {
-    let cfg = dir.join("pipeline.yaml");
-    std::fs::write(
-        &cfg,
-        format!("name: {name}\nsources:\n  {source}:\n    kind: local\n    path: {}\n", corpus.display()),
-    )?;
-    Ok(cfg)
-}
-
-/// Builds (or reuses, through its cache) the bundle [`local_config`] describes in
-/// `work`, with the release binaries; returns the bundle folder.
-pub fn local_bundle(work: &Path, name: &str, source: &str, corpus: &Path) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(work)?;
-    let cfg = local_config(work, name, source, corpus)?;
-    let mut run = Command::new(Profile::Release.bin("atlas-pipeline"));
-    run.arg("-c").arg(&cfg).arg("run").env("ATLAS_NO_PROGRESS", "1");
-    status(run)?;
-    Ok(work.join(".atlas/build/bundle"))
 }
 
 /// A pipeline.yaml in `dir` with the devtron site as a local source.

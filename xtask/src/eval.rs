@@ -60,7 +60,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             continue;
         }
         let work = project_root().join("target/eval").join(name);
-        let bundle = crate::bench::local_bundle(&work, name, &name.replace('-', "_"), &corpora.join(corpus))?;
+        let bundle = crate::local_bundle(&work, name, &name.replace('-', "_"), &corpora.join(corpus))?;
         bundles.insert(name, bundle.clone());
         if !wanted(set) {
             continue;
