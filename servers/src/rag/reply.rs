@@ -31,17 +31,30 @@ pub(super) fn hit_text(i: usize, h: &Hit, detail: Detail) -> String {
     text
 }
 
-/// A hit as the structured reply holds it: never its snippet's text, which the text
-/// block shows fenced (a client that forwards both would pay for it twice), and
+/// A hit as the structured reply holds it ([`HitOut`]: never its snippet's text), and
 /// (`brief`) without its links.
 pub(super) fn hit_out(h: &Hit, detail: Detail) -> HitOut {
-    let mut hit = h.clone();
-    hit.snippet.clear();
-    if detail == Detail::Brief {
-        hit.mentions.clear();
-        hit.mentioned_in.clear();
+    let full = detail == Detail::Full;
+    HitOut {
+        score: h.score,
+        chunk_id: h.chunk_id.clone(),
+        library: h.library.clone(),
+        path: h.path.clone(),
+        title: h.title.clone(),
+        heading_path: h.heading_path.clone(),
+        start_line: h.start_line,
+        end_line: h.end_line,
+        snippet_lines: h.snippet_lines,
+        kind: h.kind.as_str().to_owned(),
+        language: h.language.clone(),
+        section: h.section.clone(),
+        symbol: h.symbol.clone(),
+        symbol_kind: h.symbol_kind.clone(),
+        mentions: if full { h.mentions.clone() } else { Vec::new() },
+        mentioned_in: if full { h.mentioned_in.clone() } else { Vec::new() },
+        citation: h.citation(),
+        uri: crate::resources::uri(&h.library, &h.path),
     }
-    HitOut { citation: h.citation(), uri: crate::resources::uri(&h.library, &h.path), hit }
 }
 
 /// The hit's file as a resource link (a content block an agent can open).

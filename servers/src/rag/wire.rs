@@ -1,7 +1,7 @@
 //! What the rag tools take and return: their arguments and the typed replies their
 //! output schemas are generated from.
 
-use atlas_runtime::{Hit, Mode};
+use atlas_runtime::Mode;
 use rmcp::schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -166,13 +166,43 @@ pub struct OutlineArgs {
     pub budget: Budget,
 }
 
-/// A hit as the search tools return it: every field of the hit, its citation, and
-/// its file as a resource.
+/// A hit as the search tools return it in `structuredContent`: where it is, how to
+/// cite it, its file as a resource. Not its snippet, which the text block shows (a
+/// client that forwards both would pay for it twice), and no field that is empty.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct HitOut {
-    #[serde(flatten)]
-    pub hit: Hit,
-    /// Where a reader checks it (the page URL with its anchor, or file + lines).
+    pub score: f32,
+    /// For get_chunk.
+    pub chunk_id: String,
+    /// `name@version`.
+    pub library: String,
+    /// The file (`<source>/<path>`).
+    pub path: String,
+    pub title: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub heading_path: Vec<String>,
+    pub start_line: u32,
+    pub end_line: u32,
+    /// The snippet's own lines, when it is a window of the chunk below its first line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snippet_lines: Option<[u32; 2]>,
+    /// docs or code.
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    pub section: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbol_kind: Option<String>,
+    /// Docs: the corpus symbols this chunk mentions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<String>,
+    /// Code: the docs chunks that mention this chunk's symbols.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mentioned_in: Vec<atlas_runtime::hit::Link>,
+    /// Where a reader checks it (the page URL with its anchor, or file + lines, at the
+    /// commit for a repository).
     pub citation: String,
     /// The hit's file as a resource (`atlas://{library}/{path}`): resources/read gives it whole.
     pub uri: String,
