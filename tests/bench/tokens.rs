@@ -38,7 +38,9 @@ fn tokens(bytes: usize) -> usize {
 /// None when it is never reached.
 struct Outcome {
     atlas: Option<usize>,
-    atlas_structured: usize,
+    /// The search reply's text, and with its structuredContent.
+    reply: usize,
+    reply_structured: usize,
     grep: Option<usize>,
 }
 
@@ -47,9 +49,9 @@ async fn main() -> Res {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let atlas = &args[0];
     println!(
-        "| set | questions | Atlas: found | Atlas: mean tokens (reply + get_chunk) | grep-and-read: found | grep-and-read: mean tokens | ratio (both found) | reply text / with structuredContent |"
+        "| set | questions | Atlas: found | Atlas: mean tokens (reply + get_chunk) | grep-and-read: found | within 10× Atlas's tokens | grep-and-read: mean tokens | ratio (both found) | search reply: text / with structuredContent |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut all: Vec<Outcome> = Vec::new();
     for set in args[1..].chunks(3) {
         let (name, bundle, golden) = (&set[0], std::path::Path::new(&set[1]), &set[2]);
@@ -68,18 +70,24 @@ fn row(name: &str, out: &[Outcome]) {
     let grep_found: Vec<usize> = out.iter().filter_map(|o| o.grep).collect();
     let both: Vec<(usize, usize)> = out.iter().filter_map(|o| Some((o.atlas?, o.grep?))).collect();
     let ratio = mean(both.iter().map(|b| b.0).collect()) / mean(both.iter().map(|b| b.1).collect()).max(1.0);
-    let replies = mean(out.iter().map(|o| o.atlas_structured).collect());
+    let reply = mean(out.iter().map(|o| o.reply).collect());
+    let structured = mean(out.iter().map(|o| o.reply_structured).collect());
+    // The baseline's reach at a budget near Atlas's: ten times Atlas's mean tokens.
+    let budget = 10.0 * mean(atlas_found.clone());
+    let grep_within = out.iter().filter(|o| o.grep.is_some_and(|g| g as f64 <= budget)).count();
     println!(
-        "| {name} | {} | {:.0}% | {:.0} | {:.0}% | {:.0} | {:.3} (1/{:.0}, {} questions) | {:.0} |",
+        "| {name} | {} | {:.0}% | {:.0} | {:.0}% | {:.0}% | {:.0} | {:.3} (1/{:.0}, {} questions) | {:.0} / {:.0} |",
         out.len(),
         100.0 * atlas_found.len() as f64 / n as f64,
         mean(atlas_found),
         100.0 * grep_found.len() as f64 / n as f64,
+        100.0 * grep_within as f64 / n as f64,
         mean(grep_found),
         ratio,
         1.0 / ratio.max(1e-9),
         both.len(),
-        replies
+        reply,
+        structured
     );
 }
 
@@ -114,7 +122,7 @@ async fn one_set(atlas: &str, bundle: &std::path::Path, golden: &str) -> Res<Vec
         let tool = if q.tags.get("kind").is_some_and(|k| k == "code") { "search_code" } else { "search_docs" };
         let (text, structured) = call(tool, json!({"query": q.query})).await?;
         let reply = tokens(text.len());
-        let with_structured = tokens(text.len() + serde_json::to_string(&structured)?.len());
+        let reply_structured = tokens(text.len() + serde_json::to_string(&structured)?.len());
         let first = structured["hits"].as_array().into_iter().flatten().find(|h| {
             let lines = (h["start_line"].as_u64().unwrap_or(0), h["end_line"].as_u64().unwrap_or(0));
             relevant(h["path"].as_str().unwrap_or(""), lines)
@@ -126,11 +134,7 @@ async fn one_set(atlas: &str, bundle: &std::path::Path, golden: &str) -> Res<Vec
             }
             None => None,
         };
-        out.push(Outcome {
-            atlas,
-            atlas_structured: with_structured,
-            grep: grep_and_read(&q.query, &files, &relevant),
-        });
+        out.push(Outcome { atlas, reply, reply_structured, grep: grep_and_read(&q.query, &files, &relevant) });
     }
     c.cancel().await?;
     Ok(out)
