@@ -390,6 +390,12 @@ impl Provision {
     }
 }
 
+/// Whether ONNX Runtime and the default model are here (where the wheel or
+/// `atlas setup` put them): what vector search and embedding need.
+pub fn default_provisioned() -> bool {
+    provisions().iter().all(|p| !p.default || p.path.is_file())
+}
+
 /// ONNX Runtime, then every file of every registered model and of the reranker.
 pub fn provisions() -> Vec<Provision> {
     let mut out = vec![Provision {

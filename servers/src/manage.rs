@@ -39,7 +39,7 @@ pub fn install(source: &str, opts: &Options, json: bool) -> anyhow::Result<()> {
     let t = std::time::Instant::now();
     let out = rt.block_on(atlas_dist::install::install(&home, &source, opts)).map_err(edge)?;
     report(&out, &source.to_string(), t.elapsed());
-    if atlas_runtime::model::provisions().iter().any(|p| p.default && !p.path.is_file()) {
+    if !atlas_runtime::model::default_provisioned() {
         eprintln!(
             "atlas: keyword search works now; run `atlas setup` once for vector and hybrid search (ONNX Runtime and the model)"
         );

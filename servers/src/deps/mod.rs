@@ -75,7 +75,7 @@ pub fn vectors(wanted: &[Wanted], keyword: &[Done], opts: &Options) -> Vec<Optio
         );
         return out;
     }
-    if atlas_runtime::model::provisions().iter().any(|p| p.default && !p.path.is_file()) {
+    if !atlas_runtime::model::default_provisioned() {
         eprintln!(
             "atlas: {} libraries answer by keyword and symbols; run `atlas setup` (ONNX Runtime and the model), then this command again, to embed them",
             todo.len()
