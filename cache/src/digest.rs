@@ -16,6 +16,19 @@ impl Digest {
         Digest(*blake3::hash(bytes).as_bytes())
     }
 
+    /// The digest of everything `r` reads, 64 KiB at a time.
+    pub fn of_reader(mut r: impl std::io::Read) -> std::io::Result<Digest> {
+        let mut h = blake3::Hasher::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = r.read(&mut buf)?;
+            if n == 0 {
+                return Ok(Digest(*h.finalize().as_bytes()));
+            }
+            h.update(&buf[..n]);
+        }
+    }
+
     pub fn to_hex(self) -> String {
         blake3::Hash::from_bytes(self.0).to_hex().to_string()
     }

@@ -1,7 +1,7 @@
 //! The locked cache folder and its objects: every write atomic, every read re-hashed.
 
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -192,21 +192,12 @@ impl Cache {
 
     pub(crate) fn verify_local(&self, d: Digest) -> Result<bool> {
         let path = self.object_path(d);
-        let mut f = match File::open(&path) {
+        let f = match File::open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(io_err(&path)(e)),
         };
-        let mut h = blake3::Hasher::new();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = f.read(&mut buf).map_err(io_err(&path))?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
-        }
-        let actual = Digest(*h.finalize().as_bytes());
+        let actual = Digest::of_reader(f).map_err(io_err(&path))?;
         if actual != d {
             self.evict(&path, d, actual);
             return Ok(false);

@@ -238,8 +238,8 @@ impl Default for EvalOptions {
 /// it) or `test` (they are judged on it). Fixed by a seeded hash of the query text, so
 /// a query keeps its half as a set grows and every tool splits the same way.
 pub fn half(query: &str) -> &'static str {
-    let h = blake3::hash(format!("atlas-eval-split/1\0{}", query.trim()).as_bytes());
-    if h.as_bytes()[0] & 1 == 0 { "tune" } else { "test" }
+    let h = crate::hash::Blake3::new().update(format!("atlas-eval-split/1\0{}", query.trim()).as_bytes()).bytes();
+    if h[0] & 1 == 0 { "tune" } else { "test" }
 }
 
 /// The tags a query is judged under: its own, plus `half` ([`half`]) and `shape`

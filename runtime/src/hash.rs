@@ -30,6 +30,31 @@ pub fn blake3_bytes(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
 }
 
+/// A blake3 fed in parts: a file as it is written, a key made of several fields.
+#[derive(Debug, Clone, Default)]
+pub struct Blake3(blake3::Hasher);
+
+impl Blake3 {
+    pub fn new() -> Blake3 {
+        Blake3::default()
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) -> &mut Blake3 {
+        self.0.update(bytes);
+        self
+    }
+
+    /// The hash of what was fed so far.
+    pub fn bytes(&self) -> [u8; 32] {
+        *self.0.finalize().as_bytes()
+    }
+
+    /// The hash of what was fed so far, as hex.
+    pub fn hex(&self) -> String {
+        self.0.finalize().to_hex().to_string()
+    }
+}
+
 /// sha256 of the file at `path`, streamed.
 pub fn sha256_file(path: &Path) -> Result<String> {
     let mut h = sha2::Sha256::new();

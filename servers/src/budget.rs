@@ -189,13 +189,12 @@ pub struct Cursor {
 /// The binding of a cursor to its call: 16 hex digits of a blake3 of the tool, its
 /// arguments (without `cursor` and `max_tokens`) and what it reads.
 pub fn call_key(tool: &str, parts: &[&str]) -> String {
-    let mut h = blake3::Hasher::new();
+    let mut h = atlas_runtime::hash::Blake3::new();
     h.update(tool.as_bytes());
     for p in parts {
-        h.update(&(p.len() as u64).to_le_bytes());
-        h.update(p.as_bytes());
+        h.update(&(p.len() as u64).to_le_bytes()).update(p.as_bytes());
     }
-    h.finalize().to_hex()[..16].to_owned()
+    h.hex()[..16].to_owned()
 }
 
 impl Cursor {

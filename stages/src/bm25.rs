@@ -122,13 +122,13 @@ fn canonical_segment_ids(dir: &std::path::Path) -> anyhow::Result<()> {
     names.sort();
     for id in ids {
         let old = id.replace('-', "");
-        let mut h = blake3::Hasher::new();
+        let mut h = atlas_runtime::hash::Blake3::new();
         let segment_files: Vec<&String> = names.iter().filter(|n| n.starts_with(&old)).collect();
         for n in &segment_files {
             h.update(&n.as_bytes()[old.len()..]);
             h.update(&std::fs::read(dir.join(n))?);
         }
-        let new = h.finalize().to_hex()[..32].to_owned();
+        let new = h.hex()[..32].to_owned();
         for n in &segment_files {
             std::fs::rename(dir.join(n), dir.join(format!("{new}{}", &n[old.len()..])))?;
         }

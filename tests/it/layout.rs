@@ -60,3 +60,27 @@ fn every_source_file_is_named_in_the_code_map() {
     }
     assert!(missing.is_empty(), "not in ARCHITECTURE.md's code map:\n{}", missing.join("\n"));
 }
+
+/// Product code hashes through the two hash modules only: `runtime::hash` (sha256,
+/// sha512 and blake3 of bytes, files and fields) and the cache's `digest` (its object
+/// names and memo keys).
+#[test]
+fn product_code_hashes_through_the_two_hash_modules() {
+    let allowed = ["runtime/src/hash.rs", "cache/src/digest.rs"];
+    let mut found = Vec::new();
+    for c in CRATES.iter().filter(|c| !c.starts_with("tests") && !c.starts_with("xtask")) {
+        for f in atlas_e2e::layout::rust_files(&root().join(c)) {
+            let rel = f.strip_prefix(root()).unwrap().to_string_lossy().replace('\\', "/");
+            if allowed.contains(&rel.as_str()) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                if ["blake3::", "sha2::", "use blake3", "use sha2"].iter().any(|p| line.contains(p)) {
+                    found.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "hashing outside runtime::hash and the cache's digest:\n{}", found.join("\n"));
+}

@@ -486,17 +486,24 @@ pub fn parse_recipe(bytes: &[u8], size: u64) -> Result<Vec<Piece>, String> {
 struct Written {
     file: std::fs::File,
     path: PathBuf,
-    hasher: blake3::Hasher,
+    hasher: atlas_runtime::hash::Blake3,
     written: u64,
     cap: u64,
     /// The piece being fetched: its hasher, bytes so far, and listed size.
-    piece: Option<(blake3::Hasher, u64, u64)>,
+    piece: Option<(atlas_runtime::hash::Blake3, u64, u64)>,
 }
 
 impl Written {
     fn create(to: &Path, cap: u64) -> Result<Written> {
         let file = std::fs::File::create(to).map_err(io(to))?;
-        Ok(Written { file, path: to.to_owned(), hasher: blake3::Hasher::new(), written: 0, cap, piece: None })
+        Ok(Written {
+            file,
+            path: to.to_owned(),
+            hasher: atlas_runtime::hash::Blake3::new(),
+            written: 0,
+            cap,
+            piece: None,
+        })
     }
 
     /// The bytes a fetch into this writer may still produce.
@@ -525,14 +532,14 @@ impl Written {
     }
 
     fn begin_piece(&mut self, size: u64) {
-        self.piece = Some((blake3::Hasher::new(), 0, size));
+        self.piece = Some((atlas_runtime::hash::Blake3::new(), 0, size));
     }
 
     /// The piece just fetched is whole and hashes to `blake3`.
     fn end_piece(&mut self, blake3: &str, obj: &ObjPath) -> Result<()> {
         let Some((h, n, cap)) = self.piece.take() else { return Ok(()) };
-        let got = h.finalize().to_hex();
-        if n != cap || got.as_str() != blake3 {
+        let got = h.hex();
+        if n != cap || got != blake3 {
             return Err(Error::DataCorruption(format!(
                 "{obj} does not match the manifest's recipe (blake3 {got}, listed {blake3}); nothing was installed"
             )));
@@ -542,8 +549,8 @@ impl Written {
 
     /// The file is whole and matches the manifest.
     fn finish(self, a: &atlas_runtime::manifest::Artifact) -> Result<()> {
-        let got = self.hasher.finalize().to_hex();
-        if self.written != a.size || got.as_str() != a.blake3 {
+        let got = self.hasher.hex();
+        if self.written != a.size || got != a.blake3 {
             return Err(Error::DataCorruption(format!(
                 "{} does not match the manifest (blake3 {got}, listed {}); nothing was installed",
                 a.path, a.blake3
