@@ -4,7 +4,7 @@
 //! the few lookups around them). Ranking stays here: fusion, exact strings,
 //! definitions first, confidence and refusal run on those lists exactly as they do on
 //! a local bundle. The one implementation is the PostgreSQL backend of the `atlas`
-//! binary (`servers/src/pg`); docs/scaling.md.
+//! binary (the `atlas-pg` crate, `servers/pg/`); docs/scaling.md.
 
 use std::collections::HashMap;
 

@@ -41,12 +41,12 @@ pub fn run(dirs: &[PathBuf], exported: Vec<Bundle>, open: OpenOptions, args: Arg
     let golden_path =
         args.golden.clone().ok_or_else(|| UsageError("evaluating several bundles needs --golden FILE.jsonl".into()))?;
     let golden = golden_set(&golden_path)?;
-    let mut lives: Vec<_> = exported.into_iter().map(|b| crate::live::Live::new(std::sync::Arc::new(b))).collect();
+    let mut lives: Vec<_> = exported.into_iter().map(|b| atlas_mcp::live::Live::new(std::sync::Arc::new(b))).collect();
     for dir in dirs {
         let b = Bundle::open(dir, open.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
-        lives.push(crate::live::Live::new(std::sync::Arc::new(b)));
+        lives.push(atlas_mcp::live::Live::new(std::sync::Arc::new(b)));
     }
-    let libs = crate::library::Libraries::new(lives, Vec::new()).map_err(UsageError)?;
+    let libs = atlas_mcp::library::Libraries::new(lives, Vec::new()).map_err(UsageError)?;
     let name = libs.bundles().iter().map(|b| b.library()).collect::<Vec<_>>().join(" + ");
     let name = match &args.library {
         Some(l) => format!("{name}, pinned to {l}"),

@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    atlas_servers::cli::main()
+    atlas_cli::cli::main()
 }

@@ -12,6 +12,8 @@ const CRATES: &[&str] = &[
     "runtime/dist/src",
     "runtime/grammar/src",
     "servers/src",
+    "servers/mcp/src",
+    "servers/pg/src",
     "xtask/src",
     "tests",
 ];
@@ -83,4 +85,68 @@ fn product_code_hashes_through_the_two_hash_modules() {
         }
     }
     assert!(found.is_empty(), "hashing outside runtime::hash and the cache's digest:\n{}", found.join("\n"));
+}
+
+/// The crates' own dependencies (`[dependencies]`, not dev or build), by package name.
+fn product_dependencies() -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut graph = std::collections::BTreeMap::new();
+    for c in CRATES.iter().filter(|c| c.ends_with("/src")) {
+        let manifest = root().join(c.trim_end_matches("/src")).join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+        let name = text
+            .lines()
+            .find_map(|l| l.strip_prefix("name = \""))
+            .and_then(|l| l.strip_suffix('"'))
+            .unwrap_or_else(|| panic!("{} names no package", manifest.display()));
+        let mut section = "";
+        let mut deps = Vec::new();
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                section = line;
+            } else if section == "[dependencies]" && line.starts_with("atlas-") {
+                deps.push(line.split(['.', ' ', '=']).next().unwrap_or(line).to_owned());
+            }
+        }
+        graph.insert(name.to_owned(), deps);
+    }
+    graph
+}
+
+/// Every crate `name` depends on, directly or through another.
+fn reaches(graph: &std::collections::BTreeMap<String, Vec<String>>, name: &str) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec![name.to_owned()];
+    while let Some(n) = todo.pop() {
+        for d in graph.get(&n).into_iter().flatten() {
+            if seen.insert(d.clone()) {
+                todo.push(d.clone());
+            }
+        }
+    }
+    seen
+}
+
+/// The crate boundaries (ARCHITECTURE.md): the MCP servers know neither PostgreSQL nor
+/// the `atlas` command (and so not its web page); the PostgreSQL crate knows no MCP;
+/// the runtime, the pipeline and the cache depend on no server crate.
+#[test]
+fn the_crates_depend_on_each_other_one_way() {
+    let graph = product_dependencies();
+    let servers = ["atlas-cli", "atlas-mcp", "atlas-pg"];
+    let rules: &[(&str, &[&str])] = &[
+        ("atlas-mcp", &["atlas-pg", "atlas-cli", "atlas-stages"]),
+        ("atlas-pg", &["atlas-mcp", "atlas-cli", "atlas-stages"]),
+        ("atlas-runtime", &servers),
+        ("atlas-dist", &servers),
+        ("atlas-grammar", &servers),
+        ("atlas-cache", &servers),
+        ("atlas-stages", &servers),
+    ];
+    let mut wrong = Vec::new();
+    for (krate, never) in rules {
+        assert!(graph.contains_key(*krate), "no crate {krate} among {:?}", graph.keys());
+        let deps = reaches(&graph, krate);
+        wrong.extend(never.iter().filter(|n| deps.contains(**n)).map(|n| format!("{krate} depends on {n}")));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 use atlas_runtime::{Bundle, Hit, Mode, SearchOptions};
 use serde::Serialize;
 
-use crate::library::Libraries;
 use crate::llm::{self, Llm};
-use crate::output::inert;
+use atlas_mcp::library::Libraries;
+use atlas_mcp::output::inert;
 pub(crate) use cite::Citations;
 use extract::{extract, render_extract};
 use prompt::{assemble, prompt, refusal};

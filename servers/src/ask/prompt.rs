@@ -4,12 +4,12 @@ use atlas_runtime::Hit;
 
 use super::Source;
 use crate::llm::Message;
-use crate::output::inert;
+use atlas_mcp::output::inert;
 
 /// About how many tokens `text` is: the one estimate every budget uses
-/// ([`crate::budget::tokens`]; a guard, not a contract).
+/// ([`atlas_mcp::budget::tokens`]; a guard, not a contract).
 pub fn tokens(text: &str) -> usize {
-    crate::budget::tokens(text.len())
+    atlas_mcp::budget::tokens(text.len())
 }
 
 /// Numbers the hits in rank order and keeps what fits `budget` tokens: a source that
@@ -23,7 +23,7 @@ pub fn assemble(hits: Vec<(Hit, String)>, budget: usize) -> Vec<Source> {
             break;
         }
         let head = tokens(&hit.citation()) + tokens(&hit.title) + 8;
-        let room = left.saturating_sub(head).max(16) * crate::budget::BYTES_PER_TOKEN;
+        let room = left.saturating_sub(head).max(16) * atlas_mcp::budget::BYTES_PER_TOKEN;
         let text = if text.len() <= room {
             text
         } else {
@@ -53,7 +53,7 @@ pub fn prompt(bundle: &str, question: &str, sources: &[Source]) -> Vec<Message> 
         // Titles, headings and citations come from the corpus: one inert line each, so
         // none can forge a question or a source line.
         user.push_str(&format!("[{}] {} — {}\n", s.n, inert(&s.hit.place()), inert(&s.citation)));
-        user.push_str(&crate::output::fence(&format!("source [{}]", s.n), &s.text));
+        user.push_str(&atlas_mcp::output::fence(&format!("source [{}]", s.n), &s.text));
         user.push('\n');
     }
     user.push_str(&format!("Question: {question}\n"));

@@ -2,9 +2,9 @@
 
 use super::locate::{locate, open, open_options};
 use crate::ask::{AskOptions, DEFAULT_BUDGET_TOKENS};
-use crate::library::Libraries;
-use crate::live::Live;
 use atlas_dist::config::Config;
+use atlas_mcp::library::Libraries;
+use atlas_mcp::live::Live;
 use atlas_runtime::OpenOptions;
 
 #[derive(Debug, clap::Args)]

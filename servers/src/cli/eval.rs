@@ -63,9 +63,9 @@ impl Args {
         let exported = match &self.backend {
             Some(url) => {
                 // An evaluation of a database measures every export in it, or none.
-                let (open, broken) = crate::pg::open_all(url, 4, &open)?;
-                if let Some(b) = broken.first() {
-                    anyhow::bail!("{}", b.line());
+                let (open, broken) = atlas_pg::open_all(url, 4, &open)?;
+                if let Some(b) = broken.into_iter().next() {
+                    anyhow::bail!("{}", super::locate::unopened(b).line());
                 }
                 open
             }

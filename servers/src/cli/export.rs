@@ -2,9 +2,9 @@
 //! --backend` (docs/scaling.md); `--list` and `--drop` manage what is there.
 
 use super::locate::locate;
-use crate::live::Origin;
 use anyhow::Context as _;
 use atlas_dist::config::Config;
+use atlas_mcp::live::Origin;
 use atlas_runtime::exit::UsageError;
 
 #[derive(Debug, clap::Args)]
@@ -24,7 +24,7 @@ pub(super) struct Args {
     drop: Option<String>,
     /// How the vectors are indexed in the database.
     #[arg(long, value_enum, default_value = "hnsw")]
-    vector_index: crate::pg::VectorIndex,
+    vector_index: atlas_pg::VectorIndex,
     /// `--list` as JSON.
     #[arg(long, requires = "list")]
     json: bool,
@@ -33,7 +33,7 @@ pub(super) struct Args {
 impl Args {
     pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
         if self.list {
-            let rows = crate::pg::list(&self.to)?;
+            let rows = atlas_pg::list(&self.to)?;
             if self.json {
                 return super::print(&format!("{}\n", serde_json::to_string_pretty(&rows)?));
             }
@@ -59,7 +59,7 @@ impl Args {
                     "--drop takes NAME@VERSION (`atlas export --list` names them), not {library:?}"
                 )));
             }
-            return match crate::pg::drop_bundle(&self.to, &library)? {
+            return match atlas_pg::drop_bundle(&self.to, &library)? {
                 true => super::print(&format!("dropped {library}\n")),
                 false => {
                     Err(UsageError(format!("{library} is not exported there; `atlas export --list` names what is"))
@@ -70,7 +70,7 @@ impl Args {
         let (dir, origin) = locate(self.bundle, cfg)?;
         let manifest =
             atlas_runtime::manifest::read_manifest(&dir).with_context(|| format!("reading {}", dir.display()))?;
-        let mut provenance = crate::pg::Provenance::default();
+        let mut provenance = atlas_pg::Provenance::default();
         if let Origin::Installed { home, name } = &origin
             && let Some(r) = home.record(name, &manifest.version)
         {
@@ -81,7 +81,7 @@ impl Args {
             provenance.installed = Some(r.installed);
         }
         let started = std::time::Instant::now();
-        let e = crate::pg::export(&dir, &self.to, provenance, self.vector_index)?;
+        let e = atlas_pg::export(&dir, &self.to, provenance, self.vector_index)?;
         if e.already {
             return super::print(&format!("{} is already exported and complete; nothing to do\n", e.schema));
         }
@@ -89,7 +89,7 @@ impl Args {
             "exported {} ({} chunks) to {}: {} steps run, {} already done, {:.1} MB, verified, {:.1} s\n",
             e.schema,
             manifest.chunk_count,
-            crate::pg::redact(&self.to),
+            atlas_pg::redact(&self.to),
             e.steps_run,
             e.steps_skipped,
             e.bytes as f64 / 1e6,

@@ -1,10 +1,10 @@
 //! Where a command's bundles are: `--bundle` as an installed name, NAME@VERSION or a
 //! folder, and how servers open the ones they were given.
 
-use crate::library::{Broken, Libraries};
-use crate::live::{Live, Origin};
 use anyhow::Context as _;
 use atlas_dist::config::Config;
+use atlas_mcp::library::{Broken, Libraries};
+use atlas_mcp::live::{Live, Origin};
 use atlas_runtime::exit::UsageError;
 use atlas_runtime::{Bundle, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -148,7 +148,7 @@ fn broken(dir: &Path, origin: &Origin, e: &anyhow::Error) -> Broken {
         },
     };
     let full = format!("{e:#}");
-    let error = crate::output::without_paths(&full, dir, &library);
+    let error = atlas_mcp::output::without_paths(&full, dir, &library);
     let b = Broken::new(library, name, error, matches!(origin, Origin::Installed { .. }));
     // The log, on this machine, keeps the path and the whole error.
     tracing::warn!("{} [at {}: {full}]", b.line(), dir.display());
@@ -158,10 +158,15 @@ fn broken(dir: &Path, origin: &Origin, e: &anyhow::Error) -> Broken {
 /// Opens every located bundle with one set of options (so bundles of one model share
 /// it), each following its origin. With several, one that does not open is named and
 /// left out; the others serve.
+/// An export in PostgreSQL that did not open, as the servers name a broken library.
+pub(super) fn unopened(u: atlas_pg::Unopened) -> Broken {
+    Broken::with_fix(u.library, u.name, u.error, atlas_pg::Unopened::FIX.to_owned())
+}
+
 pub(super) fn open_libraries(
     rt: &tokio::runtime::Runtime,
     located: Located,
-    (exported, broken_exports): (Vec<Bundle>, Vec<Broken>),
+    (exported, broken_exports): (Vec<Bundle>, Vec<atlas_pg::Unopened>),
     opts: &OpenOptions,
 ) -> anyhow::Result<Libraries> {
     let single = located.found.len() + located.broken.len() + exported.len() + broken_exports.len() == 1;
@@ -171,7 +176,7 @@ pub(super) fn open_libraries(
         lives.push(Live::new(std::sync::Arc::new(b)));
     }
     let mut broken_libs = located.broken;
-    broken_libs.extend(broken_exports);
+    broken_libs.extend(broken_exports.into_iter().map(unopened));
     for (dir, origin) in located.found {
         let b = match open_or_keyword_only(&dir, opts).with_context(|| format!("opening the bundle {}", dir.display()))
         {
@@ -185,7 +190,7 @@ pub(super) fn open_libraries(
         tracing::info!("serving {} ({} chunks) from {}", b.library(), b.chunk_count(), dir.display());
         let live = Live::new(std::sync::Arc::new(b));
         let _guard = rt.enter();
-        crate::live::watch(live.clone(), origin, opts.clone());
+        atlas_mcp::live::watch(live.clone(), origin, opts.clone());
         lives.push(live);
     }
     Libraries::new(lives, broken_libs).map_err(|e| UsageError(e).into())
@@ -208,12 +213,13 @@ pub(super) fn open_or_keyword_only(dir: &Path, opts: &OpenOptions) -> atlas_runt
 
 /// The fs view of every located bundle, each following its origin like the rag
 /// server's; with several, one that does not open is named and left out.
-pub(super) fn open_mirrors(rt: &tokio::runtime::Runtime, located: Located) -> anyhow::Result<crate::fs::FsServer> {
+pub(super) fn open_mirrors(rt: &tokio::runtime::Runtime, located: Located) -> anyhow::Result<atlas_mcp::fs::FsServer> {
     let single = located.found.len() + located.broken.len() == 1;
     let mut lives = Vec::new();
     let mut broken_libs = located.broken;
     for (dir, origin) in located.found {
-        let fs = match crate::fs::Fs::bundle(&dir).with_context(|| format!("opening the bundle {}", dir.display())) {
+        let fs = match atlas_mcp::fs::Fs::bundle(&dir).with_context(|| format!("opening the bundle {}", dir.display()))
+        {
             Ok(fs) => fs,
             Err(e) if !single => {
                 broken_libs.push(broken(&dir, &origin, &e));
@@ -223,10 +229,10 @@ pub(super) fn open_mirrors(rt: &tokio::runtime::Runtime, located: Located) -> an
         };
         let live = Live::new(std::sync::Arc::new(fs));
         let _guard = rt.enter();
-        crate::live::follow(live.clone(), origin, crate::fs::Fs::bundle, |fs| fs.label());
+        atlas_mcp::live::follow(live.clone(), origin, atlas_mcp::fs::Fs::bundle, |fs| fs.label());
         lives.push(live);
     }
-    crate::fs::FsServer::libraries(lives, broken_libs).map_err(|e| UsageError(e).into())
+    atlas_mcp::fs::FsServer::libraries(lives, broken_libs).map_err(|e| UsageError(e).into())
 }
 
 /// Bundle opening options with the query backend from ATLAS_EMBED_BACKEND or the config.

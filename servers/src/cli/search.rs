@@ -102,7 +102,10 @@ impl Args {
         };
         let hits = b.search(&self.query, &opts)?;
         let text = if self.json {
-            format!("{}\n", serde_json::to_string_pretty(&crate::output::search_json(&self.query, self.mode, &hits))?)
+            format!(
+                "{}\n",
+                serde_json::to_string_pretty(&atlas_mcp::output::search_json(&self.query, self.mode, &hits))?
+            )
         } else {
             render(&hits)
         };
@@ -127,9 +130,11 @@ fn code_lookup(
     }
     let bundles = [b.clone()];
     let text = if definitions {
-        let q = crate::code::SymbolQuery { name, prefix: false, kind, language };
-        let found: Vec<crate::code::SymbolOut> =
-            crate::code::find_symbol(&bundles, &q).iter().map(|(b, i)| crate::code::symbol_out(b, *i)).collect();
+        let q = atlas_mcp::code::SymbolQuery { name, prefix: false, kind, language };
+        let found: Vec<atlas_mcp::code::SymbolOut> = atlas_mcp::code::find_symbol(&bundles, &q)
+            .iter()
+            .map(|(b, i)| atlas_mcp::code::symbol_out(b, *i))
+            .collect();
         if json {
             format!("{}\n", serde_json::to_string_pretty(&serde_json::json!({ "name": name, "definitions": found }))?)
         } else if found.is_empty() {
@@ -137,30 +142,31 @@ fn code_lookup(
         } else {
             let mut s = String::new();
             for d in &found {
-                let (name, path) = (crate::output::inert(&d.name), crate::output::inert(&d.path));
-                let kind = crate::code::kind_said(d);
+                let (name, path) = (atlas_mcp::output::inert(&d.name), atlas_mcp::output::inert(&d.path));
+                let kind = atlas_mcp::code::kind_said(d);
                 s.push_str(&format!("{kind} {name}  {path}:{}-{}\n    {}\n", d.start_line, d.end_line, d.citation));
                 if let Some(sig) = &d.signature {
-                    s.push_str(&format!("    │ {}\n", crate::output::printable(sig)));
+                    s.push_str(&format!("    │ {}\n", atlas_mcp::output::printable(sig)));
                 }
             }
             s
         }
     } else {
-        let (files, _) = crate::code::find_references(&bundles, name)?;
+        let (files, _) = atlas_mcp::code::find_references(&bundles, name)?;
         let total: usize = files.iter().map(|f| f.references.len()).sum();
         if json {
-            let v = serde_json::json!({ "name": name, "total": total, "files": files, "note": crate::code::BY_NAME });
+            let v =
+                serde_json::json!({ "name": name, "total": total, "files": files, "note": atlas_mcp::code::BY_NAME });
             format!("{}\n", serde_json::to_string_pretty(&v)?)
         } else {
-            let mut s = format!("{total} uses of {name:?} in {} files ({}):\n", files.len(), crate::code::BY_NAME);
+            let mut s = format!("{total} uses of {name:?} in {} files ({}):\n", files.len(), atlas_mcp::code::BY_NAME);
             for f in &files {
-                s.push_str(&format!("{}\n", crate::output::inert(&f.path)));
+                s.push_str(&format!("{}\n", atlas_mcp::output::inert(&f.path)));
                 for r in &f.references {
                     let within = r
                         .enclosing
                         .as_deref()
-                        .map_or_else(|| "module level".to_owned(), |e| crate::output::inert(e).into());
+                        .map_or_else(|| "module level".to_owned(), |e| atlas_mcp::output::inert(e).into());
                     s.push_str(&format!("  {}: in {within}\n", r.line));
                 }
             }
@@ -184,7 +190,7 @@ fn render(hits: &[Hit]) -> String {
         };
         s.push_str(&format!("{:>2}. {:.4}  {place}  [{what}]\n    {}\n", i + 1, h.score, h.citation()));
         for line in h.snippet.lines().filter(|l| !l.trim().is_empty()).take(3) {
-            s.push_str(&format!("    │ {}\n", crate::output::printable(line)));
+            s.push_str(&format!("    │ {}\n", atlas_mcp::output::printable(line)));
         }
     }
     s

@@ -3,8 +3,8 @@
 
 use super::locate::{Located, locate_many, locate_project, open_libraries, open_mirrors, open_options};
 use crate::ask::AskOptions;
-use crate::transport::HttpOptions;
 use atlas_dist::config::Config;
+use atlas_mcp::transport::HttpOptions;
 use atlas_runtime::OpenOptions;
 use clap::ValueEnum;
 use std::net::SocketAddr;
@@ -114,7 +114,7 @@ impl Args {
             Which::Web => serve_web(cfg, rt, located, self.rerank, self.http, http_opts, ask),
             Which::Fs => {
                 let fs = match self.mirror {
-                    Some(m) => crate::fs::FsServer::new(crate::fs::Fs::plain(&m)?),
+                    Some(m) => atlas_mcp::fs::FsServer::new(atlas_mcp::fs::Fs::plain(&m)?),
                     None => open_mirrors(&rt, located)?,
                 };
                 run_server(rt, fs, self.http, http_opts)
@@ -122,11 +122,11 @@ impl Args {
             Which::Rag => {
                 let opts = open_options(cfg, OpenOptions { warm: self.warm, ..OpenOptions::default() })?;
                 let exported = match &self.backend {
-                    Some(url) => crate::pg::open_all(url, usize::from(self.pool), &opts)?,
+                    Some(url) => atlas_pg::open_all(url, usize::from(self.pool), &opts)?,
                     None => (Vec::new(), Vec::new()),
                 };
                 let libs = open_libraries(&rt, located, exported, &opts)?;
-                run_server(rt, crate::rag::RagServer::libraries(libs, self.rerank), self.http, http_opts)
+                run_server(rt, atlas_mcp::rag::RagServer::libraries(libs, self.rerank), self.http, http_opts)
             }
         }
     }
@@ -135,7 +135,7 @@ impl Args {
 /// Logs go to stderr only (stdout carries the protocol). `ATLAS_LOG` sets the filter.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ATLAS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,atlas_servers=info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,atlas_cli=info,atlas_mcp=info,atlas_pg=info"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
 }
 
@@ -169,8 +169,8 @@ fn run_server<S: rmcp::ServerHandler + Clone + Send + Sync + 'static>(
 ) -> anyhow::Result<()> {
     let r = rt.block_on(async move {
         match http {
-            Some(addr) => crate::transport::serve_http(move || server.clone(), addr, http_opts).await,
-            None => crate::transport::serve_stdio(server).await,
+            Some(addr) => atlas_mcp::transport::serve_http(move || server.clone(), addr, http_opts).await,
+            None => atlas_mcp::transport::serve_stdio(server).await,
         }
     });
     // A read stuck in the kernel (a slow network file system) must not keep the

@@ -36,7 +36,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::ask::{self, AskOptions, Event};
-use crate::library::Libraries;
+use atlas_mcp::library::Libraries;
 use render::{Facets, SearchQuery};
 
 /// Hits on the search page.
@@ -82,7 +82,7 @@ pub fn router(web: Web) -> axum::Router {
 /// The Host check (the security headers are the server's, on every response).
 async fn guard(req: Request, next: Next, hosts: &[String]) -> Response {
     let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-    if !crate::transport::host_allowed(host, hosts) {
+    if !atlas_mcp::transport::host_allowed(host, hosts) {
         tracing::warn!("refused a request for Host {host:?}");
         return (
             StatusCode::FORBIDDEN,
@@ -369,7 +369,7 @@ async fn api_search(State(web): State<Web>, req: Request) -> Response {
     let (libs, q, opts) = (web.libs.clone(), s.q.clone(), options(&s, k, true));
     let library = s.library.clone();
     match blocking(move || libs.search(&q, &opts, library.as_deref()).map(|(found, _)| found.hits)).await {
-        Ok(hits) => json_response(StatusCode::OK, &crate::output::search_json(&s.q, s.mode, &hits)),
+        Ok(hits) => json_response(StatusCode::OK, &atlas_mcp::output::search_json(&s.q, s.mode, &hits)),
         Err(e) => bad(e),
     }
 }
@@ -434,11 +434,15 @@ pub async fn serve(
     web: Web,
     rerank: bool,
     addr: std::net::SocketAddr,
-    opts: crate::transport::HttpOptions,
+    opts: atlas_mcp::transport::HttpOptions,
 ) -> anyhow::Result<()> {
     let ct = tokio_util::sync::CancellationToken::new();
     let libs = web.libs.clone();
-    let mcp = crate::transport::mcp_router(move || crate::rag::RagServer::libraries(libs.clone(), rerank), &opts, &ct);
+    let mcp = atlas_mcp::transport::mcp_router(
+        move || atlas_mcp::rag::RagServer::libraries(libs.clone(), rerank),
+        &opts,
+        &ct,
+    );
     let app = router(web).merge(mcp);
-    crate::transport::serve_router(app, addr, "the web page", "/", ct).await
+    atlas_mcp::transport::serve_router(app, addr, "the web page", "/", ct).await
 }

@@ -15,7 +15,6 @@ use pgvector::HalfVector;
 use tokio_postgres::types::ToSql;
 
 use super::{CATALOG, Db, catalog_exists, pg, schema_ident};
-use crate::library::Broken;
 
 /// Postings read per query term, best BM25 factor first: exact for every term in at
 /// most this many chunks; for commoner ones, the chunks where the term weighs most.
@@ -179,11 +178,27 @@ fn like_escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
 }
 
+/// An export that did not open: the servers name it, with [`Unopened::FIX`], and serve
+/// the others.
+#[derive(Debug, Clone)]
+pub struct Unopened {
+    /// `name@version`.
+    pub library: String,
+    /// The bundle's name, as a `library` argument names it.
+    pub name: String,
+    pub error: String,
+}
+
+impl Unopened {
+    /// What to do about an export that does not open.
+    pub const FIX: &str = "export it again (`atlas export BUNDLE --to …`) or drop it (`atlas export --drop`)";
+}
+
 /// Every complete export in the database at `url`, opened as bundles served from it,
 /// over a pool of `pool` connections; an export that does not open (its tables gone,
 /// a file that does not match its manifest) is named with its error, and the others
 /// serve.
-pub fn open_all(url: &str, pool: usize, opts: &OpenOptions) -> anyhow::Result<(Vec<Bundle>, Vec<Broken>)> {
+pub fn open_all(url: &str, pool: usize, opts: &OpenOptions) -> anyhow::Result<(Vec<Bundle>, Vec<Unopened>)> {
     let db = Db::connect(url, pool, None)?;
     let libraries: Vec<String> = db.run(async |c| {
         if !catalog_exists(c).await? {
@@ -207,10 +222,8 @@ pub fn open_all(url: &str, pool: usize, opts: &OpenOptions) -> anyhow::Result<(V
             Ok(b) => open.push(b),
             Err(e) => {
                 let name = l.split_once('@').map_or(l.as_str(), |(n, _)| n).to_owned();
-                let fix = "export it again (`atlas export BUNDLE --to …`) or drop it (`atlas export --drop`)";
-                let b = Broken::with_fix(l.clone(), name, format!("{e:#}"), fix.to_owned());
-                tracing::warn!("{} (in {})", b.line(), db.label);
-                broken.push(b);
+                tracing::warn!("{l} did not open ({e:#}; in {}); {}", db.label, Unopened::FIX);
+                broken.push(Unopened { library: l.clone(), name, error: format!("{e:#}") });
             }
         }
     }

@@ -8,7 +8,7 @@ mod export;
 mod index;
 
 pub use export::{Provenance, VectorIndex, drop_bundle, export, list};
-pub use index::open_all;
+pub use index::{Unopened, open_all};
 
 use std::sync::Arc;
 use std::time::Duration;
