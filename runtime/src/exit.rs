@@ -23,19 +23,31 @@ impl StdError for UsageError {}
 /// any other failure.
 pub fn finish<E: AsRef<dyn StdError + Send + Sync + 'static>>(result: Result<(), E>) -> ExitCode {
     let Err(e) = result else { return ExitCode::SUCCESS };
+    let usage = causes(e.as_ref()).any(|c| c.is::<UsageError>());
+    eprintln!("error: {}", crate::utf8::terminal_safe(&one_line(e.as_ref()).replace('\n', " ")));
+    if usage { ExitCode::from(2) } else { ExitCode::FAILURE }
+}
+
+/// An error and each of its causes, outermost first.
+pub fn causes<'e>(e: &'e (dyn StdError + 'static)) -> impl Iterator<Item = &'e (dyn StdError + 'static)> {
+    std::iter::successors(Some(e), |&c| c.source())
+}
+
+/// An error and its causes on one line (`outer: cause: root cause`), a cause whose
+/// text an outer one already says left out: the one way errors are printed.
+pub fn one_line(e: &(dyn StdError + 'static)) -> String {
     let mut line = String::new();
-    let mut usage = false;
-    let mut next: Option<&(dyn StdError + 'static)> = Some(e.as_ref());
-    while let Some(err) = next {
+    for c in causes(e) {
+        let text = c.to_string();
+        if line.contains(&text) {
+            continue;
+        }
         if !line.is_empty() {
             line.push_str(": ");
         }
-        line.push_str(&err.to_string());
-        usage |= err.downcast_ref::<UsageError>().is_some();
-        next = err.source();
+        line.push_str(&text);
     }
-    eprintln!("error: {}", crate::utf8::terminal_safe(&line.replace('\n', " ")));
-    if usage { ExitCode::from(2) } else { ExitCode::FAILURE }
+    line
 }
 
 /// Writes `s` to stdout, terminal-safe ([`crate::utf8::terminal_safe`]: corpus text,

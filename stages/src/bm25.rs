@@ -26,7 +26,7 @@ impl Default for Bm25Params {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Bm25;
 
 impl Stage for Bm25 {

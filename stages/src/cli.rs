@@ -1,6 +1,6 @@
 //! The `atlas-pipeline` command line.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -132,93 +132,13 @@ fn open_cache(cli: &Cli, cfg: &Loaded, progress: &Progress) -> anyhow::Result<Ca
     if let Some(ms) = atlas_runtime::failpoint::armed("hold-lock", None) {
         std::thread::sleep(Duration::from_millis(ms));
     }
-    Ok(match remote_cache(cfg)? {
+    Ok(match runner::remote::RemoteCache::configured(cfg)? {
         Some(r) => {
             progress.log(&format!("remote cache {} ({})", r.url, r.describe()));
             cache.with_remote(Box::new(runner::remote::StoreRemote::open(&r.url, r.timeout)?), r.policy)
         }
         None => cache,
     })
-}
-
-/// The remote build cache as configured for this machine.
-struct RemoteCache {
-    url: String,
-    timeout: Duration,
-    policy: atlas_cache::RemotePolicy,
-    keys: usize,
-}
-
-impl RemoteCache {
-    fn describe(&self) -> String {
-        let p = &self.policy;
-        let reads = match (&p.verifier, self.keys) {
-            (None, _) => "trusted: unsigned refs used".to_owned(),
-            (Some(_), n) => format!("refs used only when signed by one of {n} trusted keys"),
-        };
-        let writes = match (p.read_only, &p.signer) {
-            (true, _) => "read-only",
-            (false, Some(_)) => "written behind, refs signed",
-            (false, None) => "written behind, refs unsigned",
-        };
-        format!("{reads}; {writes}")
-    }
-}
-
-/// The remote build cache: `ATLAS_CACHE_REMOTE` (`off` for none) > pipeline.yaml's
-/// `cache.remote` > the config file's `[cache] remote`; its per-request timeout and
-/// trust policy (docs/pipeline.md: pipeline.yaml's fields, then the config file's;
-/// `ATLAS_CACHE_READ_ONLY=1` makes this machine a reader).
-fn remote_cache(cfg: &Loaded) -> anyhow::Result<Option<RemoteCache>> {
-    let user = atlas_dist::config::load().map_err(atlas_dist::edge)?.0.cache;
-    let team = &cfg.config.cache;
-    let url = match std::env::var("ATLAS_CACHE_REMOTE").ok().filter(|v| !v.is_empty()) {
-        Some(v) if v == "off" => None,
-        Some(v) => Some(v),
-        None => team.remote.clone().or(user.remote),
-    };
-    let Some(url) = url else { return Ok(None) };
-    let secs = team.timeout_s.or(user.timeout_s).unwrap_or(10).max(1);
-    let env_ro = std::env::var("ATLAS_CACHE_READ_ONLY").is_ok_and(|v| v == "1" || v == "true");
-    let read_only = env_ro || user.read_only.or(team.read_only).unwrap_or(false);
-    let trusted = user.trusted.or(team.trusted).unwrap_or(false);
-    let mut keys = Vec::new();
-    for k in team.trusted_keys.iter().map(|k| (k, true)).chain(user.trusted_keys.iter().map(|k| (k, false))) {
-        let text =
-            if k.1 && !k.0.starts_with("RW") { cfg.resolve(Path::new(k.0)).display().to_string() } else { k.0.clone() };
-        keys.push(
-            atlas_dist::sign::parse_public_key(&text)
-                .map_err(|e| runner::ConfigError(format!("cache.trusted_keys: {e}")))?,
-        );
-    }
-    let sign_path = team.sign.as_ref().map(|p| cfg.resolve(p)).or(user.sign);
-    let signer: Option<atlas_cache::trust::Signer> = match (&sign_path, read_only) {
-        (Some(p), false) => {
-            let sk = atlas_dist::sign::load_secret(p).map_err(atlas_dist::edge)?;
-            Some(Box::new(move |m: &[u8]| {
-                atlas_dist::sign::sign_with(&sk, m, "atlas-cache-ref").map_err(|e| e.to_string())
-            }))
-        }
-        _ => None,
-    };
-    let n = keys.len();
-    let verifier: Option<atlas_cache::trust::Verifier> = if trusted {
-        None
-    } else {
-        Some(Box::new(move |m: &[u8], sig: &str| {
-            use atlas_cache::trust::SigCheck;
-            let by = atlas_dist::sign::signature_key_id(sig);
-            match keys.iter().find(|k| by.as_deref() == Some(atlas_dist::sign::key_id(k).as_str())) {
-                None => SigCheck::UnknownKey,
-                Some(k) => match atlas_dist::sign::verify_bytes(k, sig, m) {
-                    Ok(_) => SigCheck::Valid,
-                    Err(e) => SigCheck::Invalid(e.to_string()),
-                },
-            }
-        }))
-    };
-    let policy = atlas_cache::RemotePolicy { read_only, verifier, signer };
-    Ok(Some(RemoteCache { url, timeout: Duration::from_secs(secs), policy, keys: n }))
 }
 
 fn out_dir(flag: Option<&PathBuf>, cfg: &Loaded) -> PathBuf {
@@ -290,9 +210,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                 }
                 for (tag, version) in &train {
                     let mut one = cfg.at_tag(&source, tag);
-                    let mut pack = one.params::<crate::pack::PackParams>("pack").clone();
-                    pack.version.clone_from(version);
-                    one.set_params("pack", pack);
+                    one.edit_params("pack", |pack| pack["version"] = version.as_str().into())?;
                     let summary = dag::run(&cache, &one, &registry, &opts, &progress)?;
                     let dir = out_dir.join("versions").join(version);
                     let written = dag::materialize(&cache, &dir, &registry, &summary.stages, *archive || *publish)

@@ -243,7 +243,7 @@ pub fn embed_batches(
     })
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Embed;
 
 fn backend(p: &EmbedParams) -> anyhow::Result<Backend> {

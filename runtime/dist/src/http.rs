@@ -282,11 +282,7 @@ pub fn redact(text: &str, secret: Option<&str>) -> String {
 
 /// reqwest's error, said plainly in one line.
 pub fn describe(e: &reqwest::Error) -> String {
-    let mut cur: &(dyn std::error::Error + 'static) = e;
-    while let Some(next) = cur.source() {
-        cur = next;
-    }
-    let root = redact(&cur.to_string(), None);
+    let root = atlas_runtime::exit::causes(e).last().map_or_else(String::new, |c| redact(&c.to_string(), None));
     if e.is_connect() {
         format!("could not connect: {root}")
     } else if e.is_timeout() {

@@ -182,15 +182,7 @@ fn pool_error(e: &deadpool_postgres::PoolError) -> String {
 pub fn db_error(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(d) => d.message().to_owned(),
-        None => {
-            let mut s = e.to_string();
-            let mut src = std::error::Error::source(e);
-            while let Some(x) = src {
-                s = format!("{s}: {x}");
-                src = x.source();
-            }
-            s
-        }
+        None => atlas_runtime::exit::one_line(e),
     }
 }
 

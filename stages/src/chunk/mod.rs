@@ -55,7 +55,7 @@ impl Default for ChunkParams {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Chunk;
 
 /// A stable id: blake3(source, path, heading path, part), 128 bits in hex.

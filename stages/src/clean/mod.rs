@@ -33,7 +33,7 @@ pub struct FileReport {
     pub residual: Vec<Residual>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct CleanGitbook;
 
 impl Stage for CleanGitbook {

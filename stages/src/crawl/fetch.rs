@@ -103,7 +103,7 @@ impl Fetcher {
             }
             let req = match req.build() {
                 Ok(r) => r,
-                Err(e) => return Outcome::Failed(error_chain(&e)),
+                Err(e) => return Outcome::Failed(atlas_runtime::exit::one_line(&e)),
             };
             let sent = http::send_raw(&self.client, req, x.credential, redirects).await;
             let wait = match sent {
@@ -165,7 +165,7 @@ impl Fetcher {
                 }
                 Err(http::SendError::Redirect(why)) => return Outcome::Failed(why),
                 Err(http::SendError::Transport { error, .. }) => {
-                    notes.push(format!("attempt {}: {}", attempt + 1, error_chain(&error)));
+                    notes.push(format!("attempt {}: {}", attempt + 1, atlas_runtime::exit::one_line(&error)));
                     self.backoff(attempt)
                 }
             };
@@ -213,27 +213,12 @@ pub(crate) async fn read_capped(mut resp: reqwest::Response, limit: usize) -> Re
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => return Ok(body),
-            Err(e) => return Err(ReadError::Transport(error_chain(&e))),
+            Err(e) => return Err(ReadError::Transport(atlas_runtime::exit::one_line(&e))),
         }
     }
 }
 
 pub use atlas_dist::http::retry_after;
-
-/// An error and its causes on one line.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        src = c.source();
-    }
-    s
-}
 
 #[cfg(test)]
 mod tests {

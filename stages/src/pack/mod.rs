@@ -111,7 +111,7 @@ fn eval_note(r: &atlas_runtime::eval::Report) -> String {
     format!("eval ({} queries, {} negatives): {}", r.answerable, r.negatives, modes.join(", "))
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Pack;
 
 /// The sources and every stage's params, canonical: what the bundle was built from.

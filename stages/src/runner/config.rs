@@ -4,16 +4,13 @@
 //! file, the line and the key. Params are filled with their defaults and then
 //! canonicalised to JSON, so writing a default out explicitly changes no cache key.
 
-use std::any::Any;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use atlas_runtime::package::PackageSpec;
 
 use serde::Deserialize;
-use serde::de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor};
+use serde::de::IgnoredAny;
 
 /// A config problem: the user must fix the file. Reported on one line, exit code 2.
 pub use atlas_runtime::exit::UsageError as ConfigError;
@@ -27,8 +24,8 @@ pub struct PipelineConfig {
     #[serde(default)]
     pub out: Option<PathBuf>,
     pub sources: BTreeMap<String, SourceConfig>,
-    /// `stages.<name>`: each stage parses and checks its own section (see
-    /// `DynStage::parse_params`); here only the names are read.
+    /// `stages.<name>`: here only the names are read; [`configure_stages`] reads each
+    /// section as its stage's typed params.
     #[serde(default)]
     pub stages: BTreeMap<String, IgnoredAny>,
     /// Where `atlas-pipeline publish` sends the archive, and the key users trust.
@@ -270,150 +267,6 @@ fn default_include() -> Vec<String> {
     EXTENSIONS.iter().map(|e| format!("**/*.{e}")).collect()
 }
 
-/// A loaded config: the parsed file plus where it lives.
-#[derive(Debug, Clone)]
-pub struct Loaded {
-    pub path: PathBuf,
-    pub dir: PathBuf,
-    pub config: PipelineConfig,
-    /// Each registered stage's params, typed (defaults filled) and checked.
-    pub(super) params: BTreeMap<&'static str, Arc<dyn Any + Send + Sync>>,
-    /// The same, as canonical JSON: what the bundle records it was built with.
-    pub(super) canonical: BTreeMap<&'static str, serde_json::Value>,
-}
-
-impl Loaded {
-    /// The typed params of stage `name`.
-    ///
-    /// # Panics
-    /// When `name` is not a registered stage whose params type is `P` (a bug).
-    pub fn params<P: 'static>(&self, name: &str) -> &P {
-        self.params
-            .get(name)
-            .and_then(|p| p.downcast_ref::<P>())
-            .unwrap_or_else(|| panic!("stage {name} is not registered with these params"))
-    }
-
-    /// `atlas-pipeline run --sections/--max-pages`: replaces every llms.txt source's
-    /// own `sections` (when `sections` is not empty) and `max_pages`, so the stages see
-    /// one config and no stage reads the command line.
-    pub fn override_crawl(&mut self, sections: &[String], max_pages: Option<usize>) {
-        for src in self.config.sources.values_mut() {
-            if let SourceConfig::LlmsTxt { sections: s, max_pages: m, .. } = src {
-                if !sections.is_empty() {
-                    *s = sections.to_vec();
-                }
-                if max_pages.is_some() {
-                    *m = max_pages;
-                }
-            }
-        }
-    }
-
-    /// Replaces stage `name`'s params with `p` (a version train's pack version).
-    pub fn set_params<P: serde::Serialize + Send + Sync + 'static>(&mut self, name: &'static str, p: P) {
-        self.canonical.insert(name, serde_json::to_value(&p).expect("params serialise"));
-        self.params.insert(name, Arc::new(p));
-    }
-
-    /// The git source with a version train, if any: its name, URL and versions.
-    pub fn train(&self) -> Result<Option<(String, String, Versions)>, ConfigError> {
-        let mut trains = self.config.sources.iter().filter_map(|(n, s)| match s {
-            SourceConfig::Git { url, versions: Some(v), .. } => Some((n.clone(), url.clone(), v.clone())),
-            _ => None,
-        });
-        let first = trains.next();
-        if trains.next().is_some() {
-            return Err(ConfigError(format!(
-                "{}: more than one source has versions; a bundle's version comes from one",
-                self.path.display()
-            )));
-        }
-        Ok(first)
-    }
-
-    /// This config at one tag of its train: the git source at `tag`.
-    pub fn at_tag(&self, source: &str, tag: &str) -> Loaded {
-        let mut one = self.clone();
-        if let Some(SourceConfig::Git { rev, versions, .. }) = one.config.sources.get_mut(source) {
-            *rev = Some(tag.to_owned());
-            *versions = None;
-        }
-        one
-    }
-
-    /// Every stage's params as canonical JSON, by stage name.
-    pub fn canonical_params(&self) -> &BTreeMap<&'static str, serde_json::Value> {
-        &self.canonical
-    }
-
-    /// Resolves a path written in the config against the config's folder.
-    pub fn resolve(&self, p: &Path) -> PathBuf {
-        if p.is_absolute() { p.to_owned() } else { self.dir.join(p) }
-    }
-}
-
-/// Deserialises `stages.<name>` of the config text as `P` (its default when the
-/// section is absent). Errors read `LINE:COL: message`, as [`parse`]'s do.
-pub(crate) fn stage_section<P: DeserializeOwned + Default>(text: &str, name: &'static str) -> Result<P, String> {
-    WANTED.with(|w| w.set(name));
-    let doc: Doc<P> = serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| yaml_error(text, &e))?;
-    Ok(doc.0.unwrap_or_default())
-}
-
-thread_local! {
-    /// The stage section [`Doc`] picks out (serde has no seed entry point in serde-saphyr).
-    static WANTED: std::cell::Cell<&'static str> = const { std::cell::Cell::new("") };
-}
-
-/// The whole config read for one stage's section: every other key is skipped.
-struct Doc<P>(Option<P>);
-
-impl<'de, P: DeserializeOwned> Deserialize<'de> for Doc<P> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(SectionVisitor::<P> { nested: false, marker: std::marker::PhantomData }).map(Doc)
-    }
-}
-
-/// At the top level it looks for `stages:`; inside it, for the wanted stage.
-struct SectionVisitor<P> {
-    nested: bool,
-    marker: std::marker::PhantomData<P>,
-}
-
-impl<'de, P: DeserializeOwned> Visitor<'de> for SectionVisitor<P> {
-    type Value = Option<P>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a map")
-    }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let wanted = if self.nested { WANTED.with(std::cell::Cell::get) } else { "stages" };
-        let mut found = None;
-        while let Some(key) = map.next_key::<String>()? {
-            if key != wanted {
-                map.next_value::<IgnoredAny>()?;
-            } else if self.nested {
-                found = Some(map.next_value::<P>()?);
-            } else {
-                found = map.next_value::<Stages<P>>()?.0;
-            }
-        }
-        Ok(found)
-    }
-}
-
-/// The `stages:` map, read with the nested visitor.
-impl<'de, P: DeserializeOwned> Deserialize<'de> for Stages<P> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(SectionVisitor::<P> { nested: true, marker: std::marker::PhantomData }).map(Stages)
-    }
-}
-
-struct Stages<P>(Option<P>);
-
 /// Parses YAML text; the error text starts with `LINE:COL: ` when a position is known.
 /// A name under `stages:` that is not in `stages` is an unknown-key error.
 pub fn parse(text: &str, stages: &[&str]) -> Result<PipelineConfig, String> {
@@ -434,12 +287,12 @@ pub fn parse(text: &str, stages: &[&str]) -> Result<PipelineConfig, String> {
 /// How the config is read. Keys a parse skips (`IgnoredAny`: other stages' sections)
 /// take non-finite floats (`.nan`, `.inf`) as text rather than failing; a typed `f64`
 /// still reads them as floats, so the stage's own range check names the key.
-fn yaml_options() -> serde_saphyr::Options {
+pub(super) fn yaml_options() -> serde_saphyr::Options {
     serde_saphyr::options! { non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::AsString }
 }
 
 /// A YAML error on one line, `LINE:COL: message` when a position is known.
-fn yaml_error(text: &str, e: &serde_saphyr::Error) -> String {
+pub(super) fn yaml_error(text: &str, e: &serde_saphyr::Error) -> String {
     let msg = one_line(&yaml_message(e));
     let mut pos = e.location().filter(|l| l.line() > 0).map(|l| (l.line() as usize, l.column() as usize));
     // Inside a tagged map (a source), serde reports the map's position; point at the key.
@@ -510,22 +363,23 @@ pub(super) fn line_of(text: &str, after: Option<&str>, key: &str) -> Option<usiz
     None
 }
 
-pub(super) fn validate(l: &Loaded, text: &str) -> Result<(), String> {
+pub(super) fn validate(config: &PipelineConfig, dir: &Path, text: &str) -> Result<(), String> {
+    let resolve = |p: &Path| if p.is_absolute() { p.to_owned() } else { dir.join(p) };
     let at = |after: Option<&str>, key: &str| match line_of(text, after, key) {
         Some(n) => format!("{n}:"),
         None => String::new(),
     };
-    if !atlas_runtime::safe_path::is_safe_name(&l.config.name) {
+    if !atlas_runtime::safe_path::is_safe_name(&config.name) {
         return Err(format!(
             "{} name {:?} must be letters, digits, '.', '-' or '_', not starting with '.' (it names the bundle's files)",
             at(None, "name"),
-            l.config.name
+            config.name
         ));
     }
-    if l.config.sources.is_empty() {
+    if config.sources.is_empty() {
         return Err(format!("{} `sources` is empty; declare at least one source", at(None, "sources")));
     }
-    for (name, src) in &l.config.sources {
+    for (name, src) in &config.sources {
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
             return Err(format!(
                 "{} source name {name:?} must be letters, digits, '-' or '_' (it names a folder in the mirror)",
@@ -534,7 +388,7 @@ pub(super) fn validate(l: &Loaded, text: &str) -> Result<(), String> {
         }
         match src {
             SourceConfig::Local { path, include, exclude, public_urls } => {
-                let full = l.resolve(path);
+                let full = resolve(path);
                 if !full.is_dir() {
                     return Err(format!(
                         "{} sources.{name}.path: {} is not a folder; fix the path (it is relative to the config file)",
@@ -651,13 +505,6 @@ mod tests {
         parse(yaml, &["chunk", "pack"]).unwrap_err()
     }
 
-    #[derive(Debug, Default, PartialEq, serde::Serialize, Deserialize)]
-    #[serde(default, deny_unknown_fields)]
-    struct Params {
-        overlap_chars: usize,
-        ratio: f64,
-    }
-
     #[test]
     fn unknown_key_names_line_and_key() {
         let e = err("name: x\nsources:\n  a:\n    kind: local\n    path: .\n    colour: red\n");
@@ -684,27 +531,5 @@ mod tests {
         let e = err("name: x\nsources:\n  a: [unclosed\n");
         assert!(e.chars().next().unwrap().is_ascii_digit(), "{e}");
         assert!(!e.contains('\n'));
-    }
-
-    #[test]
-    fn defaults_are_filled_so_explicit_defaults_do_not_change_keys() {
-        let absent: Params = stage_section("name: x\nsources: {}\n", "chunk").unwrap();
-        let explicit: Params =
-            stage_section("name: x\nsources: {}\nstages:\n  chunk:\n    overlap_chars: 0\n", "chunk").unwrap();
-        assert_eq!(absent, explicit);
-    }
-
-    #[test]
-    fn a_stage_reads_its_own_section_only_and_its_errors_have_a_line() {
-        let text =
-            "name: x\nsources: {}\nstages:\n  pack:\n    colour: 1\n  chunk:\n    overlap_chars: 7\n    ratio: .nan\n";
-        let p: Params = stage_section(text, "chunk").unwrap();
-        assert_eq!(p.overlap_chars, 7);
-        assert!(p.ratio.is_nan(), "NaN survives to the stage's own range check");
-        // The whole-file parse skips the sections, .nan included (it must not reject it
-        // before the stage's check can name the key).
-        parse(text, &["pack", "chunk"]).unwrap();
-        let e = stage_section::<Params>(text, "pack").unwrap_err();
-        assert!(e.starts_with("5:") && e.contains("colour"), "{e}");
     }
 }

@@ -9,9 +9,10 @@ use anyhow::Context as _;
 use atlas_cache::{Cache, Digest, KeyBuilder, RunRecord};
 use serde::{Deserialize, Serialize};
 
-use super::config::{ConfigError, Loaded};
+use super::config::ConfigError;
 use super::outputs::Outputs;
 use super::progress::Progress;
+use super::stage::Loaded;
 use super::stage::{Ctx, DynStage};
 
 /// Stored behind a stage's memo ref.
@@ -154,10 +155,11 @@ pub fn run(
     for stage in plan(registry, opts.until) {
         let name = stage.name();
         let ts = Instant::now();
-        let params = stage.key_params(cfg);
+        let configured = cfg.stage(name)?;
+        let params = configured.key_params(cfg);
         let mut ctx = context(cache, cfg, progress, stage, &params, opts);
-        let (mut inputs, prepared) =
-            stage.external_inputs(&ctx).with_context(|| format!("stage {name}: reading its inputs"))?;
+        let (mut inputs, ready) =
+            configured.prepare(&ctx).with_context(|| format!("stage {name}: reading its inputs"))?;
         for dep in stage.deps() {
             let d = outputs.get(dep).with_context(|| format!("stage {name}: input {dep} was not produced"))?;
             inputs.insert((*dep).to_owned(), *d);
@@ -171,7 +173,7 @@ pub fn run(
                 (rec, Outcome::Cached, n, n)
             }
             None => {
-                let out = stage.run(&ctx, prepared).with_context(|| format!("stage {name} failed"))?;
+                let out = ready.run(&ctx).with_context(|| format!("stage {name} failed"))?;
                 for note in &out.notes {
                     progress.log(&format!("{name}: {note}"));
                 }
@@ -300,7 +302,8 @@ pub fn status(
             out.push((name.to_owned(), Freshness::NeverRun));
             continue;
         };
-        let params = stage.key_params(cfg);
+        let configured = cfg.stage(name)?;
+        let params = configured.key_params(cfg);
         let mut why = Vec::new();
         if prev.version != stage.version() {
             why.push(format!("implementation version {} → {}", prev.version, stage.version()));
@@ -310,7 +313,7 @@ pub fn status(
         if let Some(cache) = cache {
             let offline = RunOptions { until: None, force: &[], offline: true };
             let ctx = context(cache, cfg, progress, stage, &params, &offline);
-            match stage.external_inputs(&ctx) {
+            match configured.prepare(&ctx) {
                 Ok((i, _)) => inputs = i,
                 Err(e) => why.push(format!("its sources cannot be read offline ({e:#})")),
             }

@@ -17,16 +17,13 @@ pub mod stage;
 
 pub use atlas_runtime::package::{Ecosystem, PackageSpec};
 pub use atlas_runtime::safe_path::is_safe_name;
-pub use config::{ConfigError, Loaded, SourceConfig, Versions};
+pub use config::{ConfigError, SourceConfig, Versions};
 pub use outputs::Outputs;
 pub use progress::Progress;
-pub use stage::{Ctx, DynStage, ParamError, Stage, StageOutput, canonical, check_range, load_json};
+pub use stage::{Configured, Ctx, DynStage, Loaded, ParamError, Stage, StageOutput, canonical, check_range, load_json};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use stage::ParamFailure;
 
 /// Reads and validates a config against the stages of `registry`. Nothing is written
 /// anywhere.
@@ -45,20 +42,17 @@ pub fn load(path: &Path, registry: &[Box<dyn DynStage>]) -> Result<Loaded, Confi
     let config = config::parse(&text, &names).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
     let abs = std::path::absolute(path).map_err(|e| ConfigError(format!("{shown}: {e}")))?;
     let dir = abs.parent().map(Path::to_owned).unwrap_or_else(|| PathBuf::from("."));
-    let mut loaded = Loaded { path: abs, dir, config, params: BTreeMap::new(), canonical: BTreeMap::new() };
-    config::validate(&loaded, &text).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
+    config::validate(&config, &dir, &text).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
+    let stages = stage::configure_stages(&text, registry).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
+    let mut loaded = Loaded { path: abs, dir, config, stages, canonical: BTreeMap::new() };
     for stage in registry {
-        let typed = stage.parse_params(&text).map_err(|f| {
-            ConfigError(match f {
-                ParamFailure::Parse(e) => format!("{shown}:{e}"),
-                ParamFailure::Check(e) => {
-                    let line = config::line_of(&text, Some(e.within.as_deref().unwrap_or(stage.name())), &e.key);
-                    format!("{shown}:{} {}", line.map(|n| format!("{n}:")).unwrap_or_default(), e.message)
-                }
-            })
+        let configured = loaded.stage(stage.name())?;
+        configured.check().map_err(|e| {
+            let line = config::line_of(&text, Some(e.within.as_deref().unwrap_or(stage.name())), &e.key);
+            ConfigError(format!("{shown}:{} {}", line.map(|n| format!("{n}:")).unwrap_or_default(), e.message))
         })?;
-        loaded.canonical.insert(stage.name(), stage.canonical_params(typed.as_ref()));
-        loaded.params.insert(stage.name(), Arc::from(typed));
+        let canonical = configured.canonical();
+        loaded.canonical.insert(stage.name(), canonical);
     }
     Ok(loaded)
 }

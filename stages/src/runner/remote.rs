@@ -1,5 +1,7 @@
 //! The shared build cache on object storage (`cache.remote: s3://bucket/prefix`, also
-//! `gs://`, `az://`, `file://`): an [`atlas_cache::Remote`] over object_store.
+//! `gs://`, `az://`, `file://`): which one this machine uses and how far it trusts it
+//! ([`RemoteCache::configured`]: the precedence of the environment, pipeline.yaml and
+//! the user's config file), and an [`atlas_cache::Remote`] over object_store.
 //!
 //! One worker thread owns a tokio runtime and the store; callers (the runner's threads,
 //! rayon's) send it requests over a channel, so no caller needs a runtime of its own.
@@ -7,10 +9,106 @@
 //! (write-behind), run 16 at a time, and `flush` waits for them, bounded too.
 
 use atlas_cache::RemoteError;
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use atlas_dist::store::Store;
+
+use super::stage::Loaded;
+
+/// The remote build cache as configured for this machine: where, how long a request
+/// may take, and the trust policy (which refs are used, whether refs are written and
+/// signed).
+pub struct RemoteCache {
+    pub url: String,
+    pub timeout: Duration,
+    pub policy: atlas_cache::RemotePolicy,
+    /// How many keys the policy trusts.
+    keys: usize,
+}
+
+impl std::fmt::Debug for RemoteCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RemoteCache({}, {})", self.url, self.describe())
+    }
+}
+
+impl RemoteCache {
+    /// Its trust and write policy, in words, for the run's log.
+    pub fn describe(&self) -> String {
+        let p = &self.policy;
+        let reads = match (&p.verifier, self.keys) {
+            (None, _) => "trusted: unsigned refs used".to_owned(),
+            (Some(_), n) => format!("refs used only when signed by one of {n} trusted keys"),
+        };
+        let writes = match (p.read_only, &p.signer) {
+            (true, _) => "read-only",
+            (false, Some(_)) => "written behind, refs signed",
+            (false, None) => "written behind, refs unsigned",
+        };
+        format!("{reads}; {writes}")
+    }
+
+    /// The remote build cache: `ATLAS_CACHE_REMOTE` (`off` for none) > pipeline.yaml's
+    /// `cache.remote` > the config file's `[cache] remote`; its per-request timeout and
+    /// trust policy (docs/pipeline.md: pipeline.yaml's fields, then the config file's;
+    /// `ATLAS_CACHE_READ_ONLY=1` makes this machine a reader).
+    pub fn configured(cfg: &Loaded) -> anyhow::Result<Option<RemoteCache>> {
+        let user = atlas_dist::config::load().map_err(atlas_dist::edge)?.0.cache;
+        let team = &cfg.config.cache;
+        let url = match std::env::var("ATLAS_CACHE_REMOTE").ok().filter(|v| !v.is_empty()) {
+            Some(v) if v == "off" => None,
+            Some(v) => Some(v),
+            None => team.remote.clone().or(user.remote),
+        };
+        let Some(url) = url else { return Ok(None) };
+        let secs = team.timeout_s.or(user.timeout_s).unwrap_or(10).max(1);
+        let env_ro = std::env::var("ATLAS_CACHE_READ_ONLY").is_ok_and(|v| v == "1" || v == "true");
+        let read_only = env_ro || user.read_only.or(team.read_only).unwrap_or(false);
+        let trusted = user.trusted.or(team.trusted).unwrap_or(false);
+        let mut keys = Vec::new();
+        for k in team.trusted_keys.iter().map(|k| (k, true)).chain(user.trusted_keys.iter().map(|k| (k, false))) {
+            let text = if k.1 && !k.0.starts_with("RW") {
+                cfg.resolve(Path::new(k.0)).display().to_string()
+            } else {
+                k.0.clone()
+            };
+            keys.push(
+                atlas_dist::sign::parse_public_key(&text)
+                    .map_err(|e| super::ConfigError(format!("cache.trusted_keys: {e}")))?,
+            );
+        }
+        let sign_path = team.sign.as_ref().map(|p| cfg.resolve(p)).or(user.sign);
+        let signer: Option<atlas_cache::trust::Signer> = match (&sign_path, read_only) {
+            (Some(p), false) => {
+                let sk = atlas_dist::sign::load_secret(p).map_err(atlas_dist::edge)?;
+                Some(Box::new(move |m: &[u8]| {
+                    atlas_dist::sign::sign_with(&sk, m, "atlas-cache-ref").map_err(|e| e.to_string())
+                }))
+            }
+            _ => None,
+        };
+        let n = keys.len();
+        let verifier: Option<atlas_cache::trust::Verifier> = if trusted {
+            None
+        } else {
+            Some(Box::new(move |m: &[u8], sig: &str| {
+                use atlas_cache::trust::SigCheck;
+                let by = atlas_dist::sign::signature_key_id(sig);
+                match keys.iter().find(|k| by.as_deref() == Some(atlas_dist::sign::key_id(k).as_str())) {
+                    None => SigCheck::UnknownKey,
+                    Some(k) => match atlas_dist::sign::verify_bytes(k, sig, m) {
+                        Ok(_) => SigCheck::Valid,
+                        Err(e) => SigCheck::Invalid(e.to_string()),
+                    },
+                }
+            }))
+        };
+        let policy = atlas_cache::RemotePolicy { read_only, verifier, signer };
+        Ok(Some(RemoteCache { url, timeout: Duration::from_secs(secs), policy, keys: n }))
+    }
+}
 
 /// Concurrent requests to the store.
 const PARALLEL: usize = 16;
