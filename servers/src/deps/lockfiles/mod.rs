@@ -1,0 +1,274 @@
+//! A project's lockfiles, read for the exact versions they pin: `Cargo.lock` (with the
+//! workspace's `Cargo.toml`s for its direct dependencies), `package-lock.json`,
+//! `pnpm-lock.yaml`, `uv.lock`, `poetry.lock` (with `pyproject.toml` for its direct
+//! dependencies) and a fully pinned `requirements.txt`.
+//!
+//! Every file is untrusted input: read up to a cap, parsed by a real parser (TOML,
+//! JSON, YAML with its budgets), each name and version checked by [`atlas_runtime::package`] before it goes
+//! anywhere. A file that does not parse is an error naming the file and its line; an
+//! entry Atlas cannot install (a git or path dependency, an unpinned requirement) is
+//! a [`Skipped`] line, and the rest go on.
+
+use std::path::{Path, PathBuf};
+
+use atlas_runtime::package::{Ecosystem, PackageSpec};
+
+mod cargo;
+mod npm;
+mod python;
+
+use cargo::cargo;
+use npm::{npm, pnpm};
+use python::{poetry, requirements, uv};
+
+/// The largest lockfile or manifest read, in bytes.
+const MAX_LOCKFILE_BYTES: u64 = 64 << 20;
+/// The most workspace members read.
+const MAX_MEMBERS: usize = 2_000;
+
+/// The lockfiles read, in this order.
+pub const LOCKFILES: [&str; 6] =
+    ["Cargo.lock", "package-lock.json", "pnpm-lock.yaml", "uv.lock", "poetry.lock", "requirements.txt"];
+
+/// One package version a lockfile pins, with the checksums it gives for its artifact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Locked {
+    pub spec: PackageSpec,
+    /// `sha256:<hex>` or `sha512-<base64>`, as the lockfile states them.
+    pub checksums: Vec<String>,
+    /// The lockfile, relative to the project.
+    pub lockfile: String,
+}
+
+/// An entry left out, and why, in one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped(pub String);
+
+/// A lockfile that cannot be read: the file, and the line where it goes wrong when known.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {why}; fix the file (or regenerate it with its package manager) and sync again", file.display())]
+pub struct Malformed {
+    pub file: PathBuf,
+    pub why: String,
+}
+
+fn malformed(file: &Path, why: impl std::fmt::Display) -> Malformed {
+    Malformed { file: file.to_owned(), why: why.to_string() }
+}
+
+/// What a project's lockfiles pin.
+#[derive(Debug, Default)]
+pub struct Read {
+    /// Each package version once, sorted.
+    pub locked: Vec<Locked>,
+    pub skipped: Vec<Skipped>,
+    /// The lockfiles found.
+    pub found: Vec<String>,
+}
+
+/// What the lockfiles of `project` pin: direct dependencies, or all of them with `all`.
+pub fn read(project: &Path, all: bool) -> Result<Read, Malformed> {
+    let (mut locked, mut skipped, mut found) = (Vec::new(), Vec::new(), Vec::new());
+    for name in LOCKFILES {
+        let file = project.join(name);
+        if !file.is_file() {
+            continue;
+        }
+        found.push(name.to_owned());
+        let text = read_capped(&file)?;
+        let (l, s) = match name {
+            "Cargo.lock" => cargo(project, &file, &text, all)?,
+            "package-lock.json" => npm(&file, &text, all)?,
+            "pnpm-lock.yaml" => pnpm(&file, &text, all)?,
+            "uv.lock" => uv(&file, &text, all)?,
+            "poetry.lock" => poetry(project, &file, &text, all)?,
+            _ => requirements(&file, &text)?,
+        };
+        locked.extend(l);
+        skipped.extend(s);
+    }
+    locked.sort_by(|a, b| a.spec.cmp(&b.spec));
+    locked.dedup_by(|a, b| a.spec == b.spec);
+    Ok(Read { locked, skipped, found })
+}
+
+fn read_capped(file: &Path) -> Result<String, Malformed> {
+    let bytes = atlas_runtime::safe_path::read_capped(file, MAX_LOCKFILE_BYTES).map_err(|e| malformed(file, e))?;
+    String::from_utf8(bytes).map_err(|_| malformed(file, "it is not UTF-8 text"))
+}
+
+/// A TOML file's parse error in one line (toml's own message names the line and column).
+fn toml_error(file: &Path, e: &toml::de::Error) -> Malformed {
+    let first = e.to_string().lines().next().unwrap_or("not TOML").trim().to_owned();
+    malformed(file, format!("{first}: {}", e.message().lines().next().unwrap_or("").trim()))
+}
+
+fn spec(eco: Ecosystem, name: &str, version: &str) -> Result<PackageSpec, String> {
+    format!("{}:{name}@{version}", eco.as_str()).parse::<PackageSpec>().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(l: &[Locked]) -> Vec<String> {
+        l.iter().map(|l| l.spec.to_string()).collect()
+    }
+
+    #[test]
+    fn a_cargo_workspace_gives_its_direct_registry_dependencies_at_their_locked_versions() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        std::fs::write(
+            p.join("Cargo.toml"),
+            "[workspace]\nmembers = [\"crates/*\"]\n[workspace.dependencies]\nitoa = \"1\"\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(p.join("crates/a")).unwrap();
+        std::fs::write(
+            p.join("crates/a/Cargo.toml"),
+            "[package]\nname = \"a\"\n[dependencies]\nitoa.workspace = true\nj = { package = \"ryu\", version = \"1.0\" }\nb = { path = \"../b\" }\n",
+        )
+        .unwrap();
+        let lock = "version = 4\n[[package]]\nname = \"a\"\nversion = \"0.1.0\"\n\
+            [[package]]\nname = \"itoa\"\nversion = \"1.0.11\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\nchecksum = \"49f1f14873335454500d59611f1cf4a4b0f786f9ac11f4312a78e4cf2566695b\"\n\
+            [[package]]\nname = \"itoa\"\nversion = \"0.4.8\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n\
+            [[package]]\nname = \"ryu\"\nversion = \"1.0.18\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n\
+            [[package]]\nname = \"serde\"\nversion = \"1.0.200\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n";
+        std::fs::write(p.join("Cargo.lock"), lock).unwrap();
+        let Read { locked: l, skipped: s, found } = read(p, false).unwrap();
+        assert_eq!(specs(&l), ["crate:itoa@1.0.11", "crate:ryu@1.0.18"]);
+        assert_eq!(l[0].checksums, ["sha256:49f1f14873335454500d59611f1cf4a4b0f786f9ac11f4312a78e4cf2566695b"]);
+        assert!(s.is_empty() && found == ["Cargo.lock"]);
+        let all = read(p, true).unwrap().locked;
+        assert_eq!(specs(&all).len(), 4, "--all: every registry crate, never the members");
+        std::fs::write(p.join("Cargo.lock"), "version = 4\n[[package]]\nname = \"x\"\nversion = 1.0\n[[[").unwrap();
+        let e = read(p, false).unwrap_err().to_string();
+        assert!(e.contains("Cargo.lock") && e.contains("line"), "{e}");
+    }
+
+    #[test]
+    fn npm_uv_and_requirements_lockfiles_pin_exact_versions_and_say_what_they_skip() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        let sri = format!("sha512-{}", "A".repeat(86) + "==");
+        std::fs::write(
+            p.join("package-lock.json"),
+            serde_json::json!({"lockfileVersion": 3, "packages": {
+                "": {"dependencies": {"@corp/strings": "^2", "local": "file:../local"}},
+                "node_modules/@corp/strings": {"version": "2.1.0", "resolved": "https://r.test/@corp/strings/-/strings-2.1.0.tgz", "integrity": sri},
+                "node_modules/local": {"resolved": "../local", "link": true},
+                "node_modules/dep-of-dep": {"version": "1.0.0", "resolved": "https://r.test/d.tgz"}
+            }})
+            .to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            p.join("uv.lock"),
+            "version = 1\n[[package]]\nname = \"app\"\nversion = \"0.1.0\"\nsource = { editable = \".\" }\ndependencies = [{ name = \"six\" }]\n\
+             [[package]]\nname = \"six\"\nversion = \"1.16.0\"\nsource = { registry = \"https://pypi.org/simple\" }\nsdist = { url = \"https://f/six.tar.gz\", hash = \"sha256:1e61c37477a1626458e36f7b1d82aa5c9b094fa4802892072e49de9c60c4c926\" }\n",
+        )
+        .unwrap();
+        std::fs::write(
+            p.join("requirements.txt"),
+            "# pinned\nTyping_Extensions==4.12.2 \\\n    --hash=sha256:04e5ca0351e0f3f85c6853954072df659d0d13fac324d0072316b67d7794700d\nrequests>=2\n-r other.txt\n",
+        )
+        .unwrap();
+        let Read { locked: l, skipped: s, found } = read(p, false).unwrap();
+        assert_eq!(specs(&l), ["npm:@corp/strings@2.1.0", "pypi:six@1.16.0", "pypi:typing-extensions@4.12.2"]);
+        assert_eq!(found, ["package-lock.json", "uv.lock", "requirements.txt"]);
+        assert_eq!(l[0].checksums, [sri]);
+        assert!(l[1].checksums[0].starts_with("sha256:1e61"));
+        assert!(l[2].checksums[0].starts_with("sha256:04e5"));
+        let lines: Vec<&str> = s.iter().map(|s| s.0.as_str()).collect();
+        assert!(lines.iter().any(|l| l.contains("requirements.txt:4: requests>=2 is not pinned")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("requirements.txt:5")), "{lines:?}");
+        let all = read(p, true).unwrap().locked;
+        assert!(specs(&all).contains(&"npm:dep-of-dep@1.0.0".to_owned()));
+        std::fs::write(p.join("requirements.txt"), "ok==1.0\n\n!!!\n").unwrap();
+        let e = read(p, false).unwrap_err().to_string();
+        assert!(e.contains("requirements.txt") && e.contains("line 3"), "{e}");
+        std::fs::write(p.join("package-lock.json"), "{\"packages\": {\n  \"\": [}").unwrap();
+        let e = read(p, false).unwrap_err().to_string();
+        assert!(e.contains("package-lock.json") && e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn pnpm_and_poetry_lockfiles_pin_their_direct_dependencies() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        let sri = |c: char| format!("sha512-{}==", c.to_string().repeat(86));
+        let v9 = format!(
+            "lockfileVersion: '9.0'\n\nsettings:\n  autoInstallPeers: true\n\nimporters:\n\n  .:\n    dependencies:\n      \
+             '@corp/strings':\n        specifier: ^2\n        version: 2.1.0\n      react-dom:\n        specifier: ^18\n        \
+             version: 18.2.0(react@18.2.0)\n      local:\n        specifier: link:../local\n        version: link:../local\n      \
+             gitdep:\n        specifier: github:x/gitdep\n        version: https://codeload.github.com/x/gitdep/tar.gz/abc\n    \
+             devDependencies:\n      is-number:\n        specifier: 7.0.0\n        version: 7.0.0\n\npackages:\n\n  \
+             '@corp/strings@2.1.0':\n    resolution: {{integrity: {}}}\n\n  react-dom@18.2.0:\n    resolution: {{integrity: {}}}\n    \
+             peerDependencies:\n      react: ^18.2.0\n\n  react@18.2.0:\n    resolution: {{integrity: {}}}\n\n  \
+             is-number@7.0.0:\n    resolution: {{integrity: {}}}\n\n  \
+             gitdep@https://codeload.github.com/x/gitdep/tar.gz/abc:\n    resolution: {{tarball: https://codeload.github.com/x/gitdep/tar.gz/abc}}\n",
+            sri('A'),
+            sri('B'),
+            sri('C'),
+            sri('D')
+        );
+        std::fs::write(p.join("pnpm-lock.yaml"), &v9).unwrap();
+        let Read { locked: l, skipped: s, found } = read(p, false).unwrap();
+        assert_eq!(found, ["pnpm-lock.yaml"]);
+        assert_eq!(specs(&l), ["npm:@corp/strings@2.1.0", "npm:is-number@7.0.0", "npm:react-dom@18.2.0"]);
+        assert_eq!((&l[0].checksums, &l[2].checksums), (&vec![sri('A')], &vec![sri('B')]));
+        let lines: Vec<&str> = s.iter().map(|s| s.0.as_str()).collect();
+        assert!(lines.iter().any(|l| l.contains("local@link:../local")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("gitdep@") && l.contains("codeload")), "{lines:?}");
+        assert!(specs(&read(p, true).unwrap().locked).contains(&"npm:react@18.2.0".to_owned()), "--all: peers too");
+        // Version 6: a single project's dependencies at the top, keys with a leading `/`.
+        let v6 = format!(
+            "lockfileVersion: '6.0'\ndependencies:\n  is-number:\n    specifier: ^7\n    version: 7.0.0\n\npackages:\n  \
+             /is-number@7.0.0:\n    resolution: {{integrity: {}}}\n    dev: false\n",
+            sri('D')
+        );
+        std::fs::write(p.join("pnpm-lock.yaml"), v6).unwrap();
+        assert_eq!(specs(&read(p, false).unwrap().locked), ["npm:is-number@7.0.0"]);
+        std::fs::write(p.join("pnpm-lock.yaml"), "lockfileVersion: '9.0'\nimporters:\n  .: [\n").unwrap();
+        let e = read(p, false).unwrap_err().to_string();
+        assert!(e.contains("pnpm-lock.yaml") && e.lines().count() == 1, "{e}");
+        std::fs::remove_file(p.join("pnpm-lock.yaml")).unwrap();
+
+        let h = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+        std::fs::write(
+            p.join("poetry.lock"),
+            format!(
+                "[[package]]\nname = \"requests\"\nversion = \"2.31.0\"\noptional = false\nfiles = [\n    \
+                 {{file = \"requests-2.31.0-py3-none-any.whl\", hash = \"{}\"}},\n    {{file = \"requests-2.31.0.tar.gz\", hash = \"{}\"}},\n]\n\n\
+                 [[package]]\nname = \"pytest\"\nversion = \"8.0.0\"\nfiles = []\n\n\
+                 [[package]]\nname = \"mylib\"\nversion = \"0.1.0\"\nfiles = []\n\n[package.source]\ntype = \"git\"\nurl = \"https://github.com/x/mylib\"\n\n\
+                 [[package]]\nname = \"urllib3\"\nversion = \"2.0.0\"\nfiles = []\n\n[metadata]\nlock-version = \"2.0\"\n",
+                h('a'),
+                h('b')
+            ),
+        )
+        .unwrap();
+        let e = read(p, false).unwrap_err().to_string();
+        assert!(e.contains("pyproject.toml") && e.contains("--all"), "{e}");
+        std::fs::write(
+            p.join("pyproject.toml"),
+            "[tool.poetry.dependencies]\npython = \"^3.10\"\nRequests = \"^2.31\"\nmylib = { git = \"https://github.com/x/mylib\" }\n\
+             [tool.poetry.group.dev.dependencies]\npytest = \"^8\"\n",
+        )
+        .unwrap();
+        let Read { locked: l, skipped: s, found } = read(p, false).unwrap();
+        assert_eq!(found, ["poetry.lock"]);
+        assert_eq!(specs(&l), ["pypi:pytest@8.0.0", "pypi:requests@2.31.0"]);
+        assert_eq!(l[1].checksums, [h('a'), h('b')]);
+        assert!(s.len() == 1 && s[0].0.contains("mylib@0.1.0 comes from a git source"), "{s:?}");
+        assert_eq!(read(p, true).unwrap().locked.len(), 3, "--all: urllib3 too, never the git one");
+        // PEP 621 names the dependencies in [project].
+        std::fs::write(
+            p.join("pyproject.toml"),
+            "[project]\nname = \"app\"\ndependencies = [\"urllib3>=2; python_version>'3'\"]\n",
+        )
+        .unwrap();
+        assert_eq!(specs(&read(p, false).unwrap().locked), ["pypi:urllib3@2.0.0"]);
+    }
+}

@@ -1,0 +1,131 @@
+//! package-lock.json and pnpm-lock.yaml.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use atlas_runtime::package::Ecosystem;
+
+use super::{Locked, Malformed, Skipped, malformed, spec};
+
+pub(super) fn npm(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Vec<Skipped>), Malformed> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| malformed(file, e))?;
+    let Some(packages) = v.get("packages").and_then(|p| p.as_object()) else {
+        return Err(malformed(
+            file,
+            "it has no `packages` (lockfileVersion 2 or 3); run `npm install --package-lock-only` with npm 7 or later",
+        ));
+    };
+    let root = packages.get("").cloned().unwrap_or_default();
+    let direct: BTreeSet<String> = ["dependencies", "devDependencies", "optionalDependencies"]
+        .iter()
+        .filter_map(|k| root.get(*k).and_then(|d| d.as_object()))
+        .flat_map(|d| d.keys().cloned())
+        .collect();
+    let (mut locked, mut skipped) = (Vec::new(), Vec::new());
+    for (key, p) in packages {
+        let Some(name) = key.rsplit_once("node_modules/").map(|(_, n)| n) else { continue };
+        let top = key == &format!("node_modules/{name}");
+        if !(all || (top && direct.contains(name))) {
+            continue;
+        }
+        if p.get("link").and_then(|l| l.as_bool()) == Some(true) {
+            continue;
+        }
+        let name = p.get("name").and_then(|n| n.as_str()).unwrap_or(name);
+        let Some(version) = p.get("version").and_then(|v| v.as_str()) else { continue };
+        let resolved = p.get("resolved").and_then(|r| r.as_str()).unwrap_or("");
+        if !(resolved.starts_with("https://") || resolved.starts_with("http://")) {
+            skipped.push(Skipped(format!(
+                "package-lock.json: {name}@{version} is not from a registry ({}); Atlas installs published packages",
+                if resolved.is_empty() { "no `resolved`" } else { resolved }
+            )));
+            continue;
+        }
+        match spec(Ecosystem::Npm, name, version) {
+            Ok(spec) => locked.push(Locked {
+                spec,
+                checksums: p
+                    .get("integrity")
+                    .and_then(|i| i.as_str())
+                    .into_iter()
+                    .flat_map(|i| i.split_whitespace())
+                    .filter(|i| i.starts_with("sha512-"))
+                    .map(str::to_owned)
+                    .collect(),
+                lockfile: "package-lock.json".into(),
+            }),
+            Err(e) => skipped.push(Skipped(format!("package-lock.json: {e}"))),
+        }
+    }
+    Ok((locked, skipped))
+}
+
+// --- pnpm-lock.yaml -----------------------------------------------------------
+
+/// `pnpm-lock.yaml`, lockfile versions 6 and 9: the importers' (or, in a version 6
+/// single project, the top level's) dependencies are the direct ones, at the versions
+/// they resolved to (a peer suffix `(react@18.2.0)` aside); `packages` holds each
+/// version's integrity, keyed `name@version` (`/name@version` in version 6).
+pub(super) fn pnpm(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Vec<Skipped>), Malformed> {
+    let v: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| malformed(file, one_line(&e)))?;
+    let bare = |version: &str| version.split('(').next().unwrap_or(version).trim().to_owned();
+    let packages = v.get("packages").and_then(|p| p.as_object()).cloned().unwrap_or_default();
+    // Every locked package: (name, version) → its entry.
+    let mut known: BTreeMap<(String, String), serde_json::Value> = BTreeMap::new();
+    for (key, entry) in &packages {
+        let key = key.trim_start_matches('/');
+        let Some(at) = key.get(1..).and_then(|k| k.find('@')).map(|i| i + 1) else { continue };
+        known.insert((key[..at].to_owned(), bare(&key[at + 1..])), entry.clone());
+    }
+    let mut wanted: BTreeSet<(String, String)> = BTreeSet::new();
+    if all {
+        wanted.extend(known.keys().cloned());
+    } else {
+        let importers = match v.get("importers").and_then(|i| i.as_object()) {
+            Some(i) => i.values().cloned().collect(),
+            None => vec![v.clone()],
+        };
+        for imp in &importers {
+            for kind in ["dependencies", "devDependencies", "optionalDependencies"] {
+                for (name, dep) in imp.get(kind).and_then(|d| d.as_object()).into_iter().flatten() {
+                    // Version 6 and 9: `{specifier, version}`; version 5: the version alone.
+                    let version = dep.get("version").and_then(|x| x.as_str()).or_else(|| dep.as_str()).unwrap_or("");
+                    wanted.insert((name.clone(), bare(version)));
+                }
+            }
+        }
+    }
+    let (mut locked, mut skipped) = (Vec::new(), Vec::new());
+    for (name, version) in wanted {
+        let entry = known.get(&(name.clone(), version.clone()));
+        let resolution = entry.and_then(|e| e.get("resolution"));
+        let integrity = resolution.and_then(|r| r.get("integrity")).and_then(|i| i.as_str());
+        if version.starts_with("link:") || version.starts_with("file:") || integrity.is_none() {
+            let from = resolution.and_then(|r| r.get("tarball").or_else(|| r.get("repo"))).and_then(|x| x.as_str());
+            skipped.push(Skipped(format!(
+                "pnpm-lock.yaml: {name}@{version} is not from a registry ({}); Atlas installs published packages",
+                from.unwrap_or("no integrity")
+            )));
+            continue;
+        }
+        match spec(Ecosystem::Npm, &name, &version) {
+            Ok(spec) => locked.push(Locked {
+                spec,
+                checksums: integrity
+                    .into_iter()
+                    .flat_map(str::split_whitespace)
+                    .filter(|i| i.starts_with("sha512-"))
+                    .map(str::to_owned)
+                    .collect(),
+                lockfile: "pnpm-lock.yaml".into(),
+            }),
+            Err(e) => skipped.push(Skipped(format!("pnpm-lock.yaml: {e}"))),
+        }
+    }
+    Ok((locked, skipped))
+}
+
+/// A parser's error on one line.
+fn one_line(e: &impl std::fmt::Display) -> String {
+    e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+}
