@@ -24,6 +24,11 @@ use minisign::PublicKey;
 use object_store::ObjectStoreExt as _;
 use object_store::path::Path as ObjPath;
 
+mod pieces;
+
+pub use pieces::{PIECES_OVER, Piece, cut_points, parse_recipe};
+use pieces::{pieces, recipe_name};
+
 use crate::home::{Home, Record};
 use crate::latest::Latest;
 use crate::outcome::Outcome;
@@ -37,79 +42,6 @@ pub const FILES: &str = "files";
 /// The object of a file's (or a piece's) content.
 pub fn object_name(blake3: &str) -> String {
     format!("{blake3}.zst")
-}
-
-/// The recipe of a file published in pieces.
-fn recipe_name(blake3: &str) -> String {
-    format!("{blake3}.pieces.json")
-}
-
-/// Files larger than this are published as pieces.
-pub const PIECES_OVER: u64 = 64 << 10;
-const PIECE_MIN: usize = 8 << 10;
-/// A cut where the hash's low 15 bits are zero: 32 KiB pieces on average.
-const PIECE_MASK: u64 = (1 << 15) - 1;
-const PIECE_MAX: usize = 128 << 10;
-/// A recipe holds at most this many pieces (a 64 GiB file at the minimum size).
-const MAX_PIECES: usize = 1 << 22;
-
-/// The gear table: one fixed pseudo-random word per byte value.
-const GEAR: [u64; 256] = {
-    let mut t = [0u64; 256];
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut i = 0;
-    while i < 256 {
-        // splitmix64
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        t[i] = z ^ (z >> 31);
-        i += 1;
-    }
-    t
-};
-
-/// Where content-defined pieces of `data` end (exclusive offsets; the last is the length).
-pub fn cut_points(data: &[u8]) -> Vec<usize> {
-    let mut cuts = Vec::new();
-    let mut start = 0;
-    while start < data.len() {
-        let end = (start + PIECE_MAX).min(data.len());
-        let mut cut = end;
-        let mut h = 0u64;
-        let mut i = start + PIECE_MIN.min(end - start);
-        while i < end {
-            h = (h << 1).wrapping_add(GEAR[data[i] as usize]);
-            if h & PIECE_MASK == 0 {
-                cut = i + 1;
-                break;
-            }
-            i += 1;
-        }
-        cuts.push(cut);
-        start = cut;
-    }
-    cuts
-}
-
-/// A file's pieces, as its recipe lists them.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Piece {
-    pub blake3: String,
-    pub size: u64,
-}
-
-fn pieces(data: &[u8]) -> Vec<(Piece, std::ops::Range<usize>)> {
-    let mut start = 0;
-    cut_points(data)
-        .into_iter()
-        .map(|end| {
-            let r = start..end;
-            start = end;
-            (Piece { blake3: atlas_runtime::hash::blake3_bytes(&data[r.clone()]), size: r.len() as u64 }, r)
-        })
-        .collect()
 }
 
 /// Publishing: the archive's files not yet under `<name>/files/`, compressed, then
@@ -459,28 +391,6 @@ fn check_signature(
     Err(last.unwrap_or_else(|| Error::Signature("no trusted key".into())))
 }
 
-/// A recipe (`<blake3>.pieces.json`) from the store, when it can describe a file of
-/// `size` bytes: at most [`MAX_PIECES`] pieces, each of 1 to [`PIECE_MAX`] bytes with a
-/// blake3 of 64 hex digits, adding up to `size` (checked: a sum that wraps is no sum).
-pub fn parse_recipe(bytes: &[u8], size: u64) -> Result<Vec<Piece>, String> {
-    let listed: Vec<Piece> = serde_json::from_slice(bytes).map_err(|e| format!("is unreadable ({e})"))?;
-    if listed.len() > MAX_PIECES {
-        return Err(format!("lists {} pieces, more than {MAX_PIECES}", listed.len()));
-    }
-    if let Some(p) = listed.iter().find(|p| p.size == 0 || p.size > PIECE_MAX as u64) {
-        return Err(format!("lists a piece of {} bytes (pieces are 1 to {PIECE_MAX})", p.size));
-    }
-    if listed.iter().any(|p| p.blake3.len() != 64 || !p.blake3.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
-    {
-        return Err("names a piece by something other than 64 lowercase hex digits".into());
-    }
-    let total = listed.iter().try_fold(0u64, |sum, p| sum.checked_add(p.size));
-    if total != Some(size) {
-        return Err("does not add up".into());
-    }
-    Ok(listed)
-}
-
 /// Where fetched bytes go: a file, hashed as written and capped at the size the
 /// manifest lists; within it, a piece, hashed and capped at the recipe's size.
 struct Written {
@@ -601,6 +511,7 @@ async fn fetch_into(store: &Store, obj: &ObjPath, out: &mut Written) -> Result<u
 
 #[cfg(test)]
 mod tests {
+    use super::pieces::{PIECE_MAX, PIECE_MIN};
     use super::*;
 
     #[test]
