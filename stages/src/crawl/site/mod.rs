@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use atlas_cache::Digest;
-use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use url::Url;
 
@@ -26,6 +25,11 @@ use super::robots::{self, Robots};
 use super::{html, llms};
 use crate::artifacts::section_of;
 use crate::runner::{Ctx, Progress};
+
+mod mirror;
+
+pub use mirror::{CrawlMeta, MirroredPage, PageMeta, PageStatus, SectionCounts, state_dir};
+use mirror::{JournalEntry, mirrored, now_rfc3339, reconcile};
 
 /// An llms.txt source brought up to date in its mirror (see [`crawl_llms`]), read like
 /// a local folder.
@@ -52,108 +56,6 @@ pub fn scan(ctx: &Ctx<'_>, p: &CrawlParams, src: &LlmsSource<'_>) -> anyhow::Res
     }
     scan.files.sort_by(|a, b| a.rel.cmp(&b.rel));
     Ok(scan)
-}
-
-/// What became of a page in the last crawl (`crawl_meta.json` spells it kebab-case).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PageStatus {
-    /// Downloaded (new or changed) into the mirror.
-    Fetched,
-    /// The server answered 304: the mirror's copy stands.
-    NotModified,
-    /// No longer listed in llms.txt (or gone at the site): out of the mirror.
-    Removed,
-    /// Not fetched on purpose: robots.txt, an unsafe path, a binary body.
-    Skipped,
-    /// The fetch failed; the next run retries it.
-    Error,
-}
-
-impl PageStatus {
-    /// The name `crawl_meta.json` and the run's notes use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PageStatus::Fetched => "fetched",
-            PageStatus::NotModified => "not-modified",
-            PageStatus::Removed => "removed",
-            PageStatus::Skipped => "skipped",
-            PageStatus::Error => "error",
-        }
-    }
-}
-
-/// A page as recorded in `crawl_meta.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct PageMeta {
-    pub url: String,
-    pub title: String,
-    pub section: String,
-    pub status: PageStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub etag: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_modified: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fetched_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub digest: Option<Digest>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub retries: Vec<String>,
-    /// The page came as HTML and was converted.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub from_html: bool,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct SectionCounts {
-    pub found: usize,
-    pub fetched: usize,
-    pub not_modified: usize,
-    pub skipped: usize,
-    pub removed: usize,
-    pub errors: usize,
-    pub bytes: u64,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct CrawlMeta {
-    pub source_url: String,
-    pub started_at: String,
-    pub finished_at: String,
-    pub sections: BTreeMap<String, SectionCounts>,
-    /// By mirror path (`rel`).
-    pub pages: BTreeMap<String, PageMeta>,
-    /// `(url, reason)` of every failure.
-    pub failures: Vec<(String, String)>,
-    pub offsite: Vec<(String, String)>,
-    pub duplicates: Vec<(String, String)>,
-    /// `(title, url, why)` of links whose mirror path was unsafe: never fetched.
-    #[serde(default)]
-    pub refused: Vec<(String, String, String)>,
-}
-
-/// One page the mirror holds after a crawl.
-#[derive(Debug, Clone)]
-pub struct MirroredPage {
-    pub rel: String,
-    pub section: String,
-    pub url: String,
-    pub path: PathBuf,
-    pub fetched_at: Option<String>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct JournalEntry {
-    rel: String,
-    page: PageMeta,
-}
-
-/// Where a source's mirror lives.
-pub fn state_dir(cache_root: &Path, source: &str) -> PathBuf {
-    cache_root.join("sources").join(source)
 }
 
 /// The largest llms.txt read from a local folder.
@@ -268,34 +170,6 @@ pub fn crawl_llms(
         notes.push(format!("not fetched ({why}): {title} <{url}>"));
     }
     Ok((mirrored(&meta, state), notes))
-}
-
-/// The mirror file of page `rel`; None when `rel` (read back from `crawl_meta.json`,
-/// which an older version or a hand edit may have written) is not a safe relative path.
-fn page_path(markdown: &Path, rel: &str) -> Option<PathBuf> {
-    atlas_runtime::safe_path::join_inside(markdown, rel).ok()
-}
-
-fn mirrored(meta: &CrawlMeta, state: &Path) -> Vec<MirroredPage> {
-    let markdown = state.join("markdown");
-    meta.pages
-        .iter()
-        .filter(|(_, p)| p.digest.is_some() && p.status != PageStatus::Removed)
-        .filter_map(|(rel, p)| {
-            Some(MirroredPage {
-                rel: rel.clone(),
-                section: p.section.clone(),
-                url: p.url.clone(),
-                path: page_path(&markdown, rel)?,
-                fetched_at: p.fetched_at.clone(),
-            })
-        })
-        .filter(|p| p.path.is_file())
-        .collect()
-}
-
-fn now_rfc3339() -> String {
-    crate::text::rfc3339_now()
 }
 
 struct Shared {
@@ -480,56 +354,6 @@ async fn fetch_pages(
     bar.finish();
     let shared = Arc::try_unwrap(shared).map_err(|_| anyhow::anyhow!("crawl tasks still hold the state"))?;
     Ok(shared.into_inner().unwrap_or_else(|e| e.into_inner()).meta)
-}
-
-/// Reconcile: pages that left llms.txt (and were not filtered out on purpose) leave
-/// the mirror; the per-section counts and the failures are summed up.
-fn reconcile(mut meta: CrawlMeta, plan: &Plan, previous: &CrawlMeta) -> CrawlMeta {
-    let markdown = &plan.markdown;
-    let listed: std::collections::HashSet<&str> = plan.index.entries.iter().map(|e| e.mirror.as_str()).collect();
-    for (rel, old) in &previous.pages {
-        if meta.pages.contains_key(rel) || old.status == PageStatus::Removed {
-            continue;
-        }
-        let Some(path) = page_path(markdown, rel) else {
-            // An unsafe key from an older crawl_meta.json: forget it, touch nothing.
-            continue;
-        };
-        if listed.contains(rel.as_str()) {
-            meta.pages.insert(rel.clone(), old.clone()); // filtered out this run: keep as is
-            continue;
-        }
-        let _ = std::fs::remove_file(&path);
-        let mut gone = old.clone();
-        gone.status = PageStatus::Removed;
-        gone.error = Some("no longer listed in llms.txt".to_owned());
-        gone.digest = None;
-        meta.pages.insert(rel.clone(), gone);
-    }
-    // Counts and failures.
-    for (rel, p) in &meta.pages {
-        let c = meta.sections.entry(p.section.clone()).or_default();
-        match p.status {
-            PageStatus::Fetched => c.fetched += 1,
-            PageStatus::NotModified => c.not_modified += 1,
-            PageStatus::Skipped => c.skipped += 1,
-            PageStatus::Removed => c.removed += 1,
-            PageStatus::Error => c.errors += 1,
-        }
-        if p.status != PageStatus::Removed {
-            c.found += 1;
-        }
-        if p.status == PageStatus::Fetched
-            && let Some(path) = page_path(markdown, rel)
-        {
-            c.bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        }
-        if p.status == PageStatus::Removed || p.status == PageStatus::Error || p.status == PageStatus::Skipped {
-            meta.failures.push((p.url.clone(), p.error.clone().unwrap_or_else(|| p.status.as_str().to_owned())));
-        }
-    }
-    meta.finished_at = now_rfc3339();
-    meta
 }
 
 /// Fails the run when the crawl mirrored nothing, or when more than `max_ratio` of
