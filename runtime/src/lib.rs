@@ -52,6 +52,10 @@ pub enum Error {
     /// A database serving an exported bundle failed (unreachable, timed out).
     #[error("{0}")]
     Remote(String),
+    /// A search over several libraries where none could be searched: each one's
+    /// reason, in the order given.
+    #[error("no library could be searched: {}", .0.iter().map(|s| format!("{} {}", s.library, s.why)).collect::<Vec<_>>().join("; "))]
+    NoneSearched(Vec<search::Skipped>),
     /// A golden file that does not parse (docs/eval.md has the format).
     #[error("golden set: {0}")]
     Golden(String),

@@ -52,8 +52,9 @@ pub fn run(dirs: &[PathBuf], exported: Vec<Bundle>, open: OpenOptions, args: Arg
         Some(l) => format!("{name}, pinned to {l}"),
         None => format!("{name}, unpinned"),
     };
+    let searched = libs.select(args.library.as_deref()).map_err(UsageError)?;
     let search = |query: &str, o: &atlas_runtime::SearchOptions| -> atlas_runtime::Result<eval::Judgement> {
-        let (s, _) = libs.search(query, o, args.library.as_deref()).map_err(atlas_runtime::Error::Query)?;
+        let s = atlas_runtime::search::search_all(&searched, query, o)?.searched;
         let judged = s
             .hits
             .iter()

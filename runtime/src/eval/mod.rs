@@ -13,6 +13,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::bundle::Bundle;
+use crate::search::SearchRequest;
 use crate::search::{Filters, Mode, SearchOptions, Signals, Tuning};
 use crate::{Error, Result};
 
@@ -118,14 +119,15 @@ pub fn evaluate_with(
     // Each mode as asked, then (with `rerank`) hybrid reranked, side by side.
     let runs = opts.modes.iter().map(|&m| (m, false)).chain(opts.rerank.then_some((Mode::Hybrid, true)));
     for (mode, rerank) in runs {
-        let options = SearchOptions {
-            mode,
-            top_k: DEPTH,
-            rerank,
-            tuning: opts.tuning,
+        let options = SearchRequest {
+            mode: Some(mode),
+            top_k: Some(DEPTH),
+            rerank: Some(rerank),
+            tuning: Some(opts.tuning),
             filters: opts.filters.clone(),
-            ..SearchOptions::default()
-        };
+            ..SearchRequest::default()
+        }
+        .options(DEPTH);
         let mut outcomes = Vec::with_capacity(golden.len());
         let mut times = Vec::with_capacity(golden.len());
         for q in golden {

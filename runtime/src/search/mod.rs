@@ -9,24 +9,25 @@
 //!
 //! The pipeline is here; the candidates come from `retrieve` (vector, keyword, exact
 //! strings), `fusion` merges and diversifies them, `exact` finds the strings a query
-//! wants verbatim, `query` its weighted words, `snippet` what a hit shows.
+//! wants verbatim, `query` its weighted words. What a hit shows is `hit::snippet`'s.
 
 mod confidence;
 mod exact;
 mod fusion;
+mod merge;
 mod options;
 mod query;
 mod retrieve;
 mod shape;
-mod snippet;
 
 pub use crate::hit::{Hit, Link, slug};
 pub use confidence::{CALIBRATION, Calibration, Signals};
 pub use exact::exact_strings;
 pub use fusion::fuse;
+pub use merge::{Merged, Skip, Skipped, merge, search_all};
 pub use options::{
     DEFAULT_TOP_K, Filters, Fusion, LATER_WINDOW_WEIGHT, MAX_QUERY_BYTES, MAX_TOOL_TOP_K, MAX_TOP_K, Mode,
-    SearchOptions, Tuning,
+    SearchOptions, SearchRequest, Tuning,
 };
 pub use query::query_words;
 pub use retrieve::{EXACT_MAX_FILES, MAX_DEFINITIONS};
@@ -37,10 +38,10 @@ use std::collections::HashSet;
 
 use crate::bundle::{Bundle, Candidates};
 use crate::chunk_table::ChunkKind;
+use crate::hit::snippet::passage;
 use crate::{Error, Result};
 use fusion::{diversify, file_evidence, fuse_weighted, keyword_weight, link_boost, mix_kinds, promote, sort_desc};
 use query::spelling_candidates;
-use snippet::{matching, passage, snippet};
 
 /// Candidates each retriever hands to fusion.
 const CANDIDATES: usize = 50;
@@ -72,7 +73,33 @@ struct Retrieved {
     ranked: Vec<(usize, f32)>,
 }
 
+/// The search engine over one opened bundle: the [`Bundle`] reads (its chunks, index,
+/// vectors and models), the engine ranks. Cheap to make: one per search is fine.
+#[derive(Debug, Clone, Copy)]
+pub struct Engine<'b> {
+    b: &'b Bundle,
+}
+
+impl<'b> Engine<'b> {
+    pub fn new(bundle: &'b Bundle) -> Engine<'b> {
+        Engine { b: bundle }
+    }
+}
+
+/// A bundle's own entry to its engine (what a caller with one bundle writes).
 impl Bundle {
+    /// [`Engine::search`] over this bundle.
+    pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<Vec<Hit>> {
+        Engine::new(self).search(query, opts)
+    }
+
+    /// [`Engine::search_scored`] over this bundle.
+    pub fn search_scored(&self, query: &str, opts: &SearchOptions) -> Result<Searched> {
+        Engine::new(self).search_scored(query, opts)
+    }
+}
+
+impl Engine<'_> {
     /// Ranked hits for `query`.
     pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<Vec<Hit>> {
         Ok(self.search_scored(query, opts)?.hits)
@@ -137,21 +164,21 @@ impl Bundle {
             }
         }
         let found_verbatim = !promoted.is_empty();
-        diversify(&self.chunks, &mut ranked, t.same_file);
-        mix_kinds(&self.chunks, &mut ranked, t.kind_mix, &promoted, opts.min_score);
+        diversify(&self.b.chunks, &mut ranked, t.same_file);
+        mix_kinds(&self.b.chunks, &mut ranked, t.kind_mix, &promoted, opts.min_score);
         let mut hits = Vec::new();
         let stems = crate::words::stems(typed);
         for &(i, score) in &ranked {
             if opts.min_score.is_some_and(|m| score < m) {
                 continue;
             }
-            let mut hit = self.hit_for(i, score, &stems);
+            let mut hit = self.b.hit_for(i, score, &stems);
             // A chunk promoted for a definition is labelled by it: a small item
             // merged into a chunk named after its first item (`struct KeyBuilder` in
             // `impl From<Digest> for String`) is what the query asked for. Not against
             // a symbol-kind filter the chunk was kept for.
             if let Some(&(_, d)) = defines.iter().find(|&&(c, _)| c == i)
-                && let def = &self.symbols.defs[d as usize]
+                && let def = &self.b.symbols.defs[d as usize]
                 && opts.filters.symbol_kind.as_ref().is_none_or(|k| *k == def.kind)
             {
                 hit.symbol = Some(def.name.clone());
@@ -183,13 +210,13 @@ impl Bundle {
             Mode::Hybrid => {
                 let shape = shape(query);
                 fuse_weighted(&vector, &keyword, t.fusion.unwrap_or(opts.fusion), t, |i| {
-                    keyword_weight(t, shape, self.chunks[i].kind)
+                    keyword_weight(t, shape, self.b.chunks[i].kind)
                 })
             }
         };
         self.cluster_boost(query, &mut ranked, t.cluster_boost);
-        file_evidence(&self.chunks, &mut ranked, t.file_second);
-        link_boost(&self.chunks, &self.by_id, &mut ranked, t.link_from, t.link_boost);
+        file_evidence(&self.b.chunks, &mut ranked, t.file_second);
+        link_boost(&self.b.chunks, &self.b.by_id, &mut ranked, t.link_from, t.link_boost);
         Ok(Retrieved { vector, keyword, ranked })
     }
 
@@ -199,7 +226,7 @@ impl Bundle {
     fn vector_feedback(&self, qvec: &[f32], opts: &SearchOptions, want: usize) -> Result<Vec<(usize, f32)>> {
         let first = self.vector(qvec, opts, want)?;
         let beta = opts.tuning.prf;
-        let Candidates::Local { vectors, first_window, .. } = &self.candidates else { return Ok(first) };
+        let Candidates::Local { vectors, first_window, .. } = &self.b.candidates else { return Ok(first) };
         if beta <= 0.0 || first.is_empty() {
             return Ok(first);
         }
@@ -229,12 +256,12 @@ impl Bundle {
         } else {
             r.keyword.first().map_or(0.0, |x| x.1)
         };
-        let keyword = best_keyword / (1.0 + self.chunks.len() as f32).ln().max(1.0);
+        let keyword = best_keyword / (1.0 + self.b.chunks.len() as f32).ln().max(1.0);
         let words: std::collections::BTreeSet<String> = crate::words::stems(query).into_iter().collect();
         let words: Vec<String> = words.into_iter().collect();
         let unseen = self.unseen_words(&words)?;
         let unseen = if words.is_empty() { 0.0 } else { unseen as f32 / words.len() as f32 };
-        let first = r.ranked.iter().take(UNMATCHED_DEPTH).map(|&(i, _)| self.text(i));
+        let first = r.ranked.iter().take(UNMATCHED_DEPTH).map(|&(i, _)| self.b.text(i));
         let unmatched = confidence::unmatched_numbers(query, first) || self.unwritten_name(query)?;
         Ok(Signals { top_cosine, unseen, words: words.len(), keyword, exact, unmatched })
     }
@@ -242,7 +269,7 @@ impl Bundle {
     /// The rerank pool: the top code and top docs candidates of hybrid (15 each,
     /// within the filters), scored together by the cross-encoder.
     fn rerank_pool(&self, query: &str, qvec: &[f32], opts: &SearchOptions) -> Result<(Vec<(usize, f32)>, Retrieved)> {
-        let reranker = self.reranker()?;
+        let reranker = self.b.reranker()?;
         let mut pool = Vec::new();
         let mut all = Retrieved { vector: Vec::new(), keyword: Vec::new(), ranked: Vec::new() };
         for kind in ChunkKind::ALL {
@@ -258,7 +285,7 @@ impl Bundle {
         }
         sort_desc(&mut all.vector);
         sort_desc(&mut all.keyword);
-        let passages: Vec<String> = pool.iter().map(|&i| passage(&self.chunks[i], self.text(i))).collect();
+        let passages: Vec<String> = pool.iter().map(|&i| passage(&self.b.chunks[i], self.b.text(i))).collect();
         let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
         let scores = reranker.score(query, &refs)?;
         let mut out: Vec<(usize, f32)> = pool.into_iter().zip(scores).collect();
@@ -319,66 +346,17 @@ impl Bundle {
 
     /// The query's embedding (with the model's query prefix).
     fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        self.embedder()?.embed_query(query)
+        self.b.embedder()?.embed_query(query)
     }
 
     fn cluster_boost(&self, query: &str, ranked: &mut [(usize, f32)], factor: f32) {
         let words: HashSet<String> = query_words(query).into_iter().map(|(w, _)| w.to_lowercase()).collect();
         for (i, s) in ranked.iter_mut() {
-            let tags = &self.chunks[*i].cluster_tags;
+            let tags = &self.b.chunks[*i].cluster_tags;
             if !tags.is_empty() && tags.split_whitespace().any(|t| words.contains(&t.to_lowercase())) {
                 *s *= factor;
             }
         }
         sort_desc(ranked);
-    }
-
-    pub(crate) fn hit(&self, i: usize, score: f32) -> Hit {
-        self.hit_for(i, score, &[])
-    }
-
-    /// [`Bundle::hit`] with its snippet the passage that holds the most of the query's
-    /// word `stems` ([`snippet::matching`]).
-    pub(crate) fn hit_for(&self, i: usize, score: f32, stems: &[String]) -> Hit {
-        let c = &self.chunks[i];
-        let (snippet, window) =
-            if stems.is_empty() { (snippet(c, self.text(i)), None) } else { matching(c, self.text(i), stems) };
-        // A docs chunk's own text is its file's lines from `start_line` on (a code
-        // chunk may lead with context), so a window's lines are the file's.
-        let snippet_lines = window.filter(|_| c.kind == ChunkKind::Docs).map(|(from, to)| {
-            let first = c.start_line + from as u32;
-            [first, (c.start_line + to as u32).saturating_sub(1).clamp(first, c.end_line.max(first))]
-        });
-        let mentioned_in = c
-            .mentioned_in
-            .iter()
-            .filter_map(|id| self.by_id.get(id))
-            .map(|&j| {
-                let d = &self.chunks[j as usize];
-                Link { chunk_id: d.chunk_id.clone(), path: d.path.clone(), heading: d.heading_path.join(" > ") }
-            })
-            .collect();
-        Hit {
-            score,
-            chunk_id: c.chunk_id.clone(),
-            library: self.library(),
-            path: c.path.clone(),
-            url: c.url.clone(),
-            title: c.title.clone(),
-            heading_path: c.heading_path.clone(),
-            start_line: c.start_line,
-            end_line: c.end_line,
-            snippet,
-            snippet_lines,
-            kind: c.kind,
-            language: c.language.clone(),
-            section: c.section.clone(),
-            repo: c.repo.clone(),
-            commit: c.commit.clone(),
-            symbol: c.symbol.clone(),
-            symbol_kind: c.symbol_kind.clone(),
-            mentions: c.mentions.clone(),
-            mentioned_in,
-        }
     }
 }

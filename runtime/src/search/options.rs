@@ -67,12 +67,46 @@ pub struct SearchOptions {
     pub min_score: Option<f32>,
     pub filters: Filters,
     pub fusion: Fusion,
-    /// Rerank a pooled candidate set with the cross-encoder (see [`Bundle::search`]).
+    /// Rerank a pooled candidate set with the cross-encoder (see [`super::Engine::search`]).
     pub rerank: bool,
     /// The ranking's knobs (the default: what the development sets' tune halves
     /// fitted); for the evaluation, not for users.
     #[serde(skip)]
     pub tuning: Tuning,
+}
+
+/// A search as a caller asks for it, `None` where the caller left it out. Every
+/// caller (the rag tools, the CLI, the web page, `atlas ask`, eval) makes its
+/// [`SearchOptions`] through [`SearchRequest::options`]: the one place the defaults and the
+/// caps apply.
+#[derive(Debug, Clone, Default)]
+pub struct SearchRequest {
+    pub mode: Option<Mode>,
+    pub top_k: Option<usize>,
+    pub min_score: Option<f32>,
+    pub fusion: Option<Fusion>,
+    pub rerank: Option<bool>,
+    pub filters: Filters,
+    /// The ranking's knobs, for the evaluation.
+    pub tuning: Option<Tuning>,
+}
+
+impl SearchRequest {
+    /// The options: what was left out from [`SearchOptions::default`] (hybrid,
+    /// [`DEFAULT_TOP_K`] hits, score fusion, no rerank), and `top_k` within `1..=cap`,
+    /// the cap itself at most [`MAX_TOP_K`] ([`MAX_TOOL_TOP_K`] for a tool's reply).
+    pub fn options(self, cap: usize) -> SearchOptions {
+        let d = SearchOptions::default();
+        SearchOptions {
+            mode: self.mode.unwrap_or(d.mode),
+            top_k: self.top_k.unwrap_or(d.top_k).clamp(1, cap.clamp(1, MAX_TOP_K)),
+            min_score: self.min_score,
+            filters: self.filters,
+            fusion: self.fusion.unwrap_or(d.fusion),
+            rerank: self.rerank.unwrap_or(d.rerank),
+            tuning: self.tuning.unwrap_or(d.tuning),
+        }
+    }
 }
 
 /// The ranking's knobs. The defaults are what the tune halves of the development

@@ -8,38 +8,39 @@ use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, TermQuery};
 use tantivy::schema::IndexRecordOption;
 
+use super::Engine;
 use super::exact::{contains_at_boundaries, exact_strings, is_only_literal, normalise};
 use super::fusion::sort_desc;
 use super::query::query_words;
 use super::{Filters, SearchOptions};
-use crate::bundle::{Bundle, Candidates};
+use crate::bundle::Candidates;
 use crate::remote::WeightedTerm;
 use crate::{Error, Result};
 
 /// A string found verbatim in more files than this is not promoted (see
-/// [`Bundle::exact_matches`]).
+/// [`Engine::exact_matches`]).
 pub const EXACT_MAX_FILES: usize = 20;
 /// A name with more definitions than this names nothing in particular: its
-/// definitions are not promoted (see [`Bundle::definition_matches`]).
+/// definitions are not promoted (see [`Engine::definition_matches`]).
 pub const MAX_DEFINITIONS: usize = 3;
 /// Phrase matches checked for the verbatim string.
 const EXACT_CANDIDATES: usize = 200;
-/// Phrase matches checked for a pair of a name's words ([`Bundle::unwritten_name`]).
+/// Phrase matches checked for a pair of a name's words ([`Engine::unwritten_name`]).
 const NAME_CANDIDATES: usize = 20;
 
-impl Bundle {
+impl Engine<'_> {
     /// Vector candidates: the best window per chunk, exact f16 scan up to the
     /// threshold, HNSW above it.
     pub(crate) fn vector(&self, q: &[f32], opts: &SearchOptions, want: usize) -> Result<Vec<(usize, f32)>> {
         let (filters, later) = (&opts.filters, opts.tuning.later_window_weight);
         let first_window_only = later <= 0.0;
         // (chunk, first window?, cosine) of the nearest windows.
-        let near: Vec<(usize, bool, f32)> = match &self.candidates {
+        let near: Vec<(usize, bool, f32)> = match &self.b.candidates {
             Candidates::Local { vectors, hnsw, window_chunk, first_window } => {
                 let keep_row = |row: usize| {
                     let c = window_chunk[row] as usize;
                     (!first_window_only || first_window[c] == row as u32)
-                        && (filters.is_empty() || filters.keep(&self.chunks[c]))
+                        && (filters.is_empty() || filters.keep(&self.b.chunks[c]))
                 };
                 let rows: Vec<(usize, f32)> = match hnsw {
                     // Loaded only above the exact-scan threshold (see `open::EXACT_MAX_ROWS`).
@@ -61,7 +62,7 @@ impl Bundle {
             Candidates::Remote(r) => r
                 .nearest(q, filters, first_window_only, want * 3)?
                 .into_iter()
-                .filter(|n| (n.chunk as usize) < self.chunks.len())
+                .filter(|n| (n.chunk as usize) < self.b.chunks.len())
                 .map(|n| (n.chunk as usize, n.first, n.cosine))
                 .collect(),
         };
@@ -80,7 +81,7 @@ impl Bundle {
     /// Keyword candidates: boosted BM25 over the fields, with morphological variants
     /// of plain words (identifiers stay as typed).
     pub(crate) fn keyword(&self, query: &str, filters: &Filters, want: usize) -> Result<Vec<(usize, f32)>> {
-        let t = &self.text;
+        let t = &self.b.text;
         let words = query_words(query);
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         let mut remote: Vec<WeightedTerm> = Vec::new();
@@ -103,9 +104,9 @@ impl Bundle {
         if should.is_empty() {
             return Ok(Vec::new());
         }
-        if let Candidates::Remote(r) = &self.candidates {
+        if let Candidates::Remote(r) = &self.b.candidates {
             let mut out = r.bm25(&remote, filters, want)?;
-            out.retain(|&(i, _)| i < self.chunks.len());
+            out.retain(|&(i, _)| i < self.b.chunks.len());
             return Ok(out);
         }
         self.run_filtered(Box::new(BooleanQuery::new(should)), filters, want)
@@ -115,7 +116,7 @@ impl Bundle {
     /// language) as Must clauses, the others (repo, path prefix, symbol kind) on a
     /// longer candidate list.
     fn run_filtered(&self, query: Box<dyn Query>, filters: &Filters, want: usize) -> Result<Vec<(usize, f32)>> {
-        let t = &self.text;
+        let t = &self.b.text;
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(Occur::Must, query)];
         let kind = filters.kind.map(|k| k.as_str().to_owned());
         for (field, value) in [(t.kind, &kind), (t.section, &filters.section), (t.language, &filters.language)] {
@@ -138,7 +139,7 @@ impl Bundle {
                 .map_err(tantivy_err)?
                 .first(addr.doc_id)
                 .unwrap_or(u64::MAX) as usize;
-            if let Some(c) = self.chunks.get(col)
+            if let Some(c) = self.b.chunks.get(col)
                 && (!post || filters.keep(c))
             {
                 out.push((col, score));
@@ -153,7 +154,7 @@ impl Bundle {
     /// The index's `text` field and its analyzer, for phrase queries (none in an
     /// index without one).
     fn text_field(&self) -> Result<Option<(tantivy::schema::Field, tantivy::tokenizer::TextAnalyzer)>> {
-        let t = &self.text;
+        let t = &self.b.text;
         let Some(&(field, _, _)) = t.fields.iter().find(|(_, name, _)| *name == "text") else {
             return Ok(None);
         };
@@ -179,20 +180,20 @@ impl Bundle {
             let needle = normalise(&literal);
             let mut files: HashSet<&str> = HashSet::new();
             let mut hits = Vec::new();
-            let candidates = match &self.candidates {
+            let candidates = match &self.b.candidates {
                 // The database finds the chunks holding the string; they rank by index.
                 Candidates::Remote(r) => r
                     .containing(literal.trim(), filters, EXACT_CANDIDATES)?
                     .into_iter()
-                    .filter(|&i| i < self.chunks.len())
+                    .filter(|&i| i < self.b.chunks.len())
                     .map(|i| (i, 0.0))
                     .collect(),
                 Candidates::Local { .. } => self.run_filtered(q, filters, EXACT_CANDIDATES)?,
             };
             for (i, score) in candidates {
-                let text = normalised.entry(i).or_insert_with(|| normalise(self.text(i)));
+                let text = normalised.entry(i).or_insert_with(|| normalise(self.b.text(i)));
                 if contains_at_boundaries(text, &needle) {
-                    files.insert(self.chunks[i].path.as_str());
+                    files.insert(self.b.chunks[i].path.as_str());
                     hits.push((i, score));
                 }
             }
@@ -211,17 +212,17 @@ impl Bundle {
     }
 }
 
-impl Bundle {
+impl Engine<'_> {
     /// How many chunks hold each of `stems` (as the prose fields hold them) in their
     /// text, title or heading: the most of the three fields.
     pub(super) fn doc_freqs(&self, stems: &[String]) -> Result<HashMap<String, u64>> {
         if stems.is_empty() {
             return Ok(HashMap::new());
         }
-        if let Candidates::Remote(r) = &self.candidates {
+        if let Candidates::Remote(r) = &self.b.candidates {
             return r.doc_freqs(stems);
         }
-        let t = &self.text;
+        let t = &self.b.text;
         let searcher = t.reader.searcher();
         let prose: Vec<_> =
             t.fields.iter().filter(|(_, name, _)| matches!(*name, "text" | "title" | "heading")).collect();
@@ -252,14 +253,14 @@ impl Bundle {
     /// A pair is searched as a phrase, then checked verbatim: ASCII case, a plural
     /// `s` and a hyphen for the space aside (`High Level API` is written
     /// `high-level API`). A name whose head the corpus names rarely is written
-    /// ([`Bundle::names_rarely`]).
+    /// ([`Engine::names_rarely`]).
     pub(super) fn unwritten_name(&self, query: &str) -> Result<bool> {
-        let names = super::confidence::name_pairs(query, |w| !self.symbols.lookup(w).is_empty());
+        let names = super::confidence::name_pairs(query, |w| !self.b.symbols.lookup(w).is_empty());
         if names.is_empty() {
             return Ok(false);
         }
         // A local bundle finds pairs by phrase: the field and its analyzer, once.
-        let mut text = match &self.candidates {
+        let mut text = match &self.b.candidates {
             Candidates::Local { .. } => match self.text_field()? {
                 Some(t) => Some(t),
                 None => return Ok(false),
@@ -295,11 +296,11 @@ impl Bundle {
             return Ok(false);
         }
         let df = self.doc_freqs(std::slice::from_ref(&stem))?.get(&stem).copied().unwrap_or(0);
-        Ok(df > 0 && df <= (self.chunks.len() as u64 / 100).max(1))
+        Ok(df > 0 && df <= (self.b.chunks.len() as u64 / 100).max(1))
     }
 
     /// Whether some chunk's text holds `pair` (two lowercase words), as
-    /// [`Bundle::unwritten_name`] reads it; `text`: a local bundle's text field and
+    /// [`Engine::unwritten_name`] reads it; `text`: a local bundle's text field and
     /// its analyzer.
     fn writes_pair(
         &self,
@@ -310,7 +311,7 @@ impl Bundle {
         let singular = super::confidence::without_plural(pair).unwrap_or(pair);
         let needles = [singular.to_owned(), singular.replacen(' ', "-", 1)];
         let none = Filters::default();
-        let candidates: Vec<usize> = match &self.candidates {
+        let candidates: Vec<usize> = match &self.b.candidates {
             Candidates::Remote(r) => {
                 let mut found = Vec::new();
                 for needle in &needles {
@@ -335,8 +336,8 @@ impl Bundle {
             }
         };
         Ok(candidates.into_iter().any(|i| {
-            i < self.chunks.len() && {
-                let text = normalise(self.text(i));
+            i < self.b.chunks.len() && {
+                let text = normalise(self.b.text(i));
                 needles.iter().any(|n| text.contains(n.as_str()))
             }
         }))
@@ -350,7 +351,7 @@ impl Bundle {
     /// before variables, code before tests. Each chunk once, with the first
     /// definition it was chosen for.
     pub(super) fn definition_matches(&self, query: &str, filters: &Filters) -> Vec<(usize, u32)> {
-        if self.symbols.is_empty() {
+        if self.b.symbols.is_empty() {
             return Vec::new();
         }
         let one_word = query.split_whitespace().count() == 1;
@@ -360,7 +361,7 @@ impl Bundle {
             if !(one_word || super::exact::is_identifier(name)) || name.contains(char::is_whitespace) {
                 continue;
             }
-            let ids = self.symbols.lookup(name);
+            let ids = self.b.symbols.lookup(name);
             if ids.is_empty() || ids.len() > MAX_DEFINITIONS {
                 continue;
             }
@@ -371,14 +372,14 @@ impl Bundle {
             }
         }
         let rank = |i: u32| {
-            let d = &self.symbols.defs[i as usize];
+            let d = &self.b.symbols.defs[i as usize];
             (d.preference(), d.name.len(), d.path.clone(), d.start_line)
         };
         found.sort_by_key(|&i| rank(i));
         let mut out: Vec<(usize, u32)> = Vec::new();
         for i in found {
-            let c = self.definition_chunk(i);
-            if (filters.is_empty() || filters.keep(&self.chunks[c])) && !out.iter().any(|&(o, _)| o == c) {
+            let c = self.b.definition_chunk(i);
+            if (filters.is_empty() || filters.keep(&self.b.chunks[c])) && !out.iter().any(|&(o, _)| o == c) {
                 out.push((c, i));
             }
         }

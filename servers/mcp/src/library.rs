@@ -6,10 +6,25 @@
 
 use std::sync::Arc;
 
-use atlas_runtime::search::Searched;
-use atlas_runtime::{Bundle, Hit, Mode, SearchOptions};
+use atlas_runtime::search::{self, Searched};
+use atlas_runtime::{Bundle, SearchOptions};
 
 use crate::live::Live;
+
+/// Why a search over the served libraries gave nothing; its text is what a tool
+/// reply, the web page and `atlas ask` say.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// The `library` argument names nothing served (the text says what is).
+    #[error("{0}")]
+    Library(String),
+    /// The engine refused the query (empty, too long, a bad option).
+    #[error(transparent)]
+    Search(atlas_runtime::Error),
+    /// No library could be searched: a line for each, paths left out.
+    #[error("{0}")]
+    NoneSearched(String),
+}
 
 /// The served libraries, in the order they were given, and those that could not be
 /// opened.
@@ -262,59 +277,36 @@ impl Libraries {
         agreed.unwrap_or(atlas_runtime::eval::DEFAULT_THRESHOLD)
     }
 
-    /// The search over the named libraries (all without one), merged fairly (see
-    /// [`merge`]), and a line for each library that failed while others answered (its
-    /// model missing, say): one broken library does not take the others down.
+    /// The search over the named libraries (all without one), merged fairly
+    /// ([`search::search_all`]), and a line for each library left out while others
+    /// answered (its model missing, say): one broken library does not take the others
+    /// down.
     pub fn search(
         &self,
         query: &str,
         opts: &SearchOptions,
         library: Option<&str>,
-    ) -> Result<(Searched, Vec<String>), String> {
-        let bundles = self.select(library)?;
-        let mut each = Vec::with_capacity(bundles.len());
-        let mut failed = Vec::new();
-        for b in &bundles {
-            // A library that fails, even by a panic, is left out with its error; the
-            // others answer.
-            let searched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.search_scored(query, opts)));
-            match searched {
-                Ok(Ok(s)) => each.push(s),
-                // No model here (or not this bundle's): keyword results, and a line
-                // that says so and how to fix it.
-                Ok(Err(atlas_runtime::Error::Model(why))) if opts.mode != Mode::Keyword => {
-                    let kw = SearchOptions { mode: Mode::Keyword, rerank: false, ..opts.clone() };
-                    match b.search_scored(query, &kw) {
-                        Ok(mut s) => {
-                            // BM25 is not a calibrated confidence: it neither leads the
-                            // merge nor vouches for the reply.
-                            s.confidence = 0.0;
-                            s.signals = Default::default();
-                            each.push(s);
-                            failed.push(format!(
-                                "{} was searched by keyword only ({})",
-                                b.library(),
-                                crate::output::bundle_error(b, &why)
-                            ));
-                        }
-                        Err(e) => failed.push(format!(
-                            "{} was not searched: {}",
-                            b.library(),
-                            crate::output::bundle_error(b, &e)
-                        )),
-                    }
+    ) -> Result<(Searched, Vec<String>), SearchError> {
+        let bundles = self.select(library).map_err(SearchError::Library)?;
+        let line = |s: &search::Skipped| {
+            let b = &bundles[s.index];
+            match &s.why {
+                search::Skip::KeywordOnly(why) => {
+                    format!("{} was searched by keyword only ({})", s.library, crate::output::bundle_error(b, why))
                 }
-                Ok(Err(e @ atlas_runtime::Error::Query(_))) => return Err(e.to_string()),
-                Ok(Err(e)) => {
-                    failed.push(format!("{} was not searched: {}", b.library(), crate::output::bundle_error(b, &e)));
+                search::Skip::Failed(e) => {
+                    format!("{} was not searched: {}", s.library, crate::output::bundle_error(b, e))
                 }
-                Err(_) => failed.push(format!("{} was not searched: it failed inside the server", b.library())),
+                search::Skip::Panicked => format!("{} {}", s.library, s.why),
             }
+        };
+        match search::search_all(&bundles, query, opts) {
+            Ok(m) => Ok((m.searched, m.skipped.iter().map(line).collect())),
+            Err(atlas_runtime::Error::NoneSearched(skipped)) => {
+                Err(SearchError::NoneSearched(skipped.iter().map(line).collect::<Vec<_>>().join("; ")))
+            }
+            Err(e) => Err(SearchError::Search(e)),
         }
-        if each.is_empty() {
-            return Err(failed.join("; "));
-        }
-        Ok((merge(each, opts.top_k, opts.mode, opts.tuning.library_sharpness), failed))
     }
 
     /// The bundle holding chunk `id`: the named library's, or the one library holding
@@ -339,68 +331,6 @@ impl Libraries {
             None => "this bundle".into(),
         }
     }
-}
-
-/// Merges each library's ranked hits into `top_k`.
-///
-/// In vector and hybrid mode the hits form one relevance order, built from each
-/// library's calibrated confidence ([`atlas_runtime::search::Signals::logit`]: the
-/// nearest chunk's cosine, which every library of one model shares a scale for, and
-/// the question's words the library has never seen). A library's weight is
-/// `exp(−s · gap)`, the gap being how far its log-odds are behind the best library's,
-/// in cosine units (`s`: [`atlas_runtime::search::Tuning::library_sharpness`]; a
-/// library that found a name or a quoted string verbatim leads). A hit's merge score
-/// is its library's weight times its score relative to that library's first hit, so
-/// the right library's second hit beats another library's weak first. Keyword scores
-/// (BM25) differ per corpus and come without a cosine: there the libraries take turns,
-/// the most confident first. The merged confidence is the best library's.
-pub fn merge(mut each: Vec<Searched>, top_k: usize, mode: Mode, sharpness: f32) -> Searched {
-    if each.len() == 1 {
-        return each.pop().unwrap_or_else(empty);
-    }
-    let best = each.iter().max_by(|a, b| a.confidence.total_cmp(&b.confidence));
-    let (confidence, signals) = best.map_or((0.0, Default::default()), |s| (s.confidence, s.signals));
-    let mut hits: Vec<Hit> = Vec::with_capacity(top_k);
-    if mode != Mode::Keyword {
-        let c = &atlas_runtime::search::CALIBRATION;
-        let nearest = |s: &Searched| s.signals.logit(c) / c.top_cosine;
-        let lead = each.iter().map(nearest).fold(f32::MIN, f32::max);
-        let mut scored: Vec<(f32, usize, &Hit)> = Vec::new();
-        for s in &each {
-            let weight = (-sharpness * (lead - nearest(s))).exp();
-            for (rank, h) in s.hits.iter().enumerate() {
-                scored.push((weight * relative(&s.hits, rank), rank, h));
-            }
-        }
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        hits.extend(scored.into_iter().take(top_k).map(|(_, _, h)| h.clone()));
-        return Searched { hits, confidence, signals };
-    }
-    each.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
-    let longest = each.iter().map(|s| s.hits.len()).max().unwrap_or(0);
-    'turns: for rank in 0..longest {
-        for s in &each {
-            if hits.len() == top_k {
-                break 'turns;
-            }
-            if let Some(h) = s.hits.get(rank) {
-                hits.push(h.clone());
-            }
-        }
-    }
-    Searched { hits, confidence, signals }
-}
-
-fn empty() -> Searched {
-    Searched { hits: Vec::new(), confidence: 0.0, signals: Default::default() }
-}
-
-/// How a library's hit at `rank` compares with its first: the ratio of their scores
-/// (both positive), else a decay by rank (a reranker's logits can be negative).
-fn relative(hits: &[Hit], rank: usize) -> f32 {
-    let top = hits.first().map_or(0.0, |h| h.score);
-    let s = hits[rank].score;
-    if top > 0.0 && s > 0.0 { (s / top).min(1.0) } else { 1.0 / (1.0 + 0.1 * rank as f32) }
 }
 
 #[cfg(test)]
@@ -457,46 +387,5 @@ mod tests {
         assert!(!v("1.2").matches("1.3.0"));
         assert!(v(">=1, <2").matches("1.5.0"));
         assert!(!v("^2").matches("not-semver"));
-    }
-
-    fn hit(lib: &str, n: usize) -> Hit {
-        Hit { library: lib.into(), chunk_id: format!("{lib}-{n}"), ..Hit::default() }
-    }
-
-    fn searched(lib: &str, scores: &[f32], top_cosine: f32) -> Searched {
-        let hits = scores.iter().enumerate().map(|(i, &score)| Hit { score, ..hit(lib, i) }).collect();
-        let signals = atlas_runtime::search::Signals { top_cosine, words: 3, ..Default::default() };
-        Searched { hits, confidence: top_cosine, signals }
-    }
-
-    fn ids(s: &Searched) -> Vec<String> {
-        s.hits.iter().map(|h| h.chunk_id.clone()).collect()
-    }
-
-    #[test]
-    fn a_weak_first_hit_of_one_library_never_outranks_a_strong_second_hit_of_another() {
-        // a is nearer (0.80 against 0.72, no unseen words: the log-odds gap in cosine
-        // units is 0.08): b weighs exp(−20 · 0.08) = 0.20 of a, so
-        // b's first (0.20 × 1) ranks after a's second (0.97) and third (0.93), and
-        // after a's fourth at half of a's first.
-        let a = searched("a", &[0.030, 0.029, 0.028, 0.015], 0.80);
-        let b = searched("b", &[0.031, 0.020], 0.72);
-        let m = merge(vec![b, a], 5, Mode::Hybrid, 20.0);
-        assert_eq!(ids(&m), ["a-0", "a-1", "a-2", "a-3", "b-0"]);
-        assert_eq!(m.confidence, 0.80);
-        // Two libraries as near as each other interleave by their hits' own scores.
-        let m = merge(vec![searched("a", &[0.9, 0.5], 0.8), searched("b", &[0.9, 0.8], 0.8)], 4, Mode::Vector, 20.0);
-        assert_eq!(ids(&m), ["a-0", "b-0", "b-1", "a-1"]);
-    }
-
-    #[test]
-    fn a_library_that_found_the_name_leads_and_keyword_takes_turns() {
-        let mut named = searched("a", &[0.5, 0.4], 0.3);
-        named.signals.exact = true;
-        let m = merge(vec![searched("b", &[0.9, 0.9], 0.7), named], 3, Mode::Hybrid, 20.0);
-        assert_eq!(ids(&m), ["a-0", "a-1", "b-0"]);
-        // Keyword confidence (BM25) is not comparable: turns only, the surer first.
-        let m = merge(vec![searched("a", &[5.0, 4.0], 0.2), searched("b", &[9.0, 1.0], 9.0)], 4, Mode::Keyword, 20.0);
-        assert_eq!(ids(&m), ["b-0", "a-0", "b-1", "a-1"]);
     }
 }

@@ -21,7 +21,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use atlas_runtime::{Bundle, Hit, Mode, SearchOptions};
+use atlas_runtime::search::SearchRequest;
+use atlas_runtime::{Bundle, Hit, Mode};
 use serde::Serialize;
 
 use crate::llm::{self, Llm};
@@ -257,8 +258,9 @@ pub fn retrieve(
     question: &str,
     budget: usize,
 ) -> anyhow::Result<(f32, Vec<Source>)> {
-    let opts = SearchOptions { mode: Mode::Hybrid, top_k: MAX_SOURCES, ..SearchOptions::default() };
-    let (found, failed) = libs.search(question, &opts, library).map_err(|e| anyhow::anyhow!(e))?;
+    let opts = SearchRequest { mode: Some(Mode::Hybrid), top_k: Some(MAX_SOURCES), ..SearchRequest::default() }
+        .options(MAX_SOURCES);
+    let (found, failed) = libs.search(question, &opts, library)?;
     for f in failed {
         tracing::warn!("{f}");
     }

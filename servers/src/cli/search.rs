@@ -4,8 +4,8 @@ use super::locate::{locate, open, open_options};
 use super::{parse_fusion, parse_min_score, parse_mode, parse_top_k};
 use atlas_dist::config::Config;
 use atlas_runtime::ChunkKind;
-use atlas_runtime::search::{Filters, Fusion};
-use atlas_runtime::{Hit, Mode, OpenOptions, SearchOptions};
+use atlas_runtime::search::{Filters, Fusion, MAX_TOP_K, SearchRequest};
+use atlas_runtime::{Hit, Mode, OpenOptions};
 use clap::ValueEnum;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -91,15 +91,16 @@ impl Args {
             path_prefix: self.path_prefix,
             symbol_kind: self.symbol_kind,
         };
-        let opts = SearchOptions {
-            mode: self.mode,
-            top_k: self.top_k,
+        let opts = SearchRequest {
+            mode: Some(self.mode),
+            top_k: Some(self.top_k),
             min_score: self.min_score,
-            fusion: self.fusion,
-            rerank: self.rerank,
+            fusion: Some(self.fusion),
+            rerank: Some(self.rerank),
             filters,
-            ..SearchOptions::default()
-        };
+            tuning: None,
+        }
+        .options(MAX_TOP_K);
         let hits = b.search(&self.query, &opts)?;
         let text = if self.json {
             format!(

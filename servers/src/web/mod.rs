@@ -28,7 +28,7 @@ use atlas_runtime::ChunkKind;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use atlas_runtime::search::Filters;
+use atlas_runtime::search::{Filters, MAX_TOP_K, SearchRequest};
 use atlas_runtime::{Bundle, Hit, Mode, SearchOptions};
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
@@ -135,9 +135,9 @@ fn search_query(p: &[(String, String)]) -> Result<SearchQuery, String> {
 }
 
 fn options(s: &SearchQuery, top_k: usize, facets: bool) -> SearchOptions {
-    SearchOptions {
-        mode: s.mode,
-        top_k,
+    SearchRequest {
+        mode: Some(s.mode),
+        top_k: Some(top_k),
         filters: Filters {
             kind: s.kind,
             section: s.section.clone().filter(|_| facets),
@@ -145,8 +145,9 @@ fn options(s: &SearchQuery, top_k: usize, facets: bool) -> SearchOptions {
             repo: s.repo.clone().filter(|_| facets),
             ..Filters::default()
         },
-        ..SearchOptions::default()
+        ..SearchRequest::default()
     }
+    .options(MAX_TOP_K)
 }
 
 /// The page's hits and the facet counts of the pool they come from. One search
@@ -154,7 +155,7 @@ fn options(s: &SearchQuery, top_k: usize, facets: bool) -> SearchOptions {
 /// library facet is counted over every library.
 fn run_search(libs: &Libraries, s: &SearchQuery) -> Result<(Vec<Hit>, Facets), String> {
     let search = |top_k, facets, library: Option<&str>| {
-        libs.search(&s.q, &options(s, top_k, facets), library).map(|(found, _)| found.hits)
+        libs.search(&s.q, &options(s, top_k, facets), library).map(|(found, _)| found.hits).map_err(|e| e.to_string())
     };
     let pool = search(FACET_POOL, false, None)?;
     let facets = Facets::of(&pool);
@@ -363,12 +364,16 @@ async fn api_search(State(web): State<Web>, req: Request) -> Response {
     };
     let k = match get(&p, "k").map(str::parse::<usize>) {
         None => 5,
-        Some(Ok(k)) if (1..=atlas_runtime::search::MAX_TOP_K).contains(&k) => k,
-        Some(_) => return bad(format!("k must be a whole number from 1 to {}", atlas_runtime::search::MAX_TOP_K)),
+        Some(Ok(k)) if (1..=MAX_TOP_K).contains(&k) => k,
+        Some(_) => return bad(format!("k must be a whole number from 1 to {}", MAX_TOP_K)),
     };
     let (libs, q, opts) = (web.libs.clone(), s.q.clone(), options(&s, k, true));
     let library = s.library.clone();
-    match blocking(move || libs.search(&q, &opts, library.as_deref()).map(|(found, _)| found.hits)).await {
+    match blocking(move || {
+        libs.search(&q, &opts, library.as_deref()).map(|(found, _)| found.hits).map_err(|e| e.to_string())
+    })
+    .await
+    {
         Ok(hits) => json_response(StatusCode::OK, &atlas_mcp::output::search_json(&s.q, s.mode, &hits)),
         Err(e) => bad(e),
     }

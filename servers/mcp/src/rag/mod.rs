@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use atlas_runtime::ChunkKind;
-use atlas_runtime::search::{Filters, Fusion};
+use atlas_runtime::search::{Filters, MAX_TOOL_TOP_K, SearchRequest};
 use atlas_runtime::{Mode, SearchOptions};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -87,7 +87,7 @@ impl RagServer {
     ) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(budget.max_tokens) {
             Ok(m) => m,
-            Err(e) => return Ok(output::error(e)),
+            Err(e) => return Ok(output::error(e.to_string())),
         };
         let key = call_key(
             tool,
@@ -101,7 +101,7 @@ impl RagServer {
         );
         let skip = match budget::start(budget.cursor.as_deref(), &key) {
             Ok(c) => c.at.min(opts.top_k),
-            Err(e) => return Ok(output::error(e)),
+            Err(e) => return Ok(output::error(e.to_string())),
         };
         let want = opts.top_k;
         opts.top_k = want.max(1);
@@ -145,7 +145,7 @@ impl RagServer {
         };
         let (s, failed) = match found {
             Ok(f) => f,
-            Err(e) => return Ok(output::error(e)),
+            Err(e) => return Ok(output::error(e.to_string())),
         };
         // Keyword scores (BM25) are not calibrated: no confidence for them.
         let confidence = (mode != Mode::Keyword).then(|| Confidence::new(s.confidence, threshold));
@@ -248,18 +248,15 @@ impl RagServer {
         Parameters(a): Parameters<SearchDocsArgs>,
         ct: CancellationToken,
     ) -> Result<CallToolResult, ErrorData> {
-        let opts = SearchOptions {
-            mode: a.mode.map_or(Mode::Hybrid, Mode::from),
-            top_k: a
-                .top_k
-                .unwrap_or(atlas_runtime::search::DEFAULT_TOP_K)
-                .clamp(1, atlas_runtime::search::MAX_TOOL_TOP_K),
+        let opts = SearchRequest {
+            mode: a.mode.map(Mode::from),
+            top_k: a.top_k,
             min_score: a.min_score,
-            fusion: Fusion::default(),
-            rerank: a.rerank.unwrap_or(self.rerank_default),
+            rerank: Some(a.rerank.unwrap_or(self.rerank_default)),
             filters: Filters { kind: Some(ChunkKind::Docs), section: a.section, ..Filters::default() },
-            ..SearchOptions::default()
-        };
+            ..SearchRequest::default()
+        }
+        .options(MAX_TOOL_TOP_K);
         self.run_search("search_docs", a.query, opts, a.library, a.detail.unwrap_or_default(), a.budget, ct).await
     }
 
@@ -275,13 +272,10 @@ impl RagServer {
         Parameters(a): Parameters<SearchCodeArgs>,
         ct: CancellationToken,
     ) -> Result<CallToolResult, ErrorData> {
-        let opts = SearchOptions {
-            mode: a.mode.map_or(Mode::Hybrid, Mode::from),
-            top_k: a
-                .top_k
-                .unwrap_or(atlas_runtime::search::DEFAULT_TOP_K)
-                .clamp(1, atlas_runtime::search::MAX_TOOL_TOP_K),
-            rerank: self.rerank_default,
+        let opts = SearchRequest {
+            mode: a.mode.map(Mode::from),
+            top_k: a.top_k,
+            rerank: Some(self.rerank_default),
             filters: Filters {
                 kind: Some(ChunkKind::Code),
                 language: a.language,
@@ -289,8 +283,9 @@ impl RagServer {
                 symbol_kind: a.symbol_kind,
                 ..Filters::default()
             },
-            ..SearchOptions::default()
-        };
+            ..SearchRequest::default()
+        }
+        .options(MAX_TOOL_TOP_K);
         self.run_search("search_code", a.query, opts, a.library, a.detail.unwrap_or_default(), a.budget, ct).await
     }
 
@@ -304,17 +299,17 @@ impl RagServer {
     async fn get_chunk(&self, Parameters(a): Parameters<GetChunkArgs>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
             Ok(m) => m,
-            Err(e) => return Ok(output::error(e)),
+            Err(e) => return Ok(output::error(e.to_string())),
         };
         let n = a.neighbors.unwrap_or(1).min(5);
         let b = match self.libs.chunk_bundle(&a.chunk_id, a.library.as_deref()) {
             Ok(b) => b,
-            Err(e) => return Ok(output::error(e)),
+            Err(e) => return Ok(output::error(e.to_string())),
         };
         let key = call_key("get_chunk", &[&a.chunk_id, &b.library(), &n.to_string()]);
         let from = match budget::start(a.budget.cursor.as_deref(), &key) {
             Ok(c) => c.at,
-            Err(e) => return Ok(output::error(e)),
+            Err(e) => return Ok(output::error(e.to_string())),
         };
         let ctx = match b.get_chunk(&a.chunk_id, n) {
             Ok(c) => c,
@@ -344,13 +339,13 @@ impl RagServer {
     async fn list_libraries(&self, Parameters(a): Parameters<LibraryArg>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
             Ok(m) => m,
-            Err(e) => return Ok(output::error(e)),
+            Err(e) => return Ok(output::error(e.to_string())),
         };
         let bundles = self.libs.bundles();
         let key = call_key("list_libraries", &[&self.served_key(None)]);
         let from = match budget::start(a.budget.cursor.as_deref(), &key) {
             Ok(c) => c.at,
-            Err(e) => return Ok(output::error(e)),
+            Err(e) => return Ok(output::error(e.to_string())),
         };
         let broken = self.libs.broken().to_vec();
         let pieces = bundles.iter().skip(from).map(|b| {
@@ -436,7 +431,7 @@ impl RagServer {
     async fn get_bundle_info(&self, Parameters(a): Parameters<LibraryArg>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
             Ok(m) => m,
-            Err(e) => return Ok(output::error(e)),
+            Err(e) => return Ok(output::error(e.to_string())),
         };
         let b = match (self.libs.select(a.library.as_deref()), self.libs.is_multi() && a.library.is_none()) {
             (Ok(b), false) => b.into_iter().next_back().unwrap_or_else(|| self.libs.first()),

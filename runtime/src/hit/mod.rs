@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) mod snippet;
+
 pub use crate::chunk_table::ChunkKind;
 
 /// A chunk another hit links to: the docs that mention a code chunk's symbol.

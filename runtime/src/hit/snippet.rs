@@ -3,7 +3,7 @@
 use crate::chunk_table::ChunkRecord;
 
 /// What the cross-encoder reads for a chunk: its title, heading path and text.
-pub(super) fn passage(c: &ChunkRecord, text: &str) -> String {
+pub(crate) fn passage(c: &ChunkRecord, text: &str) -> String {
     let body = text.get(c.overlap_chars as usize..).unwrap_or(text);
     let heading = c.heading_path.join(" > ");
     format!("{} | {heading}\n{body}", c.title)
@@ -12,7 +12,7 @@ pub(super) fn passage(c: &ChunkRecord, text: &str) -> String {
 const SNIPPET_CHARS: usize = 300;
 
 /// The chunk's own text (overlap skipped), cut at a character boundary.
-pub(super) fn snippet(c: &ChunkRecord, text: &str) -> String {
+pub(crate) fn snippet(c: &ChunkRecord, text: &str) -> String {
     let body = text.get(c.overlap_chars as usize..).unwrap_or(text).trim();
     clip(body)
 }
@@ -30,7 +30,7 @@ fn clip(s: &str) -> String {
 /// query word in the chunk (a vector hit), its beginning, as [`snippet`]. Beside it,
 /// the window's lines within the chunk's own text (`[from, to)`, 0 its first line),
 /// when it is a window below that first line.
-pub(super) fn matching(c: &ChunkRecord, text: &str, stems: &[String]) -> (String, Option<(usize, usize)>) {
+pub(crate) fn matching(c: &ChunkRecord, text: &str, stems: &[String]) -> (String, Option<(usize, usize)>) {
     let body = text.get(c.overlap_chars as usize..).unwrap_or(text);
     // Leading blank lines are not the chunk's first line: count them out.
     let skipped = body.len() - body.trim_start_matches(['\n', '\r']).len();
