@@ -41,7 +41,7 @@ pub enum SigCheck {
     Invalid(String),
 }
 /// Signs a record's message; returns the signature's text.
-pub type Signer = Box<dyn Fn(&[u8]) -> Result<String, String> + Send + Sync>;
+pub type Signer = Box<dyn Fn(&[u8]) -> Result<String, Box<dyn std::error::Error + Send + Sync>> + Send + Sync>;
 
 /// What this machine trusts of its remote, and what it writes there.
 #[derive(Default)]

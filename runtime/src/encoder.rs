@@ -14,7 +14,7 @@ use ort::value::TensorRef;
 use tokenizers::Tokenizer;
 
 use crate::model::{ModelSpec, Pooling};
-use crate::{Error, Result};
+use crate::{Error, ModelError, Result};
 
 /// Where the session runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -123,7 +123,7 @@ pub(crate) fn session(model_path: &Path, lib: &Path, opts: &EncoderOptions) -> R
             }
         }
     }
-    let loading = |e: ort::Error| Error::Model(format!("loading {}: {e}", model_path.display()));
+    let loading = |e: ort::Error| Error::Model(ModelError::caused(format!("loading {}", model_path.display()), e));
     let rewritten = match opts.int8_weights {
         true => std::fs::read(model_path)
             .map_err(|error| Error::Io { path: model_path.to_owned(), error })
@@ -166,21 +166,21 @@ pub struct Encoder {
     last_query: Mutex<Option<(String, Vec<f32>)>>,
 }
 
-static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> = OnceLock::new();
+static ENV: OnceLock<std::result::Result<ort::environment::Environment, ModelError>> = OnceLock::new();
 
 fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
     let env = ENV.get_or_init(|| {
         if !lib.is_file() {
-            return Err(format!(
+            return Err(ModelError::new(format!(
                 "ONNX Runtime not found at {}; run `atlas setup` (or set ORT_DYLIB_PATH)",
                 lib.display()
-            ));
+            )));
         }
         ort::init_from(lib)
-            .map_err(|e| format!("loading ONNX Runtime from {}: {e}", lib.display()))?
+            .map_err(|e| ModelError::caused(format!("loading ONNX Runtime from {}", lib.display()), e))?
             .with_name("atlas")
             .build()
-            .map_err(|e| format!("starting ONNX Runtime: {e}"))
+            .map_err(|e| ModelError::caused("starting ONNX Runtime", e))
     });
     env.as_ref().map_err(|e| Error::Model(e.clone()))
 }
@@ -207,12 +207,12 @@ pub fn ort_info(lib: &Path) -> Result<OrtInfo> {
     })
 }
 
-fn cfg<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Error {
-    move |e| Error::Model(format!("{what}: {e}"))
+fn cfg(what: &'static str) -> impl FnOnce(ort::Error<ort::session::builder::SessionBuilder>) -> Error {
+    move |e| Error::Model(ModelError::caused(what, ort::Error::<()>::from(e)))
 }
 
 fn ort_err(what: &str) -> impl FnOnce(ort::Error) -> Error + '_ {
-    move |e| Error::Model(format!("{what}: {e}"))
+    move |e| Error::Model(ModelError::caused(what, e))
 }
 
 impl Encoder {
@@ -221,12 +221,12 @@ impl Encoder {
         let file = |name: &str| -> Result<PathBuf> {
             let p = crate::model::model_file(spec, dir, name);
             if !p.is_file() {
-                return Err(Error::Model(format!(
+                return Err(Error::Model(ModelError::new(format!(
                     "model {} is missing {} in {}; run `atlas setup` to provision it",
                     spec.id,
                     name,
                     dir.display()
-                )));
+                ))));
             }
             Ok(p)
         };
@@ -249,14 +249,16 @@ impl Encoder {
             }
         }
         let mut tokenizer = Tokenizer::from_file(&tok_path)
-            .map_err(|e| Error::Model(format!("reading {}: {e}", tok_path.display())))?;
+            .map_err(|e| Error::Model(ModelError::boxed(format!("reading {}", tok_path.display()), e)))?;
         // The shipped tokenizer pads and truncates to 128: we batch and window ourselves.
         tokenizer.with_padding(None);
-        tokenizer.with_truncation(None).map_err(|e| Error::Model(format!("turning truncation off: {e}")))?;
+        tokenizer.with_truncation(None).map_err(|e| Error::Model(ModelError::boxed("turning truncation off", e)))?;
         let id = |t: &str| tokenizer.token_to_id(t);
         let (cls, sep) = match (id("[CLS]"), id("[SEP]")) {
             (Some(c), Some(s)) => (c, s),
-            _ => return Err(Error::Model(format!("{}: tokenizer has no [CLS]/[SEP] tokens", spec.id))),
+            _ => {
+                return Err(Error::Model(ModelError::new(format!("{}: tokenizer has no [CLS]/[SEP] tokens", spec.id))));
+            }
         };
         let pad = id("[PAD]").unwrap_or(0);
 
@@ -293,7 +295,7 @@ impl Encoder {
 
     /// Token ids of `text` without special tokens.
     pub fn tokenize(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self.tokenizer.encode(text, false).map_err(|e| Error::Model(format!("tokenizing: {e}")))?;
+        let enc = self.tokenizer.encode(text, false).map_err(|e| Error::Model(ModelError::boxed("tokenizing", e)))?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -340,7 +342,9 @@ impl Encoder {
         let (shape, data) = outputs[0].try_extract_tensor::<f32>().map_err(ort_err("reading the output"))?;
         let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
         if dims.len() != 3 || dims[0] != n || dims[1] != len {
-            return Err(Error::Model(format!("unexpected output shape {dims:?} for a {n}x{len} batch")));
+            return Err(Error::Model(ModelError::new(format!(
+                "unexpected output shape {dims:?} for a {n}x{len} batch"
+            ))));
         }
         let hidden = dims[2];
         let mut out = Vec::with_capacity(n);

@@ -45,8 +45,9 @@ pub enum Error {
     Parquet(#[from] parquet::errors::ParquetError),
     #[error("arrow: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
+    /// The embedding or reranking model could not be used.
     #[error("{0}")]
-    Model(String),
+    Model(ModelError),
     #[error("{0}")]
     Query(String),
     /// A database serving an exported bundle failed (unreachable, timed out).
@@ -62,6 +63,57 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a model could not be used: missing, not the one the bundle pins, or ONNX
+/// Runtime or the tokenizer failed (the cause kept). Cheap to clone: a model that
+/// failed to load is remembered, and each later search gets the same error.
+///
+/// The cause is part of the message, not a `source()`, so `{:#}` chains do not print
+/// it twice.
+#[derive(Debug, Clone)]
+pub struct ModelError {
+    what: String,
+    cause: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl ModelError {
+    /// A failure with no underlying error (a file missing, a shape unexpected).
+    pub fn new(what: impl Into<String>) -> ModelError {
+        ModelError { what: what.into(), cause: None }
+    }
+
+    /// `what` failed because of `cause`.
+    pub fn caused(what: impl Into<String>, cause: impl std::error::Error + Send + Sync + 'static) -> ModelError {
+        ModelError { what: what.into(), cause: Some(std::sync::Arc::new(cause)) }
+    }
+
+    /// [`ModelError::caused`] for a cause already boxed (the tokenizer's).
+    pub fn boxed(what: impl Into<String>, cause: Box<dyn std::error::Error + Send + Sync>) -> ModelError {
+        ModelError { what: what.into(), cause: Some(cause.into()) }
+    }
+}
+
+impl std::fmt::Display for ModelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.cause {
+            None => f.write_str(&self.what),
+            Some(c) if self.what.is_empty() => write!(f, "{c}"),
+            Some(c) => write!(f, "{}: {c}", self.what),
+        }
+    }
+}
+
+impl std::error::Error for ModelError {}
+
+/// Any failure while loading a model is the model's: a search falls back to keyword.
+impl From<Error> for ModelError {
+    fn from(e: Error) -> ModelError {
+        match e {
+            Error::Model(m) => m,
+            other => ModelError::caused("", other),
+        }
+    }
+}
 
 /// A [`Error::DataCorruption`] naming `path`.
 pub(crate) fn corrupt(path: std::path::PathBuf, reason: impl Into<String>) -> Error {

@@ -178,51 +178,58 @@ fn is_line(s: &str, max: usize) -> bool {
     s.len() <= max && !s.chars().any(|c| c.is_control() || crate::utf8::is_invisible_format(c))
 }
 
+/// A manifest field that is not of the form the pipeline writes: which, and how.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FieldError(String);
+
 impl Manifest {
     /// The manifest's identity and provenance fields are of the forms the pipeline
     /// writes: names and versions are bundle names, times are timestamps, URLs and the
     /// description single lines, commits hex. These fields reach agents and terminals
     /// (and name folders); a manifest that breaks the forms is not one Atlas built.
-    pub fn check_fields(&self) -> std::result::Result<(), String> {
+    pub fn check_fields(&self) -> std::result::Result<(), FieldError> {
         let short = |s: &str| crate::utf8::clip_chars(&s.escape_debug().to_string(), 60);
         if !crate::safe_path::is_safe_name(&self.name) {
-            return Err(format!("its name {} is not a bundle name", short(&self.name)));
+            return Err(FieldError(format!("its name {} is not a bundle name", short(&self.name))));
         }
         if !crate::safe_path::is_safe_name(&self.version) {
-            return Err(format!("its version {} is not a version", short(&self.version)));
+            return Err(FieldError(format!("its version {} is not a version", short(&self.version))));
         }
         if !is_timestamp(&self.created) {
-            return Err(format!("its creation time {} is not a time", short(&self.created)));
+            return Err(FieldError(format!("its creation time {} is not a time", short(&self.created))));
         }
         if let Some(d) = &self.description
             && !is_line(d, MAX_DESCRIPTION_BYTES)
         {
-            return Err(format!("its description is not one line of at most {MAX_DESCRIPTION_BYTES} bytes"));
+            return Err(FieldError(format!(
+                "its description is not one line of at most {MAX_DESCRIPTION_BYTES} bytes"
+            )));
         }
         if self.sources.len() > MAX_SOURCES {
-            return Err(format!("it lists {} sources, over {MAX_SOURCES}", self.sources.len()));
+            return Err(FieldError(format!("it lists {} sources, over {MAX_SOURCES}", self.sources.len())));
         }
         for src in &self.sources {
             if !crate::safe_path::is_safe_name(&src.name) || !crate::safe_path::is_safe_name(&src.kind) {
-                return Err(format!(
+                return Err(FieldError(format!(
                     "source {} ({}) is not a source name and kind",
                     short(&src.name),
                     short(&src.kind)
-                ));
+                )));
             }
             // A URL, a local source's path (which may hold spaces) or a package spec.
             if let Some(u) = &src.url
                 && !is_line(u, MAX_URL_BYTES)
             {
-                return Err(format!("source {}'s URL {} is not one line", src.name, short(u)));
+                return Err(FieldError(format!("source {}'s URL {} is not one line", src.name, short(u))));
             }
             if src.fetched_at.as_deref().is_some_and(|t| !is_timestamp(t)) {
-                return Err(format!("source {}'s fetch time is not a time", src.name));
+                return Err(FieldError(format!("source {}'s fetch time is not a time", src.name)));
             }
             if src.commits.len() > MAX_COMMITS
                 || src.commits.iter().any(|c| c.is_empty() || c.len() > 64 || !c.bytes().all(|b| b.is_ascii_hexdigit()))
             {
-                return Err(format!("source {}'s commits are not commit ids", src.name));
+                return Err(FieldError(format!("source {}'s commits are not commit ids", src.name)));
             }
         }
         Ok(())
@@ -396,7 +403,7 @@ mod tests {
         for (what, f) in bad {
             let mut m = sample();
             f(&mut m);
-            let e = m.check_fields().unwrap_err();
+            let e = m.check_fields().unwrap_err().to_string();
             assert!(e.contains(what), "{what}: {e}");
             assert!(!e.contains('\n'), "{e}");
         }

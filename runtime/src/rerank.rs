@@ -11,7 +11,7 @@ use tokenizers::Tokenizer;
 
 use crate::encoder::EncoderOptions;
 use crate::model::ModelSpec;
-use crate::{Error, Result};
+use crate::{Error, ModelError, Result};
 
 #[derive(Debug)]
 pub struct CrossEncoder {
@@ -22,8 +22,8 @@ pub struct CrossEncoder {
     pad: u32,
 }
 
-fn model_err<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Error {
-    move |e| Error::Model(format!("{what}: {e}"))
+fn model_err<E: Into<Box<dyn std::error::Error + Send + Sync>>>(what: &'static str) -> impl FnOnce(E) -> Error {
+    move |e| Error::Model(ModelError::boxed(what, e.into()))
 }
 
 impl CrossEncoder {
@@ -31,7 +31,7 @@ impl CrossEncoder {
     pub fn load(spec: &'static ModelSpec, dir: &Path, lib: &Path, opts: &EncoderOptions) -> Result<CrossEncoder> {
         for f in ["model.onnx", "tokenizer.json"] {
             if !dir.join(f).is_file() {
-                return Err(Error::Model(format!(
+                return Err(Error::Model(ModelError::new(format!(
                     "reranker {} is missing {f} in {}; download it from {} (see README, \"Reranking\")",
                     spec.id,
                     dir.display(),
@@ -43,7 +43,7 @@ impl CrossEncoder {
                             crate::model::Source::PyPi { .. } => None,
                         })
                         .unwrap_or("Hugging Face"),
-                )));
+                ))));
             }
         }
         let mut tokenizer =
@@ -96,7 +96,9 @@ impl CrossEncoder {
         // [n, 1] (one logit) or [n, 2] (not relevant, relevant): take the last column.
         let per = if shape.len() == 2 { shape[1].max(1) as usize } else { 1 };
         if data.len() != n * per {
-            return Err(Error::Model(format!("unexpected reranker output shape {shape:?} for {n} pairs")));
+            return Err(Error::Model(ModelError::new(format!(
+                "unexpected reranker output shape {shape:?} for {n} pairs"
+            ))));
         }
         Ok((0..n).map(|r| data[r * per + per - 1]).collect())
     }

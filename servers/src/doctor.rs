@@ -35,12 +35,17 @@ const OLD_DAYS: i64 = 90;
 /// Free space below which ATLAS_HOME is a warning.
 const LOW_DISK: u64 = 2 << 30;
 
-pub fn run(config: Result<Option<std::path::PathBuf>, String>) -> Vec<Check> {
+pub fn run(config: Result<Option<std::path::PathBuf>, atlas_dist::Error>) -> Vec<Check> {
     let mut out = Vec::new();
     out.push(match config {
         Ok(Some(p)) => check("config", Status::Ok, format!("{} read", p.display()), ""),
         Ok(None) => check("config", Status::Ok, format!("no {} (defaults)", atlas_dist::config::path().display()), ""),
-        Err(e) => check("config", Status::Fail, e, "fix the key the error names (docs/distribution.md lists them)"),
+        Err(e) => check(
+            "config",
+            Status::Fail,
+            e.to_string(),
+            "fix the key the error names (docs/distribution.md lists them)",
+        ),
     });
     out.push(check("install", Status::Ok, atlas_runtime::install::current().describe(), ""));
     let (lib, from) = model::ort_located();

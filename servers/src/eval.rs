@@ -46,7 +46,7 @@ pub fn run(dirs: &[PathBuf], exported: Vec<Bundle>, open: OpenOptions, args: Arg
         let b = Bundle::open(dir, open.clone()).with_context(|| format!("opening the bundle {}", dir.display()))?;
         lives.push(atlas_mcp::live::Live::new(std::sync::Arc::new(b)));
     }
-    let libs = atlas_mcp::library::Libraries::new(lives, Vec::new()).map_err(UsageError)?;
+    let libs = atlas_mcp::library::Libraries::new(lives, Vec::new()).map_err(|e| UsageError(e.to_string()))?;
     let name = libs.bundles().iter().map(|b| b.library()).collect::<Vec<_>>().join(" + ");
     let name = match &args.library {
         Some(l) => format!("{name}, pinned to {l}"),

@@ -12,7 +12,10 @@ use futures_util::{Stream, StreamExt as _};
 
 use crate::{Error, Result, io};
 
-pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, String>> + Send>>;
+/// A remote's bytes as they arrive; an error is the transport's or the store's.
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, StreamError>> + Send>>;
+/// Why a stream of bytes broke off.
+pub type StreamError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What a remote answered for a read from an offset: the bytes, the offset they
 /// start at (0 when the remote ignored the range), and the total size when known.
@@ -164,7 +167,7 @@ pub async fn http_open(
         _ => return Err(Error::Remote(format!("{what}: HTTP {status}"))),
     };
     let total = len.map(|l| start + l);
-    let stream = resp.bytes_stream().map(|r| r.map_err(|e| e.to_string()));
+    let stream = resp.bytes_stream().map(|r| r.map_err(StreamError::from));
     Ok(Opened { stream: Box::pin(stream), start, total })
 }
 

@@ -425,6 +425,6 @@ async fn store_open(store: &Store, path: &object_store::path::Path, offset: u64)
     })?;
     let total = Some(r.meta.size);
     let start = r.range.start;
-    let stream = r.into_stream().map(|b| b.map_err(|e| e.to_string()));
+    let stream = r.into_stream().map(|b| b.map_err(fetch::StreamError::from));
     Ok(Opened { stream: Box::pin(stream), start, total })
 }

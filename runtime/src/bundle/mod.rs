@@ -26,7 +26,7 @@ use crate::remote::{RemoteBundle, RemoteIndex};
 use crate::rerank::CrossEncoder;
 use crate::symbols::{Reference, SymbolTable};
 use crate::vectors::{EmbeddingsMeta, MappedMatrix};
-use crate::{Error, Result, corrupt, corrupt_at, text_index};
+use crate::{Error, ModelError, Result, corrupt, corrupt_at, text_index};
 
 /// Why a bundle built keyword-first searches by keyword only.
 pub const NO_VECTORS_YET: &str = "it has no vectors yet: it was built keyword-first, and the `atlas sync` or \
@@ -122,7 +122,7 @@ pub(crate) struct TextIndex {
     pub language: Field,
 }
 
-type Lazy<T> = Arc<OnceLock<std::result::Result<T, String>>>;
+type Lazy<T> = Arc<OnceLock<std::result::Result<T, ModelError>>>;
 
 /// The files a local bundle searches, or the database a remote one asks.
 pub(crate) enum Candidates {
@@ -158,7 +158,7 @@ pub struct Bundle {
     pub(crate) symbols: SymbolTable,
     pub(crate) def_chunk: Vec<u32>,
     /// The references, read on first use.
-    references: OnceLock<std::result::Result<Vec<Reference>, String>>,
+    references: OnceLock<Vec<Reference>>,
     spec: &'static ModelSpec,
     opts: OpenOptions,
     embedder: Lazy<Encoder>,
@@ -234,17 +234,19 @@ impl Bundle {
     /// The references by name (`references.parquet`), read and checked on first use;
     /// empty for a bundle without them.
     pub fn references(&self) -> Result<&[Reference]> {
-        let r = self.references.get_or_init(|| {
-            if self.manifest.artifact(crate::symbols::REFERENCES_FILE).is_none() {
-                return Ok(Vec::new());
-            }
-            let bytes = crate::manifest::read_checked(&self.dir, &self.manifest, crate::symbols::REFERENCES_FILE)
-                .map_err(|e| e.to_string())?;
+        if let Some(r) = self.references.get() {
+            return Ok(r);
+        }
+        // Not cached when it fails: a damaged file says so on every call.
+        let refs = if self.manifest.artifact(crate::symbols::REFERENCES_FILE).is_none() {
+            Vec::new()
+        } else {
+            let bytes = crate::manifest::read_checked(&self.dir, &self.manifest, crate::symbols::REFERENCES_FILE)?;
             let refs = crate::symbols::references_from_parquet(&bytes)
-                .map_err(|e| corrupt_at(self.dir.join(crate::symbols::REFERENCES_FILE), e).to_string())?;
-            self.checked_references(refs).map_err(|e| e.to_string())
-        });
-        r.as_deref().map_err(|e| Error::Query(e.clone()))
+                .map_err(|e| corrupt_at(self.dir.join(crate::symbols::REFERENCES_FILE), e))?;
+            self.checked_references(refs)?
+        };
+        Ok(self.references.get_or_init(|| refs))
     }
 
     /// `refs` when every one names a chunk this bundle holds.
@@ -261,10 +263,10 @@ impl Bundle {
     /// The query embedder, loaded on first use.
     pub fn embedder(&self) -> Result<&Encoder> {
         if self.opts.keyword_only {
-            return Err(Error::Model(match &self.opts.why_keyword_only {
+            return Err(Error::Model(ModelError::new(match &self.opts.why_keyword_only {
                 Some(why) => why.clone(),
                 None => "this bundle was opened for keyword search only".into(),
-            }));
+            })));
         }
         let want = &self.manifest.model.sha256;
         self.embedder
@@ -279,7 +281,7 @@ impl Bundle {
             .get_or_init(|| {
                 let dir = self.opts.reranker_dir.clone().unwrap_or_else(|| model::model_dir(model::RERANKER.id));
                 CrossEncoder::load(&model::RERANKER, &dir, &ort_lib(&self.opts), &self.opts.embed)
-                    .map_err(|e| e.to_string())
+                    .map_err(ModelError::from)
             })
             .as_ref()
             .map_err(|e| Error::Model(e.clone()))
@@ -319,17 +321,21 @@ fn ort_lib(o: &OpenOptions) -> PathBuf {
     o.ort_lib.clone().unwrap_or_else(model::ort_dylib)
 }
 
-fn load_embedder(spec: &'static ModelSpec, o: &OpenOptions, want_sha: &str) -> std::result::Result<Encoder, String> {
+fn load_embedder(
+    spec: &'static ModelSpec,
+    o: &OpenOptions,
+    want_sha: &str,
+) -> std::result::Result<Encoder, ModelError> {
     let dir = o.model_dir.clone().unwrap_or_else(|| model::model_dir(spec.id));
-    let e = Encoder::load(spec, &dir, &ort_lib(o), &o.embed).map_err(|e| e.to_string())?;
+    let e = Encoder::load(spec, &dir, &ort_lib(o), &o.embed)?;
     if !want_sha.is_empty() && e.model_sha256 != want_sha {
-        return Err(format!(
+        return Err(ModelError::new(format!(
             "model mismatch: the bundle was embedded with {} sha256 {want_sha}, the model in {} is {}; \
              provision the bundle's model (`atlas setup`) or rebuild the bundle",
             spec.id,
             dir.display(),
             e.model_sha256
-        ));
+        )));
     }
     Ok(e)
 }

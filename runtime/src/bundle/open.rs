@@ -140,7 +140,7 @@ impl Bundle {
         };
         let bundle = Bundle::assemble(parts, spec, model_dir, opts, OnceLock::new())?;
         if let Some(refs) = refs {
-            let _ = bundle.references.set(Ok(bundle.checked_references(refs)?));
+            let _ = bundle.references.set(bundle.checked_references(refs)?);
         }
         Ok(bundle)
     }
@@ -152,7 +152,7 @@ impl Bundle {
         spec: &'static ModelSpec,
         model_dir: PathBuf,
         opts: OpenOptions,
-        references: OnceLock<std::result::Result<Vec<Reference>, String>>,
+        references: OnceLock<Vec<Reference>>,
     ) -> Result<Bundle> {
         let chunks = p.chunks;
         let mut by_id = HashMap::with_capacity(chunks.len());
@@ -240,26 +240,26 @@ fn open_symbols(dir: &Path, bytes: Option<Vec<u8>>, by_id: &HashMap<String, u32>
 /// dimensions, provisioned (unless keyword-only). Its spec and folder.
 fn check_model(manifest: &Manifest, opts: &OpenOptions) -> Result<(&'static ModelSpec, PathBuf)> {
     let spec = model::spec(&manifest.model.id).ok_or_else(|| {
-        Error::Model(format!(
+        Error::Model(ModelError::new(format!(
             "the bundle was embedded with model {:?}, which this build of atlas does not know (it knows {}); \
                  upgrade atlas or rebuild the bundle with a known model",
             manifest.model.id,
             model::REGISTRY.iter().map(|m| m.id).collect::<Vec<_>>().join(", ")
-        ))
+        )))
     })?;
     if spec.dims != manifest.model.dims {
-        return Err(Error::Model(format!(
+        return Err(Error::Model(ModelError::new(format!(
             "model mismatch: the bundle has {}-d vectors, model {} gives {}; rebuild the bundle",
             manifest.model.dims, spec.id, spec.dims
-        )));
+        ))));
     }
     let model_dir = opts.model_dir.clone().unwrap_or_else(|| model::model_dir(spec.id));
     if !opts.keyword_only && !model::model_file(spec, &model_dir, "model.onnx").is_file() {
-        return Err(Error::Model(format!(
+        return Err(Error::Model(ModelError::new(format!(
             "the bundle's model {} is not provisioned in {}; run `atlas setup` (or open keyword-only)",
             spec.id,
             model_dir.display()
-        )));
+        ))));
     }
     Ok((spec, model_dir))
 }

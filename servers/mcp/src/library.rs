@@ -50,19 +50,31 @@ pub struct Broken {
 
 /// What a server of several may serve: each `name@version` once, and at least one
 /// (else the broken ones, named, are the error).
-pub fn check_served(labels: impl Iterator<Item = String>, broken: &[Broken]) -> Result<(), String> {
+pub fn check_served(labels: impl Iterator<Item = String>, broken: &[Broken]) -> Result<(), NotServed> {
     let mut seen = std::collections::BTreeSet::new();
     for label in labels {
         if seen.contains(&label) {
-            return Err(format!("two bundles are {label}: serve each name and version once (drop one --bundle)"));
+            return Err(NotServed::Twice(label));
         }
         seen.insert(label);
     }
     match (seen.is_empty(), broken.is_empty()) {
         (false, _) => Ok(()),
-        (true, false) => Err(broken.iter().map(Broken::line).collect::<Vec<_>>().join("; ")),
-        (true, true) => Err("no bundle to serve: pass --bundle NAME|DIR (several times) or --all".into()),
+        (true, false) => Err(NotServed::AllBroken(broken.to_vec())),
+        (true, true) => Err(NotServed::Nothing),
     }
+}
+
+/// Why a server of several cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum NotServed {
+    #[error("two bundles are {0}: serve each name and version once (drop one --bundle)")]
+    Twice(String),
+    /// None opened: each one's line.
+    #[error("{}", .0.iter().map(Broken::line).collect::<Vec<_>>().join("; "))]
+    AllBroken(Vec<Broken>),
+    #[error("no bundle to serve: pass --bundle NAME|DIR (several times) or --all")]
+    Nothing,
 }
 
 impl Broken {
@@ -166,7 +178,7 @@ impl Version {
 impl Libraries {
     /// The libraries (and the broken ones, named); two with the same `name@version` are
     /// refused.
-    pub fn new(libs: Vec<Live>, broken: Vec<Broken>) -> Result<Libraries, String> {
+    pub fn new(libs: Vec<Live>, broken: Vec<Broken>) -> Result<Libraries, NotServed> {
         check_served(libs.iter().map(|l| l.get().library()), &broken)?;
         Ok(Libraries(Arc::new(libs), Arc::new(broken)))
     }

@@ -14,7 +14,7 @@ impl Args {
     pub(super) fn run(self, loaded: Result<(Config, Option<PathBuf>), atlas_dist::Error>) -> anyhow::Result<()> {
         let (cfg, found) = match loaded {
             Ok((c, p)) => (c, Ok(p)),
-            Err(e) => (Config::default(), Err(e.to_string())),
+            Err(e) => (Config::default(), Err(e)),
         };
         atlas_runtime::model::configure(cfg.home, cfg.model_dir);
         let checks = crate::doctor::run(found);

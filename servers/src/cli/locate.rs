@@ -193,7 +193,7 @@ pub(super) fn open_libraries(
         atlas_mcp::live::watch(live.clone(), origin, opts.clone());
         lives.push(live);
     }
-    Libraries::new(lives, broken_libs).map_err(|e| UsageError(e).into())
+    Libraries::new(lives, broken_libs).map_err(|e| UsageError(e.to_string()).into())
 }
 
 /// Opens the bundle in `dir`; when its model cannot be had here (not provisioned, or
@@ -202,7 +202,7 @@ pub(super) fn open_libraries(
 pub(super) fn open_or_keyword_only(dir: &Path, opts: &OpenOptions) -> atlas_runtime::Result<Bundle> {
     match Bundle::open(dir, opts.clone()) {
         Err(atlas_runtime::Error::Model(why)) if !opts.keyword_only => {
-            let o = OpenOptions { keyword_only: true, why_keyword_only: Some(why.clone()), ..opts.clone() };
+            let o = OpenOptions { keyword_only: true, why_keyword_only: Some(why.to_string()), ..opts.clone() };
             let b = Bundle::open(dir, o)?;
             tracing::warn!("serving {} by keyword only: {why}", b.library());
             Ok(b)
@@ -232,7 +232,7 @@ pub(super) fn open_mirrors(rt: &tokio::runtime::Runtime, located: Located) -> an
         atlas_mcp::live::follow(live.clone(), origin, atlas_mcp::fs::Fs::bundle, |fs| fs.label());
         lives.push(live);
     }
-    atlas_mcp::fs::FsServer::libraries(lives, broken_libs).map_err(|e| UsageError(e).into())
+    atlas_mcp::fs::FsServer::libraries(lives, broken_libs).map_err(|e| UsageError(e.to_string()).into())
 }
 
 /// Bundle opening options with the query backend from ATLAS_EMBED_BACKEND or the config.

@@ -35,13 +35,22 @@ pub struct Index {
     pub refused: Vec<(String, String, String)>,
 }
 
+/// Why a body is not an llms.txt index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotAnIndex {
+    #[error("the llms.txt URL answered an HTML page, not an llms.txt index; check the url")]
+    Html,
+    #[error("no page links found (expected markdown list items such as `- [Title](url)`); is this an llms.txt?")]
+    NoLinks,
+}
+
 /// The folder URL that page paths are relative to: the llms.txt URL's directory.
 pub fn base_of(llms_url: &Url) -> Url {
     llms_url.join("./").unwrap_or_else(|_| llms_url.clone())
 }
 
 /// Parses an llms.txt body fetched from `llms_url`; links to other hosts are offsite.
-pub fn parse(text: &str, llms_url: &Url) -> Result<Index, String> {
+pub fn parse(text: &str, llms_url: &Url) -> Result<Index, NotAnIndex> {
     parse_with(text, llms_url, &[])
 }
 
@@ -59,10 +68,10 @@ pub fn host_allowed(allow: &[String], url: &Url) -> bool {
 /// [`parse`], also taking links to the hosts in `allow_hosts` (a mirror, a staging
 /// copy, a moved site). Their pages are mirrored by their path below the base's path
 /// when they sit under it, else by their whole path.
-pub fn parse_with(text: &str, llms_url: &Url, allow_hosts: &[String]) -> Result<Index, String> {
+pub fn parse_with(text: &str, llms_url: &Url, allow_hosts: &[String]) -> Result<Index, NotAnIndex> {
     let head = text.trim_start().get(..200).unwrap_or(text.trim_start()).to_ascii_lowercase();
     if head.starts_with("<!doctype html") || head.starts_with("<html") {
-        return Err("the llms.txt URL answered an HTML page, not an llms.txt index; check the url".to_owned());
+        return Err(NotAnIndex::Html);
     }
     let base = base_of(llms_url);
     let mut index = Index::default();
@@ -128,10 +137,7 @@ pub fn parse_with(text: &str, llms_url: &Url, allow_hosts: &[String]) -> Result<
         index.entries.push(Entry { title, url, description, group: group.clone(), rel, mirror });
     }
     if index.entries.is_empty() && index.offsite.is_empty() && index.refused.is_empty() {
-        return Err(
-            "no page links found (expected markdown list items such as `- [Title](url)`); is this an llms.txt?"
-                .to_owned(),
-        );
+        return Err(NotAnIndex::NoLinks);
     }
     Ok(index)
 }

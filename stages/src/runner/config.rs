@@ -269,9 +269,9 @@ fn default_include() -> Vec<String> {
 
 /// Parses YAML text; the error text starts with `LINE:COL: ` when a position is known.
 /// A name under `stages:` that is not in `stages` is an unknown-key error.
-pub fn parse(text: &str, stages: &[&str]) -> Result<PipelineConfig, String> {
+pub fn parse(text: &str, stages: &[&str]) -> Result<PipelineConfig, ConfigError> {
     let config = serde_saphyr::from_str_with_options::<PipelineConfig>(text, yaml_options())
-        .map_err(|e| yaml_error(text, &e))?;
+        .map_err(|e| ConfigError(yaml_error(text, &e)))?;
     if let Some(name) = config.stages.keys().find(|k| !stages.contains(&k.as_str())) {
         // The message serde gives an unknown key, at the key's line and column.
         let at = line_of(text, Some("stages"), name).map_or_else(String::new, |n| {
@@ -279,7 +279,10 @@ pub fn parse(text: &str, stages: &[&str]) -> Result<PipelineConfig, String> {
             format!("{n}:{}:", line.len() - line.trim_start().len() + 1)
         });
         let expected: Vec<String> = stages.iter().map(|s| format!("`{s}`")).collect();
-        return Err(format!("{at} unknown field `{name}`, expected one of {} (the stages)", expected.join(", ")));
+        return Err(ConfigError(format!(
+            "{at} unknown field `{name}`, expected one of {} (the stages)",
+            expected.join(", ")
+        )));
     }
     Ok(config)
 }
@@ -363,95 +366,101 @@ pub(super) fn line_of(text: &str, after: Option<&str>, key: &str) -> Option<usiz
     None
 }
 
-pub(super) fn validate(config: &PipelineConfig, dir: &Path, text: &str) -> Result<(), String> {
+pub(super) fn validate(config: &PipelineConfig, dir: &Path, text: &str) -> Result<(), ConfigError> {
     let resolve = |p: &Path| if p.is_absolute() { p.to_owned() } else { dir.join(p) };
     let at = |after: Option<&str>, key: &str| match line_of(text, after, key) {
         Some(n) => format!("{n}:"),
         None => String::new(),
     };
     if !atlas_runtime::safe_path::is_safe_name(&config.name) {
-        return Err(format!(
+        return Err(ConfigError(format!(
             "{} name {:?} must be letters, digits, '.', '-' or '_', not starting with '.' (it names the bundle's files)",
             at(None, "name"),
             config.name
-        ));
+        )));
     }
     if config.sources.is_empty() {
-        return Err(format!("{} `sources` is empty; declare at least one source", at(None, "sources")));
+        return Err(ConfigError(format!("{} `sources` is empty; declare at least one source", at(None, "sources"))));
     }
     for (name, src) in &config.sources {
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            return Err(format!(
+            return Err(ConfigError(format!(
                 "{} source name {name:?} must be letters, digits, '-' or '_' (it names a folder in the mirror)",
                 at(Some("sources"), name)
-            ));
+            )));
         }
         match src {
             SourceConfig::Local { path, include, exclude, public_urls } => {
                 let full = resolve(path);
                 if !full.is_dir() {
-                    return Err(format!(
+                    return Err(ConfigError(format!(
                         "{} sources.{name}.path: {} is not a folder; fix the path (it is relative to the config file)",
                         at(Some(name), "path"),
                         full.display()
-                    ));
+                    )));
                 }
                 if let Some(u) = public_urls
                     && (atlas_runtime::safe_path::check(&u.to_string_lossy()).is_err() || !full.join(u).is_file())
                 {
-                    return Err(format!(
+                    return Err(ConfigError(format!(
                         "{} sources.{name}.public_urls: {} is not a file inside the source folder; name its llms.txt \
                          (relative to the folder)",
                         at(Some(name), "public_urls"),
                         u.display()
-                    ));
+                    )));
                 }
                 check_globs(name, include, exclude, &at)?;
             }
             SourceConfig::LlmsTxt { url, allow_hosts, max_pages, .. } => {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(format!("{} sources.{name}.url: {url:?} is not an http(s) URL", at(Some(name), "url")));
+                    return Err(ConfigError(format!(
+                        "{} sources.{name}.url: {url:?} is not an http(s) URL",
+                        at(Some(name), "url")
+                    )));
                 }
                 for h in allow_hosts {
                     let ok = !h.is_empty()
                         && h.bytes()
                             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
                     if !ok {
-                        return Err(format!(
+                        return Err(ConfigError(format!(
                             "{} sources.{name}.allow_hosts: {h:?} is not a host name; write `docs.example.com` or `host:port`, without scheme or path",
                             at(Some(name), "allow_hosts")
-                        ));
+                        )));
                     }
                 }
                 if max_pages.is_some_and(|m| m == 0 || m > MAX_PAGES) {
-                    return Err(format!(
+                    return Err(ConfigError(format!(
                         "{} sources.{name}.max_pages must be 1 to {MAX_PAGES}",
                         at(Some(name), "max_pages")
-                    ));
+                    )));
                 }
             }
             SourceConfig::Git { rev, branch, include, exclude, versions, .. } => {
                 if rev.is_some() && branch.is_some() {
-                    return Err(format!("{} sources.{name}: give rev or branch, not both", at(Some(name), "rev")));
+                    return Err(ConfigError(format!(
+                        "{} sources.{name}: give rev or branch, not both",
+                        at(Some(name), "rev")
+                    )));
                 }
                 match versions {
                     Some(_) if rev.is_some() || branch.is_some() => {
-                        return Err(format!(
+                        return Err(ConfigError(format!(
                             "{} sources.{name}: versions builds each tag; drop rev and branch",
                             at(Some(name), "versions")
-                        ));
+                        )));
                     }
                     Some(Versions::Tags { tags, last }) if globset::Glob::new(tags).is_err() || *last == Some(0) => {
-                        return Err(format!(
+                        return Err(ConfigError(format!(
                             "{} sources.{name}.versions: write {{ tags: \"v*\", last: N }} (a glob, N ≥ 1) or a list of tags",
                             at(Some(name), "versions")
-                        ));
+                        )));
                     }
                     Some(Versions::List(l)) if l.is_empty() || l.len() > MAX_VERSIONS => {
-                        return Err(format!(
+                        return Err(ConfigError(format!(
                             "{} sources.{name}.versions: list 1 to {MAX_VERSIONS} tags",
                             at(Some(name), "versions")
-                        ));
+                        )));
                     }
                     _ => {}
                 }
@@ -459,19 +468,19 @@ pub(super) fn validate(config: &PipelineConfig, dir: &Path, text: &str) -> Resul
             }
             SourceConfig::Github { api_url, include, exclude, .. } => {
                 if !(api_url.starts_with("http://") || api_url.starts_with("https://")) {
-                    return Err(format!(
+                    return Err(ConfigError(format!(
                         "{} sources.{name}.api_url: {api_url:?} is not an http(s) URL",
                         at(Some(name), "api_url")
-                    ));
+                    )));
                 }
                 check_globs(name, include, exclude, &at)?;
             }
             SourceConfig::Package { spec, checksums, include, exclude, .. } => {
                 if let Err(e) = spec.parse::<PackageSpec>() {
-                    return Err(format!("{} sources.{name}.spec: {e}", at(Some(name), "spec")));
+                    return Err(ConfigError(format!("{} sources.{name}.spec: {e}", at(Some(name), "spec"))));
                 }
                 if let Some(e) = checksums.iter().find_map(|c| c.parse::<atlas_runtime::package::Checksum>().err()) {
-                    return Err(format!("{} sources.{name}.checksums: {e}", at(Some(name), "checksums")));
+                    return Err(ConfigError(format!("{} sources.{name}.checksums: {e}", at(Some(name), "checksums"))));
                 }
                 check_globs(name, include, exclude, &at)?;
             }
@@ -488,10 +497,10 @@ fn check_globs(
     include: &[String],
     exclude: &[String],
     at: &dyn Fn(Option<&str>, &str) -> String,
-) -> Result<(), String> {
+) -> Result<(), ConfigError> {
     for g in include.iter().chain(exclude) {
         if let Err(e) = globset::Glob::new(g) {
-            return Err(format!("{} sources.{name}: bad glob {g:?}: {e}", at(Some(name), "include")));
+            return Err(ConfigError(format!("{} sources.{name}: bad glob {g:?}: {e}", at(Some(name), "include"))));
         }
     }
     Ok(())
@@ -502,7 +511,7 @@ mod tests {
     use super::*;
 
     fn err(yaml: &str) -> String {
-        parse(yaml, &["chunk", "pack"]).unwrap_err()
+        parse(yaml, &["chunk", "pack"]).unwrap_err().0
     }
 
     #[test]

@@ -26,18 +26,27 @@ struct StageRecord {
 
 /// Checks that the registry is a DAG in topological order: names are unique and every
 /// dependency is a stage listed before the one that reads it.
-pub fn check_registry(registry: &[Box<dyn DynStage>]) -> Result<(), String> {
+pub fn check_registry(registry: &[Box<dyn DynStage>]) -> Result<(), RegistryError> {
     for (i, s) in registry.iter().enumerate() {
         if registry[..i].iter().any(|e| e.name() == s.name()) {
-            return Err(format!("stage {} is registered twice", s.name()));
+            return Err(RegistryError::Twice(s.name()));
         }
         for dep in s.deps() {
             if !registry[..i].iter().any(|e| e.name() == *dep) {
-                return Err(format!("stage {} reads {dep}, which is not a stage registered before it", s.name()));
+                return Err(RegistryError::Unordered { stage: s.name(), dep });
             }
         }
     }
     Ok(())
+}
+
+/// How a registry breaks the DAG's rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error("stage {0} is registered twice")]
+    Twice(&'static str),
+    #[error("stage {stage} reads {dep}, which is not a stage registered before it")]
+    Unordered { stage: &'static str, dep: &'static str },
 }
 
 fn deps_of<'r>(registry: &'r [Box<dyn DynStage>], name: &str) -> &'r [&'static str] {

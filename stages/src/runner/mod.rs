@@ -39,11 +39,11 @@ pub fn load(path: &Path, registry: &[Box<dyn DynStage>]) -> Result<Loaded, Confi
         Err(e) => return Err(ConfigError(format!("{shown}: cannot read config: {e}"))),
     };
     let names: Vec<&str> = registry.iter().map(|s| s.name()).collect();
-    let config = config::parse(&text, &names).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
+    let config = config::parse(&text, &names).map_err(|e| ConfigError(format!("{shown}:{}", e.0)))?;
     let abs = std::path::absolute(path).map_err(|e| ConfigError(format!("{shown}: {e}")))?;
     let dir = abs.parent().map(Path::to_owned).unwrap_or_else(|| PathBuf::from("."));
-    config::validate(&config, &dir, &text).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
-    let stages = stage::configure_stages(&text, registry).map_err(|e| ConfigError(format!("{shown}:{e}")))?;
+    config::validate(&config, &dir, &text).map_err(|e| ConfigError(format!("{shown}:{}", e.0)))?;
+    let stages = stage::configure_stages(&text, registry).map_err(|e| ConfigError(format!("{shown}:{}", e.0)))?;
     let mut loaded = Loaded { path: abs, dir, config, stages, canonical: BTreeMap::new() };
     for stage in registry {
         let configured = loaded.stage(stage.name())?;

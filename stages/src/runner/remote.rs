@@ -84,7 +84,7 @@ impl RemoteCache {
             (Some(p), false) => {
                 let sk = atlas_dist::sign::load_secret(p).map_err(atlas_dist::edge)?;
                 Some(Box::new(move |m: &[u8]| {
-                    atlas_dist::sign::sign_with(&sk, m, "atlas-cache-ref").map_err(|e| e.to_string())
+                    atlas_dist::sign::sign_with(&sk, m, "atlas-cache-ref").map_err(Into::into)
                 }))
             }
             _ => None,
@@ -114,9 +114,9 @@ impl RemoteCache {
 const PARALLEL: usize = 16;
 
 enum Req {
-    Get(String, mpsc::Sender<Result<Option<Vec<u8>>, String>>),
+    Get(String, mpsc::Sender<Result<Option<Vec<u8>>, RemoteError>>),
     Put(String, Vec<u8>),
-    Flush(mpsc::Sender<Result<(), String>>),
+    Flush(mpsc::Sender<Result<(), RemoteError>>),
 }
 
 /// The remote cache: a channel to its worker.
@@ -145,15 +145,19 @@ impl StoreRemote {
         Ok(StoreRemote { tx: std::sync::Mutex::new(tx), url: url.to_owned(), timeout })
     }
 
-    fn send(&self, r: Req) -> Result<(), String> {
-        self.tx.lock().unwrap_or_else(|e| e.into_inner()).send(r).map_err(|_| "the remote cache worker stopped".into())
+    fn send(&self, r: Req) -> Result<(), RemoteError> {
+        self.tx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(r)
+            .map_err(|_| "the remote cache worker stopped".to_owned().into())
     }
 }
 
 fn worker(rt: tokio::runtime::Runtime, store: Store, rx: mpsc::Receiver<Req>, timeout: Duration) {
     let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(PARALLEL));
     let mut puts = tokio::task::JoinSet::new();
-    let first_error: std::sync::Arc<std::sync::Mutex<Option<String>>> = Default::default();
+    let first_error: std::sync::Arc<std::sync::Mutex<Option<RemoteError>>> = Default::default();
     let url = store.url.to_string();
     while let Ok(req) = rx.recv() {
         match req {
@@ -164,8 +168,8 @@ fn worker(rt: tokio::runtime::Runtime, store: Store, rx: mpsc::Receiver<Req>, ti
                     let path = store.path(&name.split('/').collect::<Vec<_>>());
                     let r = match tokio::time::timeout(timeout, store.get_small(&path, 4 << 30)).await {
                         Ok(Ok(b)) => Ok(b),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(_) => Err(format!("{url}: no answer within {}s", timeout.as_secs_f32())),
+                        Ok(Err(e)) => Err(RemoteError(e.to_string())),
+                        Err(_) => Err(RemoteError(format!("{url}: no answer within {}s", timeout.as_secs_f32()))),
                     };
                     let _ = reply.send(r);
                 });
@@ -178,8 +182,8 @@ fn worker(rt: tokio::runtime::Runtime, store: Store, rx: mpsc::Receiver<Req>, ti
                         let path = store.path(&name.split('/').collect::<Vec<_>>());
                         let r = match tokio::time::timeout(timeout, store.put(&path, bytes)).await {
                             Ok(Ok(())) => return,
-                            Ok(Err(e)) => e.to_string(),
-                            Err(_) => format!("{url}: no answer within {}s", timeout.as_secs_f32()),
+                            Ok(Err(e)) => RemoteError(e.to_string()),
+                            Err(_) => RemoteError(format!("{url}: no answer within {}s", timeout.as_secs_f32())),
                         };
                         err.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(r);
                     },
@@ -214,8 +218,9 @@ impl atlas_cache::Remote for StoreRemote {
         replies
             .into_iter()
             .map(|r| {
-                r.and_then(|rx| rx.recv_timeout(wait).unwrap_or_else(|_| Err("the remote cache did not answer".into())))
-                    .map_err(RemoteError)
+                r.and_then(|rx| {
+                    rx.recv_timeout(wait).unwrap_or_else(|_| Err("the remote cache did not answer".to_owned().into()))
+                })
             })
             .collect()
     }
@@ -229,7 +234,6 @@ impl atlas_cache::Remote for StoreRemote {
         self.send(Req::Flush(tx))?;
         // Every write is bounded by the timeout; a long queue gets a minute more.
         rx.recv_timeout(self.timeout + Duration::from_secs(60))
-            .unwrap_or_else(|_| Err("the remote cache's queued writes did not finish".into()))
-            .map_err(RemoteError)
+            .unwrap_or_else(|_| Err("the remote cache's queued writes did not finish".to_owned().into()))
     }
 }

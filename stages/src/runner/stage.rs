@@ -319,14 +319,14 @@ impl Loaded {
 pub(super) fn configure_stages(
     text: &str,
     registry: &[Box<dyn DynStage>],
-) -> Result<BTreeMap<&'static str, Arc<dyn Configured>>, String> {
+) -> Result<BTreeMap<&'static str, Arc<dyn Configured>>, ConfigError> {
     let mut found = serde_saphyr::with_deserializer_from_str_with_options(text, yaml_options(), |de| {
         serde::Deserializer::deserialize_map(de, Sections { registry, nested: false })
     })
-    .map_err(|e| yaml_error(text, &e))?;
+    .map_err(|e| ConfigError(yaml_error(text, &e)))?;
     for stage in registry {
         if !found.contains_key(stage.name()) {
-            let defaults = stage.configure(None).map_err(|e| format!(" stages.{}: {e}", stage.name()))?;
+            let defaults = stage.configure(None).map_err(|e| ConfigError(format!(" stages.{}: {e}", stage.name())))?;
             found.insert(stage.name(), defaults);
         }
     }
@@ -572,7 +572,7 @@ mod tests {
     /// Stage `name` as `text` configures it.
     fn stage(text: &str, name: &str) -> Result<Arc<dyn Configured>, String> {
         let registry: Vec<Box<dyn DynStage>> = vec![Box::new(ChunkLike), Box::new(PackLike)];
-        Ok(configure_stages(text, &registry)?[name].clone())
+        Ok(configure_stages(text, &registry).map_err(|e| e.0)?[name].clone())
     }
 
     /// Stage `name`'s params as `text` configures them.

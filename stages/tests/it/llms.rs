@@ -92,8 +92,8 @@ fn pages_without_md_and_folder_urls_get_md_names() {
 #[test]
 fn malformed_indexes_are_errors() {
     let u = Url::parse("https://x.example.com/llms.txt").unwrap();
-    assert!(parse("<!DOCTYPE html><html></html>", &u).unwrap_err().contains("HTML page"));
-    assert!(parse("just text\n", &u).unwrap_err().contains("no page links found"));
+    assert!(parse("<!DOCTYPE html><html></html>", &u).unwrap_err().to_string().contains("HTML page"));
+    assert!(parse("just text\n", &u).unwrap_err().to_string().contains("no page links found"));
 }
 
 #[test]

@@ -82,21 +82,37 @@ pub(super) fn pieces(data: &[u8]) -> Vec<(Piece, std::ops::Range<usize>)> {
 /// A recipe (`<blake3>.pieces.json`) from the store, when it can describe a file of
 /// `size` bytes: at most [`MAX_PIECES`] pieces, each of 1 to [`PIECE_MAX`] bytes with a
 /// blake3 of 64 hex digits, adding up to `size` (checked: a sum that wraps is no sum).
-pub fn parse_recipe(bytes: &[u8], size: u64) -> Result<Vec<Piece>, String> {
-    let listed: Vec<Piece> = serde_json::from_slice(bytes).map_err(|e| format!("is unreadable ({e})"))?;
+pub fn parse_recipe(bytes: &[u8], size: u64) -> Result<Vec<Piece>, BadRecipe> {
+    let listed: Vec<Piece> = serde_json::from_slice(bytes).map_err(BadRecipe::Unreadable)?;
     if listed.len() > MAX_PIECES {
-        return Err(format!("lists {} pieces, more than {MAX_PIECES}", listed.len()));
+        return Err(BadRecipe::TooMany(listed.len()));
     }
     if let Some(p) = listed.iter().find(|p| p.size == 0 || p.size > PIECE_MAX as u64) {
-        return Err(format!("lists a piece of {} bytes (pieces are 1 to {PIECE_MAX})", p.size));
+        return Err(BadRecipe::PieceSize(p.size));
     }
     if listed.iter().any(|p| p.blake3.len() != 64 || !p.blake3.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
     {
-        return Err("names a piece by something other than 64 lowercase hex digits".into());
+        return Err(BadRecipe::Name);
     }
     let total = listed.iter().try_fold(0u64, |sum, p| sum.checked_add(p.size));
     if total != Some(size) {
-        return Err("does not add up".into());
+        return Err(BadRecipe::Sum);
     }
     Ok(listed)
+}
+
+/// How a recipe from the store fails to describe its file (read after "the recipe of
+/// PATH").
+#[derive(Debug, thiserror::Error)]
+pub enum BadRecipe {
+    #[error("is unreadable ({0})")]
+    Unreadable(serde_json::Error),
+    #[error("lists {0} pieces, more than {MAX_PIECES}")]
+    TooMany(usize),
+    #[error("lists a piece of {0} bytes (pieces are 1 to {PIECE_MAX})")]
+    PieceSize(u64),
+    #[error("names a piece by something other than 64 lowercase hex digits")]
+    Name,
+    #[error("does not add up")]
+    Sum,
 }

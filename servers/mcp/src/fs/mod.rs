@@ -293,7 +293,7 @@ impl FsServer {
 
     /// A server over bundles' mirrors (with several, each under `name@version/`), each
     /// following its origin; `broken` are those given that did not open.
-    pub fn libraries(each: Vec<Live<Fs>>, broken: Vec<Broken>) -> Result<FsServer, String> {
+    pub fn libraries(each: Vec<Live<Fs>>, broken: Vec<Broken>) -> Result<FsServer, crate::library::NotServed> {
         crate::library::check_served(each.iter().map(|l| l.get().label()), &broken)?;
         for l in &each {
             let fs = l.get();

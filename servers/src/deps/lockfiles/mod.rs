@@ -103,8 +103,8 @@ fn toml_error(file: &Path, e: &toml::de::Error) -> Malformed {
     malformed(file, format!("{first}: {}", e.message().lines().next().unwrap_or("").trim()))
 }
 
-fn spec(eco: Ecosystem, name: &str, version: &str) -> Result<PackageSpec, String> {
-    format!("{}:{name}@{version}", eco.as_str()).parse::<PackageSpec>().map_err(|e| e.to_string())
+fn spec(eco: Ecosystem, name: &str, version: &str) -> Result<PackageSpec, atlas_runtime::package::BadSpec> {
+    format!("{}:{name}@{version}", eco.as_str()).parse::<PackageSpec>()
 }
 
 #[cfg(test)]

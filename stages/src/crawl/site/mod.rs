@@ -77,7 +77,7 @@ pub fn public_urls(index: &Path, scan: &mut Scan) -> anyhow::Result<usize> {
         })
         .with_context(|| format!("{} lists no absolute http(s) link", index.display()))?;
     let llms_url = first.join("/llms.txt")?;
-    let parsed = llms::parse(&text, &llms_url).map_err(anyhow::Error::msg)?;
+    let parsed = llms::parse(&text, &llms_url)?;
     let by_rel: std::collections::HashMap<&str, String> =
         parsed.entries.iter().map(|e| (e.rel.as_str(), page_url(&e.url))).collect();
     let mut n = 0;
