@@ -6,10 +6,12 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt as _};
 
+use crate::http::{Attempt, Retry};
 use crate::{Error, Result, io};
 
 /// A remote's bytes as they arrive; an error is the transport's or the store's.
@@ -33,11 +35,13 @@ impl std::fmt::Debug for Opened {
 
 type OpenFuture<'a> = Pin<Box<dyn Future<Output = Result<Opened>> + Send + 'a>>;
 
-/// How many times a cut download is resumed in one run.
-const ATTEMPTS: u32 = 5;
-/// The waits between resumes (the one retry policy, [`crate::http::Backoff`]).
-const RESUME_BACKOFF: crate::http::Backoff =
-    crate::http::Backoff { base: std::time::Duration::from_millis(200), max: std::time::Duration::from_secs(5) };
+/// A cut download is resumed 4 times in one run, the waits between growing from
+/// 200 ms to 5 s (the one retry driver, [`crate::http::Retry`]; no server wait here).
+const RESUME: Retry = Retry {
+    backoff: crate::http::Backoff { base: Duration::from_millis(200), max: Duration::from_secs(5) },
+    max_retries: 4,
+    retry_after_cap: Duration::from_secs(5),
+};
 
 /// Downloads into `dir/<sha256>.download` (resuming `dir/<sha256>.part`) with a
 /// progress bar; returns the finished file, whose sha256 the caller checks.
@@ -47,7 +51,6 @@ pub async fn download<'a>(
     label: &str,
     open: impl Fn(u64) -> OpenFuture<'a>,
 ) -> Result<PathBuf> {
-    use tokio::io::AsyncWriteExt as _;
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let done = dir.join(format!("{sha256}.download"));
     if done.is_file() {
@@ -55,69 +58,79 @@ pub async fn download<'a>(
     }
     let part = dir.join(format!("{sha256}.part"));
     let bar = progress(label);
-    let mut last_error = String::new();
-    for attempt in 0..ATTEMPTS {
-        let have = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
-        if attempt > 0 {
-            eprintln!("atlas: {label}: {last_error}; resuming at byte {have} (attempt {})", attempt + 1);
-            tokio::time::sleep(RESUME_BACKOFF.wait(attempt - 1)).await;
-        }
+    let have = |part: &Path| std::fs::metadata(part).map(|m| m.len()).unwrap_or(0);
+    let (part, bar, done, open) = (&part, &bar, &done, &open);
+    let attempt = move |_| async move {
+        let have = have(part);
         let opened = match open(have).await {
             Ok(o) => o,
             // Not there is an answer, not a cut connection: no retry.
-            Err(e @ Error::NotFound(_)) => {
-                bar.abandon();
-                return Err(e);
+            Err(e @ Error::NotFound(_)) => return Attempt::Done(Err(e)),
+            Err(e) => return Attempt::Again { after: None, why: e.to_string() },
+        };
+        Attempt::Done(match write_part(opened, part, have, bar).await {
+            Ok(None) => {
+                bar.finish_and_clear();
+                std::fs::rename(part, done).map_err(io(done)).map(|()| done.clone())
+            }
+            Ok(Some(why)) => return Attempt::Again { after: None, why },
+            Err(e) => Err(e),
+        })
+    };
+    let resumed = |n: u32, why: &str| {
+        eprintln!("atlas: {label}: {why}; resuming at byte {} (attempt {})", have(part), n + 2);
+    };
+    match RESUME.run(attempt, resumed).await {
+        Ok(r) => r.inspect_err(|_| bar.abandon()),
+        Err(g) => {
+            bar.abandon();
+            Err(Error::Remote(format!(
+                "{label}: {}; gave up after {} attempts (rerun to resume from byte {})",
+                g.why,
+                g.attempts,
+                have(part)
+            )))
+        }
+    }
+}
+
+/// Appends what `opened` streams to `part` (from scratch when the remote ignored the
+/// range); `Some(why)` when the stream broke off or ended short: worth a resume.
+async fn write_part(opened: Opened, part: &Path, have: u64, bar: &indicatif::ProgressBar) -> Result<Option<String>> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut file = tokio::fs::OpenOptions::new().create(true).append(true).open(part).await.map_err(io(part))?;
+    let mut pos = have;
+    if opened.start != have {
+        // The remote ignored the range: start over.
+        file.set_len(0).await.map_err(io(part))?;
+        pos = 0;
+    }
+    if let Some(t) = opened.total {
+        bar.set_length(t);
+    }
+    bar.set_position(pos);
+    let mut stream = opened.stream;
+    let mut cut = None;
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(b) => {
+                file.write_all(&b).await.map_err(io(part))?;
+                pos += b.len() as u64;
+                bar.set_position(pos);
             }
             Err(e) => {
-                last_error = e.to_string();
-                continue;
-            }
-        };
-        let mut file = tokio::fs::OpenOptions::new().create(true).append(true).open(&part).await.map_err(io(&part))?;
-        let mut pos = have;
-        if opened.start != have {
-            // The remote ignored the range: start over.
-            file.set_len(0).await.map_err(io(&part))?;
-            pos = 0;
-        }
-        if let Some(t) = opened.total {
-            bar.set_length(t);
-        }
-        bar.set_position(pos);
-        let mut stream = opened.stream;
-        let mut cut = None;
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(b) => {
-                    file.write_all(&b).await.map_err(io(&part))?;
-                    pos += b.len() as u64;
-                    bar.set_position(pos);
-                }
-                Err(e) => {
-                    cut = Some(e);
-                    break;
-                }
-            }
-        }
-        file.flush().await.map_err(io(&part))?;
-        file.sync_all().await.map_err(io(&part))?;
-        drop(file);
-        match (cut, opened.total) {
-            (Some(e), _) => last_error = format!("the connection was cut after {pos} bytes ({e})"),
-            (None, Some(t)) if pos < t => last_error = format!("the connection ended after {pos} of {t} bytes"),
-            (None, _) => {
-                bar.finish_and_clear();
-                std::fs::rename(&part, &done).map_err(io(&done))?;
-                return Ok(done);
+                cut = Some(e);
+                break;
             }
         }
     }
-    bar.abandon();
-    Err(Error::Remote(format!(
-        "{label}: {last_error}; gave up after {ATTEMPTS} attempts (rerun to resume from byte {})",
-        std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0)
-    )))
+    file.flush().await.map_err(io(part))?;
+    file.sync_all().await.map_err(io(part))?;
+    Ok(match (cut, opened.total) {
+        (Some(e), _) => Some(format!("the connection was cut after {pos} bytes ({e})")),
+        (None, Some(t)) if pos < t => Some(format!("the connection ended after {pos} of {t} bytes")),
+        (None, _) => None,
+    })
 }
 
 fn progress(label: &str) -> indicatif::ProgressBar {
@@ -174,16 +187,11 @@ pub async fn http_open(
 /// A response body of at most `max` bytes, read as it streams: a remote that sends
 /// more is refused before it fills memory.
 pub async fn body_capped(resp: reqwest::Response, max: u64, what: &str) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| Error::Remote(format!("{what}: {e}")))?;
-        if (out.len() + chunk.len()) as u64 > max {
-            return Err(Error::Remote(format!("{what}: more than {max} bytes")));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
+    let limit = usize::try_from(max).unwrap_or(usize::MAX);
+    crate::http::read_capped(resp, limit).await.map_err(|e| match e {
+        crate::http::ReadError::TooBig(_) => Error::Remote(format!("{what}: more than {max} bytes")),
+        crate::http::ReadError::Transport(why) => Error::Remote(format!("{what}: {why}")),
+    })
 }
 
 /// The hash in a `.sha256` file (`<hex>  <name>` or just `<hex>`).

@@ -1,6 +1,9 @@
-//! The one HTTP policy of every download and API call Atlas makes outside the crawl:
-//! rustls on ring, timeouts, and redirects followed by hand so that a credential
-//! reaches only the origin it was configured for.
+//! The one network module: every HTTP request Atlas makes (the crawl, package
+//! registries, the GitHub API, downloads, the LLM) goes through its client (rustls on
+//! ring, timeouts), its redirects (followed by hand, so that a credential reaches only
+//! the origin it was configured for), its one retry driver ([`Retry`]: backoff, or the
+//! server's `Retry-After` capped) and its one capped body reader ([`read_capped`]).
+//! Errors print through the one chain printer, `atlas_runtime::exit::one_line`.
 //!
 //! reqwest's own redirect policy strips `Authorization` on a cross-host hop but not on
 //! the hops after it (A → B → B keeps the header for B), so clients built here follow
@@ -219,6 +222,99 @@ impl Backoff {
         let base = self.base.as_millis() as u64;
         let ceiling = base.saturating_mul(1u64 << attempt.min(20)).min(self.max.as_millis() as u64);
         Duration::from_millis(fastrand::u64(0..=ceiling))
+    }
+}
+
+/// The one retry driver every HTTP caller uses (the crawl, the GitHub listing,
+/// resumable downloads): tries until one is done, waiting between tries the server's
+/// `Retry-After` (capped) or else the [`Backoff`].
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    pub backoff: Backoff,
+    /// Tries after the first.
+    pub max_retries: u32,
+    /// The longest `Retry-After` waited out.
+    pub retry_after_cap: Duration,
+}
+
+/// What one try came to.
+#[derive(Debug)]
+pub enum Attempt<T> {
+    /// An answer (a failure that a retry would not change included).
+    Done(T),
+    /// Worth another try; `after` is the server's wait when it gave one.
+    Again { after: Option<Duration>, why: String },
+}
+
+/// No tries left: how many were made, and what the last one came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GaveUp {
+    pub attempts: u32,
+    pub why: String,
+}
+
+impl Retry {
+    /// `attempt(n)` (`n` from 0) until it is [`Attempt::Done`] or no retries are
+    /// left. `on_retry(n, why)` hears each try that is retried, before the wait; the
+    /// last try's `why` is in [`GaveUp`].
+    pub async fn run<T, F: Future<Output = Attempt<T>>>(
+        &self,
+        mut attempt: impl FnMut(u32) -> F,
+        mut on_retry: impl FnMut(u32, &str),
+    ) -> std::result::Result<T, GaveUp> {
+        let mut n = 0;
+        loop {
+            match attempt(n).await {
+                Attempt::Done(t) => return Ok(t),
+                Attempt::Again { after, why } => {
+                    if n >= self.max_retries {
+                        return Err(GaveUp { attempts: n + 1, why });
+                    }
+                    on_retry(n, &why);
+                    let wait = after.map_or_else(|| self.backoff.wait(n), |d| d.min(self.retry_after_cap));
+                    tokio::time::sleep(wait).await;
+                    n += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Why a response body was not read whole.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// Over the cap (by its Content-Length, or as it streamed): bytes seen so far.
+    #[error("over the cap ({0} bytes read)")]
+    TooBig(usize),
+    /// The connection failed while reading (one line): worth a retry.
+    #[error("{0}")]
+    Transport(String),
+}
+
+/// The one capped body reader: a body of at most `limit` bytes, read as it streams;
+/// a remote that sends (or announces) more is refused before it fills memory.
+pub async fn read_capped(mut resp: reqwest::Response, limit: usize) -> std::result::Result<Vec<u8>, ReadError> {
+    if let Some(n) = resp
+        .headers()
+        .get(reqwest::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        && n > limit
+    {
+        return Err(ReadError::TooBig(n));
+    }
+    let mut body = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > limit {
+                    return Err(ReadError::TooBig(body.len() + chunk.len()));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body),
+            Err(e) => return Err(ReadError::Transport(atlas_runtime::exit::one_line(&e))),
+        }
     }
 }
 

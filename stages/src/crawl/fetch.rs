@@ -3,11 +3,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use atlas_dist::http;
+use atlas_dist::http::{self, Attempt};
 use reqwest::StatusCode;
-use reqwest::header::{
-    CONTENT_LENGTH, CONTENT_TYPE, ETAG, HeaderMap, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, RETRY_AFTER,
-};
+use reqwest::header::{CONTENT_TYPE, ETAG, HeaderMap, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, RETRY_AFTER};
 use url::Url;
 
 use super::CrawlParams;
@@ -48,6 +46,11 @@ pub struct Fetcher {
     backoff: http::Backoff,
 }
 
+/// The crawl's waits between tries, from its params.
+pub(super) fn backoff(p: &CrawlParams) -> http::Backoff {
+    http::Backoff { base: Duration::from_millis(p.backoff_base_ms), max: Duration::from_millis(p.backoff_max_ms) }
+}
+
 /// The User-Agent: product token, version and a contact URL.
 pub fn user_agent(p: &CrawlParams) -> String {
     p.user_agent.clone().unwrap_or_else(|| format!("atlas/{} (+{})", env!("CARGO_PKG_VERSION"), p.contact_url))
@@ -63,11 +66,7 @@ impl Fetcher {
             Some(Duration::from_secs_f64(p.total_timeout_s)),
             Some(Duration::from_secs_f64(p.read_timeout_s)),
         )?;
-        let backoff = http::Backoff {
-            base: Duration::from_millis(p.backoff_base_ms),
-            max: Duration::from_millis(p.backoff_max_ms),
-        };
-        Ok(Fetcher { client, p: p.clone(), backoff })
+        Ok(Fetcher { client, p: p.clone(), backoff: backoff(p) })
     }
 
     /// GETs `url`, retrying what is worth retrying. `notes` collects one line per retry.
@@ -89,8 +88,7 @@ impl Fetcher {
         let (etag, last_modified) = (x.etag, x.last_modified);
         let redirects =
             if x.any_host { http::Redirects::Follow } else { http::Redirects::SameHost(self.p.max_redirects) };
-        let mut attempt = 0u32;
-        loop {
+        let attempt = move |_| async move {
             let mut req = self.client.get(url.clone());
             if let Some(e) = etag {
                 req = req.header(IF_NONE_MATCH, e);
@@ -103,119 +101,71 @@ impl Fetcher {
             }
             let req = match req.build() {
                 Ok(r) => r,
-                Err(e) => return Outcome::Failed(atlas_runtime::exit::one_line(&e)),
+                Err(e) => return Attempt::Done(Outcome::Failed(atlas_runtime::exit::one_line(&e))),
             };
-            let sent = http::send_raw(&self.client, req, x.credential, redirects).await;
-            let wait = match sent {
-                Ok(resp) => {
-                    let status = resp.status();
-                    match status {
-                        // A 304 answers only a conditional GET; to any other it is a broken
-                        // server, and that page fails (not the crawl).
-                        StatusCode::NOT_MODIFIED if etag.is_some() || last_modified.is_some() => {
-                            return Outcome::NotModified;
+            let resp = match http::send_raw(&self.client, req, x.credential, redirects).await {
+                Ok(resp) => resp,
+                Err(http::SendError::Redirect(why)) => return Attempt::Done(Outcome::Failed(why)),
+                Err(http::SendError::Transport { error, .. }) => {
+                    return Attempt::Again { after: None, why: atlas_runtime::exit::one_line(&error) };
+                }
+            };
+            let status = resp.status();
+            Attempt::Done(match status {
+                // A 304 answers only a conditional GET; to any other it is a broken
+                // server, and that page fails (not the crawl).
+                StatusCode::NOT_MODIFIED if etag.is_some() || last_modified.is_some() => Outcome::NotModified,
+                StatusCode::NOT_MODIFIED => Outcome::Failed("HTTP 304 Not Modified to an unconditional GET".to_owned()),
+                StatusCode::NOT_FOUND | StatusCode::GONE => Outcome::Gone(status.as_u16()),
+                s if s.is_success() => {
+                    let headers = resp.headers().clone();
+                    match http::read_capped(resp, limit).await {
+                        Ok(body) => Outcome::Fetched {
+                            body,
+                            etag: header(&headers, ETAG),
+                            last_modified: header(&headers, LAST_MODIFIED),
+                            content_type: header(&headers, CONTENT_TYPE),
+                        },
+                        Err(http::ReadError::TooBig(n)) => {
+                            Outcome::Failed(format!("body over the {limit}-byte cap ({n} bytes read); cut off"))
                         }
-                        StatusCode::NOT_MODIFIED => {
-                            return Outcome::Failed("HTTP 304 Not Modified to an unconditional GET".to_owned());
-                        }
-                        StatusCode::NOT_FOUND | StatusCode::GONE => return Outcome::Gone(status.as_u16()),
-                        s if s.is_success() => {
-                            let headers = resp.headers().clone();
-                            match read_capped(resp, limit).await {
-                                Ok(body) => {
-                                    return Outcome::Fetched {
-                                        body,
-                                        etag: header(&headers, ETAG),
-                                        last_modified: header(&headers, LAST_MODIFIED),
-                                        content_type: header(&headers, CONTENT_TYPE),
-                                    };
-                                }
-                                Err(ReadError::TooBig(n)) => {
-                                    return Outcome::Failed(format!(
-                                        "body over the {limit}-byte cap ({n} bytes read); cut off"
-                                    ));
-                                }
-                                Err(ReadError::Transport(why)) => {
-                                    notes.push(format!("attempt {}: {why}", attempt + 1));
-                                    self.backoff(attempt)
-                                }
-                            }
-                        }
-                        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
-                            let (wait, why) = match resp.headers().get(RETRY_AFTER).map(|v| v.to_str().unwrap_or("")) {
-                                None => (self.backoff(attempt), "no Retry-After; backoff".to_owned()),
-                                Some(v) => match retry_after(v, SystemTime::now()) {
-                                    Ok(d) if d > self.cap() => {
-                                        (self.cap(), format!("Retry-After {v} capped to {:?}", self.cap()))
-                                    }
-                                    Ok(d) => (d, format!("Retry-After {v}")),
-                                    Err(e) => (self.backoff(attempt), format!("Retry-After {v:?} {e}; backoff")),
-                                },
-                            };
-                            notes.push(format!("attempt {}: HTTP {} ({why})", attempt + 1, status.as_u16()));
-                            wait
-                        }
-                        s if s.is_server_error() => {
-                            notes.push(format!("attempt {}: HTTP {}", attempt + 1, s.as_u16()));
-                            self.backoff(attempt)
-                        }
-                        s if matches!(s.as_u16(), 401 | 403) => return Outcome::Denied(s.as_u16()),
-                        s => return Outcome::Failed(format!("HTTP {}", s.as_u16())),
+                        Err(http::ReadError::Transport(why)) => return Attempt::Again { after: None, why },
                     }
                 }
-                Err(http::SendError::Redirect(why)) => return Outcome::Failed(why),
-                Err(http::SendError::Transport { error, .. }) => {
-                    notes.push(format!("attempt {}: {}", attempt + 1, atlas_runtime::exit::one_line(&error)));
-                    self.backoff(attempt)
+                StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+                    let (after, why) = match resp.headers().get(RETRY_AFTER).map(|v| v.to_str().unwrap_or("")) {
+                        None => (None, "no Retry-After; backoff".to_owned()),
+                        Some(v) => match retry_after(v, SystemTime::now()) {
+                            Ok(d) if d > self.cap() => (Some(d), format!("Retry-After {v} capped to {:?}", self.cap())),
+                            Ok(d) => (Some(d), format!("Retry-After {v}")),
+                            Err(e) => (None, format!("Retry-After {v:?} {e}; backoff")),
+                        },
+                    };
+                    return Attempt::Again { after, why: format!("HTTP {} ({why})", status.as_u16()) };
                 }
-            };
-            if attempt >= self.p.max_retries {
-                let last = notes.last().cloned().unwrap_or_default();
-                return Outcome::Failed(format!("gave up after {} attempts ({last})", attempt + 1));
+                s if s.is_server_error() => return Attempt::Again { after: None, why: format!("HTTP {}", s.as_u16()) },
+                s if matches!(s.as_u16(), 401 | 403) => Outcome::Denied(s.as_u16()),
+                s => Outcome::Failed(format!("HTTP {}", s.as_u16())),
+            })
+        };
+        let retry = http::Retry { backoff: self.backoff, max_retries: self.p.max_retries, retry_after_cap: self.cap() };
+        match retry.run(attempt, |n, why| notes.push(format!("attempt {}: {why}", n + 1))).await {
+            Ok(outcome) => outcome,
+            Err(g) => {
+                let last = format!("attempt {}: {}", g.attempts, g.why);
+                notes.push(last.clone());
+                Outcome::Failed(format!("gave up after {} attempts ({last})", g.attempts))
             }
-            tokio::time::sleep(wait).await;
-            attempt += 1;
         }
     }
 
     fn cap(&self) -> Duration {
         Duration::from_secs_f64(self.p.retry_after_cap_s)
     }
-
-    fn backoff(&self, attempt: u32) -> Duration {
-        self.backoff.wait(attempt)
-    }
 }
 
 fn header(h: &HeaderMap, name: reqwest::header::HeaderName) -> Option<String> {
     h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
-}
-
-pub(crate) enum ReadError {
-    TooBig(usize),
-    Transport(String),
-}
-
-pub(crate) async fn read_capped(mut resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, ReadError> {
-    if let Some(n) =
-        resp.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok())
-        && n > limit
-    {
-        return Err(ReadError::TooBig(n));
-    }
-    let mut body = Vec::new();
-    loop {
-        match resp.chunk().await {
-            Ok(Some(chunk)) => {
-                if body.len() + chunk.len() > limit {
-                    return Err(ReadError::TooBig(body.len() + chunk.len()));
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(None) => return Ok(body),
-            Err(e) => return Err(ReadError::Transport(atlas_runtime::exit::one_line(&e))),
-        }
-    }
 }
 
 pub use atlas_dist::http::retry_after;

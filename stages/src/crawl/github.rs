@@ -5,6 +5,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
+use atlas_dist::http::{self, Attempt};
 use reqwest::header::{HeaderMap, LINK};
 use serde::Deserialize;
 
@@ -38,7 +39,7 @@ pub async fn list_repos(
     p: &CrawlParams,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<Vec<Repo>> {
-    let client = atlas_dist::http::client_with(
+    let client = http::client_with(
         &user_agent(p),
         Duration::from_secs_f64(p.connect_timeout_s),
         Some(Duration::from_secs_f64(p.total_timeout_s)),
@@ -63,24 +64,34 @@ pub async fn list_repos(
         if pages > MAX_PAGES {
             bail!("GitHub API at {api} listed more than {MAX_PAGES} pages of repositories; narrow the owner or topic");
         }
-        let mut attempt = 0;
-        let resp = loop {
-            let req = gh.request(reqwest::Method::GET, &url).build().with_context(|| format!("GET {url}"))?;
-            let resp = atlas_dist::http::send(&gh.client, req, gh.credential(), atlas_dist::http::Redirects::Follow)
-                .await
-                .with_context(|| format!("GET {url}"))?;
+        let cap = Duration::from_secs_f64(p.retry_after_cap_s);
+        let retry = http::Retry { backoff: super::fetch::backoff(p), max_retries: p.max_retries, retry_after_cap: cap };
+        let (gh, url) = (&gh, &url);
+        let attempt = move |_| async move {
+            let req = match gh.request(reqwest::Method::GET, url).build() {
+                Ok(r) => r,
+                Err(e) => return Attempt::Done(Err(anyhow::Error::new(e).context(format!("GET {url}")))),
+            };
+            let resp = match http::send(&gh.client, req, gh.credential(), http::Redirects::Follow).await {
+                Ok(r) => r,
+                Err(e) => return Attempt::Done(Err(anyhow::Error::new(e).context(format!("GET {url}")))),
+            };
             let status = resp.status().as_u16();
-            if (status == 403 || status == 429)
-                && attempt < p.max_retries
-                && let Some(wait) = rate_limit_wait(resp.headers(), SystemTime::now())
-            {
-                let wait = wait.min(Duration::from_secs_f64(p.retry_after_cap_s));
-                notes.push(format!("GitHub API rate limit: waiting {wait:?} before retrying {url}"));
-                tokio::time::sleep(wait).await;
-                attempt += 1;
-                continue;
+            match rate_limit_wait(resp.headers(), SystemTime::now()) {
+                Some(wait) if status == 403 || status == 429 => {
+                    let wait = wait.min(cap);
+                    Attempt::Again { after: Some(wait), why: format!("waiting {wait:?} before retrying {url}") }
+                }
+                _ => Attempt::Done(Ok(resp)),
             }
-            break resp;
+        };
+        let resp = match retry.run(attempt, |_, why| notes.push(format!("GitHub API rate limit: {why}"))).await {
+            Ok(r) => r?,
+            Err(g) => bail!(
+                "GitHub API at {api} kept answering rate limited for {url} (gave up after {} attempts); set \
+                 GITHUB_TOKEN to raise the limit, or wait",
+                g.attempts
+            ),
         };
         let status = resp.status().as_u16();
         if status == 404 && !tried_user && all.is_empty() {
@@ -98,12 +109,12 @@ pub async fn list_repos(
             bail!("GitHub API answered {status} for {url}");
         }
         next = next_link(resp.headers());
-        let body = match super::fetch::read_capped(resp, p.max_body_bytes).await {
+        let body = match http::read_capped(resp, p.max_body_bytes).await {
             Ok(b) => b,
-            Err(super::fetch::ReadError::TooBig(n)) => {
+            Err(http::ReadError::TooBig(n)) => {
                 bail!("GitHub API answer from {url} is over max_body_bytes ({n} bytes read)")
             }
-            Err(super::fetch::ReadError::Transport(why)) => bail!("reading {url}: {why}"),
+            Err(http::ReadError::Transport(why)) => bail!("reading {url}: {why}"),
         };
         let page: Vec<Repo> =
             serde_json::from_slice(&body).with_context(|| format!("decoding the repository list from {url}"))?;
