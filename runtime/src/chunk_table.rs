@@ -20,9 +20,7 @@ pub const SCHEMA_VERSION: u32 = 2;
 
 /// What a chunk comes from: a docs page (markdown) or a source file (any other text).
 /// Stored, filtered and printed as `docs` or `code`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChunkKind {
     #[default]

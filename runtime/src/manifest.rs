@@ -80,7 +80,7 @@ pub struct EvalSummary {
     pub recall5: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SourceInfo {
     pub name: String,
     pub kind: String,

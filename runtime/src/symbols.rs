@@ -27,7 +27,7 @@ pub const REFERENCES_FILE: &str = "references.parquet";
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// One definition: a function, method, type, trait, module, constant…
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Definition {
     /// Qualified as the chunker qualifies it: `Type::method`, `Class.method`, `mod::CONST`.
     pub name: String,
@@ -98,7 +98,7 @@ pub fn segments(name: &str) -> Vec<&str> {
 }
 
 /// One use of a defined name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reference {
     /// The name as written (the identifier), a defined short name.
     pub name: String,

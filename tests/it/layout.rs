@@ -150,3 +150,25 @@ fn the_crates_depend_on_each_other_one_way() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Protocol types stay in the crate that speaks the protocol (as rust-analyzer keeps
+/// LSP types out of its core): the runtime derives no JSON Schema and knows no MCP;
+/// the MCP crate gives the wire shape of the runtime types it sends.
+#[test]
+fn protocol_types_live_in_the_mcp_crate() {
+    let manifest = std::fs::read_to_string(root().join("runtime/Cargo.toml")).unwrap();
+    let mut section = "";
+    let mut wrong = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if section == "[dependencies]" && ["schemars", "rmcp"].iter().any(|p| line.starts_with(p)) {
+            wrong.push(line.to_owned());
+        }
+    }
+    assert!(wrong.is_empty(), "runtime depends on a protocol crate: {wrong:?}");
+    for file in atlas_e2e::layout::rust_files(&root().join("runtime/src")) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(!text.contains("JsonSchema"), "{} derives a protocol schema", file.display());
+    }
+}

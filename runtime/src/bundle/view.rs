@@ -4,7 +4,7 @@
 use super::*;
 
 /// A chunk as `get_chunk` returns it: the hit's fields and the chunk's own text.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChunkView {
     #[serde(flatten)]
     pub hit: Hit,
@@ -12,7 +12,7 @@ pub struct ChunkView {
 }
 
 /// A chunk with its neighbours in the same file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChunkContext {
     pub before: Vec<ChunkView>,
     pub chunk: ChunkView,
@@ -20,7 +20,7 @@ pub struct ChunkContext {
 }
 
 /// What a bundle holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BundleInfo {
     pub name: String,
     pub version: String,

@@ -8,7 +8,7 @@ pub(crate) mod snippet;
 pub use crate::chunk_table::ChunkKind;
 
 /// A chunk another hit links to: the docs that mention a code chunk's symbol.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Link {
     pub chunk_id: String,
     pub path: String,
@@ -16,7 +16,7 @@ pub struct Link {
 }
 
 /// One ranked result: a chunk, where it is, and how to cite it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
     pub score: f32,
     pub chunk_id: String,

@@ -122,6 +122,7 @@ pub struct ReleaseInfo {
     pub version: Option<String>,
     pub built: Option<String>,
     pub files: usize,
+    #[schemars(with = "Vec<serde_json::Value>")]
     pub sources: Vec<atlas_runtime::manifest::SourceInfo>,
     pub chunks: Option<usize>,
     pub model: Option<String>,

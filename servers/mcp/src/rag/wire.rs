@@ -200,6 +200,7 @@ pub struct HitOut {
     pub mentions: Vec<String>,
     /// Code: the docs chunks that mention this chunk's symbols.
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<serde_json::Value>")]
     pub mentioned_in: Vec<atlas_runtime::hit::Link>,
     /// Where a reader checks it (the page URL with its anchor, or file + lines, at the
     /// commit for a repository).
@@ -257,6 +258,7 @@ impl Confidence {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ChunkOut {
     #[serde(flatten)]
+    #[schemars(with = "ChunkContextSchema")]
     pub chunk: atlas_runtime::bundle::ChunkContext,
     /// The requested chunk's text was cut at the budget; pass this back as `cursor` for the rest.
     pub next_cursor: Option<String>,
@@ -305,9 +307,39 @@ pub struct LibraryOut {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct BundleInfoOut {
     #[serde(flatten)]
+    #[schemars(with = "BundleInfoSchema")]
     pub info: atlas_runtime::bundle::BundleInfo,
     pub source_age_days: Vec<i64>,
     pub built_age_days: Option<i64>,
+}
+
+/// The wire shape of [`atlas_runtime::bundle::ChunkContext`] (runtime types carry no
+/// protocol schema): a chunk and its neighbours, each a hit with its text.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ChunkContextSchema {
+    before: Vec<serde_json::Value>,
+    chunk: serde_json::Value,
+    after: Vec<serde_json::Value>,
+}
+
+/// The wire shape of [`atlas_runtime::bundle::BundleInfo`].
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct BundleInfoSchema {
+    name: String,
+    version: String,
+    created: String,
+    model: String,
+    dims: usize,
+    chunks: usize,
+    embedding_rows: usize,
+    by_kind: std::collections::BTreeMap<String, usize>,
+    by_section: std::collections::BTreeMap<String, usize>,
+    sources: Vec<serde_json::Value>,
+    modes: Vec<String>,
+    vector_index: String,
+    bm25_boosts: std::collections::BTreeMap<String, f32>,
 }
 
 /// `find_symbol`'s structured reply.
