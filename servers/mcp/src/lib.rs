@@ -10,10 +10,12 @@
 pub mod budget;
 pub mod code;
 pub mod fs;
+pub(crate) mod handler;
 pub mod http_serve;
 pub(crate) mod lenient;
 pub mod library;
 pub mod live;
+pub mod mirror;
 pub mod output;
 pub(crate) mod prompts;
 pub mod rag;

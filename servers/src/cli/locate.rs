@@ -218,7 +218,8 @@ pub(super) fn open_mirrors(rt: &tokio::runtime::Runtime, located: Located) -> an
     let mut lives = Vec::new();
     let mut broken_libs = located.broken;
     for (dir, origin) in located.found {
-        let fs = match atlas_mcp::fs::Fs::bundle(&dir).with_context(|| format!("opening the bundle {}", dir.display()))
+        let fs = match atlas_mcp::mirror::Fs::bundle(&dir)
+            .with_context(|| format!("opening the bundle {}", dir.display()))
         {
             Ok(fs) => fs,
             Err(e) if !single => {
@@ -229,7 +230,7 @@ pub(super) fn open_mirrors(rt: &tokio::runtime::Runtime, located: Located) -> an
         };
         let live = Live::new(std::sync::Arc::new(fs));
         let _guard = rt.enter();
-        atlas_mcp::live::follow(live.clone(), origin, atlas_mcp::fs::Fs::bundle, |fs| fs.label());
+        atlas_mcp::live::follow(live.clone(), origin, atlas_mcp::mirror::Fs::bundle, |fs| fs.label());
         lives.push(live);
     }
     atlas_mcp::fs::FsServer::libraries(lives, broken_libs).map_err(|e| UsageError(e.to_string()).into())

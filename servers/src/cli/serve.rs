@@ -114,7 +114,7 @@ impl Args {
             Which::Web => serve_web(cfg, rt, located, self.rerank, self.http, http_opts, ask),
             Which::Fs => {
                 let fs = match self.mirror {
-                    Some(m) => atlas_mcp::fs::FsServer::new(atlas_mcp::fs::Fs::plain(&m)?),
+                    Some(m) => atlas_mcp::fs::FsServer::new(atlas_mcp::mirror::Fs::plain(&m)?),
                     None => open_mirrors(&rt, located)?,
                 };
                 run_server(rt, fs, self.http, http_opts)

@@ -11,7 +11,6 @@
 mod grep;
 mod handler;
 mod read;
-mod root;
 mod search;
 mod wire;
 
@@ -21,25 +20,24 @@ use wire::{
 };
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use grep_regex::RegexMatcherBuilder;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{CallToolResult, ServerConfig};
 use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::{self, Cursor, Piece, call_key};
 use crate::library::Broken;
 use crate::live::Live;
+use crate::mirror::Fs;
+use crate::mirror::{read_checked, shown};
 use crate::output::{self, fence};
 use grep::{Found, grep};
-pub(crate) use read::read_checked;
 use read::read_window;
-pub(crate) use root::{MirrorRoot, PathError, shown};
 
 /// The most lines `read_file` returns in one call.
 pub const READ_MAX_LINES: usize = 2000;
@@ -50,8 +48,6 @@ pub const SEARCH_DEFAULT_RESULTS: usize = 50;
 pub const SEARCH_MAX_RESULTS: usize = 500;
 /// Longest matched line shown, in characters.
 const LINE_MAX_CHARS: usize = 400;
-/// Files larger than this are not read whole (search still covers them).
-pub const READ_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 /// The longest search pattern accepted, in bytes.
 pub const PATTERN_MAX_BYTES: usize = 4096;
 /// The compiled regex and its lazy DFA may use this much memory.
@@ -61,67 +57,6 @@ const REGEX_DFA_SIZE_LIMIT: usize = 16 * 1024 * 1024;
 pub const SEARCH_MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 /// The longest one tool call may take before it answers with what it has.
 pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// What the fs server serves, and what `get_release_info` says about it.
-#[derive(Debug)]
-pub struct Fs {
-    pub root: MirrorRoot,
-    pub name: String,
-    pub manifest: Option<atlas_runtime::manifest::Manifest>,
-    /// A bundle mirror's files (mirror-relative) → blake3, from the manifest:
-    /// `read_file` refuses a file that does not match.
-    pub hashes: std::collections::HashMap<String, String>,
-}
-
-impl Fs {
-    /// The fs view of a bundle: its mirror, checked against its manifest.
-    pub fn bundle(dir: &Path) -> anyhow::Result<Fs> {
-        Fs::with_manifest(dir, atlas_runtime::manifest::read_manifest(dir)?)
-    }
-
-    /// [`Fs::bundle`] with the manifest already read (and verified) by an open bundle.
-    pub fn with_manifest(dir: &Path, manifest: atlas_runtime::manifest::Manifest) -> anyhow::Result<Fs> {
-        let hashes = manifest
-            .artifacts
-            .iter()
-            .filter_map(|a| Some((a.path.strip_prefix("mirror/")?.to_owned(), a.blake3.clone())))
-            .collect();
-        Ok(Fs {
-            root: MirrorRoot::new(&dir.join("mirror"), true)?,
-            name: manifest.name.clone(),
-            manifest: Some(manifest),
-            hashes,
-        })
-    }
-
-    /// How a server of several names it: `name@version` (a plain folder: its name).
-    pub fn label(&self) -> String {
-        match &self.manifest {
-            Some(m) => format!("{}@{}", m.name, m.version),
-            None => self.name.clone(),
-        }
-    }
-
-    /// The files served, sorted: a bundle's mirror files that its manifest lists (a
-    /// file planted beside them is not served), or every file of a plain folder.
-    pub fn files(&self) -> Vec<String> {
-        let mut all = self.root.files();
-        if self.manifest.is_some() {
-            all.retain(|f| self.hashes.contains_key(f));
-        }
-        all
-    }
-
-    /// A plain folder, served as it is.
-    pub fn plain(dir: &Path) -> anyhow::Result<Fs> {
-        Ok(Fs {
-            root: MirrorRoot::new(dir, false)?,
-            name: dir.file_name().map_or_else(|| "mirror".to_owned(), |n| n.to_string_lossy().into_owned()),
-            manifest: None,
-            hashes: Default::default(),
-        })
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct FsServer {

@@ -4,48 +4,10 @@ use atlas_runtime::utf8::{floor_char_boundary, floor_char_boundary_nonempty};
 use rmcp::schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Fs, PathError, READ_MAX_BYTES, READ_MAX_FILE_BYTES, READ_MAX_LINES, ReadFileArgs, shown};
+use super::{Fs, READ_MAX_BYTES, READ_MAX_LINES, ReadFileArgs};
 use crate::budget::{Cursor, call_key};
+use crate::mirror::{read_checked, shown};
 use crate::output::fence;
-
-/// A file of the mirror, read through the path guard (`rel` as the mirror names it),
-/// checked to be a regular file under the size cap and, in a bundle, to match the
-/// manifest's hash: what `read_file` and a resource read both serve. The bytes, and
-/// the path as the mirror names it.
-pub(crate) fn read_checked(fs: &Fs, rel: &str, shown_path: &str) -> Result<(Vec<u8>, String), String> {
-    let path = fs.root.resolve_listed(rel).map_err(|PathError(e)| e)?;
-    let meta = std::fs::metadata(&path).map_err(|e| format!("reading {shown_path:?}: {e}"))?;
-    if meta.is_dir() {
-        return Err(format!("{shown_path:?} is a folder; use list_files with a glob to see its files"));
-    }
-    if !meta.is_file() {
-        return Err(format!("{shown_path:?} is not a regular file (a FIFO, socket or device); only files are served"));
-    }
-    if meta.len() > READ_MAX_FILE_BYTES {
-        return Err(format!(
-            "{shown_path:?} is {} bytes, over the {} MiB read limit; use search to find the lines you need",
-            meta.len(),
-            READ_MAX_FILE_BYTES >> 20
-        ));
-    }
-    let raw_rel = fs.root.rel(&path);
-    let want = fs.hashes.get(&raw_rel);
-    if fs.manifest.is_some() && want.is_none() {
-        return Err(format!(
-            "{shown_path:?} is not one of the bundle's files (its manifest does not list it); use list_files to see them"
-        ));
-    }
-    let bytes = std::fs::read(&path).map_err(|e| format!("reading {shown_path:?}: {e}"))?;
-    if let Some(want) = want
-        && atlas_runtime::hash::blake3_bytes(&bytes) != *want
-    {
-        return Err(format!(
-            "{shown_path:?} does not match the bundle's manifest: the bundle is damaged or was tampered with; \
-             run `atlas verify` and reinstall it"
-        ));
-    }
-    Ok((bytes, raw_rel))
-}
 
 /// `read_file`'s work, off the async workers: a window of lines (and, for a line over
 /// the byte cap, a window of bytes within it), within `budget` bytes of reply.

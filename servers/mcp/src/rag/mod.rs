@@ -8,7 +8,7 @@ use atlas_runtime::search::{Filters, MAX_TOOL_TOP_K, SearchRequest};
 use atlas_runtime::{Mode, SearchOptions};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{CallToolResult, ContentBlock, ServerConfig};
 use rmcp::{ErrorData, ServerHandler, tool, tool_handler, tool_router};
 use tokio_util::sync::CancellationToken;
 

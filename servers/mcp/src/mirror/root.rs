@@ -85,12 +85,12 @@ impl MirrorRoot {
     }
 
     /// Mirror-relative, `/`-separated form of a path inside the root.
-    pub(super) fn rel(&self, p: &Path) -> String {
+    pub(crate) fn rel(&self, p: &Path) -> String {
         let rel = p.strip_prefix(&self.root).unwrap_or(p).to_string_lossy();
         if cfg!(windows) { rel.replace('\\', "/") } else { rel.into_owned() }
     }
 
-    pub(super) fn publication_of(&self, rel: &str) -> String {
+    pub(crate) fn publication_of(&self, rel: &str) -> String {
         let parts: Vec<&str> = rel.split('/').collect();
         match (self.source_level, parts.len()) {
             (true, n) if n >= 3 => format!("{}/{}", parts[0], parts[1]),
@@ -101,7 +101,7 @@ impl MirrorRoot {
     }
 
     /// Every regular file under the root whose real path stays inside it, sorted.
-    pub(super) fn files(&self) -> Vec<String> {
+    pub(crate) fn files(&self) -> Vec<String> {
         let mut out = Vec::new();
         let walk =
             ignore::WalkBuilder::new(&self.root).standard_filters(false).hidden(true).follow_links(false).build();
