@@ -9,7 +9,7 @@ const CRATES: &[&str] = &[
     "cache/src",
     "stages/src",
     "runtime/src",
-    "runtime/dist/src",
+    "runtime/distribution/src",
     "runtime/grammar/src",
     "servers/src",
     "servers/mcp/src",
