@@ -50,9 +50,10 @@ pub enum Error {
     Model(ModelError),
     #[error("{0}")]
     Query(String),
-    /// A database serving an exported bundle failed (unreachable, timed out).
-    #[error("{0}")]
-    Remote(String),
+    /// A database serving an exported bundle failed (unreachable, timed out): which,
+    /// and the cause (its chain printed in the one line).
+    #[error("{database}: {}", crate::exit::one_line(&**cause))]
+    Remote { database: String, cause: Box<dyn std::error::Error + Send + Sync> },
     /// A search over several libraries where none could be searched: each one's
     /// reason, in the order given.
     #[error("no library could be searched: {}", .0.iter().map(|s| format!("{} {}", s.library, s.why)).collect::<Vec<_>>().join("; "))]

@@ -159,7 +159,7 @@ pub async fn http_open(
     let req = req.build().map_err(|e| Error::Usage(format!("{what}: {e}")))?;
     let resp = crate::http::send(client, req, cred, crate::http::Redirects::Follow)
         .await
-        .map_err(|e| Error::Remote(format!("{what}: {e}")))?;
+        .map_err(|e| crate::remote(what, e))?;
     let status = resp.status();
     let len = resp.content_length();
     let start = match status.as_u16() {

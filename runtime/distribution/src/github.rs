@@ -104,7 +104,7 @@ impl GitHub {
         let req = r.build().map_err(|e| Error::Usage(format!("GitHub: {what}: {e}")))?;
         let resp = crate::http::send(&self.client, req, cred, Redirects::Follow)
             .await
-            .map_err(|e| Error::Remote(format!("GitHub: {what}: {e}")))?;
+            .map_err(|e| crate::remote(format!("GitHub: {what}"), e))?;
         let status = resp.status();
         if status.is_success() || status == reqwest::StatusCode::NOT_FOUND {
             return Ok(resp);
@@ -124,7 +124,7 @@ impl GitHub {
     async fn json<T: serde::de::DeserializeOwned>(what: &str, resp: reqwest::Response) -> Result<T> {
         // A release with its assets is a few KiB; the cap keeps a hostile API from filling memory.
         let body = crate::fetch::body_capped(resp, 16 << 20, &format!("GitHub: {what}")).await?;
-        serde_json::from_slice(&body).map_err(|e| Error::Remote(format!("GitHub: {what}: unreadable answer ({e})")))
+        serde_json::from_slice(&body).map_err(|e| crate::remote(format!("GitHub: {what}: an unreadable answer"), e))
     }
 
     /// The release of `tag`, or None.
@@ -177,7 +177,7 @@ impl GitHub {
     /// to that origin and no other; an upload URL elsewhere is refused.
     fn upload_credential(&self, url: &str) -> Result<Option<Credential>> {
         let Some(token) = self.token.as_ref().and_then(Credential::secret) else { return Ok(None) };
-        let u = url::Url::parse(url).map_err(|e| Error::Remote(format!("GitHub: an upload URL {url:?} ({e})")))?;
+        let u = url::Url::parse(url).map_err(|e| crate::remote(format!("GitHub: an upload URL {url:?}"), e))?;
         let api = url::Url::parse(&self.api).map_err(|e| Error::Usage(format!("GitHub API {:?}: {e}", self.api)))?;
         let github_pair = api.host_str() == Some("api.github.com") && u.host_str() == Some("uploads.github.com");
         if u.origin() != api.origin() && !(github_pair && u.scheme() == "https") {

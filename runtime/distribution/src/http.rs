@@ -56,7 +56,7 @@ pub fn client_with(
     if let Some(t) = read {
         b = b.read_timeout(t);
     }
-    b.build().map_err(|e| Error::Remote(format!("starting the HTTP client: {e}")))
+    b.build().map_err(|e| crate::remote("starting the HTTP client", e))
 }
 
 /// A secret header value bound to the one origin it was given for.

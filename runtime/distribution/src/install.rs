@@ -161,7 +161,7 @@ async fn read_latest(store: &Store) -> Result<(Latest, object_store::path::Path)
         .store
         .list_with_delimiter(Some(&store.prefix))
         .await
-        .map_err(|e| Error::Remote(format!("{}: {e}", store.url)))?;
+        .map_err(|e| crate::remote(store.url.to_string(), e))?;
     // Only the first names are read: a listing is the store's to make as long as it likes.
     for dir in listing.common_prefixes.into_iter().take(MAX_NAMES) {
         if let Some(b) = store.get_small(&dir.clone().join("latest.json"), SMALL).await? {
@@ -421,7 +421,7 @@ async fn store_open(store: &Store, path: &object_store::path::Path, offset: u64)
             "{}/{path}: not found (latest.json names an archive the store does not hold)",
             store.url
         )),
-        e => Error::Remote(format!("{}/{path}: {e}", store.url)),
+        e => crate::remote(format!("{}/{path}", store.url), e),
     })?;
     let total = Some(r.meta.size);
     let start = r.range.start;

@@ -53,9 +53,13 @@ pub enum Error {
     DataCorruption(String),
     #[error("signature: {0}")]
     Signature(String),
-    /// A remote (GitHub, object storage, an HTTP server) said no or could not be reached.
+    /// A remote (GitHub, object storage, an HTTP server) said no.
     #[error("{0}")]
     Remote(String),
+    /// A remote could not be reached or read: what was asked, and the transport's,
+    /// the store's or the client's error.
+    #[error("{what}: {cause}")]
+    RemoteFailed { what: String, cause: Box<dyn std::error::Error + Send + Sync> },
     /// A remote answered that what was asked for is not there (404, no such object):
     /// final, never retried.
     #[error("{0}")]
@@ -76,6 +80,11 @@ pub fn edge(e: Error) -> anyhow::Error {
         Error::Usage(m) => atlas_runtime::exit::UsageError(m).into(),
         e => e.into(),
     }
+}
+
+/// [`Error::RemoteFailed`]: `what` failed because of `cause`.
+pub(crate) fn remote(what: impl Into<String>, cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
+    Error::RemoteFailed { what: what.into(), cause: cause.into() }
 }
 
 pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {

@@ -18,8 +18,8 @@ pub struct Store {
     pub url: url::Url,
 }
 
-fn remote(url: &url::Url, e: impl std::fmt::Display) -> Error {
-    Error::Remote(format!("{url}: {e}"))
+fn remote(url: &url::Url, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
+    crate::remote(url.to_string(), e)
 }
 
 impl Store {

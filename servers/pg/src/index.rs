@@ -30,7 +30,7 @@ pub struct PgIndex {
 }
 
 fn remote(db: &Db, e: anyhow::Error) -> atlas_runtime::Error {
-    atlas_runtime::Error::Remote(format!("{}: {e:#}", db.label))
+    atlas_runtime::Error::Remote { database: db.label.clone(), cause: e.into() }
 }
 
 /// `filters` as SQL over the chunk table aliased `c`, its parameters appended to

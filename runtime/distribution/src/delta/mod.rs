@@ -52,7 +52,7 @@ pub async fn publish_files(store: &Store, name: &str, archive: &Path, manifest: 
     let mut have = std::collections::HashSet::new();
     let mut listing = store.store.list(Some(&files_dir));
     while let Some(meta) = listing.next().await {
-        let meta = meta.map_err(|e| Error::Remote(format!("{}: listing {files_dir}: {e}", store.url)))?;
+        let meta = meta.map_err(|e| crate::remote(format!("{}: listing {files_dir}", store.url), e))?;
         if let Some(f) = meta.location.filename() {
             have.insert(f.to_owned());
         }
@@ -264,7 +264,7 @@ async fn plan(req: &Request<'_>, new: &Checked) -> Result<Option<Plan>> {
                 eprintln!("atlas: {source}: {obj} is not published; downloading the archive");
                 return Ok(None);
             }
-            Err(e) => return Err(Error::Remote(format!("{}/{obj}: {e}", store.url))),
+            Err(e) => return Err(crate::remote(format!("{}/{obj}", store.url), e)),
         }
     }
     if planned >= req.latest.size {
@@ -486,7 +486,7 @@ impl std::io::Write for Written {
 async fn fetch_into(store: &Store, obj: &ObjPath, out: &mut Written) -> Result<u64> {
     use futures_util::StreamExt as _;
     let url = &store.url;
-    let r = store.store.get(obj).await.map_err(|e| Error::Remote(format!("{url}/{obj}: {e}")))?;
+    let r = store.store.get(obj).await.map_err(|e| crate::remote(format!("{url}/{obj}"), e))?;
     // A compressed object is never much larger than its content.
     let room = out.room();
     let limit = room.saturating_add(room / 64).saturating_add(1024);
@@ -498,7 +498,7 @@ async fn fetch_into(store: &Store, obj: &ObjPath, out: &mut Written) -> Result<u
     let mut dec = zstd::stream::write::Decoder::new(&mut *out).map_err(corrupt)?;
     let mut read = 0u64;
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| Error::Remote(format!("{url}/{obj}: {e}")))?;
+        let chunk = chunk.map_err(|e| crate::remote(format!("{url}/{obj}"), e))?;
         read = read.saturating_add(chunk.len() as u64);
         if read > limit {
             return Err(Error::DataCorruption(format!("{url}/{obj}: more bytes than the store listed")));

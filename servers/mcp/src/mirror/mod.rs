@@ -122,7 +122,7 @@ pub(crate) fn read_bundle_file(b: &Bundle, library: &str, path: &str) -> Result<
     if b.is_remote() {
         return match b.remote_mirror_file(path) {
             Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
-            Err(atlas_runtime::Error::Remote(e)) => {
+            Err(e @ atlas_runtime::Error::Remote { .. }) => {
                 tracing::warn!("reading {library}/{path} from its database: {e}");
                 Err(format!("could not read {path:?} from the database serving {library}; try again later"))
             }
