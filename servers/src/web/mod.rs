@@ -365,7 +365,7 @@ async fn api_search(State(web): State<Web>, req: Request) -> Response {
     let k = match get(&p, "k").map(str::parse::<usize>) {
         None => 5,
         Some(Ok(k)) if (1..=MAX_TOP_K).contains(&k) => k,
-        Some(_) => return bad(format!("k must be a whole number from 1 to {}", MAX_TOP_K)),
+        Some(_) => return bad(format!("k must be a whole number from 1 to {MAX_TOP_K}")),
     };
     let (libs, q, opts) = (web.libs.clone(), s.q.clone(), options(&s, k, true));
     let library = s.library.clone();

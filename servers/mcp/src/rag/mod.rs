@@ -87,7 +87,7 @@ impl RagServer {
     ) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(budget.max_tokens) {
             Ok(m) => m,
-            Err(e) => return Ok(output::error(e.to_string())),
+            Err(e) => return Ok(output::error(e)),
         };
         let key = call_key(
             tool,
@@ -101,7 +101,7 @@ impl RagServer {
         );
         let skip = match budget::start(budget.cursor.as_deref(), &key) {
             Ok(c) => c.at.min(opts.top_k),
-            Err(e) => return Ok(output::error(e.to_string())),
+            Err(e) => return Ok(output::error(e)),
         };
         let want = opts.top_k;
         opts.top_k = want.max(1);
@@ -299,17 +299,17 @@ impl RagServer {
     async fn get_chunk(&self, Parameters(a): Parameters<GetChunkArgs>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
             Ok(m) => m,
-            Err(e) => return Ok(output::error(e.to_string())),
+            Err(e) => return Ok(output::error(e)),
         };
         let n = a.neighbors.unwrap_or(1).min(5);
         let b = match self.libs.chunk_bundle(&a.chunk_id, a.library.as_deref()) {
             Ok(b) => b,
-            Err(e) => return Ok(output::error(e.to_string())),
+            Err(e) => return Ok(output::error(e)),
         };
         let key = call_key("get_chunk", &[&a.chunk_id, &b.library(), &n.to_string()]);
         let from = match budget::start(a.budget.cursor.as_deref(), &key) {
             Ok(c) => c.at,
-            Err(e) => return Ok(output::error(e.to_string())),
+            Err(e) => return Ok(output::error(e)),
         };
         let ctx = match b.get_chunk(&a.chunk_id, n) {
             Ok(c) => c,
@@ -339,13 +339,13 @@ impl RagServer {
     async fn list_libraries(&self, Parameters(a): Parameters<LibraryArg>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
             Ok(m) => m,
-            Err(e) => return Ok(output::error(e.to_string())),
+            Err(e) => return Ok(output::error(e)),
         };
         let bundles = self.libs.bundles();
         let key = call_key("list_libraries", &[&self.served_key(None)]);
         let from = match budget::start(a.budget.cursor.as_deref(), &key) {
             Ok(c) => c.at,
-            Err(e) => return Ok(output::error(e.to_string())),
+            Err(e) => return Ok(output::error(e)),
         };
         let broken = self.libs.broken().to_vec();
         let pieces = bundles.iter().skip(from).map(|b| {
@@ -431,7 +431,7 @@ impl RagServer {
     async fn get_bundle_info(&self, Parameters(a): Parameters<LibraryArg>) -> Result<CallToolResult, ErrorData> {
         let max = match budget::resolve(a.budget.max_tokens) {
             Ok(m) => m,
-            Err(e) => return Ok(output::error(e.to_string())),
+            Err(e) => return Ok(output::error(e)),
         };
         let b = match (self.libs.select(a.library.as_deref()), self.libs.is_multi() && a.library.is_none()) {
             (Ok(b), false) => b.into_iter().next_back().unwrap_or_else(|| self.libs.first()),
