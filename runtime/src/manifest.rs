@@ -48,7 +48,31 @@ pub struct Manifest {
     /// The evaluation shipped with the bundle (`stages.pack.eval`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval: Option<EvalInfo>,
+    /// The bundle's own query model (`stages.tune`), if it ships one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tune: Option<TuneInfo>,
     pub artifacts: Vec<Artifact>,
+}
+
+/// The manifest's `tune` block: the query map the bundle ships
+/// ([`crate::query_map`]) and what it was fitted on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TuneInfo {
+    /// The map's file in the bundle (`query_map.bin`).
+    pub file: String,
+    pub rank: usize,
+    /// Pairs mined from the bundle's chunks, by kind (`heading`, `description`,
+    /// `doc_comment`).
+    pub pairs: BTreeMap<String, usize>,
+    /// Of those, held out of the fit (a seeded tenth): what the figures below read.
+    pub held_out: usize,
+    pub seed: u64,
+    /// Passes over the training pairs the kept map had.
+    pub epochs: usize,
+    /// MRR@10 of the held-out pairs' answers among every chunk, by the model's query
+    /// vector, and by the adapted one.
+    pub held_out_mrr_before: f64,
+    pub held_out_mrr_after: f64,
 }
 
 /// The manifest's `eval` block: where the shipped golden set and its results are, and

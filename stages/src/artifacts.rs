@@ -148,6 +148,18 @@ pub struct EmbedManifest {
     pub tokens: u64,
 }
 
+// ---------------------------------------------------------------------- tune
+
+/// The tune stage's output: the bundle's own query map, when one was fitted and beat
+/// the model on its held-out pairs.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct TuneManifest {
+    /// `query_map.bin` (`atlas_runtime::query_map`).
+    pub map: Option<Digest>,
+    /// What the manifest records of it.
+    pub info: Option<atlas_runtime::manifest::TuneInfo>,
+}
+
 // ---------------------------------------------------------------------- bm25
 
 /// The bm25 stage's output.

@@ -1,10 +1,10 @@
 //! The Atlas pipeline: a DAG of stages over a content-addressed cache.
 //!
-//! `crawl → clean-gitbook → chunk → {embed, bm25} → pack`. Stages are pure functions of
+//! `crawl → clean-gitbook → chunk → {embed → tune, bm25} → pack`. Stages are pure functions of
 //! (params, input artifacts); only the source stage (crawl) reads the outside world.
 //!
-//! - one module per stage: [`crawl`], [`clean`], [`chunk`], [`embed`], [`bm25`],
-//!   [`pack`], listed once in [`registry`];
+//! - one module per stage: [`crawl`], [`clean`], [`chunk`], [`embed`], [`tune`],
+//!   [`bm25`], [`pack`], listed once in [`registry`];
 //! - [`runner`]: the machinery that is not a stage (config, DAG, memo, outputs);
 //! - [`artifacts`]: the outputs stages hand each other;
 //! - [`text`]: text helpers shared by stages (markdown lines, HTML, time).
@@ -25,3 +25,4 @@ pub mod publish;
 pub mod registry;
 pub mod runner;
 pub mod text;
+pub mod tune;

@@ -10,6 +10,7 @@ pub fn registry() -> Vec<Box<dyn DynStage>> {
         Box::new(crate::clean::CleanGitbook),
         Box::new(crate::chunk::Chunk),
         Box::new(crate::embed::Embed),
+        Box::new(crate::tune::Tune),
         Box::new(crate::bm25::Bm25),
         Box::new(crate::pack::Pack),
     ]

@@ -27,4 +27,5 @@ mod postgres;
 mod remote_cache;
 mod search;
 mod snapshots;
+mod tune;
 mod web;

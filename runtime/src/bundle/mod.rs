@@ -159,6 +159,8 @@ pub struct Bundle {
     pub(crate) def_chunk: Vec<u32>,
     /// The references, read on first use.
     references: OnceLock<Vec<Reference>>,
+    /// The bundle's own query model (`query_map.bin`), applied to every query vector.
+    pub(crate) query_map: Option<crate::query_map::QueryMap>,
     spec: &'static ModelSpec,
     opts: OpenOptions,
     embedder: Lazy<Encoder>,
@@ -219,6 +221,11 @@ impl Bundle {
             Candidates::Local { hnsw: None, .. } => "exact".into(),
             Candidates::Remote(r) => r.vector_index(),
         }
+    }
+
+    /// The bundle's own query model, when it ships one ([`crate::query_map`]).
+    pub fn query_map(&self) -> Option<&crate::query_map::QueryMap> {
+        self.query_map.as_ref()
     }
 
     /// The code's definitions.

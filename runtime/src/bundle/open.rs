@@ -102,9 +102,14 @@ impl Bundle {
             Some(_) => Some(crate::manifest::read_checked(dir, &manifest, crate::symbols::DEFINITIONS_FILE)?),
             None => None,
         };
+        let query_map = match manifest.tune.as_ref() {
+            Some(t) => Some(crate::manifest::read_checked(dir, &manifest, &t.file)?),
+            None => None,
+        };
         let rows = vectors.rows;
         let candidates = Candidates::Local { vectors, hnsw, window_chunk: meta.window_chunk, first_window };
-        let parts = Parts { dir: dir.to_owned(), manifest, chunks, texts, rows, candidates, text, symbols };
+        let parts =
+            Parts { dir: dir.to_owned(), manifest, chunks, texts, rows, candidates, text, symbols, query_map };
         Bundle::assemble(parts, spec, model_dir, opts, OnceLock::new())
     }
 
@@ -128,7 +133,12 @@ impl Bundle {
             ),
             None => None,
         };
+        let query_map = match r.manifest.tune.as_ref() {
+            Some(t) => Some(remote_file(&*r.index, &r.manifest, &dir, &t.file)?),
+            None => None,
+        };
         let parts = Parts {
+            query_map,
             dir,
             manifest: r.manifest,
             chunks: r.chunks,
@@ -165,6 +175,13 @@ impl Bundle {
             v.sort_by_key(|&i| chunks[i as usize].ordinal);
         }
         let (symbols, def_chunk) = open_symbols(&p.dir, p.symbols, &by_id)?;
+        let query_map = match (&p.query_map, &p.manifest.tune) {
+            (Some(bytes), Some(t)) => Some(
+                crate::query_map::QueryMap::from_bytes(bytes, p.manifest.model.dims)
+                    .map_err(|why| corrupt(p.dir.join(&t.file), format!("{why}; rebuild the bundle")))?,
+            ),
+            _ => None,
+        };
         let key = match p.manifest.model.sha256.as_str() {
             "" => format!("{}:{}", spec.id, model_dir.display()),
             sha => format!("{}:{sha}", spec.id),
@@ -184,6 +201,7 @@ impl Bundle {
             symbols,
             def_chunk,
             references,
+            query_map,
             spec,
             opts: OpenOptions { model_dir: Some(model_dir), ..opts },
             embedder,
@@ -213,6 +231,24 @@ struct Parts {
     candidates: Candidates,
     text: TextIndex,
     symbols: Option<Vec<u8>>,
+    /// `query_map.bin`, when the manifest lists one.
+    query_map: Option<Vec<u8>>,
+}
+
+/// A file of a bundle served from a database, checked against the manifest (listed,
+/// of its size and blake3).
+fn remote_file(index: &dyn RemoteIndex, manifest: &Manifest, dir: &Path, name: &str) -> Result<Vec<u8>> {
+    let listed = manifest
+        .artifact(name)
+        .ok_or_else(|| corrupt(dir.join(name), "the manifest names it but does not list it; export the bundle again"))?;
+    if listed.size > MAX_REMOTE_FILE_BYTES {
+        return Err(corrupt(dir.join(name), format!("{} bytes is more than this file holds", listed.size)));
+    }
+    let bytes = index.file(name)?.ok_or_else(|| corrupt(dir.join(name), "the export does not hold it; export again"))?;
+    if bytes.len() as u64 != listed.size || crate::hash::blake3_bytes(&bytes) != listed.blake3 {
+        return Err(corrupt(dir.join(name), "the database's copy does not match the manifest; export the bundle again"));
+    }
+    Ok(bytes)
 }
 
 /// The definitions of `symbols.parquet` (none when the manifest lists no such file),

@@ -344,9 +344,14 @@ impl Engine<'_> {
         Ok(Cow::Owned(out))
     }
 
-    /// The query's embedding (with the model's query prefix).
+    /// The query's embedding (with the model's query prefix), through the bundle's
+    /// own query model when it ships one.
     fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        self.b.embedder()?.embed_query(query)
+        let q = self.b.embedder()?.embed_query(query)?;
+        Ok(match &self.b.query_map {
+            Some(m) => m.apply(&q),
+            None => q,
+        })
     }
 
     fn cluster_boost(&self, query: &str, ranked: &mut [(usize, f32)], factor: f32) {

@@ -85,6 +85,16 @@ fn docs_list_every_field_of_the_manifest() {
             threshold: None,
             calibration: None,
         }),
+        tune: Some(atlas_runtime::manifest::TuneInfo {
+            file: String::new(),
+            rank: 0,
+            pairs: Default::default(),
+            held_out: 0,
+            seed: 0,
+            epochs: 0,
+            held_out_mrr_before: 0.0,
+            held_out_mrr_after: 0.0,
+        }),
         artifacts: Vec::new(),
     };
     let value = serde_json::to_value(&m).unwrap();

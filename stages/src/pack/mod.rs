@@ -14,7 +14,7 @@ use atlas_runtime::manifest::{Artifact, FORMAT_VERSION, Manifest, ModelInfo, Sou
 use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{
-    Bm25Manifest, ChunkManifest, CleanManifest, Cleaned, CrawlManifest, EmbedManifest, PackManifest,
+    Bm25Manifest, ChunkManifest, CleanManifest, Cleaned, CrawlManifest, EmbedManifest, PackManifest, TuneManifest,
 };
 use crate::runner::{
     Ctx, Loaded, Outputs, ParamError, SourceConfig, Stage, StageOutput, canonical, is_safe_name, load_json,
@@ -129,7 +129,7 @@ impl Stage for Pack {
     /// 3: the shipped eval (`stages.pack.eval`); 4: `chunks.text`; 5: the symbol table.
     const VERSION: u32 = 5;
     /// It also reads the sources (crawl) and the mirror (clean-gitbook).
-    const DEPS: &'static [&'static str] = &["crawl", "clean-gitbook", "chunk", "embed", "bm25"];
+    const DEPS: &'static [&'static str] = &["crawl", "clean-gitbook", "chunk", "embed", "tune", "bm25"];
     type Params = PackParams;
     type Prepared = ();
 
@@ -178,6 +178,7 @@ impl Stage for Pack {
         let chunk: ChunkManifest = ctx.input("chunk")?;
         let embed: EmbedManifest = ctx.input("embed")?;
         let bm25: Bm25Manifest = ctx.input("bm25")?;
+        let tune: TuneManifest = ctx.input("tune")?;
         let mut out = StageOutput::default();
         let mut files: BTreeMap<String, Digest> = BTreeMap::new();
         let mut artifacts = Vec::new();
@@ -205,6 +206,9 @@ impl Stage for Pack {
             for (name, d) in build_hnsw(ctx, embed.embeddings)? {
                 add(format!("hnsw/{name}"), d, &mut out)?;
             }
+        }
+        if let Some(map) = tune.map {
+            add(atlas_runtime::query_map::FILE.into(), map, &mut out)?;
         }
         for (name, d) in &bm25.files {
             add(format!("tantivy/{name}"), *d, &mut out)?;
@@ -258,6 +262,7 @@ impl Stage for Pack {
             embedding_rows: embed.rows,
             bm25_boosts: bm25.boosts,
             eval: None,
+            tune: tune.info,
             artifacts,
         };
         if let Some(&golden) = ctx.inputs.get("eval") {

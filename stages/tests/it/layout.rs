@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// One module per stage.
-const STAGES: &[&str] = &["crawl", "clean", "chunk", "embed", "bm25", "pack"];
+const STAGES: &[&str] = &["crawl", "clean", "chunk", "embed", "tune", "bm25", "pack"];
 /// What a stage module may use besides itself.
 const STAGE_MAY_USE: &[&str] = &["runner", "artifacts", "text"];
 
