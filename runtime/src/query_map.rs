@@ -103,10 +103,8 @@ impl QueryMap {
         if bytes.len() != want {
             return Err(format!("is {} bytes; a {dims} × {rank} map is {want}", bytes.len()));
         }
-        let values: Vec<f32> = bytes[HEADER..]
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let values: Vec<f32> =
+            bytes[HEADER..].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         if let Some(i) = values.iter().position(|x| !x.is_finite() || x.abs() > MAX_ABS) {
             return Err(format!("holds {} at value {i}: not a fitted map", values[i]));
         }

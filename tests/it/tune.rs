@@ -53,10 +53,8 @@ fn an_adapted_bundle_and_an_unadapted_one_both_serve() {
     let dims = Bundle::open(plain, OpenOptions::default()).unwrap().manifest.model.dims;
     let adapted = with_map(plain, tmp.path(), &some_map(dims).to_bytes());
     run(std::process::Command::new(bin("atlas")).arg("verify").arg(&adapted)).success();
-    let (a, p) = (
-        Bundle::open(&adapted, OpenOptions::default()).unwrap(),
-        Bundle::open(plain, OpenOptions::default()).unwrap(),
-    );
+    let (a, p) =
+        (Bundle::open(&adapted, OpenOptions::default()).unwrap(), Bundle::open(plain, OpenOptions::default()).unwrap());
     assert!(a.query_map().is_some() && p.query_map().is_none());
     for q in ["helm repo add", "how many pods run"] {
         let (ha, hp) = (vector(&a, q), vector(&p, q));

@@ -108,8 +108,7 @@ impl Bundle {
         };
         let rows = vectors.rows;
         let candidates = Candidates::Local { vectors, hnsw, window_chunk: meta.window_chunk, first_window };
-        let parts =
-            Parts { dir: dir.to_owned(), manifest, chunks, texts, rows, candidates, text, symbols, query_map };
+        let parts = Parts { dir: dir.to_owned(), manifest, chunks, texts, rows, candidates, text, symbols, query_map };
         Bundle::assemble(parts, spec, model_dir, opts, OnceLock::new())
     }
 
@@ -238,15 +237,19 @@ struct Parts {
 /// A file of a bundle served from a database, checked against the manifest (listed,
 /// of its size and blake3).
 fn remote_file(index: &dyn RemoteIndex, manifest: &Manifest, dir: &Path, name: &str) -> Result<Vec<u8>> {
-    let listed = manifest
-        .artifact(name)
-        .ok_or_else(|| corrupt(dir.join(name), "the manifest names it but does not list it; export the bundle again"))?;
+    let listed = manifest.artifact(name).ok_or_else(|| {
+        corrupt(dir.join(name), "the manifest names it but does not list it; export the bundle again")
+    })?;
     if listed.size > MAX_REMOTE_FILE_BYTES {
         return Err(corrupt(dir.join(name), format!("{} bytes is more than this file holds", listed.size)));
     }
-    let bytes = index.file(name)?.ok_or_else(|| corrupt(dir.join(name), "the export does not hold it; export again"))?;
+    let bytes =
+        index.file(name)?.ok_or_else(|| corrupt(dir.join(name), "the export does not hold it; export again"))?;
     if bytes.len() as u64 != listed.size || crate::hash::blake3_bytes(&bytes) != listed.blake3 {
-        return Err(corrupt(dir.join(name), "the database's copy does not match the manifest; export the bundle again"));
+        return Err(corrupt(
+            dir.join(name),
+            "the database's copy does not match the manifest; export the bundle again",
+        ));
     }
     Ok(bytes)
 }

@@ -112,8 +112,7 @@ pub fn hard_pool(examples: &[Example], answers: &Answers<'_>) -> Vec<Vec<u32>> {
         .map(|e| {
             let s = scores(&e.q, answers);
             let file = answers.file[e.chunk];
-            let mut idx: Vec<u32> =
-                (0..answers.len() as u32).filter(|&c| answers.file[c as usize] != file).collect();
+            let mut idx: Vec<u32> = (0..answers.len() as u32).filter(|&c| answers.file[c as usize] != file).collect();
             let k = HARD_POOL.min(idx.len());
             if k == 0 {
                 return Vec::new();
