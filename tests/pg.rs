@@ -117,6 +117,42 @@ impl Postgres {
         c
     }
 
+    /// A streaming standby of this server: `pg_basebackup -R` (which writes
+    /// `primary_conninfo` and `standby.signal`) into a folder of its own, started on
+    /// its own port. Read-only; it replays what the primary commits.
+    pub fn standby(&self) -> Postgres {
+        let dir = tempfile::tempdir().unwrap();
+        if let Some(u) = self.user {
+            let ok = Command::new("chown").arg(u).arg(dir.path()).status().unwrap();
+            assert!(ok.success());
+            let ok = Command::new("chmod").arg("755").arg(dir.path()).status().unwrap();
+            assert!(ok.success());
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let sb = Postgres { bin: self.bin.clone(), data: dir.path().join("data"), _dir: dir, port, user: self.user };
+        let out = sb
+            .cmd("pg_basebackup")
+            .arg("-D")
+            .arg(&sb.data)
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres", "-R", "-X", "stream"])
+            .arg("--no-sync")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pg_basebackup: {}", String::from_utf8_lossy(&out.stderr));
+        sb.up();
+        sb
+    }
+
+    /// Waits until this standby has replayed everything `primary` has written.
+    pub fn caught_up(&self, primary: &Postgres) {
+        let lsn = primary.sql("SELECT pg_current_wal_lsn()");
+        let t = Instant::now();
+        while self.sql(&format!("SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn")) != "t" {
+            assert!(t.elapsed() < Duration::from_secs(120), "the standby did not catch up with {lsn}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The URL `atlas` connects with.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)

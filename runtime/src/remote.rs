@@ -44,7 +44,8 @@ pub trait RemoteIndex: Send + Sync + std::fmt::Debug {
     /// query of boosted terms), best first.
     fn bm25(&self, terms: &[WeightedTerm], filters: &Filters, want: usize) -> Result<Vec<(usize, f32)>>;
     /// Up to `limit` chunks whose text holds `needle`, ASCII case aside (the caller
-    /// checks word boundaries).
+    /// checks word boundaries), in index order; when more hold it, which `limit` is
+    /// not specified.
     fn containing(&self, needle: &str, filters: &Filters, limit: usize) -> Result<Vec<usize>>;
     /// How many chunks hold each of `stems` in their text, title or heading (the
     /// most of the three fields); a stem no chunk holds may be left out.

@@ -293,6 +293,54 @@ fn two_replicas_behind_one_client_pool_agree_on_every_answer() {
 }
 
 #[test]
+fn a_standby_serves_what_the_primary_exported_and_never_a_half_written_export() {
+    let Some([v1, v2, _]) = crate::libraries::libraries() else { return };
+    let Some(pg) = Postgres::start() else { return };
+    let standby = pg.standby();
+    export(&pg, v1);
+    standby.caught_up(&pg);
+    // Killed midway on the primary: the standby holds the committed steps, not served.
+    let killed = export_cmd(&pg, v2).env("ATLAS_FAILPOINT", "export-abort:4").output().unwrap();
+    assert!(!killed.status.success(), "the failpoint aborts the export");
+    standby.caught_up(&pg);
+    let listed = run(atlas().args(["export", "--list", "--to", &standby.url()])).success();
+    assert!(listed.stdout.contains("incomplete"), "{}", listed.stdout);
+
+    let logs = tempfile::tempdir().unwrap();
+    let (primary_url, standby_url) = (pg.url(), standby.url());
+    rt().block_on(async {
+        let (p, _kp) =
+            http_client(&["serve", "rag", "--backend", primary_url.as_str()], &logs.path().join("p.log")).await;
+        let (s, _ks) =
+            http_client(&["serve", "rag", "--backend", standby_url.as_str()], &logs.path().join("s.log")).await;
+        for c in [&p, &s] {
+            let (t, v) = ok(call(c, "list_libraries", json!({})).await);
+            let listed: Vec<&str> =
+                v["libraries"].as_array().unwrap().iter().map(|l| l["library"].as_str().unwrap()).collect();
+            assert_eq!(listed, ["fixture@1.0.0"], "{t}");
+        }
+        // The standby answers as the primary does.
+        for q in ["install with helm", "how many pods", "roll back a failed upgrade"] {
+            let args = json!({"query": q, "top_k": 5});
+            let (t1, a) = ok(call(&p, "search_docs", args.clone()).await);
+            let (t2, b) = ok(call(&s, "search_docs", args).await);
+            assert!(!ids(&a).is_empty(), "{t1}");
+            assert_eq!(ids(&a), ids(&b), "{q}");
+            assert_eq!(t1, t2);
+        }
+        p.cancel().await.unwrap();
+        s.cancel().await.unwrap();
+    });
+    // Finished on the primary, the export reaches the standby whole.
+    export(&pg, v2);
+    standby.caught_up(&pg);
+    let listed = run(atlas().args(["export", "--list", "--json", "--to", &standby.url()])).success();
+    let listed: Value = serde_json::from_str(&listed.stdout).unwrap();
+    assert!(listed.as_array().unwrap().iter().all(|r| r["complete"] == true), "{listed}");
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+}
+
+#[test]
 fn an_installed_bundle_goes_in_with_its_provenance_and_a_dead_database_is_one_line() {
     let Some([_, _, code]) = crate::libraries::libraries() else { return };
     let Some(pg) = Postgres::start() else { return };

@@ -434,6 +434,29 @@ fn atlas_search_prints_for_people_and_stable_json_for_scripts() {
 }
 
 #[test]
+fn a_filter_over_the_hnsw_index_scans_the_rows_it_keeps_and_one_nothing_passes_answers_at_once() {
+    let Some(dir) = fixture_bundle() else { return };
+    let exact = open(dir);
+    let graph = Bundle::open(dir, OpenOptions { exact_max_rows: 0, ..OpenOptions::default() }).unwrap();
+    for kind in [atlas_runtime::ChunkKind::Docs, atlas_runtime::ChunkKind::Code] {
+        let o = SearchOptions { filters: Filters { kind: Some(kind), ..Filters::default() }, ..mode(Mode::Vector) };
+        for q in ["helm repo add", "how many pods run", "retry after a delay"] {
+            let ids = |b: &Bundle| -> Vec<String> {
+                search(b, q, o.clone()).into_iter().take(5).map(|h| h.chunk_id).collect()
+            };
+            assert_eq!(ids(&exact), ids(&graph), "{q} ({kind:?})");
+            assert!(!ids(&graph).is_empty(), "{q} ({kind:?})");
+        }
+    }
+    // A filter no chunk passes: no hits and no confidence, in every mode.
+    for m in [Mode::Keyword, Mode::Vector, Mode::Hybrid] {
+        let none = Filters { section: Some("no-such-section".into()), ..Filters::default() };
+        let o = SearchOptions { filters: none, ..mode(m) };
+        assert!(search(&graph, "helm repo add", o).is_empty(), "{m:?}");
+    }
+}
+
+#[test]
 fn the_bundles_hnsw_index_agrees_with_the_exact_scan() {
     let Some(dir) = fixture_bundle() else { return };
     let exact = open(dir);

@@ -126,7 +126,9 @@ impl Engine<'_> {
         if opts.min_score.is_some_and(|m| !m.is_finite()) {
             return Err(Error::Query("min_score must be a finite number".into()));
         }
-        if opts.top_k == 0 {
+        // A filter no chunk passes (code of a docs-only library) answers at once: a
+        // graph search under it would walk the whole graph to find nothing.
+        if opts.top_k == 0 || (!opts.filters.is_empty() && !self.b.chunks.iter().any(|c| opts.filters.keep(c))) {
             return Ok(Searched { hits: Vec::new(), confidence: 0.0, signals: Signals::default() });
         }
         let t = &opts.tuning;

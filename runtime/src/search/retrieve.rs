@@ -13,7 +13,7 @@ use super::exact::{contains_at_boundaries, exact_strings, is_only_literal, norma
 use super::fusion::sort_desc;
 use super::query::query_words;
 use super::{Filters, SearchOptions};
-use crate::bundle::Candidates;
+use crate::bundle::{Candidates, EXACT_MAX_ROWS};
 use crate::remote::WeightedTerm;
 use crate::{Error, Result};
 
@@ -45,10 +45,17 @@ impl Engine<'_> {
                 let rows: Vec<(usize, f32)> = match hnsw {
                     // Loaded only above the exact-scan threshold (see `open::EXACT_MAX_ROWS`).
                     Some(h) => {
-                        let all = filters.is_empty() && !first_window_only;
                         // Windows of one chunk compete for slots: ask for more rows than chunks.
                         let k = want * 3;
-                        if all { h.search(q, k, None) } else { h.search(q, k, Some(&keep_row)) }
+                        if filters.is_empty() && !first_window_only {
+                            h.search(q, k, None)
+                        } else if (0..window_chunk.len()).filter(|&r| keep_row(r)).nth(EXACT_MAX_ROWS).is_none() {
+                            // A filter that keeps few rows: scanning them beats a graph
+                            // walk that passes over every row it rejects.
+                            vectors.scan(q, k, &keep_row)
+                        } else {
+                            h.search(q, k, Some(&keep_row))
+                        }
                     }
                     _ => vectors.scan(q, want * 3, &keep_row),
                 };

@@ -223,16 +223,17 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         steps.run(&format!("windows:{start}"), async |c| {
             let halfvec = halfvec_type(c).await?;
             let sink = c
-                .copy_in(&format!("COPY {schema}.windows (row, chunk, first, embedding) FROM STDIN BINARY"))
+                .copy_in(&format!("COPY {schema}.windows (row, chunk, first, kind, embedding) FROM STDIN BINARY"))
                 .await
                 .map_err(pg)?;
-            let w = BinaryCopyInWriter::new(sink, &[Type::INT4, Type::INT4, Type::BOOL, halfvec]);
+            let w = BinaryCopyInWriter::new(sink, &[Type::INT4, Type::INT4, Type::BOOL, Type::TEXT, halfvec]);
             let mut w = std::pin::pin!(w);
             for row in start..end {
                 let chunk = meta.window_chunk[row];
                 let v = HalfVector::from_f32_slice(&vectors.row(row));
                 let (r, ch, f) = (row as i32, chunk as i32, first.contains(&(row as u32)));
-                w.as_mut().write(&[&r, &ch, &f, &v]).await.map_err(pg)?;
+                let kind = all.get(chunk as usize).map_or("", |c| c.kind.as_str());
+                w.as_mut().write(&[&r, &ch, &f, &kind, &v]).await.map_err(pg)?;
             }
             w.finish().await.map_err(pg)?;
             Ok(())
@@ -247,11 +248,11 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
                 // One transaction per field and segment; the batches go through one COPY.
                 let sink = c
                     .copy_in(&format!(
-                        "COPY {schema}.postings (field, term, chunk, tf, norm, impact) FROM STDIN BINARY"
+                        "COPY {schema}.postings (field, term, chunk, kind, tf, norm, impact) FROM STDIN BINARY"
                     ))
                     .await
                     .map_err(pg)?;
-                let types = [Type::INT2, Type::TEXT, Type::INT4, Type::INT4, Type::INT4, Type::FLOAT4];
+                let types = [Type::INT2, Type::TEXT, Type::INT4, Type::TEXT, Type::INT4, Type::INT4, Type::FLOAT4];
                 let w = BinaryCopyInWriter::new(sink, &types);
                 let mut w = std::pin::pin!(w);
                 // The index is read on a blocking thread, a batch at a time, while
@@ -269,7 +270,8 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
                     for p in batch {
                         let (chunk, tf, norm) = (p.chunk as i32, p.tf as i32, p.norm as i32);
                         let impact = bm25_impact(p.tf, p.norm, avg);
-                        w.as_mut().write(&[&field, &p.term, &chunk, &tf, &norm, &impact]).await.map_err(pg)?;
+                        let kind = all.get(p.chunk as usize).map_or("", |c| c.kind.as_str());
+                        w.as_mut().write(&[&field, &p.term, &chunk, &kind, &tf, &norm, &impact]).await.map_err(pg)?;
                     }
                 }
                 reader.await.context("reading the bundle's index")??;
@@ -325,7 +327,13 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         }
         Ok(())
     })?;
+    // The graph built in memory: pgvector's HNSW build slows several times once its
+    // graph outgrows `maintenance_work_mem` (64 MB by default; 200,000 windows of
+    // 384 dimensions need about 400 MB). Twice the vectors' f16 bytes, at most 2 GB,
+    // for this transaction only.
+    let build_mb = (vectors.rows * dims * 2 * 2 / (1 << 20)).clamp(64, 2048);
     steps.run("indexes", async |c| {
+        c.batch_execute(&format!("SET LOCAL maintenance_work_mem = '{build_mb}MB'")).await.map_err(pg)?;
         if vector_index == VectorIndex::Hnsw {
             c.batch_execute(&format!(
                 "CREATE INDEX IF NOT EXISTS windows_hnsw ON {schema}.windows USING hnsw (embedding halfvec_cosine_ops)"
@@ -341,7 +349,7 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         }
         c.batch_execute(&format!(
             "CREATE INDEX IF NOT EXISTS windows_chunk ON {schema}.windows (chunk);
-             CREATE INDEX IF NOT EXISTS postings_term ON {schema}.postings (field, term, impact DESC);
+             CREATE INDEX IF NOT EXISTS postings_term ON {schema}.postings (field, term, impact DESC) INCLUDE (chunk, kind);
              CREATE INDEX IF NOT EXISTS chunks_tsv ON {schema}.chunks USING gin (tsv);
              CREATE INDEX IF NOT EXISTS chunks_text_trgm ON {schema}.chunks USING gin (lower(text) gin_trgm_ops);
              CREATE INDEX IF NOT EXISTS symbols_name ON {schema}.symbols (name);
@@ -441,9 +449,9 @@ fn tables(schema: &str, dims: usize) -> String {
              setweight(to_tsvector('english', title), 'A') || setweight(to_tsvector('english', heading), 'B')
              || setweight(to_tsvector('english', text), 'C')) STORED);
          CREATE TABLE IF NOT EXISTS {schema}.windows (row integer PRIMARY KEY, chunk integer NOT NULL,
-           first boolean NOT NULL, embedding halfvec({dims}) NOT NULL);
+           first boolean NOT NULL, kind text NOT NULL, embedding halfvec({dims}) NOT NULL);
          CREATE TABLE IF NOT EXISTS {schema}.postings (field smallint NOT NULL, term text NOT NULL,
-           chunk integer NOT NULL, tf integer NOT NULL, norm integer NOT NULL, impact real NOT NULL);
+           chunk integer NOT NULL, kind text NOT NULL, tf integer NOT NULL, norm integer NOT NULL, impact real NOT NULL);
          CREATE TABLE IF NOT EXISTS {schema}.terms (field smallint NOT NULL, term text NOT NULL, df integer NOT NULL,
            PRIMARY KEY (field, term));
          CREATE TABLE IF NOT EXISTS {schema}.fields (field smallint PRIMARY KEY, name text NOT NULL,

@@ -16,6 +16,12 @@ use tokio_postgres::types::ToSql;
 
 use super::{CATALOG, Db, catalog_exists, pg, schema_ident};
 
+/// `sql` prepared once per connection: a search sends each statement's text once, then
+/// only its parameters (one round trip a statement, not two).
+async fn prepared(c: &deadpool_postgres::Client, sql: &str) -> anyhow::Result<tokio_postgres::Statement> {
+    c.prepare_cached(sql).await.map_err(pg)
+}
+
 /// Postings read per query term, best BM25 factor first: exact for every term in at
 /// most this many chunks; for commoner ones, the chunks where the term weighs most.
 const PER_TERM: i64 = 2_000;
@@ -27,22 +33,26 @@ pub struct PgIndex {
     schema: String,
     /// Whether the windows have pgvector's HNSW index (else queries scan them).
     hnsw: bool,
+    /// Whether each posting and window holds its chunk's kind (exports since issue
+    /// 51): both sides then filter by kind without a lookup per row.
+    kinds: bool,
 }
 
 fn remote(db: &Db, e: anyhow::Error) -> atlas_runtime::Error {
     atlas_runtime::Error::Remote { database: db.label.clone(), cause: e.into() }
 }
 
-/// `filters` as SQL over the chunk table aliased `c`, its parameters appended to
-/// `params` (numbered from `params.len() + 1`).
-fn where_filters(filters: &Filters, params: &mut Vec<Box<dyn ToSql + Sync + Send>>) -> String {
+/// `filters` as SQL over the chunk table aliased `c` (the kind from `kind`, a column
+/// of that name), its parameters appended to `params` (numbered from
+/// `params.len() + 1`).
+fn where_filters(filters: &Filters, kind: &str, params: &mut Vec<Box<dyn ToSql + Sync + Send>>) -> String {
     let mut sql = String::new();
     let mut add = |cond: &str, v: String, params: &mut Vec<Box<dyn ToSql + Sync + Send>>| {
         params.push(Box::new(v));
         sql.push_str(&format!(" AND {}", cond.replace('?', &format!("${}", params.len()))));
     };
     if let Some(k) = filters.kind {
-        add("c.kind = ?", k.as_str().to_owned(), params);
+        add(&format!("{kind} = ?"), k.as_str().to_owned(), params);
     }
     if let Some(s) = &filters.section {
         add("c.section = ?", s.clone(), params);
@@ -72,7 +82,8 @@ impl RemoteIndex for PgIndex {
         let s = &self.schema;
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> =
             vec![Box::new(HalfVector::from_f32_slice(q)), Box::new(k as i64)];
-        let mut cond = where_filters(filters, &mut params);
+        let kind = if self.kinds { "w.kind" } else { "c.kind" };
+        let mut cond = where_filters(filters, kind, &mut params);
         if first_only {
             cond.push_str(" AND w.first");
         }
@@ -83,7 +94,7 @@ impl RemoteIndex for PgIndex {
         );
         self.db
             .run(async |c| {
-                let rows = c.query(&sql, &refs(&params)).await.map_err(pg)?;
+                let rows = c.query(&prepared(c, &sql).await?, &refs(&params)).await.map_err(pg)?;
                 Ok(rows
                     .iter()
                     .map(|r| Near { chunk: r.get::<_, i32>(0) as u32, first: r.get(1), cosine: r.get(2) })
@@ -102,17 +113,22 @@ impl RemoteIndex for PgIndex {
         let weight: Vec<f64> = terms.iter().map(|t| f64::from(t.weight)).collect();
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> =
             vec![Box::new(field), Box::new(term), Box::new(weight), Box::new(want as i64), Box::new(PER_TERM)];
-        let cond = where_filters(filters, &mut params);
-        let join = if cond.is_empty() { String::new() } else { format!("JOIN {s}.chunks c ON c.idx = p.chunk") };
+        let kind = if self.kinds { "p.kind" } else { "c.kind" };
+        let cond = where_filters(filters, kind, &mut params);
+        // A chunk is looked up per posting only for a filter the postings do not hold.
+        let join = if cond.contains("c.") { format!("JOIN {s}.chunks c ON c.idx = p.chunk") } else { String::new() };
         // tantivy's BM25 per term: idf · (1 + k1) · tf / (tf + k1 · (1 − b + b · norm / avg)),
         // the factor after idf stored per posting (`impact`), times the term's weight,
-        // summed over the query's terms; each term's postings read best first.
+        // summed over the query's terms; each term's postings read best first. Each
+        // term's weight × idf is computed once, in float8 (not per posting, nor in
+        // numeric).
         let sql = format!(
             "WITH q AS (SELECT * FROM unnest($1::smallint[], $2::text[], $3::float8[]) AS q(field, term, weight)),
-             s AS (SELECT q.field, q.term, q.weight, ln(1 + (f.docs - t.df + 0.5) / (t.df + 0.5)) AS idf
+             s AS MATERIALIZED (SELECT q.field, q.term,
+                     q.weight * ln(1 + (f.docs - t.df + 0.5)::float8 / (t.df + 0.5)) AS w
                    FROM q JOIN {s}.terms t ON t.field = q.field AND t.term = q.term
                    JOIN {s}.fields f ON f.field = q.field)
-             SELECT b.chunk, sum(s.weight * s.idf * b.impact)::real AS score
+             SELECT b.chunk, sum(s.w * b.impact)::real AS score
              FROM s CROSS JOIN LATERAL (
                SELECT p.chunk, p.impact FROM {s}.postings p {join}
                WHERE p.field = s.field AND p.term = s.term{cond}
@@ -121,7 +137,7 @@ impl RemoteIndex for PgIndex {
         );
         self.db
             .run(async |c| {
-                let rows = c.query(&sql, &refs(&params)).await.map_err(pg)?;
+                let rows = c.query(&prepared(c, &sql).await?, &refs(&params)).await.map_err(pg)?;
                 Ok(rows.iter().map(|r| (r.get::<_, i32>(0) as usize, r.get::<_, f32>(1))).collect())
             })
             .map_err(|e| remote(&self.db, e))
@@ -131,12 +147,17 @@ impl RemoteIndex for PgIndex {
         let s = &self.schema;
         let pattern = format!("%{}%", like_escape(&needle.to_lowercase()));
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![Box::new(pattern), Box::new(limit as i64)];
-        let cond = where_filters(filters, &mut params);
-        let sql = format!("SELECT c.idx FROM {s}.chunks c WHERE lower(c.text) LIKE $1{cond} ORDER BY c.idx LIMIT $2");
+        let cond = where_filters(filters, "c.kind", &mut params);
+        // No ORDER BY: the scan stops at the `limit`th match instead of checking every
+        // candidate the trigram index gives (a short or common string gives tens of
+        // thousands at 200k chunks); the matches are put in index order here.
+        let sql = format!("SELECT c.idx FROM {s}.chunks c WHERE lower(c.text) LIKE $1{cond} LIMIT $2");
         self.db
             .run(async |c| {
-                let rows = c.query(&sql, &refs(&params)).await.map_err(pg)?;
-                Ok(rows.iter().map(|r| r.get::<_, i32>(0) as usize).collect())
+                let rows = c.query(&prepared(c, &sql).await?, &refs(&params)).await.map_err(pg)?;
+                let mut found: Vec<usize> = rows.iter().map(|r| r.get::<_, i32>(0) as usize).collect();
+                found.sort_unstable();
+                Ok(found)
             })
             .map_err(|e| remote(&self.db, e))
     }
@@ -150,7 +171,7 @@ impl RemoteIndex for PgIndex {
         let sql = format!("SELECT term, max(df) FROM {s}.terms WHERE field = ANY($1) AND term = ANY($2) GROUP BY term");
         self.db
             .run(async |c| {
-                let rows = c.query(&sql, &[&prose, &stems]).await.map_err(pg)?;
+                let rows = c.query(&prepared(c, &sql).await?, &[&prose, &stems]).await.map_err(pg)?;
                 Ok(rows.iter().map(|r| (r.get(0), u64::try_from(r.get::<_, i32>(1)).unwrap_or(0))).collect())
             })
             .map_err(|e| remote(&self.db, e))
@@ -163,7 +184,9 @@ impl RemoteIndex for PgIndex {
     fn file(&self, name: &str) -> atlas_runtime::Result<Option<Vec<u8>>> {
         let sql = format!("SELECT bytes FROM {}.files WHERE name = $1", self.schema);
         self.db
-            .run(async |c| Ok(c.query_opt(&sql, &[&name]).await.map_err(pg)?.map(|r| r.get::<_, Vec<u8>>(0))))
+            .run(async |c| {
+                Ok(c.query_opt(&prepared(c, &sql).await?, &[&name]).await.map_err(pg)?.map(|r| r.get::<_, Vec<u8>>(0)))
+            })
             .map_err(|e| remote(&self.db, e))
     }
 }
@@ -232,10 +255,19 @@ pub fn open_all(url: &str, pool: usize, opts: &OpenOptions) -> anyhow::Result<(V
 
 fn open_one(db: &Arc<Db>, library: &str, opts: &OpenOptions) -> anyhow::Result<Bundle> {
     let schema = schema_ident(library)?;
-    let (files, texts, hnsw) = db.run(async |c| {
+    let (files, texts, hnsw, kinds) = db.run(async |c| {
         let hnsw: bool = c
             .query_one(
                 "SELECT count(*) > 0 FROM pg_indexes WHERE schemaname = $1 AND indexname = 'windows_hnsw'",
+                &[&library],
+            )
+            .await
+            .map_err(pg)?
+            .get(0);
+        let kinds: bool = c
+            .query_one(
+                "SELECT count(*) = 2 FROM information_schema.columns
+                 WHERE table_schema = $1 AND table_name IN ('postings', 'windows') AND column_name = 'kind'",
                 &[&library],
             )
             .await
@@ -262,7 +294,7 @@ fn open_one(db: &Arc<Db>, library: &str, opts: &OpenOptions) -> anyhow::Result<B
             .iter()
             .map(|r| r.get(0))
             .collect();
-        Ok((files, texts, hnsw))
+        Ok((files, texts, hnsw, kinds))
     })?;
     let file = |name: &str| files.iter().find(|f| f.0 == name).map(|f| f.1.clone());
     let check = |name: &str, bytes: &[u8], m: &atlas_runtime::manifest::Manifest| -> anyhow::Result<()> {
@@ -297,7 +329,7 @@ fn open_one(db: &Arc<Db>, library: &str, opts: &OpenOptions) -> anyhow::Result<B
     }
     let rows = manifest.embedding_rows;
     let label = format!("{}#{library}", db.label);
-    let index = Arc::new(PgIndex { db: db.clone(), schema, hnsw });
+    let index = Arc::new(PgIndex { db: db.clone(), schema, hnsw, kinds });
     let r = RemoteBundle { label, manifest, chunks, symbols, references, index };
     Ok(Bundle::open_remote(r, rows, opts.clone())?)
 }

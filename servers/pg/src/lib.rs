@@ -71,8 +71,12 @@ impl Db {
             cfg.connect_timeout(CONNECT_TIMEOUT);
         }
         let timeout = statement_timeout_ms.unwrap_or(STATEMENT_TIMEOUT_MS);
+        // Statements are prepared once per connection (`index::prepared`) and planned
+        // for each call's parameters: a LIKE pattern's selectivity decides between the
+        // trigram index and a scan, which a generic plan cannot know.
         cfg.options(format!(
-            "-c statement_timeout={timeout} -c hnsw.ef_search=100 -c hnsw.iterative_scan=relaxed_order"
+            "-c statement_timeout={timeout} -c hnsw.ef_search=100 -c hnsw.iterative_scan=relaxed_order \
+             -c plan_cache_mode=force_custom_plan"
         ));
         cfg.application_name("atlas");
         let label = redact(url);
