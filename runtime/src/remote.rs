@@ -47,6 +47,10 @@ pub trait RemoteIndex: Send + Sync + std::fmt::Debug {
     /// checks word boundaries), in index order; when more hold it, which `limit` is
     /// not specified.
     fn containing(&self, needle: &str, filters: &Filters, limit: usize) -> Result<Vec<usize>>;
+    /// Up to `limit` chunks whose text may hold `words` as a phrase (the database's
+    /// full-text phrase match: stemmed, so plurals and hyphenated forms match too; a
+    /// superset the caller checks verbatim), in index order.
+    fn phrase(&self, words: &str, limit: usize) -> Result<Vec<usize>>;
     /// How many chunks hold each of `stems` in their text, title or heading (the
     /// most of the three fields); a stem no chunk holds may be left out.
     fn doc_freqs(&self, stems: &[String]) -> Result<HashMap<String, u64>>;

@@ -319,13 +319,10 @@ impl Engine<'_> {
         let needles = [singular.to_owned(), singular.replacen(' ', "-", 1)];
         let none = Filters::default();
         let candidates: Vec<usize> = match &self.b.candidates {
-            Candidates::Remote(r) => {
-                let mut found = Vec::new();
-                for needle in &needles {
-                    found.extend(r.containing(needle, &none, NAME_CANDIDATES)?);
-                }
-                found
-            }
+            // The database's phrase match (stemmed: both numbers, and the hyphen is a
+            // word break), as the local phrase query: proving a pair absent by
+            // substring would recheck every chunk that holds both words.
+            Candidates::Remote(r) => r.phrase(singular, NAME_CANDIDATES)?,
             // A phrase ignores the hyphen; the stemmer keeps some plurals apart
             // (`gpus`, `gpu`): both numbers.
             Candidates::Local { .. } => {

@@ -162,6 +162,24 @@ impl RemoteIndex for PgIndex {
             .map_err(|e| remote(&self.db, e))
     }
 
+    fn phrase(&self, words: &str, limit: usize) -> atlas_runtime::Result<Vec<usize>> {
+        // The weighted `tsvector` (title, heading, text) through its GIN index; the
+        // caller checks the text verbatim.
+        let sql = format!(
+            "SELECT c.idx FROM {}.chunks c WHERE c.tsv @@ phraseto_tsquery('english', $1) LIMIT $2",
+            self.schema
+        );
+        let limit = limit as i64;
+        self.db
+            .run(async |c| {
+                let rows = c.query(&prepared(c, &sql).await?, &[&words, &limit]).await.map_err(pg)?;
+                let mut found: Vec<usize> = rows.iter().map(|r| r.get::<_, i32>(0) as usize).collect();
+                found.sort_unstable();
+                Ok(found)
+            })
+            .map_err(|e| remote(&self.db, e))
+    }
+
     fn doc_freqs(&self, stems: &[String]) -> atlas_runtime::Result<HashMap<String, u64>> {
         if stems.is_empty() {
             return Ok(HashMap::new());

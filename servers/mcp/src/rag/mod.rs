@@ -150,9 +150,13 @@ impl RagServer {
         // Keyword scores (BM25) are not calibrated: no confidence for them.
         let confidence = (mode != Mode::Keyword).then(|| Confidence::new(s.confidence, threshold));
         if s.hits.is_empty() {
-            let text = format!(
+            let mut text = format!(
                 "{instead}no hits for {query:?}; try other words, mode=keyword for exact names, or fewer filters\n"
             );
+            // A library that could not be searched may hold the answer: said here too.
+            if !failed.is_empty() {
+                text.push_str(&format!("warning: {}\n", failed.join("; ")));
+            }
             let out = SearchOut { hits: Vec::new(), confidence, try_instead, warnings: failed, next_cursor: None };
             return output::typed(text, &out);
         }
