@@ -189,6 +189,12 @@ impl Engine<'_> {
             let mut hits = Vec::new();
             let candidates = match &self.b.candidates {
                 // The database finds the chunks holding the string; they rank by index.
+                // A string no ngram index narrows (`0.5`, `v2`: every word under three
+                // characters) is found in the replica's own copy of the texts; the
+                // database would recheck nearly every chunk.
+                Candidates::Remote(_) if !indexable(literal.trim()) => {
+                    self.holding(literal.trim(), filters, EXACT_CANDIDATES).into_iter().map(|i| (i, 0.0)).collect()
+                }
                 Candidates::Remote(r) => r
                     .containing(literal.trim(), filters, EXACT_CANDIDATES)?
                     .into_iter()
@@ -219,7 +225,38 @@ impl Engine<'_> {
     }
 }
 
+/// Whether an ngram (trigram) index narrows a search for `needle`: some word of it,
+/// letters and digits, is three characters or more.
+fn indexable(needle: &str) -> bool {
+    needle.split(|c: char| !c.is_alphanumeric()).any(|w| w.chars().count() >= 3)
+}
+
+/// Whether `hay` holds `needle` (lowercase), ASCII case aside.
+fn holds_ignoring_case(hay: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, rest)) = needle.split_first() else { return true };
+    let mut at = 0;
+    while let Some(i) = memchr::memchr2(first, first.to_ascii_uppercase(), &hay[at..]) {
+        let start = at + i;
+        if hay.get(start + 1..start + needle.len()).is_some_and(|w| w.eq_ignore_ascii_case(rest)) {
+            return true;
+        }
+        at = start + 1;
+    }
+    false
+}
+
 impl Engine<'_> {
+    /// The first `limit` chunks (in index order, within `filters`) whose text holds
+    /// `needle`, ASCII case aside: a scan of the texts in memory.
+    fn holding(&self, needle: &str, filters: &Filters, limit: usize) -> Vec<usize> {
+        let needle = needle.to_ascii_lowercase();
+        (0..self.b.chunks.len())
+            .filter(|&i| filters.is_empty() || filters.keep(&self.b.chunks[i]))
+            .filter(|&i| holds_ignoring_case(self.b.text(i).as_bytes(), needle.as_bytes()))
+            .take(limit)
+            .collect()
+    }
+
     /// How many chunks hold each of `stems` (as the prose fields hold them) in their
     /// text, title or heading: the most of the three fields.
     pub(super) fn doc_freqs(&self, stems: &[String]) -> Result<HashMap<String, u64>> {
@@ -419,5 +456,21 @@ fn phrase(
         0 => None,
         1 => Some(Box::new(TermQuery::new(terms.remove(0).1, IndexRecordOption::WithFreqs))),
         _ => Some(Box::new(PhraseQuery::new_with_offset(terms))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{holds_ignoring_case, indexable};
+
+    #[test]
+    fn short_strings_are_not_indexable_and_are_found_ignoring_ascii_case() {
+        assert!(!indexable("0.5") && !indexable("v2") && !indexable("a.b"));
+        assert!(indexable("helm") && indexable("dump_dict") && indexable("x.foo"));
+        assert!(holds_ignoring_case(b"Release V2 notes", b"v2"));
+        assert!(holds_ignoring_case(b"since 0.5.1", b"0.5"));
+        assert!(!holds_ignoring_case(b"since 0.4", b"0.5"));
+        assert!(!holds_ignoring_case(b"v", b"v2"));
+        assert!(holds_ignoring_case(b"anything", b""));
     }
 }
