@@ -188,13 +188,13 @@ impl Engine<'_> {
             let mut files: HashSet<&str> = HashSet::new();
             let mut hits = Vec::new();
             let candidates = match &self.b.candidates {
-                // The database finds the chunks holding the string; they rank by index.
                 // A string no ngram index narrows (`0.5`, `v2`: every word under three
                 // characters) is found in the replica's own copy of the texts; the
                 // database would recheck nearly every chunk.
                 Candidates::Remote(_) if !indexable(literal.trim()) => {
                     self.holding(literal.trim(), filters, EXACT_CANDIDATES).into_iter().map(|i| (i, 0.0)).collect()
                 }
+                // The database finds the chunks holding the string; they rank by index.
                 Candidates::Remote(r) => r
                     .containing(literal.trim(), filters, EXACT_CANDIDATES)?
                     .into_iter()

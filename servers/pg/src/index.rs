@@ -22,6 +22,13 @@ async fn prepared(c: &deadpool_postgres::Client, sql: &str) -> anyhow::Result<to
     c.prepare_cached(sql).await.map_err(pg)
 }
 
+/// The chunk indexes of rows whose first column is one, in index order.
+fn in_index_order(rows: &[tokio_postgres::Row]) -> Vec<usize> {
+    let mut found: Vec<usize> = rows.iter().map(|r| r.get::<_, i32>(0) as usize).collect();
+    found.sort_unstable();
+    found
+}
+
 /// Postings read per query term, best BM25 factor first: exact for every term in at
 /// most this many chunks; for commoner ones, the chunks where the term weighs most.
 const PER_TERM: i64 = 2_000;
@@ -153,12 +160,7 @@ impl RemoteIndex for PgIndex {
         // thousands at 200k chunks); the matches are put in index order here.
         let sql = format!("SELECT c.idx FROM {s}.chunks c WHERE lower(c.text) LIKE $1{cond} LIMIT $2");
         self.db
-            .run(async |c| {
-                let rows = c.query(&prepared(c, &sql).await?, &refs(&params)).await.map_err(pg)?;
-                let mut found: Vec<usize> = rows.iter().map(|r| r.get::<_, i32>(0) as usize).collect();
-                found.sort_unstable();
-                Ok(found)
-            })
+            .run(async |c| Ok(in_index_order(&c.query(&prepared(c, &sql).await?, &refs(&params)).await.map_err(pg)?)))
             .map_err(|e| remote(&self.db, e))
     }
 
@@ -172,10 +174,7 @@ impl RemoteIndex for PgIndex {
         let limit = limit as i64;
         self.db
             .run(async |c| {
-                let rows = c.query(&prepared(c, &sql).await?, &[&words, &limit]).await.map_err(pg)?;
-                let mut found: Vec<usize> = rows.iter().map(|r| r.get::<_, i32>(0) as usize).collect();
-                found.sort_unstable();
-                Ok(found)
+                Ok(in_index_order(&c.query(&prepared(c, &sql).await?, &[&words, &limit]).await.map_err(pg)?))
             })
             .map_err(|e| remote(&self.db, e))
     }
