@@ -6,6 +6,7 @@
 //! result through one function (`cli::print`), and a server's stdout is protocol only.
 #![deny(clippy::print_stdout)]
 
+pub(crate) mod agent;
 pub(crate) mod ask;
 pub mod cli;
 pub(crate) mod deps;

@@ -82,9 +82,41 @@ async fn stream_inner(
     messages: &[Message],
     on: &mut (dyn FnMut(&str) -> bool + Send),
 ) -> anyhow::Result<Ended> {
+    let body = serde_json::json!({ "model": llm.model, "messages": messages, "stream": true, "temperature": 0 });
+    read_reply(llm, &body, &mut |data| {
+        Ok(match data {
+            Data::Chunk(choice) => choice["delta"]["content"].as_str().is_some_and(|t| on(t)),
+            Data::Whole(v) => {
+                let text = v["choices"][0]["message"]["content"]
+                    .as_str()
+                    .ok_or_else(|| anyhow::anyhow!("the reply has no choices[0].message.content"))?;
+                on(text)
+            }
+            Data::Usage(_) => false,
+        })
+    })
+    .await
+}
+
+/// What a reply holds, as it is read: one streamed chunk's `choices[0]`, the whole
+/// body of an endpoint that does not stream, or a chunk's `usage`.
+enum Data<'a> {
+    Chunk(&'a serde_json::Value),
+    Whole(&'a serde_json::Value),
+    Usage(&'a serde_json::Value),
+}
+
+/// Posts `body` and reads the reply (an SSE stream or one JSON body), handing each
+/// piece to `on`, which returns true when it wants no more. Every bound here: the
+/// first byte and each chunk within the timeout, a line or a body at most
+/// [`MAX_LINE`] bytes, no redirect followed (the key stays with its origin).
+async fn read_reply(
+    llm: &Llm,
+    body: &serde_json::Value,
+    on: &mut (dyn FnMut(Data<'_>) -> anyhow::Result<bool> + Send),
+) -> anyhow::Result<Ended> {
     use atlas_dist::http::{Credential, Redirects};
     let client = atlas_dist::http::client()?;
-    let body = serde_json::json!({ "model": llm.model, "messages": messages, "stream": true, "temperature": 0 });
     let req = client.post(&llm.url).header("content-type", "application/json").body(body.to_string()).build()?;
     // The key is bound to the endpoint's origin, and no redirect is followed: a key
     // never reaches a host the user did not name.
@@ -124,15 +156,9 @@ async fn stream_inner(
             anyhow::ensure!(buf.len() <= MAX_LINE, "the reply is over {MAX_LINE} bytes");
             continue;
         }
-        let mut full = false;
         while let Some(i) = buf.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = buf.drain(..=i).collect();
-            match sse_line(&line)? {
-                Line::Done => done = true,
-                Line::Text(t) => full |= on(&t),
-                Line::Other => {}
-            }
-            if full {
+            if feed(sse_line(&line)?, &mut done, on)? {
                 return Ok(Ended::Truncated);
             }
         }
@@ -145,27 +171,150 @@ async fn stream_inner(
         // An endpoint that ignores `stream: true` answers in one JSON body.
         let v: serde_json::Value =
             serde_json::from_slice(&buf).map_err(|e| anyhow::anyhow!("the reply is not JSON ({e})"))?;
-        let text = v["choices"][0]["message"]["content"]
-            .as_str()
-            .ok_or_else(|| anyhow::anyhow!("the reply has no choices[0].message.content"))?;
-        return Ok(if on(text) { Ended::Truncated } else { Ended::Complete });
-    }
-    match sse_line(&buf)? {
-        Line::Done if !buf.is_empty() => Ok(Ended::Complete),
-        Line::Text(t) => {
-            let _ = on(&t);
-            anyhow::bail!("the stream ended before `data: [DONE]`")
+        if let Some(msg) = v.get("error") {
+            anyhow::bail!("the endpoint reported an error: {}", msg.get("message").unwrap_or(msg));
         }
-        _ => anyhow::bail!("the stream ended before `data: [DONE]`"),
+        let full = on(Data::Whole(&v))?;
+        if let Some(u) = v.get("usage") {
+            on(Data::Usage(u))?;
+        }
+        return Ok(if full { Ended::Truncated } else { Ended::Complete });
     }
+    let last = sse_line(&buf)?;
+    let was_done = matches!(last, Line::Done) && !buf.is_empty();
+    let _ = feed(last, &mut done, on)?;
+    anyhow::ensure!(was_done, "the stream ended before `data: [DONE]`");
+    Ok(Ended::Complete)
+}
+
+/// Hands one SSE line to `on`; true when `on` wants no more.
+fn feed(
+    line: Line,
+    done: &mut bool,
+    on: &mut (dyn FnMut(Data<'_>) -> anyhow::Result<bool> + Send),
+) -> anyhow::Result<bool> {
+    match line {
+        Line::Done => {
+            *done = true;
+            Ok(false)
+        }
+        Line::Data(v) => {
+            if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+                on(Data::Usage(u))?;
+            }
+            match v.get("choices").and_then(|c| c.get(0)) {
+                Some(choice) => on(Data::Chunk(choice)),
+                None => Ok(false),
+            }
+        }
+        Line::Other => Ok(false),
+    }
+}
+
+/// One tool call an LLM asks for: its id, the tool's name, and its arguments as the
+/// LLM wrote them (a JSON object in text, unchecked).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// One turn of a tool-calling conversation: the text written and the tools asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Turn {
+    pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+    /// `usage.prompt_tokens` and `usage.completion_tokens`, when the endpoint says them.
+    pub usage: Option<(u64, u64)>,
+    /// The text or a call's arguments passed their cap; the rest was not read.
+    pub truncated: bool,
+}
+
+/// The most tool calls taken from one turn.
+pub const MAX_TOOL_CALLS: usize = 16;
+/// The most bytes of one tool call's arguments (longer ones are cut; the caller refuses them).
+pub const MAX_ARGUMENT_BYTES: usize = 1 << 20;
+
+/// One turn of a conversation with tools (`tools`, `tool_calls`; OpenAI's format),
+/// streamed or not as the endpoint answers. `messages` are chat messages as JSON (the
+/// assistant's tool calls and the tools' results among them).
+pub async fn chat(llm: &Llm, messages: &[serde_json::Value], tools: &[serde_json::Value]) -> anyhow::Result<Turn> {
+    let mut body = serde_json::json!({
+        "model": llm.model, "messages": messages, "stream": true, "temperature": 0,
+        "stream_options": { "include_usage": true },
+    });
+    if !tools.is_empty() {
+        body["tools"] = serde_json::Value::Array(tools.to_vec());
+    }
+    let mut turn = Turn::default();
+    let r = tokio::time::timeout(MAX_TOTAL, read_reply(llm, &body, &mut |data| take(&mut turn, data)))
+        .await
+        .map_err(|_| anyhow::anyhow!("no complete answer within {} s", MAX_TOTAL.as_secs()))?;
+    let ended =
+        r.map_err(|e| anyhow::anyhow!("{}", atlas_dist::http::redact(&format!("{e:#}"), llm.api_key.as_deref())))?;
+    turn.truncated |= ended == Ended::Truncated;
+    turn.tool_calls.retain(|c| !c.name.is_empty());
+    Ok(turn)
+}
+
+/// Adds one piece of a reply to `turn`: text, tool-call pieces (streamed calls come
+/// by `index`, their arguments in fragments), usage; each within its cap.
+fn take(turn: &mut Turn, data: Data<'_>) -> anyhow::Result<bool> {
+    let add = |s: &mut String, piece: &str, cap: usize, cut: &mut bool| {
+        let room = cap.saturating_sub(s.len());
+        let keep = atlas_runtime::utf8::floor_char_boundary(piece, room);
+        *cut |= keep < piece.len();
+        s.push_str(&piece[..keep]);
+    };
+    let (msg, streamed) = match data {
+        Data::Usage(u) => {
+            let n = |k: &str| u.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+            turn.usage = Some((n("prompt_tokens"), n("completion_tokens")));
+            return Ok(false);
+        }
+        Data::Chunk(choice) => (&choice["delta"], true),
+        Data::Whole(v) => {
+            let m = &v["choices"][0]["message"];
+            anyhow::ensure!(m.is_object(), "the reply has no choices[0].message");
+            (m, false)
+        }
+    };
+    if let Some(t) = msg["content"].as_str() {
+        add(&mut turn.content, t, MAX_ANSWER_BYTES, &mut turn.truncated);
+    }
+    for (i, c) in msg["tool_calls"].as_array().into_iter().flatten().enumerate() {
+        let index = if streamed { c["index"].as_u64().map_or(i, |n| n as usize) } else { turn.tool_calls.len() };
+        if index >= MAX_TOOL_CALLS {
+            turn.truncated = true;
+            continue;
+        }
+        if turn.tool_calls.len() <= index {
+            turn.tool_calls.resize(index + 1, ToolCall::default());
+        }
+        let call = &mut turn.tool_calls[index];
+        if let Some(id) = c["id"].as_str() {
+            add(&mut call.id, id, 256, &mut turn.truncated);
+        }
+        let f = &c["function"];
+        if let Some(name) = f["name"].as_str() {
+            add(&mut call.name, name, 256, &mut turn.truncated);
+        }
+        if let Some(a) = f["arguments"].as_str() {
+            add(&mut call.arguments, a, MAX_ARGUMENT_BYTES, &mut turn.truncated);
+        } else if f["arguments"].is_object() {
+            add(&mut call.arguments, &f["arguments"].to_string(), MAX_ARGUMENT_BYTES, &mut turn.truncated);
+        }
+    }
+    Ok(false)
 }
 
 /// What one SSE line holds.
 #[derive(Debug, PartialEq)]
 enum Line {
-    Text(String),
+    Data(serde_json::Value),
     Done,
-    /// Comments, `event:`, `id:`, blank lines, a chunk without text.
+    /// Comments, `event:`, `id:`, blank lines.
     Other,
 }
 
@@ -186,12 +335,10 @@ fn sse_line(line: &[u8]) -> anyhow::Result<Line> {
     if let Some(msg) = v.get("error") {
         anyhow::bail!("the endpoint reported an error: {}", msg.get("message").unwrap_or(msg));
     }
-    let choice = &v["choices"][0];
-    anyhow::ensure!(choice.is_object(), "malformed stream: a chunk without choices[0]");
-    Ok(match choice["delta"]["content"].as_str() {
-        Some(t) => Line::Text(t.to_owned()),
-        None => Line::Other,
-    })
+    // The last chunk of a stream with usage has an empty `choices`.
+    let usage_only = v["choices"].as_array().is_some_and(Vec::is_empty) && v["usage"].is_object();
+    anyhow::ensure!(usage_only || v["choices"][0].is_object(), "malformed stream: a chunk without choices[0]");
+    Ok(Line::Data(v))
 }
 
 #[cfg(test)]
@@ -210,7 +357,8 @@ mod tests {
 
     #[test]
     fn sse_lines_give_text_or_stop() {
-        assert_eq!(sse_line(br#"data: {"choices":[{"delta":{"content":"Hi"}}]}"#).unwrap(), Line::Text("Hi".into()));
+        let hi = serde_json::json!({"choices":[{"delta":{"content":"Hi"}}]});
+        assert_eq!(sse_line(br#"data: {"choices":[{"delta":{"content":"Hi"}}]}"#).unwrap(), Line::Data(hi));
         assert_eq!(sse_line(b": keep-alive\n").unwrap(), Line::Other);
         assert_eq!(sse_line(b"data: [DONE]\n").unwrap(), Line::Done);
         assert!(sse_line(b"data: {oops").unwrap_err().to_string().contains("malformed"));
@@ -226,8 +374,9 @@ mod tests {
 
         #[test]
         fn sse_text_round_trips(t in "\\PC{0,80}") {
-            let line = format!("data: {}", serde_json::json!({"choices":[{"delta":{"content": t}}]}));
-            proptest::prop_assert_eq!(sse_line(line.as_bytes()).unwrap(), Line::Text(t));
+            let v = serde_json::json!({"choices":[{"delta":{"content": t}}]});
+            let line = format!("data: {v}");
+            proptest::prop_assert_eq!(sse_line(line.as_bytes()).unwrap(), Line::Data(v));
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod http_serve;
 pub(crate) mod lenient;
 pub mod library;
 pub mod live;
+pub mod local;
 pub mod mirror;
 pub mod output;
 pub(crate) mod prompts;

@@ -9,6 +9,8 @@ use std::collections::BTreeSet;
 #[derive(Debug)]
 pub struct Citations {
     given: usize,
+    /// Of the sources given, the only ones that may be cited (all when None).
+    only: Option<BTreeSet<usize>>,
     pending: String,
     backticks: usize,
     pub cited: BTreeSet<usize>,
@@ -59,7 +61,25 @@ fn group(s: &str) -> Group {
 
 impl Citations {
     pub fn new(given: usize) -> Citations {
-        Citations { given, pending: String::new(), backticks: 0, cited: BTreeSet::new(), removed: BTreeSet::new() }
+        Citations {
+            given,
+            only: None,
+            pending: String::new(),
+            backticks: 0,
+            cited: BTreeSet::new(),
+            removed: BTreeSet::new(),
+        }
+    }
+
+    /// A checker that keeps only citations of `only` (sources read and verified).
+    pub fn only(only: BTreeSet<usize>) -> Citations {
+        Citations { only: Some(only.clone()), ..Citations::new(only.last().copied().unwrap_or(0)) }
+    }
+
+    fn allowed(&self, n: u128) -> bool {
+        n >= 1
+            && n <= self.given as u128
+            && self.only.as_ref().is_none_or(|o| usize::try_from(n).is_ok_and(|n| o.contains(&n)))
     }
 
     /// The text of `piece` that is decided, citations checked.
@@ -93,7 +113,7 @@ impl Citations {
                 }
                 Group::Complete(len, nums) => {
                     let (keep, drop): (Vec<u128>, Vec<u128>) =
-                        nums.into_iter().partition(|&n| n >= 1 && n <= self.given as u128);
+                        nums.into_iter().partition(|&n| self.allowed(n));
                     let keep: Vec<usize> = keep.into_iter().filter_map(|n| usize::try_from(n).ok()).collect();
                     self.removed.extend(drop);
                     self.cited.extend(keep.iter().copied());
@@ -149,5 +169,13 @@ mod tests {
         check(3, &["an open [12"], "an open [12", &[]);
         check(2, &["[", "2", ",", " ", "3", "]"], "[2]", &[3]);
         check(2, &["[99999999999999999999999]"], "", &[99_999_999_999_999_999_999_999]);
+    }
+
+    #[test]
+    fn only_the_sources_verified_may_be_cited() {
+        let mut c = Citations::only([1, 3].into());
+        let out = c.push("A [1], B [2] and C [3][4].") + &c.finish();
+        assert_eq!(out, "A [1], B and C [3].");
+        assert_eq!(c.removed.iter().copied().collect::<Vec<_>>(), [2, 4]);
     }
 }

@@ -127,16 +127,7 @@ pub async fn ask(
     on: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> anyhow::Result<Answer> {
     let started = Instant::now();
-    let question = question.trim().to_owned();
-    if question.is_empty() {
-        anyhow::bail!(atlas_runtime::exit::UsageError("the question is empty; ask something".into()));
-    }
-    if question.len() > MAX_QUESTION_BYTES {
-        anyhow::bail!(atlas_runtime::exit::UsageError(format!(
-            "the question is {} bytes, over the {MAX_QUESTION_BYTES}-byte limit; shorten it",
-            question.len()
-        )));
-    }
+    let question = checked_question(question)?;
     let bundles = libs.select(library).map_err(atlas_runtime::exit::UsageError)?;
     let threshold = opts.threshold.unwrap_or_else(|| libs.threshold(library));
     let name = match bundles.as_slice() {
@@ -244,6 +235,21 @@ async fn extract_into(
     answer.cited = picked.iter().map(|p| p.n).collect::<BTreeSet<_>>().into_iter().collect();
     emit(&answer.answer, on);
     Ok(())
+}
+
+/// The question trimmed, or a usage error when it is empty or over [`MAX_QUESTION_BYTES`].
+pub fn checked_question(question: &str) -> anyhow::Result<String> {
+    let question = question.trim().to_owned();
+    if question.is_empty() {
+        anyhow::bail!(atlas_runtime::exit::UsageError("the question is empty; ask something".into()));
+    }
+    if question.len() > MAX_QUESTION_BYTES {
+        anyhow::bail!(atlas_runtime::exit::UsageError(format!(
+            "the question is {} bytes, over the {MAX_QUESTION_BYTES}-byte limit; shorten it",
+            question.len()
+        )));
+    }
+    Ok(question)
 }
 
 fn ms(since: Instant) -> f64 {

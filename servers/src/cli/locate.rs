@@ -47,7 +47,7 @@ pub(super) fn open(dir: &Path, opts: OpenOptions) -> anyhow::Result<Bundle> {
 
 /// The bundles a server was given: those found, and installed names whose `current`
 /// is broken (half-installed, its folder gone).
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Located {
     pub(super) found: Vec<(PathBuf, Origin)>,
     pub(super) broken: Vec<Broken>,
@@ -243,4 +243,39 @@ pub(super) fn open_options(cfg: &Config, base: OpenOptions) -> anyhow::Result<Op
         o.embed.backend = b.parse().map_err(|e: String| UsageError(format!("ATLAS_EMBED_BACKEND: {e}")))?;
     }
     Ok(o)
+}
+
+/// The libraries a command serves to itself (`atlas tool`, `atlas agent`), chosen as
+/// `atlas serve` chooses them.
+#[derive(Debug, clap::Args)]
+pub(super) struct Served {
+    /// An installed bundle's name, NAME@VERSION or a bundle folder; repeat it for several.
+    #[arg(long, env = "ATLAS_BUNDLE", value_delimiter = ',')]
+    bundle: Vec<String>,
+    /// Every installed bundle (each at its current version).
+    #[arg(long, conflicts_with = "bundle")]
+    all: bool,
+    /// A project's library set, the versions `atlas sync DIR` pinned.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["bundle", "all"])]
+    project: Option<PathBuf>,
+}
+
+impl Served {
+    /// Both servers over the libraries chosen, in this process, and the rag server's
+    /// libraries (for their thresholds and count).
+    pub(super) fn start(
+        self,
+        rt: &tokio::runtime::Runtime,
+        cfg: &Config,
+    ) -> anyhow::Result<(atlas_mcp::local::Local, Libraries)> {
+        let located = match &self.project {
+            Some(dir) => locate_project(dir)?,
+            None => locate_many(self.bundle, self.all, cfg)?,
+        };
+        let fs = open_mirrors(rt, located.clone())?;
+        let opts = open_options(cfg, OpenOptions::default())?;
+        let libs = open_libraries(rt, located, (Vec::new(), Vec::new()), &opts)?;
+        let rag = atlas_mcp::rag::RagServer::libraries(libs.clone(), false);
+        Ok((rt.block_on(atlas_mcp::local::Local::start(fs, rag))?, libs))
+    }
 }

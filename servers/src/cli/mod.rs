@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod add;
+mod agent;
 mod ask;
 mod backup;
 mod bundles;
@@ -23,6 +24,7 @@ mod serve;
 mod setup;
 mod smoke;
 mod sync;
+mod tool;
 mod update;
 mod verify;
 
@@ -41,6 +43,10 @@ enum Command {
     /// checked against the sources given: through an OpenAI-compatible LLM when one is
     /// configured, else extractive. Refuses when nothing retrieved is relevant enough.
     Ask(ask::Args),
+    /// A question fanned out to both servers at once (search, symbols, grep), the
+    /// passages read verbatim; with an OpenAI-compatible LLM, a bounded tool-calling
+    /// loop and an answer whose citations are checked; without one, the evidence.
+    Agent(agent::Args),
     /// What a bundle holds: name, version, model, chunks by kind and section, sources.
     Info(info::Args),
     /// The embedding models and ONNX Runtime: where each file goes under ATLAS_HOME,
@@ -81,6 +87,9 @@ enum Command {
     /// unanswerable queries. Without --golden, reruns the set the bundle ships and
     /// checks it against the figures stored at pack time.
     Eval(eval::Args),
+    /// Call one tool of the fs or rag server, in this process, with the arguments,
+    /// reply and budgets it has over MCP (`--list` names them; `--json` for programs).
+    Tool(tool::Args),
 }
 
 /// Entry point of the binary (usage errors exit 2 through clap; failures 1).
@@ -102,6 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Doctor(_) => unreachable!("handled above"),
         Command::Serve(a) => a.run(&cfg),
         Command::Ask(a) => a.run(&cfg),
+        Command::Agent(a) => a.run(&cfg),
         Command::Info(a) => a.run(&cfg),
         Command::Models(a) => a.run(),
         Command::Verify(a) => a.run(&cfg),
@@ -117,6 +127,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Setup(a) => a.run(),
         Command::Smoke(a) => a.run(&cfg),
         Command::Eval(a) => a.run(&cfg),
+        Command::Tool(a) => a.run(&cfg),
     }
 }
 
