@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-/// The most bytes of one SSE line, and of a whole non-streamed reply.
-const MAX_LINE: usize = 1 << 20;
+/// The most bytes of one SSE line, and of a whole non-streamed reply (a tool call's
+/// arguments, up to [`MAX_ARGUMENT_BYTES`], fit one).
+const MAX_LINE: usize = 4 << 20;
 /// The most bytes of answer text taken from one reply; the rest is dropped and the
 /// answer says so.
 pub const MAX_ANSWER_BYTES: usize = 256 << 10;

@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `atlas-pipeline` binary on real files.
 
 mod agent;
+mod agent_cli;
 mod ask;
 mod bad_input;
 mod bm25;

@@ -3,16 +3,16 @@
 //!
 //! Passages come from the tools' structured replies (search hits, symbol
 //! definitions, grep matches, reads, chunks). One passage found by several tools is
-//! one item; its rank fuses the lists it was found in (reciprocal rank fusion, as
-//! several libraries' hits are merged by rank where scores do not compare).
+//! one item. Its relevance sums, over the lists it was found in, the list's weight
+//! times its score there: a search hit's score (1 for the first) weighted by that
+//! search's calibrated confidence, so docs and code hits fall in one order by how
+//! surely each kind answers; a definition or a match by its rank.
 
 use serde::Serialize;
 use serde_json::Value;
 
 use atlas_mcp::output::{fence, inert};
 
-/// RRF's constant: ranks past the first few count alike.
-const RRF_K: f64 = 60.0;
 /// Lines of context a grep match is read with, each side.
 const GREP_CONTEXT: u32 = 3;
 /// The longest corpus string kept in a field (a title, a citation).
@@ -44,10 +44,12 @@ pub struct Evidence {
 }
 
 impl Evidence {
-    /// Its heading line, made inert: `[n] title — citation`.
+    /// Its heading line, made inert: `[n] title — citation (path:lines)`, the path
+    /// as read_file takes it.
     pub fn head(&self) -> String {
         let place = if self.title.is_empty() { self.path.clone() } else { self.title.clone() };
-        format!("[{}] {} — {}", self.n, inert(&place), inert(&self.citation))
+        let at = format!("{}:{}-{}", self.path, self.start_line, self.end_line);
+        format!("[{}] {} — {} ({})", self.n, inert(&place), inert(&self.citation), inert(&at))
     }
 
     /// The heading and the fenced text, for an LLM or a person.
@@ -82,11 +84,20 @@ pub fn passages(tool: &str, structured: &Value, prefixed: bool) -> Vec<Evidence>
             via: vec![tool.to_owned()],
             text: String::new(),
             read: false,
-            score: 0.0,
+            score: -1.0,
         }
     };
     let hit = |h: &Value| {
-        item(s(&h["library"]), s(&h["path"]), line(&h["start_line"]), line(&h["end_line"]), s(&h["citation"]), s(&h["title"]))
+        let mut e = item(
+            s(&h["library"]),
+            s(&h["path"]),
+            line(&h["start_line"]),
+            line(&h["end_line"]),
+            s(&h["citation"]),
+            s(&h["title"]),
+        );
+        e.score = h["score"].as_f64().filter(|v| v.is_finite()).map_or(-1.0, |v| v.clamp(0.0, 1.0));
+        e
     };
     let list = |key: &str| structured[key].as_array().cloned().unwrap_or_default();
     match tool {
@@ -136,11 +147,13 @@ pub struct Pool {
 
 impl Pool {
     /// Adds one tool's ranked list with `weight`; returns the numbers of its passages
-    /// (a passage already held keeps its number and gains this tool and rank).
+    /// (a passage already held keeps its number and gains this tool and score). A
+    /// passage without a score of its own scores by rank, 1/(1 + rank).
     pub fn add(&mut self, list: Vec<Evidence>, weight: f64) -> Vec<usize> {
         let mut numbers = Vec::new();
         for (rank, mut e) in list.into_iter().enumerate() {
-            let gain = weight / (RRF_K + rank as f64 + 1.0);
+            let own = if e.score >= 0.0 { e.score } else { 1.0 / (1.0 + rank as f64) };
+            let gain = weight * own;
             match self.items.iter_mut().find(|o| o.overlaps(&e)) {
                 Some(o) => {
                     o.score += gain;
@@ -168,7 +181,7 @@ impl Pool {
         numbers
     }
 
-    /// The numbers in relevance order (fused rank; the first found first on a tie).
+    /// The numbers in relevance order (the first found first on a tie).
     pub fn ranked(&self) -> Vec<usize> {
         let mut order: Vec<&Evidence> = self.items.iter().collect();
         order.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.n.cmp(&b.n)));
@@ -198,17 +211,17 @@ impl Pool {
 mod tests {
     use super::*;
 
-    fn hit(path: &str, a: u32, b: u32) -> Value {
-        serde_json::json!({"library": "lib@1", "path": path, "start_line": a, "end_line": b, "citation": format!("{path}#L{a}"), "title": path})
+    fn hit(path: &str, a: u32, b: u32, score: f64) -> Value {
+        serde_json::json!({"library": "lib@1", "path": path, "start_line": a, "end_line": b, "citation": format!("{path}#L{a}"), "title": path, "score": score})
     }
 
     #[test]
     fn one_passage_found_twice_is_one_item_ranked_by_both_lists() {
-        let docs = serde_json::json!({"hits": [hit("a.md", 1, 9), hit("b.md", 1, 5)]});
-        let code = serde_json::json!({"hits": [hit("b.md", 3, 4), hit("c.rs", 10, 20)]});
+        let docs = serde_json::json!({"hits": [hit("a.md", 1, 9, 1.0), hit("b.md", 1, 5, 0.8)]});
+        let code = serde_json::json!({"hits": [hit("b.md", 3, 4, 1.0), hit("c.rs", 10, 20, 0.9)]});
         let mut ev = Pool::default();
-        assert_eq!(ev.add(passages("search_docs", &docs, false), 1.0), [1, 2]);
-        assert_eq!(ev.add(passages("search_code", &code, false), 1.0), [2, 3]);
+        assert_eq!(ev.add(passages("search_docs", &docs, false), 0.9), [1, 2]);
+        assert_eq!(ev.add(passages("search_code", &code, false), 0.2), [2, 3]);
         assert_eq!(ev.ranked(), [2, 1, 3]);
         assert_eq!(ev.get(2).unwrap().via, ["search_docs", "search_code"]);
         ev.rank_and_keep(2);
@@ -218,7 +231,7 @@ mod tests {
 
     #[test]
     fn several_libraries_prefix_the_path_and_grep_reads_context() {
-        let docs = serde_json::json!({"hits": [hit("a.md", 1, 9)]});
+        let docs = serde_json::json!({"hits": [hit("a.md", 1, 9, 1.0)]});
         assert_eq!(passages("search_docs", &docs, true)[0].path, "lib@1/a.md");
         let grep = serde_json::json!({"matches": [{"path": "lib@1/x.py", "line": 2, "text": "t"}]});
         let g = &passages("search", &grep, true)[0];

@@ -50,6 +50,9 @@ const MAX_NAMES: usize = 3;
 const MAX_STRINGS: usize = 2;
 /// Hits asked of each search in the plan.
 const PLAN_TOP_K: usize = 8;
+/// A search's weight in the evidence order when it reports no confidence (keyword
+/// only): between a weak and a sure one.
+const KEYWORD_WEIGHT: f64 = 0.5;
 
 /// How the agent runs.
 #[derive(Debug, Clone)]
@@ -261,17 +264,19 @@ async fn plan(
         Value::Object(m) => m,
         _ => Map::new(),
     };
+    // Each list's weight: a search's is its confidence (below), a definition of a
+    // name the question holds counts as a sure search's first hit, a grep match less.
     let mut wanted: Vec<(&str, Map<String, Value>, f64)> = Vec::new();
     for tool in ["search_docs", "search_code"].into_iter().filter(|t| has(t)) {
-        wanted.push((tool, obj(json!({"query": question, "top_k": PLAN_TOP_K, "detail": "brief"})), 1.0));
+        wanted.push((tool, obj(json!({"query": question, "top_k": PLAN_TOP_K, "detail": "brief"})), KEYWORD_WEIGHT));
     }
     if has("find_symbol") {
         for name in names(question).into_iter().take(MAX_NAMES) {
-            wanted.push(("find_symbol", obj(json!({"name": name})), 1.5));
+            wanted.push(("find_symbol", obj(json!({"name": name})), 1.0));
         }
     }
     for s in quoted(question).into_iter().take(MAX_STRINGS) {
-        wanted.push(("search", obj(json!({"pattern": s, "max_results": 10})), 0.5));
+        wanted.push(("search", obj(json!({"pattern": s, "max_results": 10})), 0.3));
     }
     let replies = futures_util::future::join_all(wanted.iter().map(|(tool, args, _)| async move {
         let t = Instant::now();
@@ -282,8 +287,10 @@ async fn plan(
     for ((tool, args, weight), (reply, t)) in wanted.into_iter().zip(replies) {
         record(calls, 0, tool, Value::Object(args), t, &reply, trace);
         let Some(s) = reply.structured.as_ref().filter(|_| !reply.is_error) else { continue };
-        if let Some(c) = s["confidence"]["score"].as_f64() {
+        let mut weight = weight;
+        if let Some(c) = s["confidence"]["score"].as_f64().filter(|c| c.is_finite()) {
             confidence = Some(confidence.map_or(c as f32, |b| b.max(c as f32)));
+            weight = c.clamp(0.0, 1.0);
         }
         defined |= tool == "find_symbol" && s["total"].as_u64().unwrap_or(0) > 0;
         let found = passages(tool, s, served.prefixed);
@@ -487,7 +494,11 @@ async fn converse(
         let calls: Vec<Value> = turn
             .tool_calls
             .iter()
-            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+            .map(|c| {
+                // Arguments refused for their size are not sent back whole.
+                let args = if c.arguments.len() > MAX_CALL_ARGUMENT_BYTES { "{}" } else { c.arguments.as_str() };
+                json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": args}})
+            })
             .collect();
         messages.push(json!({"role": "assistant", "content": turn.content, "tool_calls": calls}));
         for c in &turn.tool_calls {
