@@ -78,7 +78,7 @@ pub fn run(dirs: &[PathBuf], exported: Vec<Bundle>, open: OpenOptions, args: Arg
 }
 
 /// The golden set at `path`, parsed (a bad line is a usage error naming it).
-fn golden_set(path: &Path) -> anyhow::Result<Vec<eval::GoldenQuery>> {
+pub(crate) fn golden_set(path: &Path) -> anyhow::Result<Vec<eval::GoldenQuery>> {
     let text =
         String::from_utf8(read(path)?).map_err(|_| UsageError(format!("{} is not UTF-8 text", path.display())))?;
     Ok(eval::parse_golden(&text).map_err(|e| UsageError(format!("{}: {e}", path.display())))?)

@@ -91,7 +91,11 @@ fn messages(body: &Value) -> Vec<Value> {
 
 /// The tool results of a request, in order.
 fn tool_results(body: &Value) -> Vec<String> {
-    messages(body).iter().filter(|m| m["role"] == "tool").map(|m| m["content"].as_str().unwrap_or("").to_owned()).collect()
+    messages(body)
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or("").to_owned())
+        .collect()
 }
 
 /// The first `[n] … (path:a-b)` line of `text`: `(n, path, a, b)`.
@@ -168,7 +172,11 @@ fn a_two_step_plan_searches_reads_and_answers_with_a_checked_citation() {
     assert!(cited["text"].as_str().unwrap().contains("helm repo add"), "{cited:#}");
     // The calls: the plan's (step 0), then the LLM's search and read, each timed.
     let calls = v["tool_calls"].as_array().unwrap();
-    let asked: Vec<(u64, &str)> = calls.iter().filter(|c| c["step"] != 0).map(|c| (c["step"].as_u64().unwrap(), c["tool"].as_str().unwrap())).collect();
+    let asked: Vec<(u64, &str)> = calls
+        .iter()
+        .filter(|c| c["step"] != 0)
+        .map(|c| (c["step"].as_u64().unwrap(), c["tool"].as_str().unwrap()))
+        .collect();
     assert_eq!(asked, [(1, "search_docs"), (2, "read_file")], "{calls:#?}");
     assert!(calls.iter().any(|c| c["step"] == 0 && c["tool"] == "search_docs"));
     assert!(calls.iter().all(|c| c["duration_ms"].as_f64().is_some() && c["tokens"].as_u64().is_some()));
@@ -182,12 +190,18 @@ fn a_two_step_plan_searches_reads_and_answers_with_a_checked_citation() {
     }
     let first: Value = serde_json::from_slice(&reqs[0].body).unwrap();
     assert_eq!(first["model"], "tiny");
-    let tools: Vec<&str> = first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let tools: Vec<&str> =
+        first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     for t in ["search_docs", "search_code", "read_file", "find_symbol", "search"] {
         assert!(tools.contains(&t), "{tools:?}");
     }
     let user = messages(&first)[1]["content"].as_str().unwrap().to_owned();
-    assert!(user.starts_with("Evidence:\n\n[1] ") && user.contains("<<<SOURCE") && user.ends_with(&format!("Question: {Q}\n")), "{user}");
+    assert!(
+        user.starts_with("Evidence:\n\n[1] ")
+            && user.contains("<<<SOURCE")
+            && user.ends_with(&format!("Question: {Q}\n")),
+        "{user}"
+    );
     // The second request carries the search's result, fenced, with the passages' numbers.
     let second: Value = serde_json::from_slice(&reqs[1].body).unwrap();
     let result = &tool_results(&second)[0];
@@ -200,7 +214,8 @@ fn a_citation_of_text_never_read_is_removed_and_said() {
     if !model_ready() {
         return;
     }
-    let (server, _) = llm(vec![Box::new(|_| chat_stream(&["Use Helm [1], or the ", "operator [4", "2]."], Duration::ZERO))]);
+    let (server, _) =
+        llm(vec![Box::new(|_| chat_stream(&["Use Helm [1], or the ", "operator [4", "2]."], Duration::ZERO))]);
     let (r, v) = agent(Q, &["--llm", &server.url("/v1")]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(v["removed_citations"], json!([42]));
@@ -372,9 +387,8 @@ fn a_task_is_a_rag_prompt_and_bad_tasks_are_usage_errors() {
     let user = messages(&body)[1]["content"].as_str().unwrap().to_owned();
     assert!(user.contains("Task (explain_symbol):") && user.contains("parse_retry_after"), "{user}");
     assert!(v["evidence"][0]["via"].as_array().unwrap().iter().any(|t| t == "find_symbol"), "{v:#}");
-    let r = run(std::process::Command::new(bin("atlas"))
-        .args(["agent", "x", "--task", "nope", "--bundle"])
-        .arg(fixture()));
+    let r =
+        run(std::process::Command::new(bin("atlas")).args(["agent", "x", "--task", "nope", "--bundle"]).arg(fixture()));
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("no task is named \"nope\""), "{}", r.stderr);
 }
@@ -427,8 +441,15 @@ fn every_tool_answers_a_command_as_it_answers_over_mcp() {
         for (tool, client) in &listed {
             let args = sample_args(tool, &chunk_id);
             let over_mcp = call(client, tool, args.clone()).await;
-            let r = run(std::process::Command::new(bin("atlas"))
-                .args(["tool", tool, "--json", "--bundle", &b, "--json-args", &args.to_string()]));
+            let r = run(std::process::Command::new(bin("atlas")).args([
+                "tool",
+                tool,
+                "--json",
+                "--bundle",
+                &b,
+                "--json-args",
+                &args.to_string(),
+            ]));
             assert_eq!(r.code, Some(0), "{tool}: {}", r.stderr);
             let got: Value = serde_json::from_str(&r.stdout).unwrap();
             assert_eq!(got["is_error"], false, "{tool}: {got:#}");
@@ -438,12 +459,25 @@ fn every_tool_answers_a_command_as_it_answers_over_mcp() {
         }
         // KEY=VALUE arguments, typed by the schema, and a tool error exits 1.
         let r = run(std::process::Command::new(bin("atlas")).args([
-            "tool", "search_docs", "--arg", "query=helm", "--arg", "top_k=1", "--bundle", &b,
+            "tool",
+            "search_docs",
+            "--arg",
+            "query=helm",
+            "--arg",
+            "top_k=1",
+            "--bundle",
+            &b,
         ]));
         assert_eq!(r.code, Some(0), "{}", r.stderr);
         assert!(r.stdout.contains("1 hit") || r.stdout.contains("1. ["), "{}", r.stdout);
-        let r = run(std::process::Command::new(bin("atlas"))
-            .args(["tool", "read_file", "--arg", "path=../../etc/passwd", "--bundle", &b]));
+        let r = run(std::process::Command::new(bin("atlas")).args([
+            "tool",
+            "read_file",
+            "--arg",
+            "path=../../etc/passwd",
+            "--bundle",
+            &b,
+        ]));
         assert_eq!(r.code, Some(1), "{}", r.stderr);
         assert!(r.stderr.contains("`..` is not allowed") && !r.stdout.contains("root:"), "{}", r.stderr);
         let r = run(std::process::Command::new(bin("atlas")).args(["tool", "nope", "--bundle", &b]));

@@ -87,6 +87,19 @@ pub fn run() -> anyhow::Result<()> {
     let mut ask = Command::new(&atlas);
     ask.args(["ask", question, "--bundle", BUNDLE]);
     status(ask)?;
+    // The agent without an LLM: the question fanned out to both servers at once
+    // (search, symbols, grep), the evidence merged and read verbatim through fs; then
+    // one tool of the servers as a command.
+    let question = "how is a stage's cache key built with `KeyBuilder`?";
+    say(&format!("\n$ atlas agent {question:?} --bundle {BUNDLE} --budget 800 --trace"));
+    let mut agent = Command::new(&atlas);
+    agent.args(["agent", question, "--bundle", BUNDLE, "--budget", "800", "--trace"]);
+    status(agent)?;
+    let tool = ["tool", "find_symbol", "--arg", "name=KeyBuilder", "--bundle", BUNDLE];
+    shown(&[&["atlas"][..], &tool[..]].concat());
+    let mut cmd = Command::new(&atlas);
+    cmd.args(tool);
+    status(cmd)?;
     web(&atlas)?;
     let mut info = Command::new(&atlas);
     info.args(["info", "--json", BUNDLE]);

@@ -85,7 +85,8 @@ impl std::fmt::Debug for Local {
 impl Local {
     /// Starts both servers (on the current tokio runtime) and reads their tool lists.
     pub async fn start(fs: FsServer, rag: RagServer) -> Result<Local, Error> {
-        let sessions = vec![(Server::Fs, session(fs, Server::Fs).await?), (Server::Rag, session(rag, Server::Rag).await?)];
+        let sessions =
+            vec![(Server::Fs, session(fs, Server::Fs).await?), (Server::Rag, session(rag, Server::Rag).await?)];
         let mut tools = Vec::new();
         for (server, s) in &sessions {
             let listed = s.peer().list_all_tools().await.map_err(|e| Error::Start(*server, e.to_string()))?;

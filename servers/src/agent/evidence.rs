@@ -106,7 +106,14 @@ pub fn passages(tool: &str, structured: &Value, prefixed: bool) -> Vec<Evidence>
             .iter()
             .map(|d| {
                 let title = format!("{} {}", s(&d["kind"]), s(&d["name"]));
-                item(s(&d["library"]), s(&d["path"]), line(&d["start_line"]), line(&d["end_line"]), s(&d["citation"]), title)
+                item(
+                    s(&d["library"]),
+                    s(&d["path"]),
+                    line(&d["start_line"]),
+                    line(&d["end_line"]),
+                    s(&d["citation"]),
+                    title,
+                )
             })
             .collect(),
         "get_chunk" => {
@@ -119,7 +126,14 @@ pub fn passages(tool: &str, structured: &Value, prefixed: bool) -> Vec<Evidence>
             .map(|m| {
                 let at = line(&m["line"]);
                 let path = s(&m["path"]);
-                let mut e = item(String::new(), path.clone(), at.saturating_sub(GREP_CONTEXT), at + GREP_CONTEXT, String::new(), path);
+                let mut e = item(
+                    String::new(),
+                    path.clone(),
+                    at.saturating_sub(GREP_CONTEXT),
+                    at + GREP_CONTEXT,
+                    String::new(),
+                    path,
+                );
                 e.citation = format!("{}#L{at}", e.path);
                 e
             })

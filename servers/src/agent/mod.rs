@@ -17,6 +17,7 @@
 //!    a passage not given or not readable is removed, and the answer says so.
 
 pub mod brain;
+pub mod eval;
 pub mod evidence;
 
 use std::collections::BTreeSet;
@@ -164,6 +165,18 @@ pub struct Served<'a> {
     pub name: String,
 }
 
+impl<'a> Served<'a> {
+    /// What `local` serves: the rag server's `libs`, the same libraries as its fs server.
+    pub fn new(local: &'a Local, libs: &atlas_mcp::library::Libraries) -> Served<'a> {
+        Served {
+            local,
+            prefixed: libs.is_multi(),
+            threshold: libs.threshold(None),
+            name: libs.bundles().iter().map(|b| b.library()).collect::<Vec<_>>().join(", "),
+        }
+    }
+}
+
 /// A task: one of the rag server's prompts, its text the LLM's instruction.
 #[derive(Debug, Clone)]
 pub struct Task {
@@ -172,7 +185,12 @@ pub struct Task {
 }
 
 /// Answers `question` (what the plan searches for) with what `served` holds.
-pub async fn run(served: &Served<'_>, question: &str, task: Option<&Task>, opts: &AgentOptions) -> anyhow::Result<Outcome> {
+pub async fn run(
+    served: &Served<'_>,
+    question: &str,
+    task: Option<&Task>,
+    opts: &AgentOptions,
+) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let question = crate::ask::checked_question(question)?;
     let mut out = Outcome {
@@ -441,7 +459,8 @@ async fn converse(
     let mut last_text = String::new();
     loop {
         let elapsed = started.elapsed();
-        let prompt_est = atlas_mcp::budget::tokens(serde_json::to_string(&messages).map_or(0, |s| s.len()) + tools_bytes) as u64;
+        let prompt_est =
+            atlas_mcp::budget::tokens(serde_json::to_string(&messages).map_or(0, |s| s.len()) + tools_bytes) as u64;
         let bound = if out.llm_turns >= opts.max_steps {
             Some((Stop::Steps, format!("stopped at the step bound: {} LLM turns", opts.max_steps)))
         } else if out.tokens.total + prompt_est > opts.max_tokens {
@@ -478,7 +497,8 @@ async fn converse(
         };
         let (p, c) = turn.usage.unwrap_or_else(|| {
             out.tokens.estimated = true;
-            let written = turn.content.len() + turn.tool_calls.iter().map(|c| c.name.len() + c.arguments.len()).sum::<usize>();
+            let written =
+                turn.content.len() + turn.tool_calls.iter().map(|c| c.name.len() + c.arguments.len()).sum::<usize>();
             (prompt_est, atlas_mcp::budget::tokens(written) as u64)
         });
         out.tokens.prompt += p;
@@ -502,7 +522,8 @@ async fn converse(
             .collect();
         messages.push(json!({"role": "assistant", "content": turn.content, "tool_calls": calls}));
         for c in &turn.tool_calls {
-            let content = tool_turn(served, out.llm_turns, &c.name, &c.arguments, pool, &mut out.tool_calls, opts.trace).await;
+            let content =
+                tool_turn(served, out.llm_turns, &c.name, &c.arguments, pool, &mut out.tool_calls, opts.trace).await;
             messages.push(json!({"role": "tool", "tool_call_id": c.id, "content": content}));
         }
     }
@@ -542,7 +563,10 @@ async fn tool_turn(
     };
     if !served.local.tool(name).is_some_and(|t| t.read_only) {
         let known: Vec<&str> = served.local.tools().iter().filter(|t| t.read_only).map(|t| t.name.as_str()).collect();
-        return refuse(format!("no tool is named {}; the tools are {}", inert(&format!("{name:?}")), known.join(", ")), calls);
+        return refuse(
+            format!("no tool is named {}; the tools are {}", inert(&format!("{name:?}")), known.join(", ")),
+            calls,
+        );
     }
     if arguments.len() > MAX_CALL_ARGUMENT_BYTES {
         return refuse(
@@ -633,7 +657,8 @@ fn fs_read_bytes(e: &Evidence) -> usize {
 pub fn render(out: &Outcome) -> String {
     let mut s = out.answer.trim_end().to_owned();
     s.push('\n');
-    let shown: Vec<&Evidence> = if out.citations.is_empty() { out.evidence.iter().collect() } else { out.citations.iter().collect() };
+    let shown: Vec<&Evidence> =
+        if out.citations.is_empty() { out.evidence.iter().collect() } else { out.citations.iter().collect() };
     if out.stop_reason != Stop::Evidence && !shown.is_empty() && out.stop_reason != Stop::Refused {
         s.push_str("\nSources:\n");
         for e in shown {
@@ -654,6 +679,9 @@ mod tests {
             ["FheUint8", "set_server_key", "Config::builder"]
         );
         assert!(names("How do I install the chart?").is_empty());
-        assert_eq!(quoted(r#"What does "connection refused" mean in `atlas.toml`?"#), ["connection refused", "atlas.toml"]);
+        assert_eq!(
+            quoted(r#"What does "connection refused" mean in `atlas.toml`?"#),
+            ["connection refused", "atlas.toml"]
+        );
     }
 }

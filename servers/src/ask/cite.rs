@@ -112,8 +112,7 @@ impl Citations {
                     self.pending.drain(..1);
                 }
                 Group::Complete(len, nums) => {
-                    let (keep, drop): (Vec<u128>, Vec<u128>) =
-                        nums.into_iter().partition(|&n| self.allowed(n));
+                    let (keep, drop): (Vec<u128>, Vec<u128>) = nums.into_iter().partition(|&n| self.allowed(n));
                     let keep: Vec<usize> = keep.into_iter().filter_map(|n| usize::try_from(n).ok()).collect();
                     self.removed.extend(drop);
                     self.cited.extend(keep.iter().copied());

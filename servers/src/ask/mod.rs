@@ -279,6 +279,12 @@ pub fn retrieve(
     Ok((found.confidence, assemble(with_text, budget)))
 }
 
+/// About how many tokens the LLM is sent for `question` with `sources` (its messages
+/// as the request carries them): what one `ask` costs, for comparisons.
+pub fn prompt_tokens(name: &str, question: &str, sources: &[Source]) -> usize {
+    prompt::tokens(&serde_json::to_string(&prompt(name, question, sources)).unwrap_or_default())
+}
+
 /// The library of the first source.
 fn answer_bundle(libs: &Libraries, sources: &[Source]) -> Option<Arc<Bundle>> {
     let first = sources.first()?;

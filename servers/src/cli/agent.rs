@@ -74,13 +74,7 @@ impl Args {
                 Some(name) => Some(task(&local, name, &question, &task_args).await?),
                 None => None,
             };
-            let bundles = libs.bundles();
-            let served = agent::Served {
-                local: &local,
-                prefixed: libs.is_multi(),
-                threshold: libs.threshold(None),
-                name: bundles.iter().map(|b| b.library()).collect::<Vec<_>>().join(", "),
-            };
+            let served = agent::Served::new(&local, &libs);
             let r = agent::run(&served, &question, task.as_ref(), &opts).await;
             local.close().await;
             r

@@ -54,10 +54,24 @@ pub(super) struct Args {
     /// Per query that misses rank 1: what ranked first, and where the expected files landed.
     #[arg(long)]
     explain: bool,
+    /// Run the golden set through `atlas agent` instead: whether its citations hold a
+    /// relevant file, against search alone, and the LLM tokens each question costs
+    /// (against `atlas ask`). Without --llm, a scripted LLM cites the first passage.
+    #[arg(long, requires = "golden", conflicts_with_all = ["backend", "tuning", "symbol_set"])]
+    agent: bool,
+    /// --agent: an OpenAI-compatible endpoint with tool calling (the key from ATLAS_LLM_API_KEY).
+    #[arg(long, value_name = "URL", requires = "agent")]
+    llm: Option<String>,
+    /// --agent: the model the endpoint should run.
+    #[arg(long, value_name = "M", requires = "agent")]
+    model: Option<String>,
 }
 
 impl Args {
     pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
+        if self.agent {
+            return self.run_agent(cfg);
+        }
         let mut dirs = Vec::new();
         let open = open_options(cfg, OpenOptions::default())?;
         let exported = match &self.backend {
@@ -97,5 +111,33 @@ impl Args {
             symbol_set: self.symbol_set,
         };
         crate::eval::run(&dirs, exported, open, args)
+    }
+}
+
+impl Args {
+    /// `--agent`: the set through the agent, over the bundles given.
+    fn run_agent(self, cfg: &Config) -> anyhow::Result<()> {
+        use crate::agent::{self, AgentOptions, brain::Brain};
+        let path = self.golden.clone().unwrap_or_default();
+        let golden = crate::eval::golden_set(&path)?;
+        let llm = crate::ask::llm_from(&cfg.ask, self.llm, self.model, None)?;
+        let opts = AgentOptions { brain: Some(llm.map_or(Brain::Scripted, Brain::Llm)), ..AgentOptions::default() };
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let located = super::locate::locate_many(self.bundle, false, cfg)?;
+        let (local, libs) = super::locate::start_local(&rt, located, cfg)?;
+        let set = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let report = rt.block_on(async {
+            let served = agent::Served::new(&local, &libs);
+            let r = agent::eval::evaluate(&served, &libs, &set, &golden, &opts).await;
+            local.close().await;
+            r
+        });
+        rt.shutdown_timeout(std::time::Duration::from_secs(1));
+        let report = report?;
+        super::print(&agent::eval::render(&report))?;
+        if let Some(out) = &self.json {
+            std::fs::write(out, serde_json::to_string_pretty(&report)?)?;
+        }
+        Ok(())
     }
 }

@@ -261,8 +261,7 @@ pub(super) struct Served {
 }
 
 impl Served {
-    /// Both servers over the libraries chosen, in this process, and the rag server's
-    /// libraries (for their thresholds and count).
+    /// Both servers over the libraries chosen, in this process ([`start_local`]).
     pub(super) fn start(
         self,
         rt: &tokio::runtime::Runtime,
@@ -272,10 +271,20 @@ impl Served {
             Some(dir) => locate_project(dir)?,
             None => locate_many(self.bundle, self.all, cfg)?,
         };
-        let fs = open_mirrors(rt, located.clone())?;
-        let opts = open_options(cfg, OpenOptions::default())?;
-        let libs = open_libraries(rt, located, (Vec::new(), Vec::new()), &opts)?;
-        let rag = atlas_mcp::rag::RagServer::libraries(libs.clone(), false);
-        Ok((rt.block_on(atlas_mcp::local::Local::start(fs, rag))?, libs))
+        start_local(rt, located, cfg)
     }
+}
+
+/// Both servers over `located`, in this process, and the rag server's libraries (for
+/// their thresholds and count).
+pub(super) fn start_local(
+    rt: &tokio::runtime::Runtime,
+    located: Located,
+    cfg: &Config,
+) -> anyhow::Result<(atlas_mcp::local::Local, Libraries)> {
+    let fs = open_mirrors(rt, located.clone())?;
+    let opts = open_options(cfg, OpenOptions::default())?;
+    let libs = open_libraries(rt, located, (Vec::new(), Vec::new()), &opts)?;
+    let rag = atlas_mcp::rag::RagServer::libraries(libs.clone(), false);
+    Ok((rt.block_on(atlas_mcp::local::Local::start(fs, rag))?, libs))
 }

@@ -56,10 +56,8 @@ fn list(local: &Local, json: bool) -> anyhow::Result<()> {
     }
     let mut out = String::new();
     for t in local.tools() {
-        let args: Vec<String> = t.input_schema["properties"]
-            .as_object()
-            .map(|p| p.keys().cloned().collect())
-            .unwrap_or_default();
+        let args: Vec<String> =
+            t.input_schema["properties"].as_object().map(|p| p.keys().cloned().collect()).unwrap_or_default();
         out.push_str(&format!("{:<18} {:<4} {}\n", t.name, format!("{:?}", t.server).to_lowercase(), t.description));
         if !args.is_empty() {
             out.push_str(&format!("{:<23} args: {}\n", "", args.join(", ")));
