@@ -223,6 +223,18 @@ impl Bundle {
         }
     }
 
+    /// The task templates the bundle ships ([`crate::prompts`]), read and checked on
+    /// each call (a small file); none for a bundle without them, or served from a
+    /// database (whose export does not carry them).
+    pub fn prompts(&self) -> Result<Vec<crate::prompts::BundlePrompt>> {
+        if self.manifest.artifact(crate::prompts::FILE).is_none() || self.is_remote() {
+            return Ok(Vec::new());
+        }
+        let bytes = crate::manifest::read_checked(&self.dir, &self.manifest, crate::prompts::FILE)?;
+        crate::prompts::from_bytes(&bytes)
+            .map_err(|why| corrupt(self.dir.join(crate::prompts::FILE), format!("{why}; rebuild the bundle")))
+    }
+
     /// The bundle's own query model, when it ships one ([`crate::query_map`]).
     pub fn query_map(&self) -> Option<&crate::query_map::QueryMap> {
         self.query_map.as_ref()

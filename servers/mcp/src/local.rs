@@ -165,6 +165,19 @@ impl Local {
             .join("\n\n"))
     }
 
+    /// The rag server's prompts: each name with its arguments (name, required), in order.
+    pub async fn prompts(&self) -> Vec<(String, Vec<(String, bool)>)> {
+        let Some((_, rag)) = self.sessions.iter().find(|(s, _)| *s == Server::Rag) else { return Vec::new() };
+        let listed = rag.peer().list_all_prompts().await.unwrap_or_default();
+        listed
+            .into_iter()
+            .map(|p| {
+                let args = p.arguments.unwrap_or_default();
+                (p.name, args.into_iter().map(|a| (a.name, a.required == Some(true))).collect())
+            })
+            .collect()
+    }
+
     /// Ends both sessions.
     pub async fn close(self) {
         for (_, s) in self.sessions {

@@ -13,7 +13,7 @@ pub(super) struct Args {
     /// explain_symbol, the question for answer_with_citations, the topic for compare_versions).
     question: String,
     /// One of the rag server's prompts as the task: answer_with_citations,
-    /// explain_symbol, compare_versions.
+    /// explain_symbol, compare_versions, or one a served bundle ships.
     #[arg(long, value_name = "NAME")]
     task: Option<String>,
     /// More arguments of the task's prompt, as KEY=VALUE (compare_versions: library, from, to).
@@ -96,15 +96,20 @@ impl Args {
     }
 }
 
-/// The task's prompt text, its main argument the question.
+/// The task's prompt text, its main argument the question: Atlas's prompts name it
+/// (`question`, `name`, `topic`); a prompt a bundle ships takes it as its first
+/// required argument.
 async fn task(local: &atlas_mcp::local::Local, name: &str, main: &str, more: &[String]) -> anyhow::Result<Task> {
+    let prompts = local.prompts().await;
+    let Some((_, params)) = prompts.iter().find(|(n, _)| n == name) else {
+        let names: Vec<&str> = prompts.iter().map(|(n, _)| n.as_str()).collect();
+        anyhow::bail!(UsageError(format!("no task is named {name:?}; the tasks are {}", names.join(", "))));
+    };
     let key = match name {
         "answer_with_citations" => "question",
         "explain_symbol" => "name",
         "compare_versions" => "topic",
-        other => anyhow::bail!(UsageError(format!(
-            "no task is named {other:?}; the tasks are answer_with_citations, explain_symbol, compare_versions"
-        ))),
+        _ => params.iter().find(|(_, required)| *required).or(params.first()).map_or("question", |(k, _)| k.as_str()),
     };
     let mut args = serde_json::Map::new();
     args.insert(key.to_owned(), main.into());

@@ -36,11 +36,15 @@ pub struct PackParams {
     /// the packed bundle, shipped in it with its results (`eval/`, the manifest's
     /// `eval` block), and rerun by `atlas eval --bundle B`.
     pub eval: Option<std::path::PathBuf>,
+    /// Task templates shipped in the bundle (`prompts.json`): the rag server offers
+    /// them beside its own prompts and `atlas agent --task NAME` runs them; checked
+    /// here (`atlas_runtime::prompts::check`).
+    pub prompts: Vec<atlas_runtime::prompts::BundlePrompt>,
 }
 
 impl Default for PackParams {
     fn default() -> Self {
-        PackParams { version: "0.1.0".to_owned(), description: None, hnsw: None, eval: None }
+        PackParams { version: "0.1.0".to_owned(), description: None, hnsw: None, eval: None, prompts: Vec::new() }
     }
 }
 
@@ -126,14 +130,17 @@ fn config_digest(cfg: &Loaded) -> String {
 
 impl Stage for Pack {
     const NAME: &'static str = "pack";
-    /// 3: the shipped eval (`stages.pack.eval`); 4: `chunks.text`; 5: the symbol table.
-    const VERSION: u32 = 5;
+    /// 3: the shipped eval (`stages.pack.eval`); 4: `chunks.text`; 5: the symbol table;
+    /// 6: the prompts (`stages.pack.prompts`).
+    const VERSION: u32 = 6;
     /// It also reads the sources (crawl) and the mirror (clean-gitbook).
     const DEPS: &'static [&'static str] = &["crawl", "clean-gitbook", "chunk", "embed", "tune", "bm25"];
     type Params = PackParams;
     type Prepared = ();
 
     fn check(p: &PackParams) -> Result<(), ParamError> {
+        atlas_runtime::prompts::check(&p.prompts)
+            .map_err(|why| ParamError::new("prompts", format!("stages.pack.prompts: {why}")))?;
         if let Some(d) = &p.description
             && (d.len() > 300 || d.contains(['\n', '\r']))
         {
@@ -215,6 +222,10 @@ impl Stage for Pack {
         }
         let bm25_json = ctx.cache.put(&bm25.bm25_json()?)?;
         add("bm25.json".into(), bm25_json, &mut out)?;
+        if !p.prompts.is_empty() {
+            let prompts = ctx.cache.put(&serde_json::to_vec_pretty(&p.prompts)?)?;
+            add(atlas_runtime::prompts::FILE.into(), prompts, &mut out)?;
+        }
         let bar = ctx.progress.stage("pack", clean.docs.len());
         for doc in &clean.docs {
             let c: Cleaned = ctx.load(doc.clean, "cleaned document")?;

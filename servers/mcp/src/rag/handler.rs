@@ -108,7 +108,7 @@ impl ServerHandler for RagServer {
         _request: Option<rmcp::model::PaginatedRequestParams>,
         context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
-        Ok(crate::prompts::list(crate::prompts::all(), &context))
+        Ok(crate::prompts::list(crate::prompts::all_with(&self.libs), &context))
     }
 
     async fn get_prompt(
