@@ -86,7 +86,7 @@ async fn stream_inner(
     let body = serde_json::json!({ "model": llm.model, "messages": messages, "stream": true, "temperature": 0 });
     read_reply(llm, &body, &mut |data| {
         Ok(match data {
-            Data::Chunk(choice) => choice["delta"]["content"].as_str().is_some_and(|t| on(t)),
+            Data::Chunk(choice) => choice["delta"]["content"].as_str().is_some_and(&mut *on),
             Data::Whole(v) => {
                 let text = v["choices"][0]["message"]["content"]
                     .as_str()
