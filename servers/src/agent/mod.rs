@@ -332,11 +332,9 @@ async fn read_within(served: &Served<'_>, pool: &mut Pool, budget: usize, calls:
         let mut e = e;
         if !e.read {
             let room = left.saturating_sub(atlas_mcp::budget::tokens(e.head().len()) + 8).max(64);
-            let reply = read(served, &e, room, calls, trace, 0).await;
-            match reply {
-                Some(text) => (e.text, e.read) = (text, true),
-                None => continue,
-            }
+            let Some((text, end)) = read(served, &e, room, calls, trace, 0).await else { continue };
+            (e.text, e.end_line, e.read) = (text, end, true);
+            cut_to(&mut e, room);
         }
         left = left.saturating_sub(atlas_mcp::budget::tokens(e.render().len()));
         kept.push(e);
@@ -347,7 +345,30 @@ async fn read_within(served: &Served<'_>, pool: &mut Pool, budget: usize, calls:
     pool.items = kept;
 }
 
-/// The passage's lines, verbatim through fs, within `max_tokens`.
+/// Keeps the whole lines of `e` that fit `room` tokens (at least its first line), its
+/// end line moved to the last line kept: what is shown is still verbatim.
+fn cut_to(e: &mut Evidence, room: usize) {
+    let max = room * atlas_mcp::budget::BYTES_PER_TOKEN;
+    if e.text.len() <= max {
+        return;
+    }
+    let mut end = 0;
+    let mut lines = 0u32;
+    for (i, _) in e.text.match_indices('\n') {
+        if i + 1 > max && lines > 0 {
+            break;
+        }
+        end = i + 1;
+        lines += 1;
+    }
+    if lines > 0 {
+        e.text.truncate(end);
+        e.end_line = e.start_line + lines - 1;
+    }
+}
+
+/// The passage's lines, verbatim through fs, within `max_tokens` (at least the
+/// tool's minimum): the text and the last line it holds.
 async fn read(
     served: &Served<'_>,
     e: &Evidence,
@@ -355,12 +376,15 @@ async fn read(
     calls: &mut Vec<CallRecord>,
     trace: bool,
     step: usize,
-) -> Option<String> {
+) -> Option<(String, u32)> {
+    let max_tokens = max_tokens.max(atlas_mcp::budget::MIN_MAX_TOKENS);
     let args = json!({"path": e.path, "start_line": e.start_line, "end_line": e.end_line, "max_tokens": max_tokens});
     let Value::Object(args) = args else { return None };
     let reply = call(served, step, "read_file", args, calls, trace).await;
-    let text = reply.structured.filter(|_| !reply.is_error)?["text"].as_str()?.to_owned();
-    (!text.trim().is_empty()).then_some(text)
+    let out = reply.structured.filter(|_| !reply.is_error)?;
+    let text = out["text"].as_str()?.to_owned();
+    let end = out["end_line"].as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(e.end_line);
+    (!text.trim().is_empty()).then_some((text, end.max(e.start_line)))
 }
 
 /// The packet: every passage with its citation, fenced.
@@ -623,10 +647,10 @@ async fn finish_answer(served: &Served<'_>, text: &str, pool: &mut Pool, out: &m
         let Some(e) = pool.get(n).cloned() else { continue };
         if !e.read {
             let max = atlas_mcp::budget::tokens(fs_read_bytes(&e));
-            match read(served, &e, max.max(256), &mut out.tool_calls, trace, out.llm_turns).await {
-                Some(t) => {
+            match read(served, &e, max, &mut out.tool_calls, trace, out.llm_turns).await {
+                Some((t, end)) => {
                     if let Some(m) = pool.get_mut(n) {
-                        (m.text, m.read) = (t, true);
+                        (m.text, m.end_line, m.read) = (t, end, true);
                     }
                 }
                 None => continue,
@@ -671,6 +695,21 @@ pub fn render(out: &Outcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_passage_cut_to_its_room_keeps_whole_lines_and_says_its_last() {
+        let mut e = evidence::passages(
+            "search_docs",
+            &json!({"hits": [{"path": "a.md", "start_line": 10, "end_line": 13, "score": 1.0}]}),
+            false,
+        )
+        .remove(0);
+        e.text = "aaaa\nbbbb\ncccc\ndddd\n".into();
+        cut_to(&mut e, 4);
+        assert_eq!((e.text.as_str(), e.end_line), ("aaaa\nbbbb\n", 11));
+        cut_to(&mut e, 1);
+        assert_eq!((e.text.as_str(), e.end_line), ("aaaa\n", 10));
+    }
 
     #[test]
     fn names_and_quoted_strings_are_found() {
