@@ -698,7 +698,7 @@ mod tests {
 
     #[test]
     fn a_passage_cut_to_its_room_keeps_whole_lines_and_says_its_last() {
-        let mut e = evidence::passages(
+        let mut e = passages(
             "search_docs",
             &json!({"hits": [{"path": "a.md", "start_line": 10, "end_line": 13, "score": 1.0}]}),
             false,

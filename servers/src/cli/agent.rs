@@ -21,16 +21,9 @@ pub(super) struct Args {
     task_args: Vec<String>,
     #[command(flatten)]
     served: Served,
-    /// An OpenAI-compatible endpoint with tool calling (as `atlas ask --llm`); the key
-    /// comes from ATLAS_LLM_API_KEY. Without one, the evidence packet is printed.
-    #[arg(long, value_name = "URL")]
-    llm: Option<String>,
-    /// The model the endpoint should run.
-    #[arg(long, value_name = "M")]
-    model: Option<String>,
-    /// Seconds to wait for the LLM's first byte and between chunks (default 60).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    timeout: Option<u64>,
+    /// The LLM (it must call tools); without one, the evidence packet is printed.
+    #[command(flatten)]
+    llm: super::ask::LlmArgs,
     /// LLM turns at most.
     #[arg(long, default_value_t = agent::DEFAULT_MAX_STEPS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100))]
     max_steps: usize,
@@ -56,7 +49,7 @@ pub(super) struct Args {
 
 impl Args {
     pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
-        let llm = crate::ask::llm_from(&cfg.ask, self.llm, self.model, self.timeout)?;
+        let llm = self.llm.resolve(cfg)?;
         let opts = AgentOptions {
             brain: llm.map(agent::brain::Brain::Llm),
             max_steps: self.max_steps,

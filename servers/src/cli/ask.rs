@@ -13,16 +13,8 @@ pub(super) struct Args {
     /// An installed bundle's name or a bundle folder.
     #[arg(long, env = "ATLAS_BUNDLE")]
     bundle: Option<String>,
-    /// An OpenAI-compatible endpoint (e.g. http://127.0.0.1:11434/v1); the config
-    /// file's `[ask] llm` by default; the key comes from ATLAS_LLM_API_KEY.
-    #[arg(long, value_name = "URL")]
-    llm: Option<String>,
-    /// The model the endpoint should run.
-    #[arg(long, value_name = "M")]
-    model: Option<String>,
-    /// Seconds to wait for the LLM's first byte and between chunks (default 60).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    timeout: Option<u64>,
+    #[command(flatten)]
+    llm: LlmArgs,
     /// Refuse below this confidence (default: the bundle's calibrated threshold).
     #[arg(long, value_parser = super::parse_min_score)]
     threshold: Option<f32>,
@@ -41,9 +33,30 @@ impl Args {
         let opts = AskOptions {
             budget_tokens: self.budget.map_or(cfg.ask.budget_tokens.unwrap_or(DEFAULT_BUDGET_TOKENS), |b| b as usize),
             threshold: self.threshold.or(cfg.ask.threshold),
-            llm: crate::ask::llm_from(&cfg.ask, self.llm, self.model, self.timeout)?,
+            llm: self.llm.resolve(cfg)?,
         };
         let libs = Libraries::single(Live::new(std::sync::Arc::new(b)));
         crate::ask::run_cli(&libs, &self.question, &opts, self.json)
+    }
+}
+
+/// The LLM an `ask` or `agent` uses: flags, then the config file's `[ask]`.
+#[derive(Debug, clap::Args)]
+pub(super) struct LlmArgs {
+    /// An OpenAI-compatible endpoint (e.g. http://127.0.0.1:11434/v1); the config
+    /// file's `[ask] llm` by default; the key comes from ATLAS_LLM_API_KEY.
+    #[arg(long, value_name = "URL")]
+    llm: Option<String>,
+    /// The model the endpoint should run.
+    #[arg(long, value_name = "M")]
+    model: Option<String>,
+    /// Seconds to wait for the LLM's first byte and between chunks (default 60).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    timeout: Option<u64>,
+}
+
+impl LlmArgs {
+    pub(super) fn resolve(self, cfg: &Config) -> anyhow::Result<Option<crate::llm::Llm>> {
+        crate::ask::llm_from(&cfg.ask, self.llm, self.model, self.timeout)
     }
 }
