@@ -293,15 +293,16 @@ impl tantivy::Directory for ReadOnlyDir {
         Ok(tantivy::directory::WatchHandle::empty())
     }
 }
+/// A read-only view of a bundle's index (what [`field_stats`] opens, [`postings`] reads).
+pub type Searcher = tantivy::Searcher;
 
-/// One term in one chunk's field, as BM25 reads it: the term frequency and the field's
-/// length (tantivy's fieldnorm, decoded: what its scorer uses).
+/// One term's postings in one segment: a term, and each chunk it is in with its
+/// frequency there and the field's length (tantivy's fieldnorm code decoded).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Posting {
+pub struct TermPostings {
     pub term: String,
-    pub chunk: u32,
-    pub tf: u32,
-    pub norm: u32,
+    /// `(chunk, tf, norm)` in document order.
+    pub docs: Vec<(u32, u32, u32)>,
 }
 
 /// What BM25 needs of a field besides its postings: the documents and the tokens, over
@@ -331,14 +332,15 @@ pub fn field_stats(dir: &std::path::Path) -> tantivy::Result<(tantivy::Searcher,
     Ok((searcher, out))
 }
 
-/// Every posting of `field` in segment `segment` of `searcher`, term by term, handed to
-/// `sink` in batches of at most `batch` (a term's postings may span two batches).
+/// Every term of `field` in segment `segment` of `searcher` with all its postings,
+/// handed to `sink` in term order, in batches of whole terms holding about `batch`
+/// postings (a term with more is a batch of its own).
 pub fn postings<E: From<tantivy::TantivyError>>(
     searcher: &tantivy::Searcher,
     field: &str,
     segment: usize,
     batch: usize,
-    mut sink: impl FnMut(Vec<Posting>) -> Result<(), E>,
+    mut sink: impl FnMut(Vec<TermPostings>) -> Result<(), E>,
 ) -> Result<(), E> {
     use tantivy::postings::Postings as _;
     use tantivy::{DocSet, TERMINATED};
@@ -349,22 +351,29 @@ pub fn postings<E: From<tantivy::TantivyError>>(
     let chunk_of = seg.fast_fields().u64("chunk")?;
     let alive = seg.alive_bitset();
     let mut stream = inverted.terms().stream().map_err(tantivy::TantivyError::from)?;
-    let mut out = Vec::with_capacity(batch);
+    let (mut out, mut held) = (Vec::new(), 0usize);
     while stream.advance() {
         let term = String::from_utf8_lossy(stream.key()).into_owned();
-        let mut docs = inverted
+        let mut postings = inverted
             .read_postings_from_terminfo(stream.value(), IndexRecordOption::WithFreqs)
             .map_err(tantivy::TantivyError::from)?;
-        while docs.doc() != TERMINATED {
-            let doc = docs.doc();
+        let mut docs = Vec::new();
+        while postings.doc() != TERMINATED {
+            let doc = postings.doc();
             if alive.is_none_or(|a| a.is_alive(doc)) {
                 let chunk = chunk_of.first(doc).and_then(|c| u32::try_from(c).ok()).unwrap_or(u32::MAX);
-                out.push(Posting { term: term.clone(), chunk, tf: docs.term_freq(), norm: norms.fieldnorm(doc) });
-                if out.len() == batch {
-                    sink(std::mem::take(&mut out))?;
-                }
+                docs.push((chunk, postings.term_freq(), norms.fieldnorm(doc)));
             }
-            docs.advance();
+            postings.advance();
+        }
+        if docs.is_empty() {
+            continue;
+        }
+        held += docs.len();
+        out.push(TermPostings { term, docs });
+        if held >= batch {
+            sink(std::mem::take(&mut out))?;
+            held = 0;
         }
     }
     if !out.is_empty() {

@@ -46,7 +46,7 @@ fn state(pg: &Postgres, schema: &str) -> String {
     [
         q("SELECT count(*) || md5(string_agg(idx || chunk_id || text || tsv::text, ',' ORDER BY idx)) FROM S.chunks"),
         q("SELECT count(*) || md5(string_agg(row || ':' || chunk || first || embedding::text, ',' ORDER BY row)) FROM S.windows"),
-        q("SELECT count(*) || md5(string_agg(field || term || chunk || ':' || tf || ':' || norm, ',' ORDER BY field, term, chunk)) FROM S.postings"),
+        q("SELECT count(*) || md5(string_agg(field || term || kind || seg || ':' || block || chunks::text || impacts::text, ',' ORDER BY field, term, kind, seg, block)) FROM S.postings"),
         q("SELECT count(*) || md5(string_agg(field || term || df, ',' ORDER BY field, term)) FROM S.terms"),
         q("SELECT count(*) || md5(string_agg(name || md5(bytes), ',' ORDER BY name)) FROM S.files"),
         q("SELECT count(*) || md5(string_agg(name || path || start_line, ',' ORDER BY name, path, start_line)) FROM S.symbols"),
@@ -103,19 +103,24 @@ fn exported_bundles_serve_the_same_answers_over_mcp_with_pinning_and_ranges() {
         assert_eq!(listed, ["fixture@1.0.0", "fixture@2.0.0", "portfolio@0.3.0"], "{t}");
 
         // Every mode answers as the local bundles do: the same hits, in the same order.
+        let none = json!({});
         let queries = [
-            ("search_docs", "install atomically, rolling back a failed upgrade"),
-            ("search_docs", "how many pods"),
-            ("search_docs", "install with helm"),
+            ("search_docs", "install atomically, rolling back a failed upgrade", &none),
+            ("search_docs", "how many pods", &none),
+            ("search_docs", "install with helm", &none),
             // A name no chunk writes ("Helm Charts"), looked up in the database.
-            ("search_docs", "install with Helm Charts"),
-            ("search_code", "InvoiceBuilder add_line"),
-            ("search_code", "wait before retrying a request"),
-            ("search_code", "parse_retry_after"),
+            ("search_docs", "install with Helm Charts", &none),
+            ("search_code", "InvoiceBuilder add_line", &none),
+            ("search_code", "wait before retrying a request", &none),
+            ("search_code", "parse_retry_after", &none),
+            // Filters the postings do not hold: each chunk looked up.
+            ("search_code", "wait before retrying a request", &json!({"language": "rust"})),
+            ("search_code", "add a line to an invoice", &json!({"language": "python"})),
         ];
-        for (tool, q) in queries {
+        for (tool, q, extra) in queries {
             for mode in ["keyword", "vector", "hybrid"] {
-                let a = json!({"query": q, "mode": mode, "top_k": 5});
+                let mut a = json!({"query": q, "mode": mode, "top_k": 5});
+                a.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
                 let (_, got) = ok(call(&r, tool, a.clone()).await);
                 let (_, want) = ok(call(&l, tool, a).await);
                 assert_eq!(ids(&got), ids(&want), "{tool} {mode} {q:?}");

@@ -204,8 +204,20 @@ impl Engine<'_> {
     /// for the query's shape), with the cluster, file and link rules applied.
     fn retrieve(&self, query: &str, qvec: &[f32], opts: &SearchOptions, mode: Mode, want: usize) -> Result<Retrieved> {
         let t = &opts.tuning;
-        let vector = if mode == Mode::Keyword { Vec::new() } else { self.vector_feedback(qvec, opts, want)? };
-        let keyword = if mode == Mode::Vector { Vec::new() } else { self.keyword(query, &opts.filters, want)? };
+        let vector = || if mode == Mode::Keyword { Ok(Vec::new()) } else { self.vector_feedback(qvec, opts, want) };
+        let keyword = || if mode == Mode::Vector { Ok(Vec::new()) } else { self.keyword(query, &opts.filters, want) };
+        let (vector, keyword) = match &self.b.candidates {
+            // A database answers both at once: the two statements overlap (on two
+            // connections) instead of following each other. Locally both are this
+            // process's own CPU work, and requests in flight already fill the cores.
+            Candidates::Remote(_) if mode == Mode::Hybrid => std::thread::scope(|s| {
+                let v = s.spawn(vector);
+                let k = keyword();
+                (v.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), k)
+            }),
+            _ => (vector(), keyword()),
+        };
+        let (vector, keyword) = (vector?, keyword?);
         let mut ranked = match mode {
             Mode::Vector => vector.clone(),
             Mode::Keyword => keyword.clone(),

@@ -19,16 +19,25 @@ use anyhow::{Context as _, bail};
 use atlas_runtime::exit::UsageError;
 use atlas_runtime::manifest::Manifest;
 use atlas_runtime::{Bundle, OpenOptions};
+use deadpool_postgres::Client;
 use pgvector::HalfVector;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 
-use super::{BM25_B, BM25_K1, CATALOG, Db, EXPORT_STATEMENT_TIMEOUT_MS, catalog_exists, db_error, pg, schema_ident};
+use super::{
+    BM25_B, BM25_K1, CATALOG, Db, EXPORT_STATEMENT_TIMEOUT_MS, POSTING_BLOCK, catalog_exists, db_error, pg,
+    schema_ident,
+};
 
-/// Chunks, windows and postings per COPY (and per committed step).
+/// Chunks and windows per COPY (and per committed step); postings per batch read.
 const CHUNK_BATCH: usize = 2_000;
 const WINDOW_BATCH: usize = 5_000;
 const POSTING_BATCH: usize = 200_000;
+/// Steps run at once, each on its own connection (and server process): the load's
+/// COPYs and the index builds are each one server process's work.
+const LANES: usize = 2;
+/// `maintenance_work_mem` for each index build but HNSW's (whose graph sets its own).
+const INDEX_MEMORY_MB: usize = 256;
 /// Vectors read back and compared after the load.
 const VECTOR_SAMPLE: usize = 500;
 /// Files that stay out of `files`: the database holds their contents as tables.
@@ -74,7 +83,7 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         .with_context(|| format!("opening {}", dir.display()))?;
     let library = bundle.library();
     let schema = schema_ident(&library)?;
-    let db = Db::connect(url, 1, Some(EXPORT_STATEMENT_TIMEOUT_MS))?;
+    let db = Db::connect(url, LANES, Some(EXPORT_STATEMENT_TIMEOUT_MS))?;
     // The manifest's bytes, read once: stored as they are, and their blake3 tells two
     // builds of one version apart.
     let raw_manifest = std::fs::read(dir.join("manifest.json")).context("reading manifest.json")?;
@@ -123,13 +132,30 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         .await
         .map_err(pg)?;
         c.batch_execute(&ddl).await.map_err(pg)?;
-        Ok(())
+        // An export an earlier Atlas began holds postings a row each: not resumed.
+        let blocks: bool = c
+            .query_one(
+                "SELECT count(*) > 0 FROM information_schema.columns
+                 WHERE table_schema = $1 AND table_name = 'postings' AND column_name = 'block'",
+                &[&library],
+            )
+            .await
+            .map_err(pg)?
+            .get(0);
+        Ok(blocks)
+    })?
+    .then_some(())
+    .ok_or_else(|| {
+        UsageError(format!(
+            "{library} in {} is an unfinished export by an earlier Atlas; `atlas export --drop {library} --to …` first",
+            db.label
+        ))
     })?;
     let done: HashSet<String> = db.run(async |c| {
         let rows = c.query(&format!("SELECT step FROM {schema}.progress"), &[]).await.map_err(pg)?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     })?;
-    let mut steps = Steps { db: &db, schema: &schema, done, out: &mut out };
+    let steps = Steps { db: &db, schema: &schema, done, run: Default::default(), skipped: Default::default() };
 
     steps.run("bundle", async |c| {
         let json: serde_json::Value = serde_json::from_slice(&raw_manifest)?;
@@ -164,125 +190,33 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         Ok(())
     })?;
 
-    let all = bundle.chunks();
-    for start in (0..all.len()).step_by(CHUNK_BATCH) {
-        let end = (start + CHUNK_BATCH).min(all.len());
-        steps.run(&format!("chunks:{start}"), async |c| {
-            let sink = c
-                .copy_in(&format!(
-                    "COPY {schema}.chunks (idx, chunk_id, path, kind, section, language, repo, symbol_kind, title, \
-                     heading, text) FROM STDIN BINARY"
-                ))
-                .await
-                .map_err(pg)?;
-            let t = Type::TEXT;
-            let types = [
-                Type::INT4,
-                t.clone(),
-                t.clone(),
-                t.clone(),
-                t.clone(),
-                t.clone(),
-                t.clone(),
-                t.clone(),
-                t.clone(),
-                t.clone(),
-                t,
-            ];
-            let w = BinaryCopyInWriter::new(sink, &types);
-            let mut w = std::pin::pin!(w);
-            for (i, ch) in all.iter().enumerate().take(end).skip(start) {
-                let (idx, heading) = (i as i32, ch.heading_path.join(" > "));
-                let kind = ch.kind.as_str();
-                let row: [&(dyn ToSql + Sync); 11] = [
-                    &idx,
-                    &ch.chunk_id,
-                    &ch.path,
-                    &kind,
-                    &ch.section,
-                    &ch.language,
-                    &ch.repo,
-                    &ch.symbol_kind,
-                    &ch.title,
-                    &heading,
-                    &nul_free(bundle.text(i)),
-                ];
-                w.as_mut().write(&row).await.map_err(pg)?;
-            }
-            w.finish().await.map_err(pg)?;
-            Ok(())
-        })?;
-    }
-
     let meta: atlas_runtime::vectors::EmbeddingsMeta =
         serde_json::from_slice(&atlas_runtime::manifest::read_checked(dir, &manifest, "embeddings.json")?)?;
     let vectors = atlas_runtime::vectors::MappedMatrix::open(&dir.join("embeddings.npy"))?;
-    let first = first_rows(&meta.window_chunk);
-    for start in (0..vectors.rows).step_by(WINDOW_BATCH) {
-        let end = (start + WINDOW_BATCH).min(vectors.rows);
-        steps.run(&format!("windows:{start}"), async |c| {
-            let halfvec = halfvec_type(c).await?;
-            let sink = c
-                .copy_in(&format!("COPY {schema}.windows (row, chunk, first, kind, embedding) FROM STDIN BINARY"))
-                .await
-                .map_err(pg)?;
-            let w = BinaryCopyInWriter::new(sink, &[Type::INT4, Type::INT4, Type::BOOL, Type::TEXT, halfvec]);
-            let mut w = std::pin::pin!(w);
-            for row in start..end {
-                let chunk = meta.window_chunk[row];
-                let v = HalfVector::from_f32_slice(&vectors.row(row));
-                let (r, ch, f) = (row as i32, chunk as i32, first.contains(&(row as u32)));
-                let kind = all.get(chunk as usize).map_or("", |c| c.kind.as_str());
-                w.as_mut().write(&[&r, &ch, &f, &kind, &v]).await.map_err(pg)?;
-            }
-            w.finish().await.map_err(pg)?;
-            Ok(())
-        })?;
-    }
-
     let (searcher, stats) = atlas_runtime::text_index::field_stats(&dir.join("tantivy"))
         .map_err(|e| anyhow::anyhow!("reading the bundle's tantivy index: {e}"))?;
-    for (f, s) in stats.iter().enumerate() {
-        for seg in 0..searcher.segment_readers().len() {
-            steps.run(&format!("postings:{}:{seg}", s.field), async |c| {
-                // One transaction per field and segment; the batches go through one COPY.
-                let sink = c
-                    .copy_in(&format!(
-                        "COPY {schema}.postings (field, term, chunk, kind, tf, norm, impact) FROM STDIN BINARY"
-                    ))
-                    .await
-                    .map_err(pg)?;
-                let types = [Type::INT2, Type::TEXT, Type::INT4, Type::TEXT, Type::INT4, Type::INT4, Type::FLOAT4];
-                let w = BinaryCopyInWriter::new(sink, &types);
-                let mut w = std::pin::pin!(w);
-                // The index is read on a blocking thread, a batch at a time, while
-                // the previous batch is written: memory stays at two batches.
-                let (tx, mut rx) = tokio::sync::mpsc::channel(1);
-                let (searcher, field_name) = (searcher.clone(), s.field);
-                let reader = tokio::task::spawn_blocking(move || {
-                    atlas_runtime::text_index::postings(&searcher, field_name, seg, POSTING_BATCH, |b| {
-                        tx.blocking_send(b).map_err(|_| anyhow::anyhow!("the export stopped"))
-                    })
-                });
-                let field = f as i16;
-                let avg = s.tokens as f64 / s.docs.max(1) as f64;
-                while let Some(batch) = rx.recv().await {
-                    for p in batch {
-                        let (chunk, tf, norm) = (p.chunk as i32, p.tf as i32, p.norm as i32);
-                        let impact = bm25_impact(p.tf, p.norm, avg);
-                        let kind = all.get(p.chunk as usize).map_or("", |c| c.kind.as_str());
-                        w.as_mut().write(&[&field, &p.term, &chunk, &kind, &tf, &norm, &impact]).await.map_err(pg)?;
-                    }
-                }
-                reader.await.context("reading the bundle's index")??;
-                w.finish().await.map_err(pg)?;
-                Ok(())
-            })?;
-        }
+    let src = Source {
+        schema: &schema,
+        bundle: &bundle,
+        window_chunk: &meta.window_chunk,
+        first: first_rows(&meta.window_chunk),
+        vectors: &vectors,
+        searcher: &searcher,
+        stats: &stats,
+    };
+    // The load: every batch a step of its own, [`LANES`] at a time.
+    let all = bundle.chunks();
+    let mut loads: Vec<Load> = (0..all.len()).step_by(CHUNK_BATCH).map(Load::Chunks).collect();
+    loads.extend((0..vectors.rows).step_by(WINDOW_BATCH).map(Load::Windows));
+    for field in 0..stats.len() {
+        loads.extend((0..searcher.segment_readers().len()).map(|seg| Load::Postings { field, seg }));
     }
+    let src = &src;
+    steps.all(loads.into_iter().map(|l| (l.step(&stats), async move |c: &Client| src.load(l, c).await)))?;
     steps.run("terms", async |c| {
         c.batch_execute(&format!(
-            "INSERT INTO {schema}.terms (field, term, df) SELECT field, term, count(*) FROM {schema}.postings GROUP BY 1, 2"
+            "INSERT INTO {schema}.terms (field, term, df)
+             SELECT field, term, sum(cardinality(chunks)) FROM {schema}.postings GROUP BY 1, 2"
         ))
         .await
         .map_err(pg)?;
@@ -327,39 +261,57 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         }
         Ok(())
     })?;
-    // The graph built in memory: pgvector's HNSW build slows several times once its
-    // graph outgrows `maintenance_work_mem` (64 MB by default; 200,000 windows of
-    // 384 dimensions need about 400 MB). Twice the vectors' f16 bytes, at most 2 GB,
-    // for this transaction only.
-    let build_mb = (vectors.rows * dims * 2 * 2 / (1 << 20)).clamp(64, 2048);
-    steps.run("indexes", async |c| {
-        c.batch_execute(&format!("SET LOCAL maintenance_work_mem = '{build_mb}MB'")).await.map_err(pg)?;
-        if vector_index == VectorIndex::Hnsw {
-            c.batch_execute(&format!(
-                "CREATE INDEX IF NOT EXISTS windows_hnsw ON {schema}.windows USING hnsw (embedding halfvec_cosine_ops)"
-            ))
-            .await
-            .map_err(|e| {
-                anyhow::anyhow!(
+    // Indexes after the load, [`LANES`] at a time, the longest first. pgvector's HNSW
+    // build slows several times once its graph outgrows `maintenance_work_mem` (64 MB
+    // by default; 200,000 windows of 384 dimensions need about 400 MB): twice the
+    // vectors' f16 bytes, at most 2 GB, for that transaction only.
+    let hnsw_mb = (vectors.rows * dims * 2 * 2 / (1 << 20)).clamp(64, 2048);
+    let mut indexes: Vec<(&str, String)> = Vec::new();
+    if vector_index == VectorIndex::Hnsw {
+        indexes.push((
+            "windows_hnsw",
+            format!(
+                "SET LOCAL maintenance_work_mem = '{hnsw_mb}MB';
+                 CREATE INDEX IF NOT EXISTS windows_hnsw ON {schema}.windows USING hnsw (embedding halfvec_cosine_ops)"
+            ),
+        ));
+    }
+    for (name, def) in [
+        ("chunks_text_trgm", "chunks USING gin (lower(text) gin_trgm_ops)"),
+        ("chunks_tsv", "chunks USING gin (tsv)"),
+        ("windows_chunk", "windows (chunk)"),
+        ("postings_term", "postings (field, term, block, kind)"),
+        ("symbols_name", "symbols (name)"),
+    ] {
+        indexes.push((
+            name,
+            format!(
+                "SET LOCAL maintenance_work_mem = '{INDEX_MEMORY_MB}MB';
+                 CREATE INDEX IF NOT EXISTS {name} ON {schema}.{def}"
+            ),
+        ));
+    }
+    steps.all(indexes.iter().map(|(name, sql)| {
+        let hnsw = *name == "windows_hnsw";
+        (format!("index:{name}"), async move |c: &Client| {
+            c.batch_execute(sql).await.map_err(|e| match hnsw {
+                true => anyhow::anyhow!(
                     "building the HNSW index: {}; if the server's log shows an illegal instruction, its pgvector \
                      was built for a newer CPU: export with `--vector-index none`",
                     db_error(&e)
-                )
-            })?;
-        }
+                ),
+                false => pg(e),
+            })
+        })
+    }))?;
+    steps.run("analyze", async |c| {
         c.batch_execute(&format!(
-            "CREATE INDEX IF NOT EXISTS windows_chunk ON {schema}.windows (chunk);
-             CREATE INDEX IF NOT EXISTS postings_term ON {schema}.postings (field, term, impact DESC) INCLUDE (chunk, kind);
-             CREATE INDEX IF NOT EXISTS chunks_tsv ON {schema}.chunks USING gin (tsv);
-             CREATE INDEX IF NOT EXISTS chunks_text_trgm ON {schema}.chunks USING gin (lower(text) gin_trgm_ops);
-             CREATE INDEX IF NOT EXISTS symbols_name ON {schema}.symbols (name);
-             ANALYZE {schema}.chunks; ANALYZE {schema}.windows; ANALYZE {schema}.postings; ANALYZE {schema}.terms;"
+            "ANALYZE {schema}.chunks; ANALYZE {schema}.windows; ANALYZE {schema}.postings; ANALYZE {schema}.terms;"
         ))
         .await
-        .map_err(pg)?;
-        Ok(())
+        .map_err(pg)
     })?;
-    drop(steps);
+    (out.steps_run, out.steps_skipped) = (steps.run.get(), steps.skipped.get());
     verify(&db, &schema, dir, &bundle, &manifest, &vectors)?;
     out.bytes = db.run(async |c| {
         let bytes: i64 = c
@@ -382,46 +334,201 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
     Ok(out)
 }
 
+/// What the load reads from.
+struct Source<'a> {
+    schema: &'a str,
+    bundle: &'a Bundle,
+    window_chunk: &'a [u32],
+    first: HashSet<u32>,
+    vectors: &'a atlas_runtime::vectors::MappedMatrix,
+    searcher: &'a atlas_runtime::text_index::Searcher,
+    stats: &'a [atlas_runtime::text_index::FieldStats],
+}
+
+/// One step of the load.
+#[derive(Debug, Clone, Copy)]
+enum Load {
+    /// The chunks from this one, [`CHUNK_BATCH`] of them.
+    Chunks(usize),
+    /// The windows from this row, [`WINDOW_BATCH`] of them.
+    Windows(usize),
+    /// One field's postings in one segment of the index.
+    Postings { field: usize, seg: usize },
+}
+
+impl Load {
+    /// The step's name in `progress`.
+    fn step(self, stats: &[atlas_runtime::text_index::FieldStats]) -> String {
+        match self {
+            Load::Chunks(start) => format!("chunks:{start}"),
+            Load::Windows(start) => format!("windows:{start}"),
+            Load::Postings { field, seg } => format!("postings:{}:{seg}", stats[field].field),
+        }
+    }
+}
+
+impl Source<'_> {
+    async fn load(&self, what: Load, c: &Client) -> anyhow::Result<()> {
+        match what {
+            Load::Chunks(start) => self.chunks(start, c).await,
+            Load::Windows(start) => self.windows(start, c).await,
+            Load::Postings { field, seg } => self.postings(field, seg, c).await,
+        }
+    }
+
+    fn kind(&self, chunk: u32) -> &str {
+        self.bundle.chunks().get(chunk as usize).map_or("", |c| c.kind.as_str())
+    }
+
+    async fn chunks(&self, start: usize, c: &Client) -> anyhow::Result<()> {
+        let all = self.bundle.chunks();
+        let end = (start + CHUNK_BATCH).min(all.len());
+        let sink = c
+            .copy_in(&format!(
+                "COPY {}.chunks (idx, chunk_id, path, kind, section, language, repo, symbol_kind, title, heading, \
+                 text) FROM STDIN BINARY",
+                self.schema
+            ))
+            .await
+            .map_err(pg)?;
+        let mut types = vec![Type::INT4];
+        types.resize(11, Type::TEXT);
+        let w = BinaryCopyInWriter::new(sink, &types);
+        let mut w = std::pin::pin!(w);
+        for (i, ch) in all.iter().enumerate().take(end).skip(start) {
+            let (idx, heading) = (i as i32, ch.heading_path.join(" > "));
+            let kind = ch.kind.as_str();
+            let row: [&(dyn ToSql + Sync); 11] = [
+                &idx,
+                &ch.chunk_id,
+                &ch.path,
+                &kind,
+                &ch.section,
+                &ch.language,
+                &ch.repo,
+                &ch.symbol_kind,
+                &ch.title,
+                &heading,
+                &nul_free(self.bundle.text(i)),
+            ];
+            w.as_mut().write(&row).await.map_err(pg)?;
+        }
+        w.finish().await.map_err(pg)?;
+        Ok(())
+    }
+
+    async fn windows(&self, start: usize, c: &Client) -> anyhow::Result<()> {
+        let end = (start + WINDOW_BATCH).min(self.vectors.rows);
+        let halfvec = halfvec_type(c).await?;
+        let sink = c
+            .copy_in(&format!("COPY {}.windows (row, chunk, first, kind, embedding) FROM STDIN BINARY", self.schema))
+            .await
+            .map_err(pg)?;
+        let w = BinaryCopyInWriter::new(sink, &[Type::INT4, Type::INT4, Type::BOOL, Type::TEXT, halfvec]);
+        let mut w = std::pin::pin!(w);
+        for row in start..end {
+            let chunk = self.window_chunk[row];
+            let v = HalfVector::from_f32_slice(&self.vectors.row(row));
+            let (r, ch, f) = (row as i32, chunk as i32, self.first.contains(&(row as u32)));
+            w.as_mut().write(&[&r, &ch, &f, &self.kind(chunk), &v]).await.map_err(pg)?;
+        }
+        w.finish().await.map_err(pg)?;
+        Ok(())
+    }
+
+    /// One field's postings in one segment, through one COPY, in blocks ([`blocks`]).
+    async fn postings(&self, field: usize, seg: usize, c: &Client) -> anyhow::Result<()> {
+        let sink = c
+            .copy_in(&format!(
+                "COPY {}.postings (field, term, kind, seg, block, chunks, impacts) FROM STDIN BINARY",
+                self.schema
+            ))
+            .await
+            .map_err(pg)?;
+        let types = [Type::INT2, Type::TEXT, Type::TEXT, Type::INT2, Type::INT4, Type::INT4_ARRAY, Type::FLOAT4_ARRAY];
+        let w = BinaryCopyInWriter::new(sink, &types);
+        let mut w = std::pin::pin!(w);
+        // The index is read on a blocking thread, a batch of terms at a time, while the
+        // previous batch is written: memory stays at two batches.
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        let (searcher, stats) = (self.searcher.clone(), self.stats[field]);
+        let reader = tokio::task::spawn_blocking(move || {
+            atlas_runtime::text_index::postings(&searcher, stats.field, seg, POSTING_BATCH, |b| {
+                tx.blocking_send(b).map_err(|_| anyhow::anyhow!("the export stopped"))
+            })
+        });
+        let (f, seg) = (field as i16, seg as i16);
+        let avg = stats.tokens as f64 / stats.docs.max(1) as f64;
+        while let Some(batch) = rx.recv().await {
+            for t in batch {
+                for (kind, blocks) in blocks(&t.docs, avg, |chunk| self.kind(chunk)) {
+                    for (block, (chunks, impacts)) in blocks.into_iter().enumerate() {
+                        let block = block as i32;
+                        w.as_mut().write(&[&f, &t.term, &kind, &seg, &block, &chunks, &impacts]).await.map_err(pg)?;
+                    }
+                }
+            }
+        }
+        reader.await.context("reading the bundle's index")??;
+        w.finish().await.map_err(pg)?;
+        Ok(())
+    }
+}
+
 /// The steps of one export: each runs in a transaction with its own progress row, and
 /// is skipped when a previous run committed it.
 struct Steps<'a> {
     db: &'a Arc<Db>,
     schema: &'a str,
     done: HashSet<String>,
-    out: &'a mut Exported,
+    run: std::cell::Cell<usize>,
+    skipped: std::cell::Cell<usize>,
 }
 
 impl Steps<'_> {
-    fn run(
-        &mut self,
-        step: &str,
-        f: impl AsyncFnOnce(&deadpool_postgres::Client) -> anyhow::Result<()>,
+    fn run(&self, step: &str, f: impl AsyncFnOnce(&Client) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        self.db.block_on(self.step(step.to_owned(), f))
+    }
+
+    /// Each of `steps`, [`LANES`] at a time (one connection and one server process
+    /// each); the first error stops the others (their transactions roll back).
+    fn all<F: AsyncFnOnce(&Client) -> anyhow::Result<()>>(
+        &self,
+        steps: impl IntoIterator<Item = (String, F)>,
     ) -> anyhow::Result<()> {
-        if self.done.contains(step) {
-            self.out.steps_skipped += 1;
+        use futures_util::{StreamExt as _, TryStreamExt as _};
+        self.db.block_on(
+            futures_util::stream::iter(steps.into_iter().map(|(step, f)| self.step(step, f)))
+                .buffer_unordered(LANES)
+                .try_collect::<()>(),
+        )
+    }
+
+    async fn step(&self, step: String, f: impl AsyncFnOnce(&Client) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        if self.done.contains(&step) {
+            self.skipped.set(self.skipped.get() + 1);
             return Ok(());
         }
         let schema = self.schema;
-        self.db
-            .run(async |c| {
-                c.batch_execute("BEGIN").await.map_err(pg)?;
-                let result = async {
-                    f(c).await?;
-                    c.execute(&format!("INSERT INTO {schema}.progress (step) VALUES ($1)"), &[&step])
-                        .await
-                        .map_err(pg)?;
-                    c.batch_execute("COMMIT").await.map_err(pg)
-                }
-                .await;
-                if result.is_err() {
-                    let _ = c.batch_execute("ROLLBACK").await;
-                }
-                result
-            })
-            .with_context(|| format!("export step {step}"))?;
+        let c = self.db.client().await?;
+        async {
+            c.batch_execute("BEGIN").await.map_err(pg)?;
+            let result = async {
+                f(&c).await?;
+                c.execute(&format!("INSERT INTO {schema}.progress (step) VALUES ($1)"), &[&step]).await.map_err(pg)?;
+                c.batch_execute("COMMIT").await.map_err(pg)
+            }
+            .await;
+            if result.is_err() {
+                let _ = c.batch_execute("ROLLBACK").await;
+            }
+            result
+        }
+        .await
+        .with_context(|| format!("export step {step}"))?;
         // The fault tests' kill: the process dies between two committed steps.
         atlas_runtime::failpoint::count("export-abort", None);
-        self.out.steps_run += 1;
+        self.run.set(self.run.get() + 1);
         Ok(())
     }
 }
@@ -432,6 +539,36 @@ impl Steps<'_> {
 fn bm25_impact(tf: u32, norm: u32, avg: f64) -> f32 {
     let (tf, norm) = (f64::from(tf), f64::from(norm));
     ((1.0 + BM25_K1) * tf / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * norm / avg.max(f64::MIN_POSITIVE)))) as f32
+}
+
+/// One term's postings in one segment as stored: per kind, the chunks and their BM25
+/// factors best first (ties by chunk), in blocks of [`POSTING_BLOCK`]. A query reads a
+/// term's first blocks: per kind and segment they hold its best postings, so their
+/// union holds the best [`POSTING_BLOCK`] under any kind filter.
+fn blocks<'k>(
+    docs: &[(u32, u32, u32)],
+    avg: f64,
+    kind_of: impl Fn(u32) -> &'k str,
+) -> Vec<(&'k str, Vec<(Vec<i32>, Vec<f32>)>)> {
+    let mut by_kind: Vec<(&str, Vec<(f32, u32)>)> = Vec::new();
+    for &(chunk, tf, norm) in docs {
+        let (kind, impact) = (kind_of(chunk), bm25_impact(tf, norm, avg));
+        match by_kind.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, v)) => v.push((impact, chunk)),
+            None => by_kind.push((kind, vec![(impact, chunk)])),
+        }
+    }
+    by_kind
+        .into_iter()
+        .map(|(kind, mut v)| {
+            v.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            let blocks = v
+                .chunks(POSTING_BLOCK)
+                .map(|b| (b.iter().map(|p| p.1 as i32).collect(), b.iter().map(|p| p.0).collect()))
+                .collect();
+            (kind, blocks)
+        })
+        .collect()
 }
 
 /// The bundle's tables (all `IF NOT EXISTS`: a rerun finds them).
@@ -451,7 +588,10 @@ fn tables(schema: &str, dims: usize) -> String {
          CREATE TABLE IF NOT EXISTS {schema}.windows (row integer PRIMARY KEY, chunk integer NOT NULL,
            first boolean NOT NULL, kind text NOT NULL, embedding halfvec({dims}) NOT NULL);
          CREATE TABLE IF NOT EXISTS {schema}.postings (field smallint NOT NULL, term text NOT NULL,
-           chunk integer NOT NULL, kind text NOT NULL, tf integer NOT NULL, norm integer NOT NULL, impact real NOT NULL);
+           kind text NOT NULL, seg smallint NOT NULL, block integer NOT NULL, chunks integer[] NOT NULL,
+           impacts real[] NOT NULL);
+         ALTER TABLE {schema}.postings ALTER COLUMN chunks SET STORAGE EXTERNAL,
+           ALTER COLUMN impacts SET STORAGE EXTERNAL;
          CREATE TABLE IF NOT EXISTS {schema}.terms (field smallint NOT NULL, term text NOT NULL, df integer NOT NULL,
            PRIMARY KEY (field, term));
          CREATE TABLE IF NOT EXISTS {schema}.fields (field smallint PRIMARY KEY, name text NOT NULL,
@@ -481,7 +621,7 @@ fn nul_free(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// pgvector's `halfvec` type, as COPY needs it named.
-async fn halfvec_type(c: &deadpool_postgres::Client) -> anyhow::Result<Type> {
+async fn halfvec_type(c: &Client) -> anyhow::Result<Type> {
     let st = c.prepare("SELECT $1::halfvec").await.map_err(pg)?;
     Ok(st.params()[0].clone())
 }
@@ -598,4 +738,30 @@ pub fn drop_bundle(url: &str, library: &str) -> anyhow::Result<bool> {
         c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; COMMIT")).await.map_err(pg)?;
         Ok(n > 0)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_s_first_block_holds_its_best_postings_and_the_blocks_hold_them_all() {
+        // Chunks 0..5000: even ones docs, odd ones code; tf rises with the chunk.
+        let docs: Vec<(u32, u32, u32)> = (0..5_000).map(|c| (c, 1 + c % 97, 40)).collect();
+        let kind_of = |c: u32| if c % 2 == 0 { "docs" } else { "code" };
+        let stored = blocks(&docs, 40.0, kind_of);
+        assert_eq!(stored.iter().map(|(k, _)| *k).collect::<Vec<_>>(), ["docs", "code"]);
+        for (kind, blocks) in &stored {
+            let sizes: Vec<usize> = blocks.iter().map(|b| b.0.len()).collect();
+            assert_eq!(sizes, [POSTING_BLOCK, 500], "{kind}");
+            let impacts: Vec<f32> = blocks.iter().flat_map(|b| b.1.clone()).collect();
+            assert!(impacts.is_sorted_by(|a, b| a >= b), "{kind}: best first");
+            assert!(blocks.iter().flat_map(|b| &b.0).all(|&c| kind_of(c as u32) == *kind));
+        }
+        // The best POSTING_BLOCK of all kinds are in the first blocks.
+        let mut all: Vec<(f32, u32)> = docs.iter().map(|&(c, tf, n)| (bm25_impact(tf, n, 40.0), c)).collect();
+        all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let first: HashSet<i32> = stored.iter().flat_map(|(_, b)| b[0].0.clone()).collect();
+        assert!(all.iter().take(POSTING_BLOCK).all(|&(_, c)| first.contains(&(c as i32))));
+    }
 }

@@ -31,7 +31,8 @@ fn in_index_order(rows: &[tokio_postgres::Row]) -> Vec<usize> {
 
 /// Postings read per query term, best BM25 factor first: exact for every term in at
 /// most this many chunks; for commoner ones, the chunks where the term weighs most.
-const PER_TERM: i64 = 2_000;
+/// One stored block.
+const PER_TERM: i64 = super::POSTING_BLOCK as i64;
 
 /// One exported bundle's tables.
 #[derive(Debug)]
@@ -40,9 +41,26 @@ pub struct PgIndex {
     schema: String,
     /// Whether the windows have pgvector's HNSW index (else queries scan them).
     hnsw: bool,
-    /// Whether each posting and window holds its chunk's kind (exports since issue
-    /// 51): both sides then filter by kind without a lookup per row.
-    kinds: bool,
+    /// How the export stores postings and kinds.
+    layout: Layout,
+}
+
+/// What an export's tables hold, by the Atlas that wrote it: each layout still serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// A row per posting, the kind only in `chunks` (exports before issue 51).
+    Rows,
+    /// A row per posting, each posting and window with its chunk's kind.
+    RowsWithKinds,
+    /// Each term's postings in blocks of arrays, best first per kind and segment.
+    Blocks,
+}
+
+impl Layout {
+    /// Whether windows and postings filter by kind without a lookup per row.
+    fn kinds(self) -> bool {
+        self != Layout::Rows
+    }
 }
 
 fn remote(db: &Db, e: anyhow::Error) -> atlas_runtime::Error {
@@ -89,7 +107,7 @@ impl RemoteIndex for PgIndex {
         let s = &self.schema;
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> =
             vec![Box::new(HalfVector::from_f32_slice(q)), Box::new(k as i64)];
-        let kind = if self.kinds { "w.kind" } else { "c.kind" };
+        let kind = if self.layout.kinds() { "w.kind" } else { "c.kind" };
         let mut cond = where_filters(filters, kind, &mut params);
         if first_only {
             cond.push_str(" AND w.first");
@@ -120,15 +138,38 @@ impl RemoteIndex for PgIndex {
         let weight: Vec<f64> = terms.iter().map(|t| f64::from(t.weight)).collect();
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> =
             vec![Box::new(field), Box::new(term), Box::new(weight), Box::new(want as i64), Box::new(PER_TERM)];
-        let kind = if self.kinds { "p.kind" } else { "c.kind" };
+        let kind = if self.layout.kinds() { "p.kind" } else { "c.kind" };
         let cond = where_filters(filters, kind, &mut params);
-        // A chunk is looked up per posting only for a filter the postings do not hold.
-        let join = if cond.contains("c.") { format!("JOIN {s}.chunks c ON c.idx = p.chunk") } else { String::new() };
+        let lookup = cond.contains("c.");
+        // A term's best postings: read from its first blocks (under a kind filter or
+        // none), from all of them when a filter needs each chunk looked up, or, in a
+        // row-per-posting export, from the covering index, best first.
+        let best = match self.layout {
+            Layout::Blocks => {
+                let (blocks, join) = match lookup {
+                    true => ("", format!("JOIN {s}.chunks c ON c.idx = u.chunk")),
+                    false => (" AND p.block = 0", String::new()),
+                };
+                format!(
+                    "SELECT u.chunk, u.impact FROM {s}.postings p
+                       CROSS JOIN LATERAL unnest(p.chunks, p.impacts) AS u(chunk, impact) {join}
+                     WHERE p.field = s.field AND p.term = s.term{blocks}{cond}
+                     ORDER BY u.impact DESC, u.chunk LIMIT $5"
+                )
+            }
+            Layout::Rows | Layout::RowsWithKinds => {
+                let join = if lookup { format!("JOIN {s}.chunks c ON c.idx = p.chunk") } else { String::new() };
+                format!(
+                    "SELECT p.chunk, p.impact FROM {s}.postings p {join}
+                     WHERE p.field = s.field AND p.term = s.term{cond}
+                     ORDER BY p.impact DESC LIMIT $5"
+                )
+            }
+        };
         // tantivy's BM25 per term: idf · (1 + k1) · tf / (tf + k1 · (1 − b + b · norm / avg)),
         // the factor after idf stored per posting (`impact`), times the term's weight,
-        // summed over the query's terms; each term's postings read best first. Each
-        // term's weight × idf is computed once, in float8 (not per posting, nor in
-        // numeric).
+        // summed over the query's terms. Each term's weight × idf is computed once, in
+        // float8 (not per posting, nor in numeric).
         let sql = format!(
             "WITH q AS (SELECT * FROM unnest($1::smallint[], $2::text[], $3::float8[]) AS q(field, term, weight)),
              s AS MATERIALIZED (SELECT q.field, q.term,
@@ -136,10 +177,7 @@ impl RemoteIndex for PgIndex {
                    FROM q JOIN {s}.terms t ON t.field = q.field AND t.term = q.term
                    JOIN {s}.fields f ON f.field = q.field)
              SELECT b.chunk, sum(s.w * b.impact)::real AS score
-             FROM s CROSS JOIN LATERAL (
-               SELECT p.chunk, p.impact FROM {s}.postings p {join}
-               WHERE p.field = s.field AND p.term = s.term{cond}
-               ORDER BY p.impact DESC LIMIT $5) b
+             FROM s CROSS JOIN LATERAL ({best}) b
              GROUP BY b.chunk ORDER BY score DESC, b.chunk LIMIT $4"
         );
         self.db
@@ -272,7 +310,7 @@ pub fn open_all(url: &str, pool: usize, opts: &OpenOptions) -> anyhow::Result<(V
 
 fn open_one(db: &Arc<Db>, library: &str, opts: &OpenOptions) -> anyhow::Result<Bundle> {
     let schema = schema_ident(library)?;
-    let (files, texts, hnsw, kinds) = db.run(async |c| {
+    let (files, texts, hnsw, layout) = db.run(async |c| {
         let hnsw: bool = c
             .query_one(
                 "SELECT count(*) > 0 FROM pg_indexes WHERE schemaname = $1 AND indexname = 'windows_hnsw'",
@@ -281,15 +319,23 @@ fn open_one(db: &Arc<Db>, library: &str, opts: &OpenOptions) -> anyhow::Result<B
             .await
             .map_err(pg)?
             .get(0);
-        let kinds: bool = c
-            .query_one(
-                "SELECT count(*) = 2 FROM information_schema.columns
-                 WHERE table_schema = $1 AND table_name IN ('postings', 'windows') AND column_name = 'kind'",
+        let columns: Vec<String> = c
+            .query(
+                "SELECT table_name || '.' || column_name FROM information_schema.columns
+                 WHERE table_schema = $1 AND table_name IN ('postings', 'windows')",
                 &[&library],
             )
             .await
             .map_err(pg)?
-            .get(0);
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let has = |c: &str| columns.iter().any(|x| x == c);
+        let layout = match (has("postings.block"), has("postings.kind") && has("windows.kind")) {
+            (true, _) => Layout::Blocks,
+            (false, true) => Layout::RowsWithKinds,
+            (false, false) => Layout::Rows,
+        };
         // The tables' files only: mirror files are read one at a time when asked.
         let wanted = [
             "manifest.json",
@@ -311,7 +357,7 @@ fn open_one(db: &Arc<Db>, library: &str, opts: &OpenOptions) -> anyhow::Result<B
             .iter()
             .map(|r| r.get(0))
             .collect();
-        Ok((files, texts, hnsw, kinds))
+        Ok((files, texts, hnsw, layout))
     })?;
     let file = |name: &str| files.iter().find(|f| f.0 == name).map(|f| f.1.clone());
     let check = |name: &str, bytes: &[u8], m: &atlas_runtime::manifest::Manifest| -> anyhow::Result<()> {
@@ -346,7 +392,7 @@ fn open_one(db: &Arc<Db>, library: &str, opts: &OpenOptions) -> anyhow::Result<B
     }
     let rows = manifest.embedding_rows;
     let label = format!("{}#{library}", db.label);
-    let index = Arc::new(PgIndex { db: db.clone(), schema, hnsw, kinds });
+    let index = Arc::new(PgIndex { db: db.clone(), schema, hnsw, layout });
     let r = RemoteBundle { label, manifest, chunks, symbols, references, index };
     Ok(Bundle::open_remote(r, rows, opts.clone())?)
 }

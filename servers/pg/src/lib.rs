@@ -31,6 +31,9 @@ const CATALOG: &str = "atlas.bundles";
 /// BM25's constants, as tantivy scores (its `bm25.rs`).
 const BM25_K1: f64 = 1.2;
 const BM25_B: f64 = 0.75;
+/// Postings per stored block: a query reads each term's first block per kind, its
+/// best postings (`index.rs`).
+const POSTING_BLOCK: usize = 2_000;
 /// PostgreSQL truncates longer identifiers (two bundles could then share a schema).
 const MAX_IDENTIFIER: usize = 63;
 
@@ -117,12 +120,8 @@ impl Db {
     /// itself running async code), within the deadline: a database that stops
     /// answering makes this an error, never a hang.
     pub fn run<T>(&self, f: impl AsyncFnOnce(&deadpool_postgres::Client) -> anyhow::Result<T>) -> anyhow::Result<T> {
-        let rt = self.rt.as_ref().expect("the runtime lives as long as the pool");
-        rt.block_on(async {
-            let work = async {
-                let c = self.pool.get().await.map_err(|e| anyhow::anyhow!(pool_error(&e)))?;
-                f(&c).await
-            };
+        self.block_on(async {
+            let work = async { f(&self.client().await?).await };
             match self.deadline {
                 None => work.await,
                 Some(d) => tokio::time::timeout(d, work).await.unwrap_or_else(|_| {
@@ -133,6 +132,16 @@ impl Db {
                 }),
             }
         })
+    }
+
+    /// Waits here for `work` on the database's runtime.
+    fn block_on<T>(&self, work: impl Future<Output = T>) -> T {
+        self.rt.as_ref().expect("the runtime lives as long as the pool").block_on(work)
+    }
+
+    /// A pooled connection.
+    async fn client(&self) -> anyhow::Result<deadpool_postgres::Client> {
+        self.pool.get().await.map_err(|e| anyhow::anyhow!(pool_error(&e)))
     }
 }
 

@@ -244,28 +244,39 @@ async fn call(
 }
 
 fn record(calls: &mut Vec<CallRecord>, step: usize, tool: &str, args: Value, t: Instant, reply: &Reply, trace: bool) {
-    let r = CallRecord {
-        step,
-        tool: tool.to_owned(),
-        arguments: args,
-        duration_ms: t.elapsed().as_secs_f64() * 1000.0,
-        tokens: atlas_mcp::budget::tokens(reply.text.len()),
-        is_error: reply.is_error,
-        evidence: Vec::new(),
-    };
+    let r = CallRecord::of(step, tool, args, t, reply);
     if trace {
-        let args = atlas_runtime::utf8::clip_chars(&r.arguments.to_string(), 160);
-        let status = if r.is_error { "error" } else { "ok" };
-        eprintln!(
-            "atlas: step {} {} {} → {status}, {:.0} ms, ~{} tokens",
-            r.step,
-            inert(&r.tool),
-            inert(&args),
-            r.duration_ms,
-            r.tokens
-        );
+        r.trace();
     }
     calls.push(r);
+}
+
+impl CallRecord {
+    fn of(step: usize, tool: &str, arguments: Value, t: Instant, reply: &Reply) -> Self {
+        Self {
+            step,
+            tool: tool.to_owned(),
+            arguments,
+            duration_ms: t.elapsed().as_secs_f64() * 1000.0,
+            tokens: atlas_mcp::budget::tokens(reply.text.len()),
+            is_error: reply.is_error,
+            evidence: Vec::new(),
+        }
+    }
+
+    /// One stderr line, printed as the call returns.
+    fn trace(&self) {
+        let args = atlas_runtime::utf8::clip_chars(&self.arguments.to_string(), 160);
+        let status = if self.is_error { "error" } else { "ok" };
+        eprintln!(
+            "atlas: step {} {} {} → {status}, {:.0} ms, ~{} tokens",
+            self.step,
+            inert(&self.tool),
+            inert(&args),
+            self.duration_ms,
+            self.tokens
+        );
+    }
 }
 
 /// The plan: every lookup the question calls for, at once, merged into `pool`.
@@ -296,14 +307,20 @@ async fn plan(
     for s in quoted(question).into_iter().take(MAX_STRINGS) {
         wanted.push(("search", obj(json!({"pattern": s, "max_results": 10})), 0.3));
     }
+    // Each call is traced as it returns, not when the whole plan has.
     let replies = futures_util::future::join_all(wanted.iter().map(|(tool, args, _)| async move {
         let t = Instant::now();
-        (served.local.call(tool, args.clone()).await, t)
+        let reply = served.local.call(tool, args.clone()).await;
+        let r = CallRecord::of(0, tool, Value::Object(args.clone()), t, &reply);
+        if trace {
+            r.trace();
+        }
+        (reply, r)
     }))
     .await;
     let (mut confidence, mut defined) = (None::<f32>, false);
-    for ((tool, args, weight), (reply, t)) in wanted.into_iter().zip(replies) {
-        record(calls, 0, tool, Value::Object(args), t, &reply, trace);
+    for ((tool, _, weight), (reply, r)) in wanted.into_iter().zip(replies) {
+        calls.push(r);
         let Some(s) = reply.structured.as_ref().filter(|_| !reply.is_error) else { continue };
         let mut weight = weight;
         if let Some(c) = s["confidence"]["score"].as_f64().filter(|c| c.is_finite()) {
