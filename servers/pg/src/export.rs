@@ -541,15 +541,14 @@ fn bm25_impact(tf: u32, norm: u32, avg: f64) -> f32 {
     ((1.0 + BM25_K1) * tf / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * norm / avg.max(f64::MIN_POSITIVE)))) as f32
 }
 
+/// One stored block: chunks and their BM25 factors, best first.
+type Block = (Vec<i32>, Vec<f32>);
+
 /// One term's postings in one segment as stored: per kind, the chunks and their BM25
 /// factors best first (ties by chunk), in blocks of [`POSTING_BLOCK`]. A query reads a
 /// term's first blocks: per kind and segment they hold its best postings, so their
 /// union holds the best [`POSTING_BLOCK`] under any kind filter.
-fn blocks<'k>(
-    docs: &[(u32, u32, u32)],
-    avg: f64,
-    kind_of: impl Fn(u32) -> &'k str,
-) -> Vec<(&'k str, Vec<(Vec<i32>, Vec<f32>)>)> {
+fn blocks<'k>(docs: &[(u32, u32, u32)], avg: f64, kind_of: impl Fn(u32) -> &'k str) -> Vec<(&'k str, Vec<Block>)> {
     let mut by_kind: Vec<(&str, Vec<(f32, u32)>)> = Vec::new();
     for &(chunk, tf, norm) in docs {
         let (kind, impact) = (kind_of(chunk), bm25_impact(tf, norm, avg));
@@ -748,7 +747,7 @@ mod tests {
     fn each_kind_s_first_block_holds_its_best_postings_and_the_blocks_hold_them_all() {
         // Chunks 0..5000: even ones docs, odd ones code; tf rises with the chunk.
         let docs: Vec<(u32, u32, u32)> = (0..5_000).map(|c| (c, 1 + c % 97, 40)).collect();
-        let kind_of = |c: u32| if c % 2 == 0 { "docs" } else { "code" };
+        let kind_of = |c: u32| if c.is_multiple_of(2) { "docs" } else { "code" };
         let stored = blocks(&docs, 40.0, kind_of);
         assert_eq!(stored.iter().map(|(k, _)| *k).collect::<Vec<_>>(), ["docs", "code"]);
         for (kind, blocks) in &stored {
