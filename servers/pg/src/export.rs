@@ -133,15 +133,7 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         .map_err(pg)?;
         c.batch_execute(&ddl).await.map_err(pg)?;
         // An export an earlier Atlas began holds postings a row each: not resumed.
-        let blocks: bool = c
-            .query_one(
-                "SELECT count(*) > 0 FROM information_schema.columns
-                 WHERE table_schema = $1 AND table_name = 'postings' AND column_name = 'block'",
-                &[&library],
-            )
-            .await
-            .map_err(pg)?
-            .get(0);
+        let blocks = super::index::layout(c, &library).await? == super::index::Layout::Blocks;
         Ok(blocks)
     })?
     .then_some(())

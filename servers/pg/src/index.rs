@@ -47,13 +47,34 @@ pub struct PgIndex {
 
 /// What an export's tables hold, by the Atlas that wrote it: each layout still serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Layout {
+pub(crate) enum Layout {
     /// A row per posting, the kind only in `chunks` (exports before issue 51).
     Rows,
     /// A row per posting, each posting and window with its chunk's kind.
     RowsWithKinds,
     /// Each term's postings in blocks of arrays, best first per kind and segment.
     Blocks,
+}
+
+/// The layout of the export in schema `library`, read from its columns.
+pub(crate) async fn layout(c: &deadpool_postgres::Client, library: &str) -> anyhow::Result<Layout> {
+    let columns: Vec<String> = c
+        .query(
+            "SELECT table_name || '.' || column_name FROM information_schema.columns
+             WHERE table_schema = $1 AND table_name IN ('postings', 'windows')",
+            &[&library],
+        )
+        .await
+        .map_err(pg)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let has = |c: &str| columns.iter().any(|x| x == c);
+    Ok(match (has("postings.block"), has("postings.kind") && has("windows.kind")) {
+        (true, _) => Layout::Blocks,
+        (false, true) => Layout::RowsWithKinds,
+        (false, false) => Layout::Rows,
+    })
 }
 
 impl Layout {
@@ -319,23 +340,7 @@ fn open_one(db: &Arc<Db>, library: &str, opts: &OpenOptions) -> anyhow::Result<B
             .await
             .map_err(pg)?
             .get(0);
-        let columns: Vec<String> = c
-            .query(
-                "SELECT table_name || '.' || column_name FROM information_schema.columns
-                 WHERE table_schema = $1 AND table_name IN ('postings', 'windows')",
-                &[&library],
-            )
-            .await
-            .map_err(pg)?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        let has = |c: &str| columns.iter().any(|x| x == c);
-        let layout = match (has("postings.block"), has("postings.kind") && has("windows.kind")) {
-            (true, _) => Layout::Blocks,
-            (false, true) => Layout::RowsWithKinds,
-            (false, false) => Layout::Rows,
-        };
+        let layout = layout(c, library).await?;
         // The tables' files only: mirror files are read one at a time when asked.
         let wanted = [
             "manifest.json",
