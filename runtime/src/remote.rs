@@ -43,14 +43,11 @@ pub trait RemoteIndex: Send + Sync + std::fmt::Debug {
     /// each the field's BM25 of the term times its weight, as tantivy scores a boolean
     /// query of boosted terms), best first.
     fn bm25(&self, terms: &[WeightedTerm], filters: &Filters, want: usize) -> Result<Vec<(usize, f32)>>;
-    /// Up to `limit` chunks whose text holds `needle`, ASCII case aside (the caller
-    /// checks word boundaries), in index order; when more hold it, which `limit` is
-    /// not specified.
-    fn containing(&self, needle: &str, filters: &Filters, limit: usize) -> Result<Vec<usize>>;
-    /// Up to `limit` chunks whose text may hold `words` as a phrase (the database's
-    /// full-text phrase match: stemmed, so plurals and hyphenated forms match too; a
-    /// superset the caller checks verbatim), in index order.
-    fn phrase(&self, words: &str, limit: usize) -> Result<Vec<usize>>;
+    /// Up to `limit` chunks whose `text` field holds every one of `terms` (as the
+    /// bundle's index holds them, anywhere and in any order), in index order; none
+    /// when a term is in none. A superset of a phrase's or a string's chunks, which the
+    /// caller checks verbatim.
+    fn holding_all(&self, terms: &[String], limit: usize) -> Result<Vec<usize>>;
     /// How many chunks hold each of `stems` in their text, title or heading (the
     /// most of the three fields); a stem no chunk holds may be left out.
     fn doc_freqs(&self, stems: &[String]) -> Result<HashMap<String, u64>>;

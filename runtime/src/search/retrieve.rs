@@ -27,6 +27,11 @@ pub const MAX_DEFINITIONS: usize = 3;
 const EXACT_CANDIDATES: usize = 200;
 /// Phrase matches checked for a pair of a name's words ([`Engine::unwritten_name`]).
 const NAME_CANDIDATES: usize = 20;
+/// Chunks a database offers as holding a name's two words, or an exact string's words,
+/// each checked verbatim: not ranked, and not only where the words are a phrase, so
+/// all of them but in a pathological corpus.
+const PAIR_CANDIDATES: usize = 20_000;
+const STRING_CANDIDATES: usize = 5_000;
 
 impl Engine<'_> {
     /// Vector candidates: the best window per chunk, exact f16 scan up to the
@@ -183,22 +188,24 @@ impl Engine<'_> {
         let mut normalised: HashMap<usize, String> = HashMap::new();
         for literal in exact_strings(query) {
             let max_files = if is_only_literal(query, &literal) { EXACT_MAX_FILES } else { 1 };
-            let Some(q) = phrase(&mut analyzer, field, &literal) else { continue };
+            let terms = phrase_terms(&mut analyzer, &literal);
+            let Some(q) = phrase(field, &terms) else { continue };
             let needle = normalise(&literal);
             let mut files: HashSet<&str> = HashSet::new();
             let mut hits = Vec::new();
             let candidates = match &self.b.candidates {
-                // A string no ngram index narrows (`0.5`, `v2`: every word under three
-                // characters) is found in the replica's own copy of the texts; the
-                // database would recheck nearly every chunk.
+                // A short string (`0.5`, `v2`: every word under three characters) is
+                // found in the replica's own copy of the texts: its terms are in
+                // nearly every chunk.
                 Candidates::Remote(_) if !indexable(literal.trim()) => {
                     self.holding(literal.trim(), filters, EXACT_CANDIDATES).into_iter().map(|i| (i, 0.0)).collect()
                 }
-                // The database finds the chunks holding the string; they rank by index.
+                // The database offers the chunks holding the phrase's terms (its
+                // postings have no positions); they rank by index.
                 Candidates::Remote(r) => r
-                    .containing(literal.trim(), filters, EXACT_CANDIDATES)?
+                    .holding_all(&words(&terms), STRING_CANDIDATES)?
                     .into_iter()
-                    .filter(|&i| i < self.b.chunks.len())
+                    .filter(|&i| i < self.b.chunks.len() && (filters.is_empty() || filters.keep(&self.b.chunks[i])))
                     .map(|i| (i, 0.0))
                     .collect(),
                 Candidates::Local { .. } => self.run_filtered(q, filters, EXACT_CANDIDATES)?,
@@ -208,6 +215,10 @@ impl Engine<'_> {
                 if contains_at_boundaries(text, &needle) {
                     files.insert(self.b.chunks[i].path.as_str());
                     hits.push((i, score));
+                    // Too common to name anything: left to the ranking (below).
+                    if files.len() > max_files {
+                        break;
+                    }
                 }
             }
             if files.len() > max_files {
@@ -225,7 +236,7 @@ impl Engine<'_> {
     }
 }
 
-/// Whether an ngram (trigram) index narrows a search for `needle`: some word of it,
+/// Whether a database's postings narrow a search for `needle`: some word of it,
 /// letters and digits, is three characters or more.
 fn indexable(needle: &str) -> bool {
     needle.split(|c: char| !c.is_alphanumeric()).any(|w| w.chars().count() >= 3)
@@ -303,21 +314,15 @@ impl Engine<'_> {
         if names.is_empty() {
             return Ok(false);
         }
-        // A local bundle finds pairs by phrase: the field and its analyzer, once.
-        let mut text = match &self.b.candidates {
-            Candidates::Local { .. } => match self.text_field()? {
-                Some(t) => Some(t),
-                None => return Ok(false),
-            },
-            Candidates::Remote(_) => None,
-        };
+        // Pairs are found by their terms: the field and its analyzer, once.
+        let Some(mut text) = self.text_field()? else { return Ok(false) };
         'names: for pairs in names {
             let head = pairs.last().and_then(|p| p.rsplit(' ').next()).unwrap_or_default();
             if self.names_rarely(head)? {
                 continue;
             }
             for pair in &pairs {
-                if self.writes_pair(pair, text.as_mut())? {
+                if self.writes_pair(pair, &mut text)? {
                     continue 'names;
                 }
             }
@@ -344,38 +349,33 @@ impl Engine<'_> {
     }
 
     /// Whether some chunk's text holds `pair` (two lowercase words), as
-    /// [`Engine::unwritten_name`] reads it; `text`: a local bundle's text field and
-    /// its analyzer.
+    /// [`Engine::unwritten_name`] reads it; `text`: the text field and its analyzer.
     fn writes_pair(
         &self,
         pair: &str,
-        text: Option<&mut (tantivy::schema::Field, tantivy::tokenizer::TextAnalyzer)>,
+        (field, analyzer): &mut (tantivy::schema::Field, tantivy::tokenizer::TextAnalyzer),
     ) -> Result<bool> {
         // The singular is in both numbers' text.
         let singular = super::confidence::without_plural(pair).unwrap_or(pair);
         let needles = [singular.to_owned(), singular.replacen(' ', "-", 1)];
         let none = Filters::default();
-        let candidates: Vec<usize> = match &self.b.candidates {
-            // The database's phrase match (stemmed: both numbers, and the hyphen is a
-            // word break), as the local phrase query: proving a pair absent by
-            // substring would recheck every chunk that holds both words.
-            Candidates::Remote(r) => r.phrase(singular, NAME_CANDIDATES)?,
-            // A phrase ignores the hyphen; the stemmer keeps some plurals apart
-            // (`gpus`, `gpu`): both numbers.
-            Candidates::Local { .. } => {
-                let Some((field, analyzer)) = text else {
-                    return Ok(true);
-                };
-                let other = if singular == pair { format!("{pair}s") } else { singular.to_owned() };
-                let mut found = Vec::new();
-                for form in [pair, other.as_str()] {
-                    if let Some(q) = phrase(analyzer, *field, form) {
-                        found.extend(self.run_filtered(q, &none, NAME_CANDIDATES)?.into_iter().map(|x| x.0));
+        // A phrase ignores the hyphen; the stemmer keeps some plurals apart (`gpus`,
+        // `gpu`): both numbers.
+        let other = if singular == pair { format!("{pair}s") } else { singular.to_owned() };
+        let mut candidates = Vec::new();
+        for form in [pair, other.as_str()] {
+            let terms = phrase_terms(analyzer, form);
+            match &self.b.candidates {
+                // The database's chunks holding both words, not only as a phrase: all
+                // of them, to prove a pair absent.
+                Candidates::Remote(r) => candidates.extend(r.holding_all(&words(&terms), PAIR_CANDIDATES)?),
+                Candidates::Local { .. } => {
+                    if let Some(q) = phrase(*field, &terms) {
+                        candidates.extend(self.run_filtered(q, &none, NAME_CANDIDATES)?.into_iter().map(|x| x.0));
                     }
                 }
-                found
             }
-        };
+        }
         Ok(candidates.into_iter().any(|i| {
             i < self.b.chunks.len() && {
                 let text = normalise(self.b.text(i));
@@ -432,13 +432,9 @@ fn tantivy_err(e: tantivy::TantivyError) -> Error {
     Error::Query(format!("keyword search: {e}"))
 }
 
-/// `literal` as a query on `field`: a phrase of one term per position (the segment
-/// itself, not a dotted path or a part), or a term query for a single position.
-fn phrase(
-    analyzer: &mut tantivy::tokenizer::TextAnalyzer,
-    field: tantivy::schema::Field,
-    literal: &str,
-) -> Option<Box<dyn Query>> {
+/// The terms of `literal` as the field's analyzer makes them, with their positions:
+/// one per position (the segment itself, not a dotted path or a part).
+fn phrase_terms(analyzer: &mut tantivy::tokenizer::TextAnalyzer, literal: &str) -> Vec<(usize, String)> {
     let mut at: Vec<(usize, String)> = Vec::new();
     let mut stream = analyzer.token_stream(literal);
     while let Some(tok) = stream.next() {
@@ -451,7 +447,21 @@ fn phrase(
             None => at.push((tok.position, tok.text.clone())),
         }
     }
-    let mut terms: Vec<(usize, Term)> = at.into_iter().map(|(p, w)| (p, Term::from_field_text(field, &w))).collect();
+    at
+}
+
+/// The terms alone, each once.
+fn words(terms: &[(usize, String)]) -> Vec<String> {
+    let mut w: Vec<String> = terms.iter().map(|t| t.1.clone()).collect();
+    w.sort_unstable();
+    w.dedup();
+    w
+}
+
+/// [`phrase_terms`] as a query on `field`: a phrase, or a term query for a single
+/// position.
+fn phrase(field: tantivy::schema::Field, terms: &[(usize, String)]) -> Option<Box<dyn Query>> {
+    let mut terms: Vec<(usize, Term)> = terms.iter().map(|(p, w)| (*p, Term::from_field_text(field, w))).collect();
     match terms.len() {
         0 => None,
         1 => Some(Box::new(TermQuery::new(terms.remove(0).1, IndexRecordOption::WithFreqs))),

@@ -6,14 +6,16 @@
 //! marks it complete, and only complete exports are served.
 //!
 //! Tables (docs/scaling.md): `bundle` (manifest, provenance, signature), `files` (the
-//! bundle's small files, byte for byte), `chunks` (the fields filters use, the text, a
-//! weighted `tsvector`), `windows` (one halfvec per embedding row, HNSW), `postings`,
-//! `terms` and `fields` (the BM25 statistics of the bundle's own tantivy index: keyword
+//! bundle's small files, byte for byte), `chunks` (the fields filters use and the
+//! text), `windows` (one halfvec per embedding row, HNSW),
+//! `postings` (each term's, in blocks best first), `terms` and `fields` (the BM25 statistics of the bundle's own tantivy index: keyword
 //! search through the database scores as the local index does), `symbols`.
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use atlas_runtime::exit::UsageError;
@@ -92,7 +94,7 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
     // The catalog and this bundle's tables, or what a killed run left of them.
     let state = db.run(async |c| {
         c.batch_execute(&format!(
-            "CREATE EXTENSION IF NOT EXISTS vector; CREATE EXTENSION IF NOT EXISTS pg_trgm;
+            "CREATE EXTENSION IF NOT EXISTS vector;
              CREATE SCHEMA IF NOT EXISTS atlas;
              CREATE TABLE IF NOT EXISTS {CATALOG} (library text PRIMARY KEY, name text NOT NULL,
                version text NOT NULL, manifest_blake3 text NOT NULL, complete boolean NOT NULL DEFAULT false,
@@ -147,7 +149,7 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         let rows = c.query(&format!("SELECT step FROM {schema}.progress"), &[]).await.map_err(pg)?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     })?;
-    let steps = Steps { db: &db, schema: &schema, done, run: Default::default(), skipped: Default::default() };
+    let steps = Steps::new(&db, &schema, done);
 
     steps.run("bundle", async |c| {
         let json: serde_json::Value = serde_json::from_slice(&raw_manifest)?;
@@ -204,7 +206,7 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         loads.extend((0..searcher.segment_readers().len()).map(|seg| Load::Postings { field, seg }));
     }
     let src = &src;
-    steps.all(loads.into_iter().map(|l| (l.step(&stats), async move |c: &Client| src.load(l, c).await)))?;
+    steps.all("load", loads.into_iter().map(|l| (l.step(&stats), async move |c: &Client| src.load(l, c).await)))?;
     steps.run("terms", async |c| {
         c.batch_execute(&format!(
             "INSERT INTO {schema}.terms (field, term, df)
@@ -269,8 +271,6 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         ));
     }
     for (name, def) in [
-        ("chunks_text_trgm", "chunks USING gin (lower(text) gin_trgm_ops)"),
-        ("chunks_tsv", "chunks USING gin (tsv)"),
         ("windows_chunk", "windows (chunk)"),
         ("postings_term", "postings (field, term, block, kind)"),
         ("symbols_name", "symbols (name)"),
@@ -283,19 +283,22 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
             ),
         ));
     }
-    steps.all(indexes.iter().map(|(name, sql)| {
-        let hnsw = *name == "windows_hnsw";
-        (format!("index:{name}"), async move |c: &Client| {
-            c.batch_execute(sql).await.map_err(|e| match hnsw {
-                true => anyhow::anyhow!(
-                    "building the HNSW index: {}; if the server's log shows an illegal instruction, its pgvector \
+    steps.all(
+        "indexes",
+        indexes.iter().map(|(name, sql)| {
+            let hnsw = *name == "windows_hnsw";
+            (format!("index:{name}"), async move |c: &Client| {
+                c.batch_execute(sql).await.map_err(|e| match hnsw {
+                    true => anyhow::anyhow!(
+                        "building the HNSW index: {}; if the server's log shows an illegal instruction, its pgvector \
                      was built for a newer CPU: export with `--vector-index none`",
-                    db_error(&e)
-                ),
-                false => pg(e),
+                        db_error(&e)
+                    ),
+                    false => pg(e),
+                })
             })
-        })
-    }))?;
+        }),
+    )?;
     steps.run("analyze", async |c| {
         c.batch_execute(&format!(
             "ANALYZE {schema}.chunks; ANALYZE {schema}.windows; ANALYZE {schema}.postings; ANALYZE {schema}.terms;"
@@ -304,7 +307,10 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         .map_err(pg)
     })?;
     (out.steps_run, out.steps_skipped) = (steps.run.get(), steps.skipped.get());
+    let t = Instant::now();
     verify(&db, &schema, dir, &bundle, &manifest, &vectors)?;
+    steps.progress.line(&format!("verify: {:.1} s", t.elapsed().as_secs_f64()));
+    steps.progress.finish();
     out.bytes = db.run(async |c| {
         let bytes: i64 = c
             .query_one(
@@ -473,35 +479,71 @@ struct Steps<'a> {
     db: &'a Arc<Db>,
     schema: &'a str,
     done: HashSet<String>,
-    run: std::cell::Cell<usize>,
-    skipped: std::cell::Cell<usize>,
+    run: Cell<usize>,
+    skipped: Cell<usize>,
+    progress: Progress,
+    /// Per kind of step (a load step's name before `:`) in the current call: steps run and the
+    /// time they took, summed over lanes.
+    work: RefCell<Vec<(String, usize, Duration)>>,
 }
 
-impl Steps<'_> {
+impl<'a> Steps<'a> {
+    fn new(db: &'a Arc<Db>, schema: &'a str, done: HashSet<String>) -> Self {
+        let progress = Progress::new();
+        Steps { db, schema, done, run: Cell::new(0), skipped: Cell::new(0), progress, work: RefCell::default() }
+    }
+
     fn run(&self, step: &str, f: impl AsyncFnOnce(&Client) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        self.db.block_on(self.step(step.to_owned(), f))
+        self.progress.more(1);
+        let t = Instant::now();
+        self.db.block_on(self.step(step.to_owned(), f))?;
+        self.report(step, t);
+        Ok(())
     }
 
     /// Each of `steps`, [`LANES`] at a time (one connection and one server process
     /// each); the first error stops the others (their transactions roll back).
     fn all<F: AsyncFnOnce(&Client) -> anyhow::Result<()>>(
         &self,
-        steps: impl IntoIterator<Item = (String, F)>,
+        phase: &str,
+        steps: impl ExactSizeIterator<Item = (String, F)>,
     ) -> anyhow::Result<()> {
         use futures_util::{StreamExt as _, TryStreamExt as _};
+        self.progress.more(steps.len());
+        let t = Instant::now();
         self.db.block_on(
-            futures_util::stream::iter(steps.into_iter().map(|(step, f)| self.step(step, f)))
+            futures_util::stream::iter(steps.map(|(step, f)| self.step(step, f)))
                 .buffer_unordered(LANES)
                 .try_collect::<()>(),
-        )
+        )?;
+        self.report(phase, t);
+        Ok(())
+    }
+
+    /// One line for the call that began at `t`: its wall time and, per kind of step
+    /// when there are several, the steps' own time.
+    fn report(&self, phase: &str, t: Instant) {
+        let work = self.work.take();
+        let mut line = format!("{phase}: {:.1} s", t.elapsed().as_secs_f64());
+        if work.len() > 1 || work.first().is_some_and(|w| w.1 > 1) {
+            let parts: Vec<String> =
+                work.iter().map(|(k, n, d)| format!("{k} {n} × {:.1} s", d.as_secs_f64())).collect();
+            line.push_str(&format!(" ({})", parts.join(", ")));
+        }
+        if work.is_empty() {
+            line.push_str(" (done before)");
+        }
+        self.progress.line(&line);
     }
 
     async fn step(&self, step: String, f: impl AsyncFnOnce(&Client) -> anyhow::Result<()>) -> anyhow::Result<()> {
         if self.done.contains(&step) {
             self.skipped.set(self.skipped.get() + 1);
+            self.progress.done(&step);
             return Ok(());
         }
         let schema = self.schema;
+        let started = Instant::now();
         let c = self.db.client().await?;
         async {
             c.batch_execute("BEGIN").await.map_err(pg)?;
@@ -521,7 +563,67 @@ impl Steps<'_> {
         // The fault tests' kill: the process dies between two committed steps.
         atlas_runtime::failpoint::count("export-abort", None);
         self.run.set(self.run.get() + 1);
+        let kind = match step.split_once(':') {
+            Some((k, _)) if k != "index" => k.to_owned(),
+            _ => step.clone(),
+        };
+        let mut work = self.work.borrow_mut();
+        match work.iter_mut().find(|w| w.0 == kind) {
+            Some(w) => (w.1, w.2) = (w.1 + 1, w.2 + started.elapsed()),
+            None => work.push((kind, 1, started.elapsed())),
+        }
+        drop(work);
+        self.progress.done(&step);
         Ok(())
+    }
+}
+
+/// The export's progress on stderr: a bar over its steps on a terminal, and in any
+/// case one line per phase with its time.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new() -> Self {
+        use std::io::IsTerminal as _;
+        let tty = std::io::stderr().is_terminal() && std::env::var_os("ATLAS_NO_PROGRESS").is_none();
+        let bar = tty.then(|| {
+            let b = indicatif::ProgressBar::new(0);
+            b.set_style(
+                indicatif::ProgressStyle::with_template("export [{bar:30}] {pos}/{len} steps {elapsed} {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            b
+        });
+        Progress { bar }
+    }
+
+    fn more(&self, steps: usize) {
+        if let Some(b) = &self.bar {
+            b.inc_length(steps as u64);
+        }
+    }
+
+    fn done(&self, step: &str) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+            b.set_message(step.to_owned());
+        }
+    }
+
+    fn line(&self, msg: &str) {
+        match &self.bar {
+            Some(b) => b.println(format!("export: {msg}")),
+            None => eprintln!("export: {msg}"),
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
     }
 }
 
@@ -572,10 +674,7 @@ fn tables(schema: &str, dims: usize) -> String {
          CREATE TABLE IF NOT EXISTS {schema}.files (name text PRIMARY KEY, bytes bytea NOT NULL, blake3 text NOT NULL);
          CREATE TABLE IF NOT EXISTS {schema}.chunks (idx integer PRIMARY KEY, chunk_id text NOT NULL UNIQUE,
            path text NOT NULL, kind text NOT NULL, section text NOT NULL, language text, repo text,
-           symbol_kind text, title text NOT NULL, heading text NOT NULL, text text NOT NULL,
-           tsv tsvector GENERATED ALWAYS AS (
-             setweight(to_tsvector('english', title), 'A') || setweight(to_tsvector('english', heading), 'B')
-             || setweight(to_tsvector('english', text), 'C')) STORED);
+           symbol_kind text, title text NOT NULL, heading text NOT NULL, text text NOT NULL);
          CREATE TABLE IF NOT EXISTS {schema}.windows (row integer PRIMARY KEY, chunk integer NOT NULL,
            first boolean NOT NULL, kind text NOT NULL, embedding halfvec({dims}) NOT NULL);
          CREATE TABLE IF NOT EXISTS {schema}.postings (field smallint NOT NULL, term text NOT NULL,

@@ -75,8 +75,9 @@ impl Db {
         }
         let timeout = statement_timeout_ms.unwrap_or(STATEMENT_TIMEOUT_MS);
         // Statements are prepared once per connection (`index::prepared`) and planned
-        // for each call's parameters: a LIKE pattern's selectivity decides between the
-        // trigram index and a scan, which a generic plan cannot know.
+        // for each call's parameters: a filter's selectivity (a language, a path
+        // prefix) decides between the HNSW index and a scan, which a generic plan
+        // cannot know.
         cfg.options(format!(
             "-c statement_timeout={timeout} -c hnsw.ef_search=100 -c hnsw.iterative_scan=relaxed_order \
              -c plan_cache_mode=force_custom_plan"
