@@ -198,34 +198,76 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         searcher: &searcher,
         stats: &stats,
     };
-    // The load: every batch a step of its own, [`LANES`] at a time.
-    let all = bundle.chunks();
-    let mut loads: Vec<Load> = (0..all.len()).step_by(CHUNK_BATCH).map(Load::Chunks).collect();
-    loads.extend((0..vectors.rows).step_by(WINDOW_BATCH).map(Load::Windows));
+    // The load and the indexes: every batch a step of its own. The windows first; then
+    // the HNSW build, the longest step, in one lane while the other loads the chunks
+    // and the postings and builds the rest (without HNSW, both lanes load). pgvector's
+    // HNSW build slows several times once its graph outgrows `maintenance_work_mem`
+    // (64 MB by default; 200,000 windows of 384 dimensions need about 400 MB): twice
+    // the vectors' f16 bytes, at most 2 GB, for that transaction only.
+    let src = &src;
+    let load = |l: Load| (l.step(&stats), async move |c: &Client| src.load(l, c).await);
+    steps.all("windows", (0..vectors.rows).step_by(WINDOW_BATCH).map(|r| load(Load::Windows(r))))?;
+    let mut loads: Vec<Load> = (0..bundle.chunks().len()).step_by(CHUNK_BATCH).map(Load::Chunks).collect();
     for field in 0..stats.len() {
         loads.extend((0..searcher.segment_readers().len()).map(|seg| Load::Postings { field, seg }));
     }
-    let src = &src;
-    steps.all("load", loads.into_iter().map(|l| (l.step(&stats), async move |c: &Client| src.load(l, c).await)))?;
-    steps.run("terms", async |c| {
-        c.batch_execute(&format!(
-            "INSERT INTO {schema}.terms (field, term, df)
-             SELECT field, term, sum(cardinality(chunks)) FROM {schema}.postings GROUP BY 1, 2"
-        ))
-        .await
-        .map_err(pg)?;
-        for (f, s) in stats.iter().enumerate() {
-            let (field, docs, tokens) = (f as i16, s.docs as i64, s.tokens as i64);
-            c.execute(
-                &format!("INSERT INTO {schema}.fields (field, name, docs, tokens) VALUES ($1, $2, $3, $4)"),
-                &[&field, &s.field, &docs, &tokens],
-            )
-            .await
-            .map_err(pg)?;
+    let hnsw = vector_index == VectorIndex::Hnsw;
+    let hnsw_mb = (vectors.rows * dims * 2 * 2 / (1 << 20)).clamp(64, 2048);
+    let hnsw_sql = format!(
+        "SET LOCAL maintenance_work_mem = '{hnsw_mb}MB';
+         CREATE INDEX IF NOT EXISTS windows_hnsw ON {schema}.windows USING hnsw (embedding halfvec_cosine_ops)"
+    );
+    let index = |name: &str, def: &str| {
+        let sql = format!(
+            "SET LOCAL maintenance_work_mem = '{INDEX_MEMORY_MB}MB'; CREATE INDEX IF NOT EXISTS {name} ON {schema}.{def}"
+        );
+        (format!("index:{name}"), async move |c: &Client| c.batch_execute(&sql).await.map_err(pg))
+    };
+    let analyze = |tables: &'static [&'static str]| {
+        let sql: String = tables.iter().map(|t| format!("ANALYZE {schema}.{t}; ")).collect();
+        (format!("analyze:{}", tables.join(",")), async move |c: &Client| c.batch_execute(&sql).await.map_err(pg))
+    };
+    let vectors_lane = async {
+        if hnsw {
+            steps
+                .step("index:windows_hnsw".into(), async |c: &Client| {
+                    c.batch_execute(&hnsw_sql).await.map_err(|e| {
+                        anyhow::anyhow!(
+                            "building the HNSW index: {}; if the server's log shows an illegal instruction, its \
+                             pgvector was built for a newer CPU: export with `--vector-index none`",
+                            db_error(&e)
+                        )
+                    })
+                })
+                .await?;
         }
-        Ok(())
-    })?;
-    steps.run("symbols", async |c| {
+        let (name, f) = analyze(&["windows"]);
+        steps.step(name, f).await
+    };
+    let text_lane = async {
+        let lanes = if hnsw { 1 } else { LANES };
+        steps.par(loads.iter().map(|&l| load(l)), lanes).await?;
+        steps
+            .step("terms".into(), async |c: &Client| {
+                c.batch_execute(&format!(
+                    "INSERT INTO {schema}.terms (field, term, df)
+             SELECT field, term, sum(cardinality(chunks)) FROM {schema}.postings GROUP BY 1, 2"
+                ))
+                .await
+                .map_err(pg)?;
+                for (f, s) in stats.iter().enumerate() {
+                    let (field, docs, tokens) = (f as i16, s.docs as i64, s.tokens as i64);
+                    c.execute(
+                        &format!("INSERT INTO {schema}.fields (field, name, docs, tokens) VALUES ($1, $2, $3, $4)"),
+                        &[&field, &s.field, &docs, &tokens],
+                    )
+                    .await
+                    .map_err(pg)?;
+                }
+                Ok(())
+            })
+            .await?;
+        steps.step("symbols".into(), async |c: &Client| {
         let defs = bundle.symbols().defs.clone();
         for chunk in defs.chunks(1_000) {
             let tx_sql = format!(
@@ -254,58 +296,20 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
             .map_err(pg)?;
         }
         Ok(())
-    })?;
-    // Indexes after the load, [`LANES`] at a time, the longest first. pgvector's HNSW
-    // build slows several times once its graph outgrows `maintenance_work_mem` (64 MB
-    // by default; 200,000 windows of 384 dimensions need about 400 MB): twice the
-    // vectors' f16 bytes, at most 2 GB, for that transaction only.
-    let hnsw_mb = (vectors.rows * dims * 2 * 2 / (1 << 20)).clamp(64, 2048);
-    let mut indexes: Vec<(&str, String)> = Vec::new();
-    if vector_index == VectorIndex::Hnsw {
-        indexes.push((
-            "windows_hnsw",
-            format!(
-                "SET LOCAL maintenance_work_mem = '{hnsw_mb}MB';
-                 CREATE INDEX IF NOT EXISTS windows_hnsw ON {schema}.windows USING hnsw (embedding halfvec_cosine_ops)"
-            ),
-        ));
-    }
-    for (name, def) in [
-        ("windows_chunk", "windows (chunk)"),
-        ("postings_term", "postings (field, term, block, kind)"),
-        ("symbols_name", "symbols (name)"),
-    ] {
-        indexes.push((
-            name,
-            format!(
-                "SET LOCAL maintenance_work_mem = '{INDEX_MEMORY_MB}MB';
-                 CREATE INDEX IF NOT EXISTS {name} ON {schema}.{def}"
-            ),
-        ));
-    }
-    steps.all(
-        "indexes",
-        indexes.iter().map(|(name, sql)| {
-            let hnsw = *name == "windows_hnsw";
-            (format!("index:{name}"), async move |c: &Client| {
-                c.batch_execute(sql).await.map_err(|e| match hnsw {
-                    true => anyhow::anyhow!(
-                        "building the HNSW index: {}; if the server's log shows an illegal instruction, its pgvector \
-                     was built for a newer CPU: export with `--vector-index none`",
-                        db_error(&e)
-                    ),
-                    false => pg(e),
-                })
-            })
-        }),
-    )?;
-    steps.run("analyze", async |c| {
-        c.batch_execute(&format!(
-            "ANALYZE {schema}.chunks; ANALYZE {schema}.windows; ANALYZE {schema}.postings; ANALYZE {schema}.terms;"
-        ))
-        .await
-        .map_err(pg)
-    })?;
+}).await?;
+        for (name, def) in [
+            ("windows_chunk", "windows (chunk)"),
+            ("postings_term", "postings (field, term, block, kind)"),
+            ("symbols_name", "symbols (name)"),
+        ] {
+            let (name, f) = index(name, def);
+            steps.step(name, f).await?;
+        }
+        let (name, f) = analyze(&["chunks", "postings", "terms"]);
+        steps.step(name, f).await
+    };
+    let count = loads.len() + 2 + 3 + 2 + usize::from(hnsw);
+    steps.phase("load and indexes", count, futures_util::future::try_join(vectors_lane, text_lane))?;
     (out.steps_run, out.steps_skipped) = (steps.run.get(), steps.skipped.get());
     let t = Instant::now();
     verify(&db, &schema, dir, &bundle, &manifest, &vectors)?;
@@ -508,16 +512,30 @@ impl<'a> Steps<'a> {
         phase: &str,
         steps: impl ExactSizeIterator<Item = (String, F)>,
     ) -> anyhow::Result<()> {
-        use futures_util::{StreamExt as _, TryStreamExt as _};
-        self.progress.more(steps.len());
+        let n = steps.len();
+        self.phase(phase, n, self.par(steps, LANES))
+    }
+
+    /// `work`, made of `steps` steps, reported as one phase.
+    fn phase<T>(&self, phase: &str, steps: usize, work: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<()> {
+        self.progress.more(steps);
         let t = Instant::now();
-        self.db.block_on(
-            futures_util::stream::iter(steps.map(|(step, f)| self.step(step, f)))
-                .buffer_unordered(LANES)
-                .try_collect::<()>(),
-        )?;
+        self.db.block_on(work)?;
         self.report(phase, t);
         Ok(())
+    }
+
+    /// Each of `steps`, `lanes` at a time.
+    async fn par<F: AsyncFnOnce(&Client) -> anyhow::Result<()>>(
+        &self,
+        steps: impl Iterator<Item = (String, F)>,
+        lanes: usize,
+    ) -> anyhow::Result<()> {
+        use futures_util::{StreamExt as _, TryStreamExt as _};
+        futures_util::stream::iter(steps.map(|(step, f)| self.step(step, f)))
+            .buffer_unordered(lanes)
+            .try_collect()
+            .await
     }
 
     /// One line for the call that began at `t`: its wall time and, per kind of step
