@@ -27,10 +27,11 @@ pub const MAX_DEFINITIONS: usize = 3;
 const EXACT_CANDIDATES: usize = 200;
 /// Phrase matches checked for a pair of a name's words ([`Engine::unwritten_name`]).
 const NAME_CANDIDATES: usize = 20;
-/// Chunks a database offers as holding a name's two words, or an exact string's words,
-/// each checked verbatim: not ranked, and not only where the words are a phrase, so
-/// all of them but in a pathological corpus.
+/// Chunks a database offers as holding a name's two words, each checked verbatim: not
+/// ranked, and not only where the words are a phrase, so all of them but in a
+/// pathological corpus.
 const PAIR_CANDIDATES: usize = 20_000;
+/// The same for an exact string's words (checked until the string is too common).
 const STRING_CANDIDATES: usize = 5_000;
 
 impl Engine<'_> {
@@ -363,12 +364,19 @@ impl Engine<'_> {
         // `gpu`): both numbers.
         let other = if singular == pair { format!("{pair}s") } else { singular.to_owned() };
         let mut candidates = Vec::new();
+        let mut asked: Vec<Vec<String>> = Vec::new();
         for form in [pair, other.as_str()] {
             let terms = phrase_terms(analyzer, form);
             match &self.b.candidates {
                 // The database's chunks holding both words, not only as a phrase: all
-                // of them, to prove a pair absent.
-                Candidates::Remote(r) => candidates.extend(r.holding_all(&words(&terms), PAIR_CANDIDATES)?),
+                // of them, to prove a pair absent (once when both numbers stem alike).
+                Candidates::Remote(r) => {
+                    let words = words(&terms);
+                    if !asked.contains(&words) {
+                        candidates.extend(r.holding_all(&words, PAIR_CANDIDATES)?);
+                        asked.push(words);
+                    }
+                }
                 Candidates::Local { .. } => {
                     if let Some(q) = phrase(*field, &terms) {
                         candidates.extend(self.run_filtered(q, &none, NAME_CANDIDATES)?.into_iter().map(|x| x.0));
@@ -376,6 +384,8 @@ impl Engine<'_> {
                 }
             }
         }
+        candidates.sort_unstable();
+        candidates.dedup();
         Ok(candidates.into_iter().any(|i| {
             i < self.b.chunks.len() && {
                 let text = normalise(self.b.text(i));
