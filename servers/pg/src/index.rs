@@ -167,7 +167,9 @@ struct TermBlock {
 /// first, ties by chunk), each chunk's sum of `w × impact` over the terms, the best
 /// `want` (score first, as `real`; ties by chunk).
 fn bm25_sum(blocks: &[TermBlock], per_term: usize, want: usize) -> anyhow::Result<Vec<(usize, f32)>> {
-    let mut by_term: Vec<(i64, f64, Vec<(f32, i32)>)> = Vec::new();
+    // Per query term: its place, its weight × idf, its postings as (impact, chunk).
+    type Term = (i64, f64, Vec<(f32, i32)>);
+    let mut by_term: Vec<Term> = Vec::new();
     for b in blocks {
         if b.chunks.len() != b.impacts.len() {
             anyhow::bail!(
