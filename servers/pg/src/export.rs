@@ -7,9 +7,10 @@
 //!
 //! Tables (docs/scaling.md): `bundle` (manifest, provenance, signature), `files` (the
 //! bundle's small files, byte for byte), `chunks` (the fields filters use and the
-//! text), `windows` (one halfvec per embedding row, HNSW),
-//! `postings` (each term's, in blocks best first), `terms` and `fields` (the BM25 statistics of the bundle's own tantivy index: keyword
-//! search through the database scores as the local index does), `symbols`.
+//! text), `windows` (one halfvec per embedding row, HNSW), `postings` (each term's, in
+//! blocks best first), `terms` and `fields` (the BM25 statistics of the bundle's own
+//! tantivy index: keyword search through the database scores as the local index does),
+//! `symbols`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -247,56 +248,8 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
     let text_lane = async {
         let lanes = if hnsw { 1 } else { LANES };
         steps.par(loads.iter().map(|&l| load(l)), lanes).await?;
-        steps
-            .step("terms".into(), async |c: &Client| {
-                c.batch_execute(&format!(
-                    "INSERT INTO {schema}.terms (field, term, df)
-             SELECT field, term, sum(cardinality(chunks)) FROM {schema}.postings GROUP BY 1, 2"
-                ))
-                .await
-                .map_err(pg)?;
-                for (f, s) in stats.iter().enumerate() {
-                    let (field, docs, tokens) = (f as i16, s.docs as i64, s.tokens as i64);
-                    c.execute(
-                        &format!("INSERT INTO {schema}.fields (field, name, docs, tokens) VALUES ($1, $2, $3, $4)"),
-                        &[&field, &s.field, &docs, &tokens],
-                    )
-                    .await
-                    .map_err(pg)?;
-                }
-                Ok(())
-            })
-            .await?;
-        steps.step("symbols".into(), async |c: &Client| {
-        let defs = bundle.symbols().defs.clone();
-        for chunk in defs.chunks(1_000) {
-            let tx_sql = format!(
-                "INSERT INTO {schema}.symbols (name, kind, path, language, start_line, end_line, chunk_id, signature) \
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[], $7::text[], $8::text[])"
-            );
-            let col = |f: fn(&atlas_runtime::symbols::Definition) -> String| chunk.iter().map(f).collect::<Vec<_>>();
-            let lines = |f: fn(&atlas_runtime::symbols::Definition) -> u32| {
-                chunk.iter().map(|d| f(d) as i32).collect::<Vec<i32>>()
-            };
-            let signature: Vec<Option<String>> = chunk.iter().map(|d| d.signature.clone()).collect();
-            c.execute(
-                &tx_sql,
-                &[
-                    &col(|d| d.name.clone()),
-                    &col(|d| d.kind.clone()),
-                    &col(|d| d.path.clone()),
-                    &col(|d| d.language.clone()),
-                    &lines(|d| d.start_line),
-                    &lines(|d| d.end_line),
-                    &col(|d| d.chunk_id.clone()),
-                    &signature,
-                ],
-            )
-            .await
-            .map_err(pg)?;
-        }
-        Ok(())
-}).await?;
+        steps.step("terms".into(), async |c: &Client| terms(c, &schema, &stats).await).await?;
+        steps.step("symbols".into(), async |c: &Client| symbols(c, &schema, &bundle).await).await?;
         for (name, def) in [
             ("windows_chunk", "windows (chunk)"),
             ("postings_term", "postings (field, term, block, kind)"),
@@ -489,8 +442,8 @@ struct Steps<'a> {
     run: Cell<usize>,
     skipped: Cell<usize>,
     progress: Progress,
-    /// Per kind of step (a load step's name before `:`) in the current call: steps run and the
-    /// time they took, summed over lanes.
+    /// Per kind of step (a load step's name before `:`) in the current call: steps
+    /// run and the time they took, summed over lanes.
     work: RefCell<Vec<(String, usize, Duration)>>,
 }
 
@@ -646,6 +599,59 @@ impl Progress {
             b.finish_and_clear();
         }
     }
+}
+
+/// The term table from the loaded postings (each term's document frequency), and
+/// each field's statistics.
+async fn terms(c: &Client, schema: &str, stats: &[atlas_runtime::text_index::FieldStats]) -> anyhow::Result<()> {
+    c.batch_execute(&format!(
+        "INSERT INTO {schema}.terms (field, term, df)
+         SELECT field, term, sum(cardinality(chunks)) FROM {schema}.postings GROUP BY 1, 2"
+    ))
+    .await
+    .map_err(pg)?;
+    for (f, s) in stats.iter().enumerate() {
+        let (field, docs, tokens) = (f as i16, s.docs as i64, s.tokens as i64);
+        c.execute(
+            &format!("INSERT INTO {schema}.fields (field, name, docs, tokens) VALUES ($1, $2, $3, $4)"),
+            &[&field, &s.field, &docs, &tokens],
+        )
+        .await
+        .map_err(pg)?;
+    }
+    Ok(())
+}
+
+/// The symbol table, a thousand definitions a statement.
+async fn symbols(c: &Client, schema: &str, bundle: &Bundle) -> anyhow::Result<()> {
+    let defs = bundle.symbols().defs.clone();
+    for chunk in defs.chunks(1_000) {
+        let tx_sql = format!(
+            "INSERT INTO {schema}.symbols (name, kind, path, language, start_line, end_line, chunk_id, signature) \
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[], $7::text[], \
+             $8::text[])"
+        );
+        let col = |f: fn(&atlas_runtime::symbols::Definition) -> String| chunk.iter().map(f).collect::<Vec<_>>();
+        let lines =
+            |f: fn(&atlas_runtime::symbols::Definition) -> u32| chunk.iter().map(|d| f(d) as i32).collect::<Vec<i32>>();
+        let signature: Vec<Option<String>> = chunk.iter().map(|d| d.signature.clone()).collect();
+        c.execute(
+            &tx_sql,
+            &[
+                &col(|d| d.name.clone()),
+                &col(|d| d.kind.clone()),
+                &col(|d| d.path.clone()),
+                &col(|d| d.language.clone()),
+                &lines(|d| d.start_line),
+                &lines(|d| d.end_line),
+                &col(|d| d.chunk_id.clone()),
+                &signature,
+            ],
+        )
+        .await
+        .map_err(pg)?;
+    }
+    Ok(())
 }
 
 /// A posting's BM25 factor besides the term's idf and weight, as tantivy computes it:
