@@ -120,7 +120,8 @@ async fn server(atlas: &Path, args: &[&str]) -> Res<(String, tokio::process::Chi
         .spawn()?;
     let t = Instant::now();
     while tokio::net::TcpStream::connect(&addr).await.is_err() {
-        if t.elapsed() > Duration::from_secs(120) {
+        // A replica loads every chunk's text at start: minutes at 1M chunks.
+        if t.elapsed() > Duration::from_secs(900) {
             return Err("the server did not listen".into());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
