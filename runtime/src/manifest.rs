@@ -208,6 +208,11 @@ fn is_line(s: &str, max: usize) -> bool {
 pub struct FieldError(String);
 
 impl Manifest {
+    /// `name@version`, as libraries are named to agents and in databases.
+    pub fn library(&self) -> String {
+        format!("{}@{}", crate::package::shown_name(&self.name), self.version)
+    }
+
     /// The manifest's identity and provenance fields are of the forms the pipeline
     /// writes: names and versions are bundle names, times are timestamps, URLs and the
     /// description single lines, commits hex. These fields reach agents and terminals

@@ -309,7 +309,7 @@ impl Bundle {
     /// `name@version`, as hits and servers of several bundles name it: a package's
     /// name shown as `crate:tokio` ([`crate::package`]).
     pub fn library(&self) -> String {
-        format!("{}@{}", crate::package::shown_name(&self.manifest.name), self.manifest.version)
+        self.manifest.library()
     }
 
     pub fn chunk_count(&self) -> usize {

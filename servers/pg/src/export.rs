@@ -81,10 +81,10 @@ pub enum VectorIndex {
 
 /// Loads the bundle in `dir` into `url`.
 pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: VectorIndex) -> anyhow::Result<Exported> {
-    let manifest = atlas_runtime::manifest::verify(dir).with_context(|| format!("checking {}", dir.display()))?;
-    let bundle = Bundle::open(dir, OpenOptions { keyword_only: true, ..OpenOptions::default() })
-        .with_context(|| format!("opening {}", dir.display()))?;
-    let library = bundle.library();
+    // The manifest alone first: an export already complete needs nothing more.
+    let listed = atlas_runtime::manifest::read_manifest(dir).with_context(|| format!("reading {}", dir.display()))?;
+    listed.check_fields().map_err(|why| anyhow::anyhow!("{}'s manifest: {why}", dir.display()))?;
+    let library = listed.library();
     let schema = schema_ident(&library)?;
     let db = Db::connect(url, LANES, Some(EXPORT_STATEMENT_TIMEOUT_MS))?;
     // The manifest's bytes, read once: stored as they are, and their blake3 tells two
@@ -120,6 +120,12 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
             return Ok(out);
         }
         _ => {}
+    }
+    let manifest = atlas_runtime::manifest::verify(dir).with_context(|| format!("checking {}", dir.display()))?;
+    let bundle = Bundle::open(dir, OpenOptions { keyword_only: true, ..OpenOptions::default() })
+        .with_context(|| format!("opening {}", dir.display()))?;
+    if bundle.library() != library {
+        bail!("{} changed while it was being exported; export it again", dir.display());
     }
     let dims = manifest.model.dims;
     let (chunks, rows) = (manifest.chunk_count as i32, manifest.embedding_rows as i32);
