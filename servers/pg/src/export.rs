@@ -460,11 +460,7 @@ impl<'a> Steps<'a> {
     }
 
     fn run(&self, step: &str, f: impl AsyncFnOnce(&Client) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        self.progress.more(1);
-        let t = Instant::now();
-        self.db.block_on(self.step(step.to_owned(), f))?;
-        self.report(step, t);
-        Ok(())
+        self.phase(step, 1, self.step(step.to_owned(), f))
     }
 
     /// Each of `steps`, [`LANES`] at a time (one connection and one server process
