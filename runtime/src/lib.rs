@@ -20,6 +20,7 @@ pub mod int8;
 pub mod manifest;
 pub mod model;
 pub mod package;
+pub mod progress;
 pub mod prompts;
 pub mod query_map;
 pub mod remote;

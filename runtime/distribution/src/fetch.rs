@@ -134,7 +134,7 @@ async fn write_part(opened: Opened, part: &Path, have: u64, bar: &indicatif::Pro
 }
 
 fn progress(label: &str) -> indicatif::ProgressBar {
-    if std::env::var_os("ATLAS_NO_PROGRESS").is_some() {
+    if !atlas_runtime::progress::shown() {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());

@@ -129,6 +129,9 @@ pub(crate) enum Candidates {
     Local {
         vectors: MappedMatrix,
         hnsw: Option<HnswIndex>,
+        /// The vectors are served by the bundle's HNSW graph: loaded, unless the
+        /// bundle was opened keyword-only.
+        graph: bool,
         window_chunk: Vec<u32>,
         /// Each chunk's first row.
         first_window: Vec<u32>,
@@ -217,8 +220,8 @@ impl Bundle {
     /// What serves the vectors: `exact`, `hnsw`, or the database's index.
     pub fn vector_index(&self) -> String {
         match &self.candidates {
-            Candidates::Local { hnsw: Some(_), .. } => "hnsw".into(),
-            Candidates::Local { hnsw: None, .. } => "exact".into(),
+            Candidates::Local { graph: true, .. } => "hnsw".into(),
+            Candidates::Local { graph: false, .. } => "exact".into(),
             Candidates::Remote(r) => r.vector_index(),
         }
     }

@@ -88,7 +88,10 @@ impl Bundle {
         let hnsw_dir = dir.join("hnsw");
         // The threshold is for 384 dims; wider rows cost proportionally more to scan.
         let scan_rows = vectors.rows * vectors.dims.max(384) / 384;
-        let hnsw = if scan_rows > opts.exact_max_rows && hnsw_dir.is_dir() {
+        // A keyword-only bundle never walks the graph: not loaded (at 200k rows that is
+        // a second to load and another to free).
+        let graph = scan_rows > opts.exact_max_rows && hnsw_dir.is_dir();
+        let hnsw = if graph && !opts.keyword_only {
             // The dump's counts size hnsw_rs's allocations: check it before loading.
             for name in [crate::hnsw::GRAPH_FILE, crate::hnsw::DATA_FILE] {
                 crate::manifest::check_artifact(dir, &manifest, &format!("hnsw/{name}"))?;
@@ -107,7 +110,7 @@ impl Bundle {
             None => None,
         };
         let rows = vectors.rows;
-        let candidates = Candidates::Local { vectors, hnsw, window_chunk: meta.window_chunk, first_window };
+        let candidates = Candidates::Local { vectors, hnsw, graph, window_chunk: meta.window_chunk, first_window };
         let parts = Parts { dir: dir.to_owned(), manifest, chunks, texts, rows, candidates, text, symbols, query_map };
         Bundle::assemble(parts, spec, model_dir, opts, OnceLock::new())
     }

@@ -42,7 +42,7 @@ impl Engine<'_> {
         let first_window_only = later <= 0.0;
         // (chunk, first window?, cosine) of the nearest windows.
         let near: Vec<(usize, bool, f32)> = match &self.b.candidates {
-            Candidates::Local { vectors, hnsw, window_chunk, first_window } => {
+            Candidates::Local { vectors, hnsw, window_chunk, first_window, .. } => {
                 let keep_row = |row: usize| {
                     let c = window_chunk[row] as usize;
                     (!first_window_only || first_window[c] == row as u32)

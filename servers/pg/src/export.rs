@@ -121,9 +121,14 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         }
         _ => {}
     }
-    let manifest = atlas_runtime::manifest::verify(dir).with_context(|| format!("checking {}", dir.display()))?;
-    let bundle = Bundle::open(dir, OpenOptions { keyword_only: true, ..OpenOptions::default() })
-        .with_context(|| format!("opening {}", dir.display()))?;
+    // Every file checked against the manifest, and the bundle opened, at once: the
+    // export goes on only when both succeed.
+    let (manifest, bundle) = std::thread::scope(|s| {
+        let opened = s.spawn(|| Bundle::open(dir, OpenOptions { keyword_only: true, ..OpenOptions::default() }));
+        let manifest = atlas_runtime::manifest::verify(dir).with_context(|| format!("checking {}", dir.display()));
+        let bundle = opened.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        anyhow::Ok((manifest?, bundle.with_context(|| format!("opening {}", dir.display()))?))
+    })?;
     if bundle.library() != library {
         bail!("{} changed while it was being exported; export it again", dir.display());
     }
@@ -158,39 +163,6 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
     })?;
     let steps = Steps::new(&db, &schema, done);
 
-    steps.run("bundle", async |c| {
-        let json: serde_json::Value = serde_json::from_slice(&raw_manifest)?;
-        let prov = serde_json::to_value(&provenance)?;
-        c.execute(
-            &format!("INSERT INTO {schema}.bundle (library, manifest, provenance) VALUES ($1, $2::text::jsonb, $3::text::jsonb)"),
-            &[&library, &json.to_string(), &prov.to_string()],
-        )
-        .await
-        .map_err(pg)?;
-        Ok(())
-    })?;
-    steps.run("files", async |c| {
-        for a in &manifest.artifacts {
-            if a.path.starts_with("tantivy/") || AS_TABLES.iter().any(|t| a.path == *t || a.path.starts_with(t)) {
-                continue;
-            }
-            let bytes = atlas_runtime::manifest::read_checked(dir, &manifest, &a.path)?;
-            c.execute(
-                &format!("INSERT INTO {schema}.files (name, bytes, blake3) VALUES ($1, $2, $3)"),
-                &[&a.path, &bytes, &a.blake3],
-            )
-            .await
-            .map_err(pg)?;
-        }
-        c.execute(
-            &format!("INSERT INTO {schema}.files (name, bytes, blake3) VALUES ('manifest.json', $1, $2)"),
-            &[&raw_manifest, &digest],
-        )
-        .await
-        .map_err(pg)?;
-        Ok(())
-    })?;
-
     let meta: atlas_runtime::vectors::EmbeddingsMeta =
         serde_json::from_slice(&atlas_runtime::manifest::read_checked(dir, &manifest, "embeddings.json")?)?;
     let vectors = atlas_runtime::vectors::MappedMatrix::open(&dir.join("embeddings.npy"))?;
@@ -206,11 +178,13 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         stats: &stats,
     };
     // The load and the indexes: every batch a step of its own. The windows first; then
-    // the HNSW build, the longest step, in one lane while the other loads the chunks
-    // and the postings and builds the rest (without HNSW, both lanes load). pgvector's
-    // HNSW build slows several times once its graph outgrows `maintenance_work_mem`
-    // (64 MB by default; 200,000 windows of 384 dimensions need about 400 MB): twice
-    // the vectors' f16 bytes, at most 2 GB, for that transaction only.
+    // the HNSW build, the longest step, in one lane while the other writes the
+    // manifest's row and the small files, loads the chunks and the postings and builds
+    // the rest (without HNSW, both lanes load). pgvector builds HNSW with the server's
+    // parallel maintenance workers (two by default: on two cores the build and the other
+    // lane share them), and slows several times once its graph outgrows
+    // `maintenance_work_mem` (64 MB by default; 200,000 windows of 384 dimensions need
+    // about 400 MB): twice the vectors' f16 bytes, at most 2 GB, for that transaction.
     let src = &src;
     let load = |l: Load| (l.step(&stats), async move |c: &Client| src.load(l, c).await);
     steps.all("windows", (0..vectors.rows).step_by(WINDOW_BATCH).map(|r| load(Load::Windows(r))))?;
@@ -230,9 +204,12 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         );
         (format!("index:{name}"), async move |c: &Client| c.batch_execute(&sql).await.map_err(pg))
     };
-    let analyze = |tables: &'static [&'static str]| {
-        let sql: String = tables.iter().map(|t| format!("ANALYZE {schema}.{t}; ")).collect();
-        (format!("analyze:{}", tables.join(",")), async move |c: &Client| c.batch_execute(&sql).await.map_err(pg))
+    // Statistics for the columns that queries filter and join on only: sampling the
+    // postings' arrays or the texts costs seconds and tells the planner nothing.
+    let analyze = |tables: &'static [(&'static str, &'static str)]| {
+        let sql: String = tables.iter().map(|(t, cols)| format!("ANALYZE {schema}.{t} ({cols}); ")).collect();
+        let names: Vec<&str> = tables.iter().map(|t| t.0).collect();
+        (format!("analyze:{}", names.join(",")), async move |c: &Client| c.batch_execute(&sql).await.map_err(pg))
     };
     let vectors_lane = async {
         if hnsw {
@@ -248,10 +225,44 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
                 })
                 .await?;
         }
-        let (name, f) = analyze(&["windows"]);
+        let (name, f) = analyze(&[("windows", "row, chunk, first, kind")]);
         steps.step(name, f).await
     };
+    let bundle_row = async |c: &Client| {
+        let json: serde_json::Value = serde_json::from_slice(&raw_manifest)?;
+        let prov = serde_json::to_value(&provenance)?;
+        c.execute(
+            &format!("INSERT INTO {schema}.bundle (library, manifest, provenance) VALUES ($1, $2::text::jsonb, $3::text::jsonb)"),
+            &[&library, &json.to_string(), &prov.to_string()],
+        )
+        .await
+        .map_err(pg)?;
+        Ok(())
+    };
+    let files = async |c: &Client| {
+        for a in &manifest.artifacts {
+            if a.path.starts_with("tantivy/") || AS_TABLES.iter().any(|t| a.path == *t || a.path.starts_with(t)) {
+                continue;
+            }
+            let bytes = atlas_runtime::manifest::read_checked(dir, &manifest, &a.path)?;
+            c.execute(
+                &format!("INSERT INTO {schema}.files (name, bytes, blake3) VALUES ($1, $2, $3)"),
+                &[&a.path, &bytes, &a.blake3],
+            )
+            .await
+            .map_err(pg)?;
+        }
+        c.execute(
+            &format!("INSERT INTO {schema}.files (name, bytes, blake3) VALUES ('manifest.json', $1, $2)"),
+            &[&raw_manifest, &digest],
+        )
+        .await
+        .map_err(pg)?;
+        Ok(())
+    };
     let text_lane = async {
+        steps.step("bundle".into(), bundle_row).await?;
+        steps.step("files".into(), files).await?;
         let lanes = if hnsw { 1 } else { LANES };
         steps.par(loads.iter().map(|&l| load(l)), lanes).await?;
         steps.step("terms".into(), async |c: &Client| terms(c, &schema, &stats).await).await?;
@@ -264,7 +275,11 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
             let (name, f) = index(name, def);
             steps.step(name, f).await?;
         }
-        let (name, f) = analyze(&["chunks", "postings", "terms"]);
+        let (name, f) = analyze(&[
+            ("chunks", "idx, chunk_id, path, kind, section, language, repo, symbol_kind"),
+            ("postings", "field, term, kind, seg, block"),
+            ("terms", "field, term, df"),
+        ]);
         steps.step(name, f).await?;
         // The export against the bundle, while the HNSW build (which it does not
         // read) goes on: every table it checks is loaded.
@@ -273,7 +288,7 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         steps.progress.line(&format!("verify: {:.1} s", t.elapsed().as_secs_f64()));
         Ok(())
     };
-    let count = loads.len() + 2 + 3 + 2 + usize::from(hnsw);
+    let count = 2 + loads.len() + 2 + 3 + 2 + usize::from(hnsw);
     steps.phase("load and indexes", count, futures_util::future::try_join(vectors_lane, text_lane))?;
     (out.steps_run, out.steps_skipped) = (steps.run.get(), steps.skipped.get());
     steps.progress.finish();
@@ -459,10 +474,6 @@ impl<'a> Steps<'a> {
         Steps { db, schema, done, run: Cell::new(0), skipped: Cell::new(0), progress, work: RefCell::default() }
     }
 
-    fn run(&self, step: &str, f: impl AsyncFnOnce(&Client) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        self.phase(step, 1, self.step(step.to_owned(), f))
-    }
-
     /// Each of `steps`, [`LANES`] at a time (one connection and one server process
     /// each); the first error stops the others (their transactions roll back).
     fn all<F: AsyncFnOnce(&Client) -> anyhow::Result<()>>(
@@ -562,9 +573,7 @@ struct Progress {
 
 impl Progress {
     fn new() -> Self {
-        use std::io::IsTerminal as _;
-        let tty = std::io::stderr().is_terminal() && std::env::var_os("ATLAS_NO_PROGRESS").is_none();
-        let bar = tty.then(|| {
+        let bar = atlas_runtime::progress::shown().then(|| {
             let b = indicatif::ProgressBar::new(0);
             b.set_style(
                 indicatif::ProgressStyle::with_template("export [{bar:30}] {pos}/{len} steps {elapsed} {msg}")
@@ -693,7 +702,10 @@ fn blocks<'k>(docs: &[(u32, u32, u32)], avg: f64, kind_of: impl Fn(u32) -> &'k s
         .collect()
 }
 
-/// The bundle's tables (all `IF NOT EXISTS`: a rerun finds them).
+/// The bundle's tables (all `IF NOT EXISTS`: a rerun finds them). The postings' arrays
+/// and the texts are stored uncompressed: pglz on the texts over 2 kB (a third of
+/// them) doubled the chunks' COPY on the server, for a database 1.2× the bundle's size
+/// instead of 1.05× (docs/benchmarks.md).
 fn tables(schema: &str, dims: usize) -> String {
     format!(
         "CREATE SCHEMA IF NOT EXISTS {schema};
@@ -711,6 +723,7 @@ fn tables(schema: &str, dims: usize) -> String {
            impacts real[] NOT NULL);
          ALTER TABLE {schema}.postings ALTER COLUMN chunks SET STORAGE EXTERNAL,
            ALTER COLUMN impacts SET STORAGE EXTERNAL;
+         ALTER TABLE {schema}.chunks ALTER COLUMN text SET STORAGE EXTERNAL;
          CREATE TABLE IF NOT EXISTS {schema}.terms (field smallint NOT NULL, term text NOT NULL, df integer NOT NULL,
            PRIMARY KEY (field, term));
          CREATE TABLE IF NOT EXISTS {schema}.fields (field smallint PRIMARY KEY, name text NOT NULL,

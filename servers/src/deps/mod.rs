@@ -109,7 +109,7 @@ pub struct Options {
 /// those not installed yet; [`Pass::Vectors`] embeds those installed without vectors.
 pub fn add(wanted: &[Wanted], pass: Pass, opts: &Options) -> Vec<Done> {
     let home = Home::from_env();
-    let shown = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("ATLAS_NO_PROGRESS").is_none();
+    let shown = atlas_runtime::progress::shown();
     let bars = indicatif::MultiProgress::with_draw_target(match shown {
         true => indicatif::ProgressDrawTarget::stderr(),
         false => indicatif::ProgressDrawTarget::hidden(),

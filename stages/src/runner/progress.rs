@@ -1,6 +1,5 @@
 //! Progress reporting: indicatif bars on a TTY, plain log lines on stderr otherwise.
 
-use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -14,8 +13,10 @@ pub struct Progress {
 
 impl Progress {
     pub fn new() -> Progress {
-        let tty = std::io::stderr().is_terminal() && std::env::var_os("ATLAS_NO_PROGRESS").is_none();
-        Progress { multi: tty.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr())) }
+        Progress {
+            multi: atlas_runtime::progress::shown()
+                .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr())),
+        }
     }
 
     /// Logs one line on stderr without tearing a bar.
