@@ -469,3 +469,26 @@ fn the_bundles_hnsw_index_agrees_with_the_exact_scan() {
         assert_eq!(ids(&exact), ids(&graph), "{q}");
     }
 }
+
+#[test]
+fn a_keyword_only_open_never_reads_the_graph_it_would_not_walk() {
+    let Some(dir) = fixture_bundle() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    atlas_e2e::copy_tree(dir, tmp.path());
+    // The graph damaged, at its listed size: opening it to walk fails on its hash...
+    let graph = tmp.path().join("hnsw").join(atlas_runtime::hnsw::GRAPH_FILE);
+    let size = std::fs::metadata(&graph).unwrap().len() as usize;
+    std::fs::write(&graph, vec![0x5a; size]).unwrap();
+    let err = Bundle::open(tmp.path(), OpenOptions { exact_max_rows: 0, ..OpenOptions::default() }).unwrap_err();
+    assert!(err.to_string().contains("does not match the manifest"), "{err}");
+    // ...opened keyword-only it is never read, and the bundle still says what serves
+    // its vectors.
+    let kw = Bundle::open(tmp.path(), OpenOptions { exact_max_rows: 0, keyword_only: true, ..OpenOptions::default() })
+        .unwrap();
+    assert_eq!(kw.info().vector_index, "hnsw");
+    let ids = |b: &Bundle| -> Vec<String> {
+        search(b, "helm repo add", mode(Mode::Keyword)).into_iter().take(3).map(|h| h.chunk_id).collect()
+    };
+    assert_eq!(ids(&kw), ids(&open(dir)));
+    assert!(!ids(&kw).is_empty());
+}

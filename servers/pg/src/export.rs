@@ -288,6 +288,8 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         steps.progress.line(&format!("verify: {:.1} s", t.elapsed().as_secs_f64()));
         Ok(())
     };
+    // The manifest's row and the files, the loads, terms and symbols, three B-trees,
+    // two ANALYZEs, HNSW.
     let count = 2 + loads.len() + 2 + 3 + 2 + usize::from(hnsw);
     steps.phase("load and indexes", count, futures_util::future::try_join(vectors_lane, text_lane))?;
     (out.steps_run, out.steps_skipped) = (steps.run.get(), steps.skipped.get());
