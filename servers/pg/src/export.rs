@@ -228,41 +228,15 @@ pub fn export(dir: &Path, url: &str, provenance: Provenance, vector_index: Vecto
         let (name, f) = analyze(&[("windows", "row, chunk, first, kind")]);
         steps.step(name, f).await
     };
-    let bundle_row = async |c: &Client| {
-        let json: serde_json::Value = serde_json::from_slice(&raw_manifest)?;
-        let prov = serde_json::to_value(&provenance)?;
-        c.execute(
-            &format!("INSERT INTO {schema}.bundle (library, manifest, provenance) VALUES ($1, $2::text::jsonb, $3::text::jsonb)"),
-            &[&library, &json.to_string(), &prov.to_string()],
-        )
-        .await
-        .map_err(pg)?;
-        Ok(())
-    };
-    let files = async |c: &Client| {
-        for a in &manifest.artifacts {
-            if a.path.starts_with("tantivy/") || AS_TABLES.iter().any(|t| a.path == *t || a.path.starts_with(t)) {
-                continue;
-            }
-            let bytes = atlas_runtime::manifest::read_checked(dir, &manifest, &a.path)?;
-            c.execute(
-                &format!("INSERT INTO {schema}.files (name, bytes, blake3) VALUES ($1, $2, $3)"),
-                &[&a.path, &bytes, &a.blake3],
-            )
-            .await
-            .map_err(pg)?;
-        }
-        c.execute(
-            &format!("INSERT INTO {schema}.files (name, bytes, blake3) VALUES ('manifest.json', $1, $2)"),
-            &[&raw_manifest, &digest],
-        )
-        .await
-        .map_err(pg)?;
-        Ok(())
-    };
     let text_lane = async {
-        steps.step("bundle".into(), bundle_row).await?;
-        steps.step("files".into(), files).await?;
+        steps
+            .step("bundle".into(), async |c: &Client| {
+                bundle_row(c, &schema, &library, &raw_manifest, &provenance).await
+            })
+            .await?;
+        steps
+            .step("files".into(), async |c: &Client| files(c, &schema, dir, &manifest, &raw_manifest, &digest).await)
+            .await?;
         let lanes = if hnsw { 1 } else { LANES };
         steps.par(loads.iter().map(|&l| load(l)), lanes).await?;
         steps.step("terms".into(), async |c: &Client| terms(c, &schema, &stats).await).await?;
@@ -612,6 +586,58 @@ impl Progress {
             b.finish_and_clear();
         }
     }
+}
+
+/// The manifest's row: the manifest and where the bundle came from, as JSON.
+async fn bundle_row(
+    c: &Client,
+    schema: &str,
+    library: &str,
+    raw_manifest: &[u8],
+    provenance: &Provenance,
+) -> anyhow::Result<()> {
+    let json: serde_json::Value = serde_json::from_slice(raw_manifest)?;
+    let prov = serde_json::to_value(provenance)?;
+    c.execute(
+        &format!(
+            "INSERT INTO {schema}.bundle (library, manifest, provenance) VALUES ($1, $2::text::jsonb, $3::text::jsonb)"
+        ),
+        &[&library, &json.to_string(), &prov.to_string()],
+    )
+    .await
+    .map_err(pg)?;
+    Ok(())
+}
+
+/// The bundle's small files byte for byte (each read checked against the manifest),
+/// and the manifest's own bytes; those held as tables stay out ([`AS_TABLES`]).
+async fn files(
+    c: &Client,
+    schema: &str,
+    dir: &Path,
+    manifest: &Manifest,
+    raw_manifest: &[u8],
+    digest: &str,
+) -> anyhow::Result<()> {
+    for a in &manifest.artifacts {
+        if a.path.starts_with("tantivy/") || AS_TABLES.iter().any(|t| a.path == *t || a.path.starts_with(t)) {
+            continue;
+        }
+        let bytes = atlas_runtime::manifest::read_checked(dir, manifest, &a.path)?;
+        c.execute(
+            &format!("INSERT INTO {schema}.files (name, bytes, blake3) VALUES ($1, $2, $3)"),
+            &[&a.path, &bytes, &a.blake3],
+        )
+        .await
+        .map_err(pg)?;
+    }
+    c.execute(
+        &format!("INSERT INTO {schema}.files (name, bytes, blake3) VALUES ('manifest.json', $1, $2)"),
+        &[&raw_manifest, &digest],
+    )
+    .await
+    .map_err(pg)?;
+    Ok(())
 }
 
 /// The term table from the loaded postings (each term's document frequency), and
