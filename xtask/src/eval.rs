@@ -8,6 +8,9 @@
 //! `--symbols` adds a symbol-lookup set per code corpus, drawn from the bundle's own
 //! definitions; `--multi` asks every set's questions of one server holding all the
 //! corpora, unpinned and pinned to the right library; `--v1` runs the round-2 sets.
+//! `--small` builds a small library from each corpus ([`small`]) and asks it the set's
+//! questions it still answers and every negative: refusal on a corpus the size of a
+//! small package, which no fit has seen.
 
 use std::process::Command;
 
@@ -29,6 +32,9 @@ pub struct Args {
     /// The round-2 sets (xtask/eval/v1) instead of the current ones.
     #[arg(long)]
     v1: bool,
+    /// Also each set over a small library cut from its corpus (47 files).
+    #[arg(long)]
+    small: bool,
     /// Compare these ranking knobs (a JSON file, see `atlas eval --tuning`).
     #[arg(long)]
     tuning: Option<std::path::PathBuf>,
@@ -70,6 +76,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let mut ev = atlas_eval(&release, &stem, args);
         ev.arg("--golden").arg(&golden).arg("--bundle").arg(&bundle);
         status(ev)?;
+        if args.small && !args.v1 {
+            let (corpus, golden) = small::cut(&corpora.join(corpus), &golden, &work.with_extension("small"))?;
+            let small = crate::local_bundle(&work.with_extension("small"), &format!("small-{name}"), "small", &corpus)?;
+            let mut ev = atlas_eval(&release, &format!("small-{set}"), args);
+            ev.arg("--golden").arg(&golden).arg("--bundle").arg(&small);
+            status(ev)?;
+        }
         if args.symbols > 0 && set.starts_with("code-") {
             let mut ev = atlas_eval(&release, &format!("symbols-{name}"), args);
             ev.arg("--symbol-set").arg(args.symbols.to_string()).args(["--kind", "code"]).arg("--bundle").arg(&bundle);
@@ -122,4 +135,95 @@ fn atlas_eval(release: &Profile, stem: &str, args: &Args) -> Command {
         ev.arg("--explain");
     }
     ev
+}
+
+/// Small libraries cut from a development corpus, for refusal where the held-out
+/// sets found it weakest: a small package's docs and source (47 files), where an
+/// everyday word or a name's two words are missing more often than in a large corpus.
+mod small {
+    use std::path::{Path, PathBuf};
+
+    use sha2::{Digest, Sha256};
+
+    /// The files a small library holds: the held-out fifth corpus's size.
+    const FILES: usize = 47;
+    /// Files left for ones no question names.
+    const OTHERS: usize = 7;
+    /// Fixes the cut: questions and files are taken in the order of their hash.
+    const SEED: &str = "small-1";
+
+    fn order(key: &str) -> [u8; 32] {
+        Sha256::digest(format!("{SEED}\0{key}")).into()
+    }
+
+    /// Cuts the corpus at `corpus` into `work/corpus`: questions of `golden` in hash
+    /// order, each kept while every file it expects fits in the first `FILES −
+    /// OTHERS`, then other docs and source files in hash order up to `FILES`. Writes
+    /// `work/set.jsonl` (the kept questions and every negative, their halves as in
+    /// the full set) and returns the two paths.
+    pub fn cut(corpus: &Path, golden: &Path, work: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+        let text = std::fs::read_to_string(golden)?;
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .map(serde_json::from_str)
+            .collect::<Result<_, _>>()?;
+        let expected = |q: &serde_json::Value| -> Vec<String> {
+            q["expected"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e["path"].as_str().map(str::to_owned))
+                .collect()
+        };
+        let mut answerable: Vec<&serde_json::Value> = lines.iter().filter(|q| !expected(q).is_empty()).collect();
+        answerable.sort_by_key(|q| order(q["query"].as_str().unwrap_or_default()));
+        let mut files = std::collections::BTreeSet::new();
+        let mut kept = Vec::new();
+        for q in answerable {
+            let need = expected(q);
+            // A path the corpus spells otherwise cannot be copied: not cut.
+            if !need.iter().all(|p| corpus.join(p).is_file()) {
+                continue;
+            }
+            let more = need.iter().filter(|p| !files.contains(*p)).count();
+            if files.len() + more <= FILES - OTHERS {
+                files.extend(need);
+                kept.push(q);
+            }
+        }
+        let mut others = Vec::new();
+        walk(corpus, corpus, &mut others)?;
+        others.retain(|p| !files.contains(p) && [".md", ".py", ".rs"].iter().any(|e| p.ends_with(e)));
+        others.sort_by_key(|p| order(p));
+        let room = FILES.saturating_sub(files.len());
+        files.extend(others.into_iter().take(room));
+        let out = work.join("corpus");
+        if out.exists() {
+            std::fs::remove_dir_all(&out)?;
+        }
+        for f in &files {
+            let to = out.join(f);
+            std::fs::create_dir_all(to.parent().unwrap_or(&out))?;
+            std::fs::copy(corpus.join(f), &to)?;
+        }
+        let set = work.join("set.jsonl");
+        let negatives = lines.iter().filter(|q| expected(q).is_empty());
+        let body: Vec<String> = kept.into_iter().chain(negatives).map(|q| q.to_string()).collect();
+        std::fs::write(&set, body.join("\n") + "\n")?;
+        Ok((out, set))
+    }
+
+    /// Every file under `dir`, as a `/`-joined path relative to `root`.
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                walk(root, &path, out)?;
+            } else if let Ok(rel) = path.strip_prefix(root) {
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+        Ok(())
+    }
 }
