@@ -141,7 +141,7 @@ fn atlas_eval(release: &Profile, stem: &str, args: &Args) -> Command {
 /// sets found it weakest: a small package's docs and source (47 files), where an
 /// everyday word or a name's two words are missing more often than in a large corpus.
 mod small {
-    use std::path::{Path, PathBuf};
+    use std::path::{Component, Path, PathBuf};
 
     use sha2::{Digest, Sha256};
 
@@ -182,8 +182,10 @@ mod small {
         let mut kept = Vec::new();
         for q in answerable {
             let need = expected(q);
-            // A path the corpus spells otherwise cannot be copied: not cut.
-            if !need.iter().all(|p| corpus.join(p).is_file()) {
+            // A path the corpus spells otherwise cannot be copied, and one that would
+            // leave the corpus is no path of it: not cut.
+            let inside = |p: &String| Path::new(p).components().all(|c| matches!(c, Component::Normal(_)));
+            if !need.iter().all(|p| inside(p) && corpus.join(p).is_file()) {
                 continue;
             }
             let more = need.iter().filter(|p| !files.contains(*p)).count();
@@ -214,13 +216,17 @@ mod small {
         Ok((out, set))
     }
 
-    /// Every file under `dir`, as a `/`-joined path relative to `root`.
+    /// Every file under `dir` (links not followed), as a `/`-joined path relative to
+    /// `root`.
     fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Result<()> {
         for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            if path.is_dir() {
+            let entry = entry?;
+            let (kind, path) = (entry.file_type()?, entry.path());
+            if kind.is_dir() {
                 walk(root, &path, out)?;
-            } else if let Ok(rel) = path.strip_prefix(root) {
+            } else if kind.is_file()
+                && let Ok(rel) = path.strip_prefix(root)
+            {
                 out.push(rel.to_string_lossy().replace('\\', "/"));
             }
         }
