@@ -182,7 +182,7 @@ mod small {
         let mut kept = Vec::new();
         for q in answerable {
             let need = expected(q);
-            // A path the corpus spells otherwise cannot be copied, and one that would
+            // A file the corpus does not hold cannot be copied, and a path that would
             // leave the corpus is no path of it: not cut.
             let inside = |p: &String| Path::new(p).components().all(|c| matches!(c, Component::Normal(_)));
             if !need.iter().all(|p| inside(p) && corpus.join(p).is_file()) {
