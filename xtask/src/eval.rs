@@ -194,8 +194,7 @@ mod small {
                 kept.push(q);
             }
         }
-        let mut others = Vec::new();
-        walk(corpus, corpus, &mut others)?;
+        let mut others = crate::files_under(corpus)?;
         others.retain(|p| !files.contains(p) && [".md", ".py", ".rs"].iter().any(|e| p.ends_with(e)));
         others.sort_by_key(|p| order(p));
         let room = FILES.saturating_sub(files.len());
@@ -214,22 +213,5 @@ mod small {
         let body: Vec<String> = kept.into_iter().chain(negatives).map(|q| q.to_string()).collect();
         std::fs::write(&set, body.join("\n") + "\n")?;
         Ok((out, set))
-    }
-
-    /// Every file under `dir` (links not followed), as a `/`-joined path relative to
-    /// `root`.
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Result<()> {
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            let (kind, path) = (entry.file_type()?, entry.path());
-            if kind.is_dir() {
-                walk(root, &path, out)?;
-            } else if kind.is_file()
-                && let Ok(rel) = path.strip_prefix(root)
-            {
-                out.push(rel.to_string_lossy().replace('\\', "/"));
-            }
-        }
-        Ok(())
     }
 }

@@ -77,6 +77,26 @@ fn main() -> ExitCode {
     }
 }
 
+/// Every file under `root` (links not followed), as a `/`-joined path relative to it.
+pub fn files_under(root: &Path) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let (kind, path) = (entry.file_type()?, entry.path());
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file()
+                && let Ok(rel) = path.strip_prefix(root)
+            {
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    Ok(out)
+}
+
 pub fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace root").to_owned()
 }

@@ -110,18 +110,11 @@ fn train(release: Profile, work: &Path) -> anyhow::Result<()> {
         Ok(())
     };
     git(&["init", "-q", "-b", "main"])?;
-    let mut rs: Vec<PathBuf> = Vec::new();
-    let mut stack = vec![repo.clone()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d)?.flatten() {
-            let p = e.path();
-            if p.is_dir() && !p.ends_with(".git") {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                rs.push(p);
-            }
-        }
-    }
+    let mut rs: Vec<PathBuf> = crate::files_under(&repo)?
+        .into_iter()
+        .filter(|f| f.ends_with(".rs") && !f.split('/').any(|part| part == ".git"))
+        .map(|f| repo.join(f))
+        .collect();
     rs.sort();
     anyhow::ensure!(rs.len() >= 15, "the tfhe-rs corpus has too few .rs files");
     for (i, tag) in ["v1.0.0", "v1.1.0", "v1.2.0", "v1.3.0", "v1.4.0"].iter().enumerate() {
