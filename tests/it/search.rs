@@ -305,6 +305,63 @@ fn the_first_five_hits_hold_docs_and_code_when_the_next_five_hold_the_other() {
 }
 
 #[test]
+fn a_file_of_tests_ranks_after_the_code_unless_the_question_is_about_tests() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let code = work.path().join("code");
+    for (rel, text) in [
+        (
+            "src/invoice.rs",
+            "/// The amount due on an invoice: its lines summed, then the tax rate applied.\n\
+             pub fn amount_due(lines: &[u64], tax_percent: u64) -> u64 {\n\
+             \x20   let net: u64 = lines.iter().sum();\n\
+             \x20   net + net * tax_percent / 100\n}\n",
+        ),
+        (
+            "tests/invoice.rs",
+            "// The amount due on an invoice sums its lines and applies the tax rate.\n\
+             #[test]\nfn amount_due_sums_the_invoice_lines_and_applies_the_tax_rate() {\n\
+             \x20   // invoice lines summed, tax rate applied: the amount due\n\
+             \x20   assert_eq!(invoice::amount_due(&[100, 50], 20), 180);\n}\n",
+        ),
+    ] {
+        let p = code.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let cfg = work.path().join("pipeline.yaml");
+    std::fs::write(
+        &cfg,
+        "name: tests-apart\nsources:\n  code:\n    kind: local\n    path: code\n    include: [\"**/*.rs\"]\n",
+    )
+    .unwrap();
+    run(atlas_e2e::pipeline().arg("-c").arg(&cfg).arg("run")).success();
+    let b = open(&work.path().join(".atlas/build/bundle"));
+    let first = |q: &str, m: Mode, tuning: Tuning| {
+        search(&b, q, SearchOptions { mode: m, tuning, ..SearchOptions::default() })[0].path.clone()
+    };
+    let even = Tuning { test_files: 1.0, ..Tuning::default() };
+    let question = "sum the invoice lines and apply the tax rate to get the amount due";
+    let mut demoted = 0;
+    for m in [Mode::Keyword, Mode::Vector, Mode::Hybrid] {
+        assert_eq!(first(question, m, Tuning::default()), "code/src/invoice.rs", "{m:?}");
+        demoted += usize::from(first(question, m, even) == "code/tests/invoice.rs");
+        // A question about tests is answered by them: the factor does not apply.
+        let about_tests = format!("tests that {question}");
+        let plain = search(&b, &about_tests, SearchOptions { mode: m, tuning: even, ..SearchOptions::default() });
+        let ranked = search(&b, &about_tests, mode(m));
+        assert_eq!(
+            ranked.iter().map(|h| &h.chunk_id).collect::<Vec<_>>(),
+            plain.iter().map(|h| &h.chunk_id).collect::<Vec<_>>(),
+            "{m:?}"
+        );
+    }
+    assert!(demoted > 0, "the file of tests ranked after the code even at an even factor: the test shows nothing");
+}
+
+#[test]
 fn get_chunk_returns_the_chunk_and_its_neighbours() {
     let Some(dir) = fixture_bundle() else { return };
     let b = open(dir);

@@ -229,6 +229,7 @@ impl Engine<'_> {
             }
         };
         self.cluster_boost(query, &mut ranked, t.cluster_boost);
+        self.test_files(query, &mut ranked, t.test_files);
         file_evidence(&self.b.chunks, &mut ranked, t.file_second);
         link_boost(&self.b.chunks, &self.b.by_id, &mut ranked, t.link_from, t.link_boost);
         Ok(Retrieved { vector, keyword, ranked })
@@ -366,6 +367,20 @@ impl Engine<'_> {
             Some(m) => m.apply(&q),
             None => q,
         })
+    }
+
+    /// A file of tests answers a question about tests; otherwise the code it tests
+    /// or the page that explains it does, so its chunks take `factor`.
+    fn test_files(&self, query: &str, ranked: &mut [(usize, f32)], factor: f32) {
+        if factor == 1.0 || crate::words::stems(query).iter().any(|w| w == "test") {
+            return;
+        }
+        for (i, s) in ranked.iter_mut() {
+            if crate::symbols::is_test_path(&self.b.chunks[*i].path) {
+                *s *= factor;
+            }
+        }
+        sort_desc(ranked);
     }
 
     fn cluster_boost(&self, query: &str, ranked: &mut [(usize, f32)], factor: f32) {

@@ -133,6 +133,9 @@ pub struct Tuning {
     pub prf: f32,
     /// Score factor when a query word names one of the chunk's cluster tags.
     pub cluster_boost: f32,
+    /// Score factor for a chunk from a file of tests ([`crate::symbols::is_test_path`])
+    /// when the query does not ask about tests.
+    pub test_files: f32,
     /// Rank the chunks that define a name the query gives first (keyword, hybrid).
     pub definitions_first: bool,
     /// Overrides the search's fusion (for comparing them in `atlas eval --tuning`).
@@ -181,6 +184,7 @@ impl Default for Tuning {
             link_from: 5,
             prf: 0.0,
             cluster_boost: 1.05,
+            test_files: 0.5,
             definitions_first: true,
             fusion: None,
             norm: [Norm::MinMax, Norm::Max],
