@@ -376,8 +376,9 @@ impl Engine<'_> {
             return;
         }
         for (i, s) in ranked.iter_mut() {
+            // A cosine can be negative: such a chunk moves down too.
             if crate::symbols::is_test_path(&self.b.chunks[*i].path) {
-                *s *= factor;
+                *s = if *s >= 0.0 { *s * factor } else { *s / factor.max(f32::EPSILON) };
             }
         }
         sort_desc(ranked);
