@@ -105,6 +105,12 @@ pub fn american_spellings(w: &str) -> Vec<String> {
 /// The English stems of `text`'s words, lowercased, function words left out: what
 /// the keyword index's English fields hold (tantivy's Snowball stemmer).
 pub fn stems(text: &str) -> Vec<String> {
+    stemmed_words(text).into_iter().flat_map(|(_, stems)| stems).collect()
+}
+
+/// Each of `text`'s words as written, with its stems ([`stems`]; a word joined by `_`
+/// gives one per part), function words left out.
+pub fn stemmed_words(text: &str) -> Vec<(&str, Vec<String>)> {
     let mut analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(LowerCaser)
         .filter(Stemmer::new(Language::English))
@@ -112,9 +118,11 @@ pub fn stems(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for word in text.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty() && !is_stopword(w)) {
         let mut stream = analyzer.token_stream(word);
+        let mut stems = Vec::new();
         while let Some(tok) = stream.next() {
-            out.push(tok.text.clone());
+            stems.push(tok.text.clone());
         }
+        out.push((word, stems));
     }
     out
 }

@@ -371,6 +371,11 @@ fn a_question_nothing_answers_is_refused_without_calling_the_llm() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(v["stop_reason"], "refused", "{v:#}");
     assert!(v["answer"].as_str().unwrap().starts_with("I can't answer that"), "{v:#}");
+    // It names the question's words the library never writes, as the search saw them.
+    assert!(
+        v["answer"].as_str().unwrap().contains("No chunk holds") && v["answer"].as_str().unwrap().contains("\"oven\""),
+        "{v:#}"
+    );
     assert!(seen.lock().unwrap().is_empty());
 }
 

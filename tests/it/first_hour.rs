@@ -94,7 +94,8 @@ fn an_install_from_a_relative_path_records_it_absolute() {
 
 /// Every vector and hybrid search reply says how sure it is (the calibrated confidence
 /// `atlas ask` refuses below) as a number and a word; an out-of-scope question says
-/// first, in one line, that nothing answers it confidently; `atlas ask` refuses it too.
+/// first, in one line, that nothing answers it confidently and which of its words no
+/// chunk holds; `atlas ask` refuses it too, and says the same.
 #[test]
 fn search_replies_say_how_sure_they_are() {
     let Some(bundle) = crate::search::fixture_bundle() else { return };
@@ -105,6 +106,11 @@ fn search_replies_say_how_sure_they_are() {
         let (text, v) = ok(call(&c, "search_docs", json!({"query": "How do I bake sourdough bread?"})).await);
         assert_eq!(v["confidence"]["level"], "none", "{v}");
         assert!(text.starts_with("nothing served answers this confidently"), "{text}");
+        // Which of its words no chunk holds, as written: what the agent can rephrase.
+        let unseen = v["confidence"]["unseen_words"].as_array().unwrap_or_else(|| panic!("{v}"));
+        assert!(unseen.iter().any(|w| w == "sourdough") && !unseen.iter().any(|w| w == "How"), "{v}");
+        let first = text.lines().next().unwrap_or_default();
+        assert!(first.contains("no chunk holds") && first.contains("\"sourdough\""), "{text}");
         let (text, v) = ok(call(&c, "search_docs", json!({"query": "How do I install with Helm?"})).await);
         assert_ne!(v["confidence"]["level"], "none", "{v}");
         assert!(text.contains(&format!("confidence {}", v["confidence"]["level"].as_str().unwrap())), "{text}");
@@ -121,6 +127,8 @@ fn search_replies_say_how_sure_they_are() {
     ]));
     let a: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
     assert!(a["confidence"].as_f64().unwrap() < a["threshold"].as_f64().unwrap(), "{a}");
+    assert!(a["unseen_words"].as_array().is_some_and(|u| u.iter().any(|w| w == "sourdough")), "{a}");
+    assert!(a["answer"].as_str().is_some_and(|t| t.contains("No chunk holds") && t.contains("\"sourdough\"")), "{a}");
 }
 
 /// A hit's snippet is the passage that matched: a page whose first 300 characters

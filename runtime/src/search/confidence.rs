@@ -228,9 +228,37 @@ pub fn name_pairs(query: &str, is_code: impl Fn(&str) -> bool) -> Vec<Vec<String
     names
 }
 
+/// What a low confidence tells a reader about [`super::Searched::unseen_words`], for a
+/// refusal's line (empty when there are none): `no chunk holds "graphics" or "card";
+/// the library may say them in other words, so search again with those`.
+pub fn unseen_note(words: &[String]) -> String {
+    let quoted: Vec<String> = words.iter().map(|w| format!("{w:?}")).collect();
+    match quoted.split_last() {
+        None => String::new(),
+        Some((last, [])) => {
+            format!("no chunk holds {last}; the library may say it in other words, so search again with those")
+        }
+        Some((last, rest)) => format!(
+            "no chunk holds {} or {last}; the library may say them in other words, so search again with those",
+            rest.join(", ")
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_names_the_words_no_chunk_holds() {
+        let w = |ws: &[&str]| unseen_note(&ws.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        assert_eq!(w(&[]), "");
+        assert_eq!(
+            w(&["graphics"]),
+            "no chunk holds \"graphics\"; the library may say it in other words, so search again with those"
+        );
+        assert!(w(&["a", "b", "c"]).starts_with("no chunk holds \"a\", \"b\" or \"c\"; the library may say them"));
+    }
 
     #[test]
     fn an_exact_find_is_certain_and_the_model_rises_with_the_cosine_and_keyword_and_falls_with_unseen_words() {

@@ -97,7 +97,8 @@ pub fn merge(mut each: Vec<Searched>, top_k: usize, mode: Mode, sharpness: f32) 
         return each.pop().unwrap_or_else(empty);
     }
     let best = each.iter().max_by(|a, b| a.confidence.total_cmp(&b.confidence));
-    let (confidence, signals) = best.map_or((0.0, Default::default()), |s| (s.confidence, s.signals));
+    let (confidence, signals, unseen_words) =
+        best.map_or((0.0, Default::default(), Vec::new()), |s| (s.confidence, s.signals, s.unseen_words.clone()));
     let mut hits: Vec<Hit> = Vec::with_capacity(top_k);
     if mode != Mode::Keyword {
         let c = &CALIBRATION;
@@ -112,7 +113,7 @@ pub fn merge(mut each: Vec<Searched>, top_k: usize, mode: Mode, sharpness: f32) 
         }
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         hits.extend(scored.into_iter().take(top_k).map(|(_, _, h)| h.clone()));
-        return Searched { hits, confidence, signals };
+        return Searched { hits, confidence, signals, unseen_words };
     }
     each.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
     let longest = each.iter().map(|s| s.hits.len()).max().unwrap_or(0);
@@ -126,11 +127,11 @@ pub fn merge(mut each: Vec<Searched>, top_k: usize, mode: Mode, sharpness: f32) 
             }
         }
     }
-    Searched { hits, confidence, signals }
+    Searched { hits, confidence, signals, unseen_words }
 }
 
 fn empty() -> Searched {
-    Searched { hits: Vec::new(), confidence: 0.0, signals: Default::default() }
+    Searched { hits: Vec::new(), confidence: 0.0, signals: Default::default(), unseen_words: Vec::new() }
 }
 
 /// How a library's hit at `rank` compares with its first: the ratio of their scores
@@ -153,7 +154,7 @@ mod tests {
     fn searched(lib: &str, scores: &[f32], top_cosine: f32) -> Searched {
         let hits = scores.iter().enumerate().map(|(i, &score)| Hit { score, ..hit(lib, i) }).collect();
         let signals = Signals { top_cosine, words: 3, ..Default::default() };
-        Searched { hits, confidence: top_cosine, signals }
+        Searched { hits, confidence: top_cosine, signals, unseen_words: Vec::new() }
     }
 
     fn ids(s: &Searched) -> Vec<String> {

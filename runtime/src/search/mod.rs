@@ -21,7 +21,7 @@ mod retrieve;
 mod shape;
 
 pub use crate::hit::{Hit, Link, slug};
-pub use confidence::{CALIBRATION, Calibration, Signals};
+pub use confidence::{CALIBRATION, Calibration, Signals, unseen_note};
 pub use exact::exact_strings;
 pub use fusion::fuse;
 pub use merge::{Merged, Skip, Skipped, merge, search_all};
@@ -64,7 +64,14 @@ pub struct Searched {
     pub confidence: f32,
     /// What the confidence was computed from (vector and hybrid).
     pub signals: Signals,
+    /// The question's words, as written, that no chunk holds (vector and hybrid; at
+    /// most [`MAX_UNSEEN_WORDS`]): what lowers the confidence most, and what a reader
+    /// can put in the library's own words.
+    pub unseen_words: Vec<String>,
 }
+
+/// The most unseen words a search reports.
+pub const MAX_UNSEEN_WORDS: usize = 8;
 
 /// What the retrievers found for one query, before the rules that order them.
 struct Retrieved {
@@ -129,7 +136,12 @@ impl Engine<'_> {
         // A filter no chunk passes (code of a docs-only library) answers at once: a
         // graph search under it would walk the whole graph to find nothing.
         if opts.top_k == 0 || (!opts.filters.is_empty() && !self.b.chunks.iter().any(|c| opts.filters.keep(c))) {
-            return Ok(Searched { hits: Vec::new(), confidence: 0.0, signals: Signals::default() });
+            return Ok(Searched {
+                hits: Vec::new(),
+                confidence: 0.0,
+                signals: Signals::default(),
+                unseen_words: Vec::new(),
+            });
         }
         let t = &opts.tuning;
         // The ranking reads the query in the corpus's spelling; definitions and exact
@@ -191,13 +203,14 @@ impl Engine<'_> {
                 break;
             }
         }
-        let (confidence, signals) = if keyword_only {
-            (retrieved.keyword.first().map_or(0.0, |x| x.1), Signals { exact: found_verbatim, ..Signals::default() })
+        let (confidence, signals, unseen_words) = if keyword_only {
+            let top = retrieved.keyword.first().map_or(0.0, |x| x.1);
+            (top, Signals { exact: found_verbatim, ..Signals::default() }, Vec::new())
         } else {
-            let s = self.signals(query, &retrieved, opts, found_verbatim)?;
-            (s.confidence(&CALIBRATION), s)
+            let (s, unseen) = self.signals(query, &retrieved, opts, found_verbatim)?;
+            (s.confidence(&CALIBRATION), s, unseen)
         };
-        Ok(Searched { hits, confidence, signals })
+        Ok(Searched { hits, confidence, signals, unseen_words })
     }
 
     /// The candidates of `mode` (hybrid: both lists, fused with the tuning's weights
@@ -264,7 +277,8 @@ impl Engine<'_> {
 
     /// The confidence model's inputs for a search (vector mode runs the keyword
     /// query too, for its best score).
-    fn signals(&self, query: &str, r: &Retrieved, opts: &SearchOptions, exact: bool) -> Result<Signals> {
+    /// Also the question's words no chunk holds, as written.
+    fn signals(&self, query: &str, r: &Retrieved, opts: &SearchOptions, exact: bool) -> Result<(Signals, Vec<String>)> {
         let top_cosine = r.vector.first().map_or(0.0, |x| x.1);
         let best_keyword = if opts.mode == Mode::Vector && !opts.rerank {
             self.keyword(query, &opts.filters, 1)?.first().map_or(0.0, |x| x.1)
@@ -272,13 +286,24 @@ impl Engine<'_> {
             r.keyword.first().map_or(0.0, |x| x.1)
         };
         let keyword = best_keyword / (1.0 + self.b.chunks.len() as f32).ln().max(1.0);
-        let words: std::collections::BTreeSet<String> = crate::words::stems(query).into_iter().collect();
-        let words: Vec<String> = words.into_iter().collect();
+        let written = crate::words::stemmed_words(query);
+        let words: std::collections::BTreeSet<&String> = written.iter().flat_map(|(_, s)| s).collect();
+        let words: Vec<String> = words.into_iter().cloned().collect();
         let unseen = self.unseen_words(&words)?;
-        let unseen = if words.is_empty() { 0.0 } else { unseen as f32 / words.len() as f32 };
+        let share = if words.is_empty() { 0.0 } else { unseen.len() as f32 / words.len() as f32 };
         let first = r.ranked.iter().take(UNMATCHED_DEPTH).map(|&(i, _)| self.b.text(i));
         let unmatched = confidence::unmatched_numbers(query, first) || self.unwritten_name(query)?;
-        Ok(Signals { top_cosine, unseen, words: words.len(), keyword, exact, unmatched })
+        let signals = Signals { top_cosine, unseen: share, words: words.len(), keyword, exact, unmatched };
+        let mut shown: Vec<String> = Vec::new();
+        for (word, stems) in &written {
+            if shown.len() < MAX_UNSEEN_WORDS
+                && stems.iter().any(|s| unseen.contains(s))
+                && !shown.iter().any(|w| w.eq_ignore_ascii_case(word))
+            {
+                shown.push((*word).to_owned());
+            }
+        }
+        Ok((signals, shown))
     }
 
     /// The rerank pool: the top code and top docs candidates of hybrid (15 each,

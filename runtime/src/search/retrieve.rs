@@ -295,11 +295,11 @@ impl Engine<'_> {
             .collect())
     }
 
-    /// How many of `words` (stems, as the prose fields hold them) no chunk's text,
-    /// title or heading holds.
-    pub(super) fn unseen_words(&self, words: &[String]) -> Result<usize> {
+    /// Which of `words` (stems, as the prose fields hold them) no chunk's text, title
+    /// or heading holds.
+    pub(super) fn unseen_words(&self, words: &[String]) -> Result<HashSet<String>> {
         let df = self.doc_freqs(words)?;
-        Ok(words.iter().filter(|w| df.get(*w).is_none_or(|&n| n == 0)).count())
+        Ok(words.iter().filter(|w| df.get(*w).is_none_or(|&n| n == 0)).cloned().collect())
     }
 
     /// Whether the query writes a name (two or more capitalised words:

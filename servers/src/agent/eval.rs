@@ -73,7 +73,7 @@ pub async fn evaluate(
         let out = super::run(served, &q.query, None, opts).await?;
         let refused = out.stop_reason == Stop::Refused;
         let (l, query) = (libs.clone(), q.query.clone());
-        let (confidence, sources) = tokio::task::spawn_blocking(move || {
+        let crate::ask::Retrieved { confidence, sources, .. } = tokio::task::spawn_blocking(move || {
             crate::ask::retrieve(&l, None, &query, crate::ask::DEFAULT_BUDGET_TOKENS)
         })
         .await??;

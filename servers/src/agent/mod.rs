@@ -210,14 +210,14 @@ pub async fn run(
         total_ms: 0.0,
     };
     let mut pool = Pool::default();
-    let (confidence, defined) = plan(served, &question, &mut pool, &mut out.tool_calls, opts.trace).await;
+    let (confidence, unseen, defined) = plan(served, &question, &mut pool, &mut out.tool_calls, opts.trace).await;
     pool.rank_and_keep(MAX_EVIDENCE);
     read_within(served, &mut pool, opts.packet_tokens, &mut out.tool_calls, opts.trace).await;
     out.confidence = confidence;
     let weak = confidence.is_none_or(|c| c < out.threshold) && !defined;
     if weak || pool.items.is_empty() {
         out.stop_reason = Stop::Refused;
-        out.answer = refusal(&served.name, confidence, out.threshold, &pool);
+        out.answer = refusal(&served.name, confidence, out.threshold, &unseen, &pool);
     } else if let Some(brain) = &opts.brain {
         converse(served, brain, &question, task, opts, &mut pool, &mut out, started).await;
     } else {
@@ -280,14 +280,15 @@ impl CallRecord {
 }
 
 /// The plan: every lookup the question calls for, at once, merged into `pool`.
-/// Returns the best search confidence and whether a name the question holds is defined.
+/// Returns the best search confidence, the question's words that search's library
+/// does not hold, and whether a name the question holds is defined.
 async fn plan(
     served: &Served<'_>,
     question: &str,
     pool: &mut Pool,
     calls: &mut Vec<CallRecord>,
     trace: bool,
-) -> (Option<f32>, bool) {
+) -> (Option<f32>, Vec<String>, bool) {
     let has = |t: &str| served.local.tool(t).is_some();
     let obj = |v: Value| match v {
         Value::Object(m) => m,
@@ -318,12 +319,15 @@ async fn plan(
         (reply, r)
     }))
     .await;
-    let (mut confidence, mut defined) = (None::<f32>, false);
+    let (mut confidence, mut unseen, mut defined) = (None::<f32>, Vec::new(), false);
     for ((tool, _, weight), (reply, r)) in wanted.into_iter().zip(replies) {
         calls.push(r);
         let Some(s) = reply.structured.as_ref().filter(|_| !reply.is_error) else { continue };
         let mut weight = weight;
         if let Some(c) = s["confidence"]["score"].as_f64().filter(|c| c.is_finite()) {
+            if confidence.is_none_or(|b| c as f32 > b) {
+                unseen = unseen_words(&s["confidence"]["unseen_words"]);
+            }
             confidence = Some(confidence.map_or(c as f32, |b| b.max(c as f32)));
             weight = c.clamp(0.0, 1.0);
         }
@@ -334,7 +338,20 @@ async fn plan(
             last.evidence = numbers;
         }
     }
-    (confidence, defined)
+    (confidence, unseen, defined)
+}
+
+/// A reply's `unseen_words`: at most [`atlas_runtime::search::MAX_UNSEEN_WORDS`] short
+/// words, each made inert (a server's reply is read, never trusted).
+fn unseen_words(v: &Value) -> Vec<String> {
+    let words = v.as_array().map(Vec::as_slice).unwrap_or_default();
+    words
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|w| !w.is_empty() && w.len() <= 64)
+        .take(atlas_runtime::search::MAX_UNSEEN_WORDS)
+        .map(|w| inert(w).to_string())
+        .collect()
 }
 
 /// Reads the passages in rank order through fs `read_file`, verbatim, while they fit
@@ -409,13 +426,14 @@ pub fn packet(pool: &Pool) -> String {
     pool.items.iter().map(Evidence::render).collect::<Vec<_>>().join("\n")
 }
 
-fn refusal(name: &str, confidence: Option<f32>, threshold: f32, pool: &Pool) -> String {
+fn refusal(name: &str, confidence: Option<f32>, threshold: f32, unseen: &[String], pool: &Pool) -> String {
     let c = confidence.map_or_else(|| "none".to_owned(), |c| format!("{c:.2}"));
     let mut s = format!(
         "I can't answer that from {}: nothing found is close enough to the question (confidence {c}, below the \
          threshold {threshold:.2}), so no answer was attempted.",
         inert(name)
     );
+    s.push_str(&crate::ask::unseen_sentence(unseen));
     if !pool.items.is_empty() {
         s.push_str(" The nearest passages:\n");
         for e in pool.items.iter().take(3) {

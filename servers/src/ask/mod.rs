@@ -30,6 +30,7 @@ use atlas_mcp::library::Libraries;
 use atlas_mcp::output::inert;
 pub(crate) use cite::Citations;
 use extract::{extract, render_extract};
+pub(crate) use prompt::unseen_sentence;
 use prompt::{assemble, prompt, refusal};
 
 /// Tokens of sources given to the LLM by default.
@@ -105,6 +106,9 @@ pub struct Answer {
     pub model: Option<String>,
     pub confidence: f32,
     pub threshold: f32,
+    /// The question's words no chunk holds ([`atlas_runtime::search::Searched::unseen_words`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unseen_words: Vec<String>,
     pub timings: Timings,
 }
 
@@ -135,7 +139,8 @@ pub async fn ask(
         many => many.iter().map(|b| b.library()).collect::<Vec<_>>().join(", "),
     };
     let (l, q, budget, lib) = (libs.clone(), question.clone(), opts.budget_tokens, library.map(str::to_owned));
-    let (confidence, sources) = tokio::task::spawn_blocking(move || retrieve(&l, lib.as_deref(), &q, budget)).await??;
+    let Retrieved { confidence, unseen_words, sources } =
+        tokio::task::spawn_blocking(move || retrieve(&l, lib.as_deref(), &q, budget)).await??;
     // The extractive answer scores sentences with the first source's library's model.
     let bundle = match answer_bundle(libs, &sources) {
         Some(b) => b,
@@ -153,6 +158,7 @@ pub async fn ask(
         model: None,
         confidence,
         threshold,
+        unseen_words,
         timings: Timings { retrieve_ms, first_token_ms: None, total_ms: 0.0 },
     };
     on(Event::Sources(&answer.sources));
@@ -164,7 +170,7 @@ pub async fn ask(
         }
     };
     if confidence < threshold || answer.sources.is_empty() {
-        answer.answer = refusal(&name, confidence, threshold, &answer.sources);
+        answer.answer = refusal(&name, confidence, threshold, &answer.unseen_words, &answer.sources);
         emit(&answer.answer, on);
     } else if let Some(llm) = &opts.llm {
         answer.model = Some(llm.model.clone());
@@ -256,14 +262,17 @@ fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
 }
 
+/// What [`retrieve`] found: the search's confidence, the question's words no chunk
+/// holds, and the numbered sources.
+pub struct Retrieved {
+    pub confidence: f32,
+    pub unseen_words: Vec<String>,
+    pub sources: Vec<Source>,
+}
+
 /// Hybrid over docs and code (of every library, merged, or of the one named), and the
 /// numbered sources that fit `budget` tokens.
-pub fn retrieve(
-    libs: &Libraries,
-    library: Option<&str>,
-    question: &str,
-    budget: usize,
-) -> anyhow::Result<(f32, Vec<Source>)> {
+pub fn retrieve(libs: &Libraries, library: Option<&str>, question: &str, budget: usize) -> anyhow::Result<Retrieved> {
     let opts = SearchRequest { mode: Some(Mode::Hybrid), top_k: Some(MAX_SOURCES), ..SearchRequest::default() }
         .options(MAX_SOURCES);
     let (found, failed) = libs.search(question, &opts, library)?;
@@ -276,7 +285,11 @@ pub fn retrieve(
         let text = b.get_chunk(&hit.chunk_id, 0)?.chunk.text;
         with_text.push((hit, text));
     }
-    Ok((found.confidence, assemble(with_text, budget)))
+    Ok(Retrieved {
+        confidence: found.confidence,
+        unseen_words: found.unseen_words,
+        sources: assemble(with_text, budget),
+    })
 }
 
 /// About how many tokens the LLM is sent for `question` with `sources` (its messages

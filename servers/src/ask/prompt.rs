@@ -60,12 +60,25 @@ pub fn prompt(bundle: &str, question: &str, sources: &[Source]) -> Vec<Message> 
     vec![Message { role: "system", content: system }, Message { role: "user", content: user }]
 }
 
-/// What a refusal says: the confidence against the threshold, and the nearest hits.
-pub(super) fn refusal(bundle: &str, confidence: f32, threshold: f32, sources: &[Source]) -> String {
+/// A refusal's sentence on the question's words no chunk holds
+/// ([`atlas_runtime::search::unseen_note`]), with its leading space; empty for none.
+pub(crate) fn unseen_sentence(unseen: &[String]) -> String {
+    let note = atlas_runtime::search::unseen_note(unseen);
+    let mut chars = note.chars();
+    match chars.next() {
+        Some(first) => format!(" {}{}.", first.to_uppercase(), chars.as_str()),
+        None => String::new(),
+    }
+}
+
+/// What a refusal says: the confidence against the threshold, the question's words no
+/// chunk holds, and the nearest hits.
+pub(super) fn refusal(bundle: &str, confidence: f32, threshold: f32, unseen: &[String], sources: &[Source]) -> String {
     let mut s = format!(
         "I can't answer that from {bundle}: nothing retrieved is close enough to the question (confidence \
          {confidence:.2}, below the threshold {threshold:.2}), so no answer was attempted."
     );
+    s.push_str(&unseen_sentence(unseen));
     if !sources.is_empty() {
         s.push_str(" The nearest passages:\n");
         for src in sources.iter().take(3) {

@@ -148,7 +148,8 @@ impl RagServer {
             Err(e) => return Ok(output::error(e.to_string())),
         };
         // Keyword scores (BM25) are not calibrated: no confidence for them.
-        let confidence = (mode != Mode::Keyword).then(|| Confidence::new(s.confidence, threshold));
+        let confidence = (mode != Mode::Keyword)
+            .then(|| Confidence::new(s.confidence, threshold).with_unseen(s.unseen_words.clone()));
         if s.hits.is_empty() {
             let mut text = format!(
                 "{instead}no hits for {query:?}; try other words, mode=keyword for exact names, or fewer filters\n"
@@ -163,8 +164,13 @@ impl RagServer {
         // Below the refusal threshold, the reply says so first: what `atlas ask` refuses.
         let head = match &confidence {
             Some(c) if c.level == "none" => format!(
-                "nothing served answers this confidently (confidence {:.2}, under the threshold {:.2}); the nearest hits follow, check them before relying on them\n",
-                c.score, c.threshold
+                "nothing served answers this confidently (confidence {:.2}, under the threshold {:.2}){}; the nearest hits follow, check them before relying on them\n",
+                c.score,
+                c.threshold,
+                match atlas_runtime::search::unseen_note(&c.unseen_words) {
+                    n if n.is_empty() => n,
+                    n => format!("; {n}"),
+                }
             ),
             _ => String::new(),
         };

@@ -239,6 +239,11 @@ pub struct Confidence {
     pub level: &'static str,
     /// The refusal threshold (the libraries' calibrated one, else Atlas's).
     pub threshold: f32,
+    /// The query's words that no chunk of the surest library holds: what lowers the
+    /// score most. The library may say the same thing in other words (`GPU` for
+    /// `graphics card`): search again with them before concluding it does not cover it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unseen_words: Vec<String>,
 }
 
 impl Confidence {
@@ -250,7 +255,12 @@ impl Confidence {
         } else {
             "high"
         };
-        Confidence { score, level, threshold }
+        Confidence { score, level, threshold, unseen_words: Vec::new() }
+    }
+
+    /// With the query's words no chunk holds ([`atlas_runtime::search::Searched::unseen_words`]).
+    pub fn with_unseen(self, unseen_words: Vec<String>) -> Confidence {
+        Confidence { unseen_words, ..self }
     }
 }
 
