@@ -397,14 +397,19 @@ impl Engine<'_> {
     /// A file of tests answers a question about tests; otherwise the code it tests
     /// or the page that explains it does, so its chunks take `factor`.
     fn test_files(&self, query: &str, ranked: &mut [(usize, f32)], factor: f32) {
-        if factor == 1.0 || crate::words::stems(query).iter().any(|w| w == "test") {
+        if factor == 1.0 {
             return;
         }
-        for (i, s) in ranked.iter_mut() {
+        let tests: Vec<usize> =
+            (0..ranked.len()).filter(|&k| crate::symbols::is_test_path(&self.b.chunks[ranked[k].0].path)).collect();
+        // The query is read only when a file of tests is among the candidates.
+        if tests.is_empty() || crate::words::stems(query).iter().any(|w| w == "test") {
+            return;
+        }
+        for k in tests {
             // A cosine can be negative: such a chunk moves down too.
-            if crate::symbols::is_test_path(&self.b.chunks[*i].path) {
-                *s = if *s >= 0.0 { *s * factor } else { *s / factor.max(f32::EPSILON) };
-            }
+            let s = &mut ranked[k].1;
+            *s = if *s >= 0.0 { *s * factor } else { *s / factor.max(f32::EPSILON) };
         }
         sort_desc(ranked);
     }
