@@ -105,31 +105,56 @@ pub fn american_spellings(w: &str) -> Vec<String> {
 /// The English stems of `text`'s words, lowercased, function words left out: what
 /// the keyword index's English fields hold (tantivy's Snowball stemmer).
 pub fn stems(text: &str) -> Vec<String> {
-    stemmed_words(text).into_iter().flat_map(|(_, stems)| stems).collect()
+    let mut out = Vec::new();
+    each_stem(text, |_, stem| out.push(stem));
+    out
 }
 
 /// Each of `text`'s words as written, with its stems ([`stems`]; a word joined by `_`
 /// gives one per part), function words left out.
 pub fn stemmed_words(text: &str) -> Vec<(&str, Vec<String>)> {
+    let mut out: Vec<(&str, Vec<String>)> = Vec::new();
+    each_stem(text, |word, stem| match out.last_mut() {
+        // Pointer equality: the same word of `text`, not an equal one elsewhere.
+        Some((w, stems)) if std::ptr::eq(*w, word) => stems.push(stem),
+        _ => out.push((word, vec![stem])),
+    });
+    out
+}
+
+/// Calls `f` with each word of `text` (function words left out) and each of its stems.
+fn each_stem<'t>(text: &'t str, mut f: impl FnMut(&'t str, String)) {
     let mut analyzer = TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(LowerCaser)
         .filter(Stemmer::new(Language::English))
         .build();
-    let mut out = Vec::new();
     for word in text.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty() && !is_stopword(w)) {
         let mut stream = analyzer.token_stream(word);
-        let mut stems = Vec::new();
         while let Some(tok) = stream.next() {
-            stems.push(tok.text.clone());
+            f(word, tok.text.clone());
         }
-        out.push((word, stems));
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_word_keeps_its_stems() {
+        let w = stemmed_words("How do I run the tests of snake_case tests?");
+        let got: Vec<(&str, Vec<&str>)> = w.iter().map(|(w, s)| (*w, s.iter().map(String::as_str).collect())).collect();
+        assert_eq!(
+            got,
+            [
+                ("run", vec!["run"]),
+                ("tests", vec!["test"]),
+                ("snake_case", vec!["snake", "case"]),
+                ("tests", vec!["test"])
+            ]
+        );
+        assert_eq!(stems("How do I run the tests of snake_case tests?"), ["run", "test", "snake", "case", "test"]);
+    }
 
     #[test]
     fn variants_cover_plurals_and_gerunds() {
