@@ -70,8 +70,10 @@ pub struct Searched {
     pub unseen_words: Vec<String>,
 }
 
-/// The most unseen words a search reports.
+/// The most unseen words a search reports, and the longest (a longer one is not a
+/// word a reader rephrases; it is left out).
 pub const MAX_UNSEEN_WORDS: usize = 8;
+pub const MAX_UNSEEN_WORD_BYTES: usize = 64;
 
 /// What the retrievers found for one query, before the rules that order them.
 struct Retrieved {
@@ -297,6 +299,7 @@ impl Engine<'_> {
         let mut shown: Vec<String> = Vec::new();
         for (word, stems) in &written {
             if shown.len() < MAX_UNSEEN_WORDS
+                && word.len() <= MAX_UNSEEN_WORD_BYTES
                 && stems.iter().any(|s| unseen.contains(s))
                 && !shown.iter().any(|w| w.eq_ignore_ascii_case(word))
             {

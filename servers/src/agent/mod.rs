@@ -348,7 +348,7 @@ fn unseen_words(v: &Value) -> Vec<String> {
     words
         .iter()
         .filter_map(Value::as_str)
-        .filter(|w| !w.is_empty() && w.len() <= 64)
+        .filter(|w| !w.is_empty() && w.len() <= atlas_runtime::search::MAX_UNSEEN_WORD_BYTES)
         .take(atlas_runtime::search::MAX_UNSEEN_WORDS)
         .map(|w| inert(w).to_string())
         .collect()
