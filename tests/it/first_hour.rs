@@ -111,6 +111,11 @@ fn search_replies_say_how_sure_they_are() {
         assert!(unseen.iter().any(|w| w == "sourdough") && !unseen.iter().any(|w| w == "How"), "{v}");
         let first = text.lines().next().unwrap_or_default();
         assert!(first.contains("no chunk holds") && first.contains("\"sourdough\""), "{text}");
+        // A run of letters too long to be a word a reader rephrases is left out.
+        let long = "q".repeat(80);
+        let (_, v) = ok(call(&c, "search_docs", json!({"query": format!("bake sourdough {long}")})).await);
+        let unseen = v["confidence"]["unseen_words"].as_array().unwrap_or_else(|| panic!("{v}"));
+        assert!(unseen.iter().any(|w| w == "sourdough") && !unseen.iter().any(|w| w == long.as_str()), "{v}");
         let (text, v) = ok(call(&c, "search_docs", json!({"query": "How do I install with Helm?"})).await);
         assert_ne!(v["confidence"]["level"], "none", "{v}");
         assert!(text.contains(&format!("confidence {}", v["confidence"]["level"].as_str().unwrap())), "{text}");
