@@ -278,8 +278,8 @@ impl Engine<'_> {
     }
 
     /// The confidence model's inputs for a search (vector mode runs the keyword
-    /// query too, for its best score).
-    /// Also the question's words no chunk holds, as written.
+    /// query too, for its best score), and the question's words no chunk holds, as
+    /// written.
     fn signals(&self, query: &str, r: &Retrieved, opts: &SearchOptions, exact: bool) -> Result<(Signals, Vec<String>)> {
         let top_cosine = r.vector.first().map_or(0.0, |x| x.1);
         let best_keyword = if opts.mode == Mode::Vector && !opts.rerank {
