@@ -113,6 +113,10 @@ struct NamedTuning {
 }
 
 /// `--tuning`: hybrid under each set of knobs, per half and per shape, one line each.
+/// Each batch of questions written after a ranking change (a `round=N` tag) gets a
+/// column too, since the halves have judged every earlier change and favour the
+/// knobs in force; and `moved` counts the answerable questions each line ranks
+/// better and worse than the first (docs/eval.md, "Judging a change").
 fn compare_tunings(
     name: &str,
     golden: &[eval::GoldenQuery],
@@ -122,13 +126,7 @@ fn compare_tunings(
 ) -> anyhow::Result<()> {
     let tunings: Vec<NamedTuning> = serde_json::from_slice(&read(path)?)
         .map_err(|e| UsageError(format!("{}: not a JSON array of {{\"name\", \"tuning\"}}: {e}", path.display())))?;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<24} {:>15} {:>15} {:>15}   {:>10} {:>10} {:>10}",
-        "hybrid (MRR@10 / R@5)", "tune", "test", "all", "identifier", "keywords", "question"
-    );
-    let mut reports = Vec::new();
+    let mut reports: Vec<(String, Report)> = Vec::new();
     for t in tunings {
         let opts = EvalOptions {
             modes: vec![atlas_runtime::Mode::Hybrid],
@@ -136,25 +134,9 @@ fn compare_tunings(
             tuning: t.tuning,
             ..args.opts.clone()
         };
-        let r = eval::evaluate_with(name, golden, &opts, search)?;
-        let m = &r.modes[0];
-        let pair =
-            |x: Option<&eval::Metrics>| x.map_or("-".to_owned(), |x| format!("{:.3} / {:.3}", x.mrr10, x.recall5));
-        let mrr = |x: Option<&eval::Metrics>| x.map_or("-".to_owned(), |x| format!("{:.3}", x.mrr10));
-        let _ = writeln!(
-            s,
-            "{:<24} {:>15} {:>15} {:>15}   {:>10} {:>10} {:>10}",
-            t.name,
-            pair(m.by_tag.get("half=tune")),
-            pair(m.by_tag.get("half=test")),
-            pair(Some(&m.metrics)),
-            mrr(m.by_tag.get("shape=identifier")),
-            mrr(m.by_tag.get("shape=keywords")),
-            mrr(m.by_tag.get("shape=question")),
-        );
-        reports.push((t.name, r));
+        reports.push((t.name, eval::evaluate_with(name, golden, &opts, search)?));
     }
-    print(&s)?;
+    print(&tuning_table(&reports))?;
     if let Some(path) = &args.json {
         let all: Vec<serde_json::Value> =
             reports.iter().map(|(n, r)| serde_json::json!({"name": n, "report": r})).collect();
@@ -162,6 +144,63 @@ fn compare_tunings(
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The `--tuning` table: one line per named report (hybrid only).
+fn tuning_table(reports: &[(String, Report)]) -> String {
+    let hybrid = |r: &Report| r.modes.first().cloned();
+    let first = reports.first().and_then(|(_, r)| hybrid(r));
+    // The rounds' tags, in numeric order (`round=9` before `round=13`).
+    let mut rounds: Vec<&String> =
+        first.as_ref().map(|m| m.by_tag.keys().filter(|t| t.starts_with("round=")).collect()).unwrap_or_default();
+    rounds.sort_by_key(|t| (t["round=".len()..].parse::<u64>().unwrap_or(u64::MAX), t.as_str()));
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "{:<24} {:>15} {:>15} {:>15}   {:>10} {:>10} {:>10}",
+        "hybrid (MRR@10 / R@5)", "tune", "test", "all", "identifier", "keywords", "question"
+    );
+    for r in &rounds {
+        let _ = write!(s, " {r:>10}");
+    }
+    let _ = writeln!(s, " {:>9}", "moved");
+    let pair = |x: Option<&eval::Metrics>| x.map_or("-".to_owned(), |x| format!("{:.3} / {:.3}", x.mrr10, x.recall5));
+    let mrr = |x: Option<&eval::Metrics>| x.map_or("-".to_owned(), |x| format!("{:.3}", x.mrr10));
+    for (name, r) in reports {
+        let Some(m) = hybrid(r) else { continue };
+        let _ = write!(
+            s,
+            "{:<24} {:>15} {:>15} {:>15}   {:>10} {:>10} {:>10}",
+            name,
+            pair(m.by_tag.get("half=tune")),
+            pair(m.by_tag.get("half=test")),
+            pair(Some(&m.metrics)),
+            mrr(m.by_tag.get("shape=identifier")),
+            mrr(m.by_tag.get("shape=keywords")),
+            mrr(m.by_tag.get("shape=question")),
+        );
+        for t in &rounds {
+            let _ = write!(s, " {:>10}", mrr(m.by_tag.get(*t)));
+        }
+        let (up, down) = first.as_ref().map_or((0, 0), |f| moved(&f.queries, &m.queries));
+        let _ = writeln!(s, " {:>9}", format!("+{up} -{down}"));
+    }
+    s
+}
+
+/// How many answerable queries rank better (`.0`) and worse (`.1`) in `now` than in
+/// `before` (the same set, in the same order).
+fn moved(before: &[eval::QueryOutcome], now: &[eval::QueryOutcome]) -> (usize, usize) {
+    let pairs = before.iter().zip(now).filter(|(b, n)| !b.negative && b.query == n.query);
+    pairs.fold((0, 0), |(up, down), (b, n)| {
+        if n.rr > b.rr + 1e-9 {
+            (up + 1, down)
+        } else if n.rr < b.rr - 1e-9 {
+            (up, down + 1)
+        } else {
+            (up, down)
+        }
+    })
 }
 
 /// One bundle's search, as the evaluation judges it.
@@ -385,4 +424,49 @@ pub fn compare(old: &Report, new: &Report) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report of `ranks` (the rank of each golden query's file, 0 for none) under a
+    /// fake search.
+    fn report(golden: &[eval::GoldenQuery], ranks: &[usize]) -> Report {
+        let opts = EvalOptions { modes: vec![atlas_runtime::Mode::Hybrid], ..EvalOptions::default() };
+        let search = |query: &str, _: &atlas_runtime::SearchOptions| -> atlas_runtime::Result<eval::Judgement> {
+            let i = golden.iter().position(|g| g.query == query).expect("a golden query");
+            let hit = |path: &str| eval::Judged { path: path.into(), symbols: Vec::new(), lines: (1, 1) };
+            let mut hits: Vec<eval::Judged> = (1..ranks[i].max(1)).map(|n| hit(&format!("other{n}.md"))).collect();
+            if ranks[i] > 0 {
+                hits.push(hit(&format!("q{i}.md")));
+            }
+            Ok((hits, 0.9, None))
+        };
+        eval::evaluate_with("lib@1", golden, &opts, &search).expect("evaluated")
+    }
+
+    #[test]
+    fn the_tuning_table_has_a_column_per_round_in_order_and_counts_the_questions_that_moved() {
+        let lines: Vec<String> = [(13, 1), (2, 2), (13, 3), (2, 4)]
+            .iter()
+            .enumerate()
+            .map(|(i, (round, _))| {
+                format!(r#"{{"query": "q{i}", "expected": [{{"path": "q{i}.md"}}], "tags": {{"round": "{round}"}}}}"#)
+            })
+            .chain([r#"{"query": "nothing", "expected": []}"#.to_owned()])
+            .collect();
+        let golden = eval::parse_golden(&lines.join("\n")).expect("a golden set");
+        let before = report(&golden, &[1, 2, 1, 0, 0]);
+        let after = report(&golden, &[1, 1, 2, 3, 0]);
+        let table = tuning_table(&[("before".into(), before), ("after".into(), after)]);
+        let head = table.lines().next().expect("a header");
+        let (r2, r13) = (head.find("round=2").expect("round 2"), head.find("round=13").expect("round 13"));
+        assert!(r2 < r13, "rounds in numeric order: {head}");
+        let row = |name: &str| table.lines().find(|l| l.starts_with(name)).expect("a row").to_owned();
+        // Round 2 is q1 and q3: 0.5 and 0 before, 1 and 1/3 after.
+        assert!(row("before").contains(" 0.250 ") && row("after").contains(" 0.667 "), "{table}");
+        // q1 and q3 rose, q2 fell, q0 and the negative stayed.
+        assert!(row("before").ends_with("+0 -0") && row("after").ends_with("+2 -1"), "{table}");
+    }
 }
