@@ -192,6 +192,22 @@ pub(super) fn promote(ranked: &mut Vec<(usize, f32)>, exact: &[usize]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::search::Shape;
+
+    #[test]
+    fn a_code_chunk_keyword_puts_first_beats_a_page_the_model_puts_first_by_as_little() {
+        // Chunk 1 is a docs page, chunk 2 code: each list puts one first and the other
+        // a step behind (vector 0.62 / 0.60 over a floor of 0.30, keyword 10 / 9.5).
+        let vector = [(1, 0.62), (2, 0.60), (3, 0.30)];
+        let keyword = [(2, 10.0), (1, 9.5)];
+        let kind = |i: usize| if i == 2 { ChunkKind::Code } else { ChunkKind::Docs };
+        let fused = |t: &Tuning| {
+            fuse_weighted(&vector, &keyword, Fusion::Score, t, |i| keyword_weight(t, Shape::Question, kind(i)))
+        };
+        let equal = Tuning { keyword_weight: [[1.0, 1.0]; 3], ..Tuning::default() };
+        assert_eq!(fused(&equal)[0].0, 1, "equal weights: the model's lead wins");
+        assert_eq!(fused(&Tuning::default())[0].0, 2, "the default: the code chunk's keyword lead wins");
+    }
 
     #[test]
     fn rrf_and_score_fusion_reward_agreement() {

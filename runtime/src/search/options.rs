@@ -154,6 +154,12 @@ pub struct Tuning {
     pub kind_mix: usize,
 }
 
+/// Keyword's weight in hybrid for a code chunk, against vector's 1: the code sets'
+/// tune halves rise from 1.0 to 1.15 and are flat, within one question, to 1.25; the
+/// smallest weight on that plateau (docs/decisions.md, "Code chunks weigh their
+/// keyword score more").
+pub const CODE_KEYWORD_WEIGHT: f32 = 1.15;
+
 /// The place (0-based) a hit of the missing kind takes: the fifth.
 pub const MIX_SLOT: usize = 4;
 
@@ -173,11 +179,14 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             rrf_k: 60.0,
-            // Keyword as much as vector for every shape and kind. With keyword scoring
-            // the chunk's text first (`text_index::DEFAULT_BOOSTS`) the tune halves are
-            // flat from 0.65 to 1.5 for prose questions, and 1.0 is where hybrid trails
-            // its best single mode least (docs/decisions.md, "Field boosts").
-            keyword_weight: [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]],
+            // Keyword as much as vector for docs chunks, for every shape: with keyword
+            // scoring the chunk's text first (`text_index::DEFAULT_BOOSTS`) the tune
+            // halves are flat from 0.65 to 1.5 for prose questions, and 1.0 is where
+            // hybrid trails its best single mode least (docs/decisions.md, "Field
+            // boosts"). A little more for code chunks, whose cosines the model reads
+            // less well than prose (round 14, docs/decisions.md, "Code chunks weigh
+            // their keyword score more").
+            keyword_weight: [[1.0, CODE_KEYWORD_WEIGHT]; 3],
             same_file: 0.85,
             file_second: 0.0,
             link_boost: 1.0,
