@@ -305,7 +305,7 @@ fn the_first_five_hits_hold_docs_and_code_when_the_next_five_hold_the_other() {
 }
 
 #[test]
-fn a_file_of_tests_ranks_after_the_code_unless_the_question_is_about_tests() {
+fn a_file_of_tests_ranks_after_the_code_and_ahead_of_it_when_the_question_is_about_tests() {
     if !crate::embed::model_ready() {
         return;
     }
@@ -342,20 +342,30 @@ fn a_file_of_tests_ranks_after_the_code_unless_the_question_is_about_tests() {
     let first = |q: &str, m: Mode, tuning: Tuning| {
         search(&b, q, SearchOptions { mode: m, tuning, ..SearchOptions::default() })[0].path.clone()
     };
-    let even = Tuning { test_files: 1.0, ..Tuning::default() };
+    let even = Tuning { test_files: 1.0, test_questions: 1.0, ..Tuning::default() };
     let question = "sum the invoice lines and apply the tax rate to get the amount due";
+    let about_tests = format!("tests that {question}");
     let mut demoted = 0;
     for m in [Mode::Keyword, Mode::Vector, Mode::Hybrid] {
         assert_eq!(first(question, m, Tuning::default()), "code/src/invoice.rs", "{m:?}");
         demoted += usize::from(first(question, m, even) == "code/tests/invoice.rs");
-        // A question about tests is answered by them: the factor does not apply.
-        let about_tests = format!("tests that {question}");
+        // A question about tests is answered by them: they rank first, lifted by
+        // `test_questions` over the score an even factor gives them.
+        let score = |tuning: Tuning| {
+            let hits = search(&b, &about_tests, SearchOptions { mode: m, tuning, ..SearchOptions::default() });
+            assert_eq!(hits[0].path, "code/tests/invoice.rs", "{m:?}");
+            hits[0].score
+        };
+        let (lifted, level) = (score(Tuning::default()), score(even));
+        assert!((lifted - level * Tuning::default().test_questions).abs() <= 1e-4 * lifted.abs(), "{m:?}");
+        // With both factors even, neither question is reordered.
         let plain = search(&b, &about_tests, SearchOptions { mode: m, tuning: even, ..SearchOptions::default() });
-        let ranked = search(&b, &about_tests, mode(m));
+        let unlifted = Tuning { test_questions: 1.0, ..Tuning::default() };
+        let ranked = search(&b, &about_tests, SearchOptions { mode: m, tuning: unlifted, ..SearchOptions::default() });
         assert_eq!(
             ranked.iter().map(|h| &h.chunk_id).collect::<Vec<_>>(),
             plain.iter().map(|h| &h.chunk_id).collect::<Vec<_>>(),
-            "{m:?}"
+            "{m:?}: the factor for other questions touched a question about tests"
         );
     }
     assert!(demoted > 0, "the file of tests ranked after the code even at an even factor: the test shows nothing");

@@ -244,7 +244,7 @@ impl Engine<'_> {
             }
         };
         self.cluster_boost(query, &mut ranked, t.cluster_boost);
-        self.test_files(query, &mut ranked, t.test_files);
+        self.test_files(query, &mut ranked, t);
         file_evidence(&self.b.chunks, &mut ranked, t.file_second);
         link_boost(&self.b.chunks, &self.b.by_id, &mut ranked, t.link_from, t.link_boost);
         Ok(Retrieved { vector, keyword, ranked })
@@ -397,16 +397,22 @@ impl Engine<'_> {
         })
     }
 
-    /// A file of tests answers a question about tests; otherwise the code it tests
-    /// or the page that explains it does, so its chunks take `factor`.
-    fn test_files(&self, query: &str, ranked: &mut [(usize, f32)], factor: f32) {
-        if factor == 1.0 {
+    /// A file of tests answers a question about tests, so its chunks take
+    /// [`Tuning::test_questions`] then; otherwise the code it tests or the page that
+    /// explains it does, and they take [`Tuning::test_files`].
+    fn test_files(&self, query: &str, ranked: &mut [(usize, f32)], t: &Tuning) {
+        if t.test_files == 1.0 && t.test_questions == 1.0 {
             return;
         }
         let tests: Vec<usize> =
             (0..ranked.len()).filter(|&k| crate::symbols::is_test_path(&self.b.chunks[ranked[k].0].path)).collect();
         // The query is read only when a file of tests is among the candidates.
-        if tests.is_empty() || crate::words::stems(query).iter().any(|w| w == "test") {
+        if tests.is_empty() {
+            return;
+        }
+        let about_tests = crate::words::stems(query).iter().any(|w| w == "test");
+        let factor = if about_tests { t.test_questions } else { t.test_files };
+        if factor == 1.0 {
             return;
         }
         for k in tests {

@@ -136,6 +136,9 @@ pub struct Tuning {
     /// Score factor for a chunk from a file of tests ([`crate::symbols::is_test_path`])
     /// when the query does not ask about tests.
     pub test_files: f32,
+    /// Score factor for a chunk from a file of tests when the query asks about tests
+    /// (a word of it stems to `test`).
+    pub test_questions: f32,
     /// Rank the chunks that define a name the query gives first (keyword, hybrid).
     pub definitions_first: bool,
     /// Overrides the search's fusion (for comparing them in `atlas eval --tuning`).
@@ -194,6 +197,7 @@ impl Default for Tuning {
             prf: 0.0,
             cluster_boost: 1.05,
             test_files: 0.5,
+            test_questions: 1.5,
             definitions_first: true,
             fusion: None,
             norm: [Norm::MinMax, Norm::Max],
