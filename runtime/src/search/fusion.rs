@@ -12,6 +12,13 @@ pub(super) fn sort_desc(v: &mut [(usize, f32)]) {
     v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
 }
 
+/// `score` scaled by `factor` in the direction the factor means, whatever the score's
+/// sign: a negative score (a cosine can be one) is divided, so a penalty moves it down
+/// and a boost up.
+pub(super) fn scale(score: f32, factor: f32) -> f32 {
+    if score >= 0.0 { score * factor } else { score / factor.max(f32::EPSILON) }
+}
+
 /// Fuses two ranked lists with equal weights (RRF with k = 60, or score fusion).
 pub fn fuse(vector: &[(usize, f32)], keyword: &[(usize, f32)], fusion: Fusion) -> Vec<(usize, f32)> {
     let t = Tuning::default();
@@ -118,7 +125,7 @@ pub(super) fn link_boost(
             .chain(&c.symbols)
             .any(|sym| mentioned.contains(sym.as_str()) || mentioned.contains(crate::symbols::short_name(sym)));
         if !top.contains(i) && (linked.contains(i) || named) {
-            *s = if *s >= 0.0 { *s * factor } else { *s / factor };
+            *s = scale(*s, factor);
         }
     }
     sort_desc(ranked);
@@ -136,9 +143,7 @@ pub(super) fn diversify(chunks: &[ChunkRecord], ranked: &mut Vec<(usize, f32)>, 
             continue;
         }
         let n = per_file.entry(c.path.as_str()).or_default();
-        // Penalties scale the magnitude, whatever the sign of the score.
-        let f = same_file.powi(*n);
-        out.push((i, if s >= 0.0 { s * f } else { s / f }));
+        out.push((i, scale(s, same_file.powi(*n))));
         *n += 1;
     }
     sort_desc(&mut out);

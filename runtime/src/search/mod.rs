@@ -416,9 +416,7 @@ impl Engine<'_> {
             return;
         }
         for k in tests {
-            // A cosine can be negative: such a chunk moves the same way.
-            let s = &mut ranked[k].1;
-            *s = if *s >= 0.0 { *s * factor } else { *s / factor.max(f32::EPSILON) };
+            ranked[k].1 = fusion::scale(ranked[k].1, factor);
         }
         sort_desc(ranked);
     }
