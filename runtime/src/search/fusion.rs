@@ -200,6 +200,16 @@ mod tests {
     use crate::search::Shape;
 
     #[test]
+    fn a_boost_moves_a_score_up_and_a_penalty_down_whatever_its_sign() {
+        for score in [0.4f32, -0.4] {
+            assert!(scale(score, 1.05) > score, "a boost of {score}");
+            assert!(scale(score, 0.5) < score, "a penalty on {score}");
+            assert_eq!(scale(score, 1.0), score);
+        }
+        assert_eq!(scale(0.0, 2.0), 0.0);
+    }
+
+    #[test]
     fn a_code_chunk_keyword_puts_first_beats_a_page_the_model_puts_first_by_as_little() {
         // Chunk 1 is a docs page, chunk 2 code: each list puts one first and the other
         // a step behind (vector 0.62 / 0.60 over a floor of 0.30, keyword 10 / 9.5).

@@ -426,7 +426,7 @@ impl Engine<'_> {
         for (i, s) in ranked.iter_mut() {
             let tags = &self.b.chunks[*i].cluster_tags;
             if !tags.is_empty() && tags.split_whitespace().any(|t| words.contains(&t.to_lowercase())) {
-                *s *= factor;
+                *s = fusion::scale(*s, factor);
             }
         }
         sort_desc(ranked);
