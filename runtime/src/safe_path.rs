@@ -112,17 +112,38 @@ pub fn join_inside(root: &Path, rel: &str) -> Result<PathBuf, UnsafePath> {
     Ok(root.join(rel))
 }
 
-/// Reads an untrusted file whole when it is at most `cap` bytes, reading no more than
-/// `cap + 1` whatever its size says (a file that grows while read is still bounded);
-/// past the cap, an `InvalidData` error that names it.
+/// Reads an untrusted file whole when it is a regular file ([`open_regular`]) of at
+/// most `cap` bytes, reading no more than `cap + 1` whatever its size says (a file that
+/// grows while read is still bounded); past the cap, an `InvalidData` error that names
+/// it.
 pub fn read_capped(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
-    std::fs::File::open(path)?.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
+    open_regular(path)?.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > cap {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("it is over {cap} bytes")));
     }
     Ok(bytes)
+}
+
+/// Opens an untrusted path for reading when it is, links followed, a regular file;
+/// anything else (a FIFO, a device, a socket, a folder, `/proc/self/fd/0`, which a
+/// cloned repository's link can name) is an `InvalidData` error, and opening it never
+/// waits: it is opened non-blocking, and the opened handle's own metadata is checked,
+/// so nothing can swap the file between the check and the read.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NONBLOCK);
+    let file = o.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "it is not a regular file (a FIFO, a device, a socket or a folder), and only a regular file is read",
+        ));
+    }
+    Ok(file)
 }
 
 /// A bundle name or version: it becomes a file name (`<name>-<version>.tar.zst`) and a
@@ -166,6 +187,27 @@ mod tests {
         assert!(check(&"x".repeat(256)).is_err());
         let root = Path::new("/m");
         assert_eq!(join_inside(root, "a/b.md").unwrap(), Path::new("/m/a/b.md"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_a_folder_or_a_link_to_one_is_refused_without_waiting_and_a_regular_file_is_read() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        // Nothing writes to the FIFO: a blocking open would wait here for ever.
+        for p in [fifo.as_path(), link.as_path(), t.path()] {
+            let e = read_capped(p, 10).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{p:?}");
+            assert!(e.to_string().contains("not a regular file"), "{e}");
+        }
+        let file = t.path().join("f");
+        std::fs::write(&file, b"12345").unwrap();
+        assert_eq!(read_capped(&file, 5).unwrap(), b"12345");
+        assert!(read_capped(&file, 4).unwrap_err().to_string().contains("over 4 bytes"));
     }
 
     proptest::proptest! {

@@ -29,6 +29,7 @@ pub fn options(cfg: &Config, trust: &[String], keep: Option<usize>, sha256: Opti
             .unwrap_or_else(atlas_dist::github::api_from_env),
         allow_downgrade: false,
         expect_name: None,
+        beside: false,
     }
 }
 

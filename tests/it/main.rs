@@ -16,6 +16,7 @@ mod git;
 mod hardening;
 mod hostile;
 mod hostile_bundles;
+mod hostile_lockfiles;
 mod hostile_servers;
 mod incremental;
 mod layout;

@@ -274,6 +274,23 @@ impl Home {
     /// keeps the `keep` newest versions; `lock` is the name's lock, held by the caller
     /// since it decided to install.
     pub fn commit(&self, lock: &NameLock, staged: &Path, record: &Record, keep: usize) -> Result<Committed> {
+        self.commit_as(lock, staged, record, keep, true)
+    }
+
+    /// [`Home::commit`] of a version kept beside the current one, which stays current
+    /// (a package's older version, which a project pins beside a newer one).
+    pub fn commit_beside(&self, lock: &NameLock, staged: &Path, record: &Record, keep: usize) -> Result<Committed> {
+        self.commit_as(lock, staged, record, keep, false)
+    }
+
+    fn commit_as(
+        &self,
+        lock: &NameLock,
+        staged: &Path,
+        record: &Record,
+        keep: usize,
+        switch: bool,
+    ) -> Result<Committed> {
         check_component("bundle", &record.name)?;
         check_component("version", &record.version)?;
         if lock.name != record.name {
@@ -317,7 +334,10 @@ impl Home {
             rec.installed = old.installed.max(rec.installed);
         }
         write_atomic(&rec_path, &serde_json::to_vec_pretty(&rec).expect("plain data"))?;
-        self.switch_locked(&record.name, &record.version)?;
+        // A name with no readable current gets this version as its current either way.
+        if switch || self.resolve(&record.name).is_none() {
+            self.switch_locked(&record.name, &record.version)?;
+        }
         self.rotate_locked(&record.name, keep);
         Ok(Committed {
             path: target,

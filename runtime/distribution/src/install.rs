@@ -385,7 +385,12 @@ fn unpack_and_commit(
         Some(l) => l,
         None => home.lock(&m.name)?,
     };
-    home.check_forward(&m.name, &m.version, &m.created, opts.allow_downgrade)?;
+    // An update moves `current` forward only; a package version goes in beside the
+    // others, and `current` stays on the newest.
+    let switch = match opts.beside {
+        true => home.check_forward(&m.name, &m.version, &m.created, opts.allow_downgrade).is_ok(),
+        false => home.check_forward(&m.name, &m.version, &m.created, opts.allow_downgrade).map(|()| true)?,
+    };
     let record = Record {
         name: m.name.clone(),
         version: m.version.clone(),
@@ -398,7 +403,10 @@ fn unpack_and_commit(
         trust: signed.key,
         created: m.created.clone(),
     };
-    let c = home.commit(&lock, &x.root, &record, opts.keep)?;
+    let c = match switch {
+        true => home.commit(&lock, &x.root, &record, opts.keep)?,
+        false => home.commit_beside(&lock, &x.root, &record, opts.keep)?,
+    };
     Ok(Outcome {
         changed: c.changed,
         name: m.name,

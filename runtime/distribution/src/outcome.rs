@@ -20,6 +20,10 @@ pub struct Options {
     pub allow_downgrade: bool,
     /// The bundle the source must hold (`atlas update NAME`): another is refused.
     pub expect_name: Option<String>,
+    /// A package version (`atlas add`, `atlas sync`): one more version beside the
+    /// others, not an update of the bundle. An older one than the current is installed
+    /// without moving `current` instead of being refused as a rollback.
+    pub beside: bool,
 }
 
 impl Default for Options {
@@ -32,6 +36,7 @@ impl Default for Options {
             github_api: crate::github::api_from_env(),
             allow_downgrade: false,
             expect_name: None,
+            beside: false,
         }
     }
 }

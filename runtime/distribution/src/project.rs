@@ -64,11 +64,12 @@ impl Set {
     }
 
     /// Writes the set into `project` (atomically) and remembers the project in
-    /// `atlas_home`.
+    /// `atlas_home`. The file is replaced, never written through: a link in its place
+    /// is replaced too, and a `.atlas` that leads out of the project is refused
+    /// ([`set_folder`]).
     pub fn write(&self, project: &Path, atlas_home: &Path) -> Result<PathBuf> {
+        set_folder(project)?;
         let path = project.join(SET_FILE);
-        let dir = path.parent().expect("SET_FILE has a folder");
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
         let mut text = serde_json::to_string_pretty(self).expect("plain data");
         text.push('\n');
         atlas_cache::write_file_atomic(&path, text.as_bytes()).map_err(io(&path))?;
@@ -82,12 +83,34 @@ impl Set {
     }
 }
 
+/// The folder of a project's set (`.atlas`), made when missing: inside the project's
+/// real folder, or a usage error when `.atlas` is a link (or under one) that leads out
+/// of it, since a cloned repository can carry such a link.
+pub fn set_folder(project: &Path) -> Result<PathBuf> {
+    let dir = project.join(SET_FILE);
+    let dir = dir.parent().expect("SET_FILE has a folder");
+    // A dangling link makes this fail (it exists, and is no folder): nothing is made
+    // through it.
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let real_project = project.canonicalize().map_err(io(project))?;
+    let real = dir.canonicalize().map_err(io(dir))?;
+    if !real.starts_with(&real_project) {
+        return Err(Error::Usage(format!(
+            "{} leads to {}, outside the project; Atlas writes a project's library set only inside the project: \
+             remove the link (or make it a folder) and sync again",
+            dir.display(),
+            real.display()
+        )));
+    }
+    Ok(dir.to_owned())
+}
+
 fn read_capped(path: &Path) -> Result<Option<Vec<u8>>> {
     match atlas_runtime::safe_path::read_capped(path, MAX_SET_BYTES) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-            Err(Error::DataCorruption(format!("{}: {e}", path.display())))
+            Err(Error::DataCorruption(format!("{}: {e}; run `atlas sync` to write it again", path.display())))
         }
         Err(error) => Err(Error::Io { path: path.to_owned(), error }),
     }

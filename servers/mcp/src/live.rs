@@ -79,7 +79,7 @@ pub fn follow<T: Send + Sync + 'static>(
     label: impl Fn(&T) -> String + Send + 'static,
 ) {
     tokio::spawn(async move {
-        let mut loaded = origin.folder().map(|d| (stamp(&d), d));
+        let mut loaded = now_at(&origin).await;
         #[cfg(unix)]
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         loop {
@@ -99,7 +99,7 @@ pub fn follow<T: Send + Sync + 'static>(
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 false
             };
-            let now = origin.folder().map(|d| (stamp(&d), d));
+            let now = now_at(&origin).await;
             if !forced && now == loaded {
                 continue;
             }
@@ -121,10 +121,20 @@ pub fn follow<T: Send + Sync + 'static>(
     });
 }
 
+/// The folder `origin` names now and its stamp, found off the async workers: a
+/// project's set is a file read, and a file can be slow.
+async fn now_at(origin: &Origin) -> Option<(Option<Stamp>, PathBuf)> {
+    let origin = origin.clone();
+    tokio::task::spawn_blocking(move || origin.folder().map(|d| (stamp(&d), d))).await.ok().flatten()
+}
+
+/// A manifest file's inode, length and time.
+type Stamp = (u64, u64, Option<std::time::SystemTime>);
+
 /// Which copy of a bundle a folder holds: its manifest file's identity, which a
 /// reinstall of the same version in place (a keyword-first build completed with its
 /// vectors) changes.
-fn stamp(dir: &std::path::Path) -> Option<(u64, u64, Option<std::time::SystemTime>)> {
+fn stamp(dir: &std::path::Path) -> Option<Stamp> {
     let m = std::fs::metadata(dir.join("manifest.json")).ok()?;
     #[cfg(unix)]
     let ino = std::os::unix::fs::MetadataExt::ino(&m);

@@ -21,7 +21,7 @@ impl Args {
         let wanted = self
             .specs
             .iter()
-            .map(|s| s.parse::<PackageSpec>().map(|spec| Wanted { spec, checksums: Vec::new() }))
+            .map(|s| s.parse::<PackageSpec>().map(|spec| Wanted { spec, checksums: Vec::new(), index: None }))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| UsageError(e.to_string()))?;
         let opts = self.build.options(cfg);
@@ -31,9 +31,16 @@ impl Args {
         let unembedded = embedded.iter().filter(|d| matches!(d, Some(Done::Failed(_)))).count();
         let ok: Vec<&Wanted> =
             wanted.iter().zip(&done).filter(|(_, d)| !matches!(d, Done::Failed(_))).map(|(w, _)| w).collect();
+        let home = atlas_dist::home::Home::from_env();
         for w in &ok {
             let name = w.spec.bundle_name();
-            super::print(&crate::manage::editor_config(&name, &["--bundle", &w.spec.shown_name()]))?;
+            // The name serves its current version, the newest; an older one added
+            // beside it is served by its version.
+            let bundle = match home.current(&name).as_deref() == Some(w.spec.version.as_str()) {
+                true => w.spec.shown_name(),
+                false => w.spec.to_string(),
+            };
+            super::print(&crate::manage::editor_config(&name, &["--bundle", &bundle]))?;
         }
         if failed > 0 {
             anyhow::bail!(

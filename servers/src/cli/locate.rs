@@ -110,18 +110,27 @@ pub(super) fn locate_many(args: Vec<String>, all: bool, cfg: &Config) -> anyhow:
 }
 
 /// The libraries of a project's set (`atlas sync`), each following the version the
-/// set names for it; one whose version is not installed is named, not served.
+/// set names for it; one whose version is not installed is named, not served. A
+/// package the set pins at several versions (a lockfile's `--all` often does) is
+/// served at each, every one its own `name@version` at that version's folder.
 pub(super) fn locate_project(dir: &Path) -> anyhow::Result<Located> {
     let project = std::path::absolute(dir)?;
-    let set = atlas_dist::project::Set::read(&project)?.ok_or_else(|| {
+    let set = atlas_dist::project::Set::read(&project).map_err(atlas_dist::edge)?.ok_or_else(|| {
         UsageError(format!("{} has no library set; run `atlas sync {}` first", project.display(), dir.display()))
     })?;
     let home = atlas_dist::home::Home::from_env();
     let mut located = Located::default();
-    for p in set.libraries {
-        let origin = Origin::Project { home: home.clone(), project: project.clone(), name: p.name.clone() };
-        match origin.folder() {
-            Some(found) => located.found.push((found, origin)),
+    let pins = |name: &str| set.libraries.iter().filter(|p| p.name == name).count();
+    for p in &set.libraries {
+        let found = match pins(&p.name) {
+            1 => {
+                let origin = Origin::Project { home: home.clone(), project: project.clone(), name: p.name.clone() };
+                origin.folder().map(|f| (f, origin))
+            }
+            _ => home.resolve_version(&p.name, &p.version).map(|f| (f.clone(), Origin::Folder(f))),
+        };
+        match found {
+            Some(found) => located.found.push(found),
             None => located.broken.push(Broken::with_fix(
                 format!("{}@{}", atlas_runtime::package::shown_name(&p.name), p.version),
                 p.name.clone(),

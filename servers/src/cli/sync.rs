@@ -54,7 +54,12 @@ impl Build {
             keyword_only: self.keyword_only,
             offline: self.offline,
             jobs: self.jobs.map_or(cores, usize::from),
-            install: crate::manage::options(cfg, &[], self.keep.map(usize::from), None),
+            // Package versions live side by side: an older one is added, not refused
+            // as a rollback of the newer.
+            install: atlas_dist::install::Options {
+                beside: true,
+                ..crate::manage::options(cfg, &[], self.keep.map(usize::from), None)
+            },
         }
     }
 }
@@ -73,10 +78,20 @@ impl Args {
                 lockfiles::LOCKFILES.join(", ")
             )));
         }
+        // Refused before anything is built: a `.atlas` that leads out of the project.
+        atlas_dist::project::set_folder(&project).map_err(atlas_dist::edge)?;
         let home = Home::from_env();
-        let before = Set::read(&project)?.unwrap_or_default();
-        let wanted: Vec<Wanted> =
-            locked.iter().map(|l| Wanted { spec: l.spec.clone(), checksums: l.checksums.clone() }).collect();
+        // The set sync wrote last (to keep what fails to build served); one that cannot
+        // be read is replaced, which is what its error says to do.
+        let before = Set::read(&project).unwrap_or_else(|e| {
+            eprintln!("atlas: {e:#}; it is replaced");
+            None
+        });
+        let before = before.unwrap_or_default();
+        let wanted: Vec<Wanted> = locked
+            .iter()
+            .map(|l| Wanted { spec: l.spec.clone(), checksums: l.checksums.clone(), index: l.index.clone() })
+            .collect();
         let opts = self.build.options(cfg);
         let t = std::time::Instant::now();
         let done = crate::deps::add(&wanted, Pass::Keyword, &opts);
@@ -103,7 +118,7 @@ impl Args {
         set.libraries.sort();
         set.libraries.dedup();
         // Written before the vectors pass: `serve --project` answers by keyword now.
-        let file = set.write(&project, home.atlas_home())?;
+        let file = set.write(&project, home.atlas_home()).map_err(atlas_dist::edge)?;
         let keyword_s = t.elapsed().as_secs_f64();
         let embedded = crate::deps::vectors(&wanted, &done, &opts);
         let embedded_s = t.elapsed().as_secs_f64();
@@ -116,7 +131,10 @@ impl Args {
         let waiting = locked.iter().filter(|l| crate::deps::needs_vectors(&home, &l.spec)).count();
         for s in &skipped {
             // Lockfile text (names, URLs) on one printable line, cut short.
-            eprintln!("atlas: skipped {}", atlas_runtime::utf8::clip_chars(&atlas_runtime::utf8::printable(&s.0), 300));
+            eprintln!(
+                "atlas: skipped {}",
+                atlas_runtime::utf8::clip_chars(&atlas_runtime::utf8::printable(s.line()), 300)
+            );
         }
         eprintln!(
             "atlas: {} of {} packages from {} serve now ({built} built, {} already installed, {} failed); the set is {}",
@@ -139,7 +157,7 @@ impl Args {
                 "without_vectors": waiting,
                 "failed": failed,
                 "not_embedded": unembedded,
-                "skipped": skipped.iter().map(|s| &s.0).collect::<Vec<_>>(),
+                "skipped": skipped.iter().map(lockfiles::Skipped::line).collect::<Vec<_>>(),
             });
             super::print(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
         } else {

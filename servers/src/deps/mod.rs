@@ -20,11 +20,15 @@ use anyhow::{Context as _, bail};
 use atlas_dist::home::Home;
 use atlas_runtime::package::PackageSpec;
 
-/// One package version to make a library of, with the checksums a lockfile gives.
+/// One package version to make a library of, with the checksums a lockfile gives and
+/// the index it names.
 #[derive(Debug, Clone)]
 pub struct Wanted {
     pub spec: PackageSpec,
     pub checksums: Vec<String>,
+    /// The package's index when a lockfile names one: its source, not the one the
+    /// user's settings name.
+    pub index: Option<String>,
 }
 
 /// How a package came out.
@@ -197,6 +201,9 @@ pub fn pipeline_yaml(w: &Wanted, pass: Pass, settings: &Path) -> String {
         q(&s.to_string()),
         q(&settings.display().to_string()),
     );
+    if let Some(index) = &w.index {
+        y.push_str(&format!("    index: {}\n", q(index)));
+    }
     if !w.checksums.is_empty() {
         y.push_str("    checksums:\n");
         for c in &w.checksums {
@@ -297,12 +304,24 @@ mod tests {
 
     #[test]
     fn a_packages_pipeline_config_names_it_pins_it_and_quotes_everything() {
-        let w = Wanted { spec: "npm:@corp/strings@2.1.0".parse().unwrap(), checksums: vec!["sha512-x\"y".into()] };
+        let w = Wanted {
+            spec: "npm:@corp/strings@2.1.0".parse().unwrap(),
+            checksums: vec!["sha512-x\"y".into()],
+            index: None,
+        };
         let y = pipeline_yaml(&w, Pass::Keyword, Path::new("/p"));
         assert!(y.contains("  embed:\n    enabled: false\n"), "{y}");
         assert!(!pipeline_yaml(&w, Pass::Vectors, Path::new("/p")).contains("embed:"));
         assert!(y.contains("name: \"npm+corp+strings\"") && y.contains("\"corp-strings\":"), "{y}");
         assert!(y.contains("spec: \"npm:@corp/strings@2.1.0\"") && y.contains("version: \"2.1.0\""), "{y}");
         assert!(y.contains("- \"sha512-x\\\"y\"") && y.contains("settings_dir: \"/p\""), "{y}");
+        assert!(!y.contains("index:"), "{y}");
+        let w = Wanted {
+            spec: "pypi:corp-units@0.3.1".parse().unwrap(),
+            checksums: Vec::new(),
+            index: Some("https://pypi.corp.test/simple".into()),
+        };
+        let y = pipeline_yaml(&w, Pass::Keyword, Path::new("/p"));
+        assert!(y.contains("    index: \"https://pypi.corp.test/simple\"\n"), "{y}");
     }
 }

@@ -120,7 +120,7 @@ impl Crawl {
                     let globs = Globs::new(include, exclude)?;
                     scans.insert(name.clone(), repo::scan_github(ctx, p, name, owner, topic, api_url, &globs)?);
                 }
-                SourceConfig::Package { spec, checksums, settings_dir, include, exclude } => {
+                SourceConfig::Package { spec, checksums, index, settings_dir, include, exclude } => {
                     let spec: crate::runner::PackageSpec = spec.parse()?;
                     let locked = checksums
                         .iter()
@@ -128,7 +128,13 @@ impl Crawl {
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(anyhow::Error::msg)?;
                     let settings = settings_dir.as_deref().map_or_else(|| cfg.dir.clone(), |d| cfg.resolve(d));
-                    let src = package::Package { name, spec: &spec, locked: &locked, settings: &settings };
+                    let src = package::Package {
+                        name,
+                        spec: &spec,
+                        locked: &locked,
+                        index: index.as_deref(),
+                        settings: &settings,
+                    };
                     let scan = package::scan_package(ctx, p, &src, include, exclude)
                         .with_context(|| format!("source {name}"))?;
                     scans.insert(name.clone(), scan);

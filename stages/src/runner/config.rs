@@ -140,6 +140,11 @@ pub enum SourceConfig {
         /// `sha512-…`): it must match one of them too, or nothing is used.
         #[serde(default)]
         checksums: Vec<String>,
+        /// A Python package's index as its lockfile names it (uv.lock's `source = {
+        /// registry = … }`): the package comes from there, whatever index the settings
+        /// name.
+        #[serde(default)]
+        index: Option<String>,
         /// The folder whose cargo, npm, pip and uv settings name the registry
         /// (default: the config's own folder).
         #[serde(default)]
@@ -475,12 +480,29 @@ pub(super) fn validate(config: &PipelineConfig, dir: &Path, text: &str) -> Resul
                 }
                 check_globs(name, include, exclude, &at)?;
             }
-            SourceConfig::Package { spec, checksums, include, exclude, .. } => {
-                if let Err(e) = spec.parse::<PackageSpec>() {
-                    return Err(ConfigError(format!("{} sources.{name}.spec: {e}", at(Some(name), "spec"))));
-                }
+            SourceConfig::Package { spec, checksums, index, include, exclude, .. } => {
+                let parsed = spec
+                    .parse::<PackageSpec>()
+                    .map_err(|e| ConfigError(format!("{} sources.{name}.spec: {e}", at(Some(name), "spec"))))?;
                 if let Some(e) = checksums.iter().find_map(|c| c.parse::<atlas_runtime::package::Checksum>().err()) {
                     return Err(ConfigError(format!("{} sources.{name}.checksums: {e}", at(Some(name), "checksums"))));
+                }
+                let http = |u: &str| url::Url::parse(u).is_ok_and(|u| matches!(u.scheme(), "http" | "https"));
+                match index {
+                    Some(_) if parsed.ecosystem != atlas_runtime::package::Ecosystem::Pypi => {
+                        return Err(ConfigError(format!(
+                            "{} sources.{name}.index: only a Python package takes an index; drop it",
+                            at(Some(name), "index")
+                        )));
+                    }
+                    Some(i) if !http(i) => {
+                        return Err(ConfigError(format!(
+                            "{} sources.{name}.index: {:?} is not an http(s) URL",
+                            at(Some(name), "index"),
+                            atlas_runtime::utf8::clip_chars(&atlas_dist::http::redact_url(i), 200)
+                        )));
+                    }
+                    _ => {}
                 }
                 check_globs(name, include, exclude, &at)?;
             }

@@ -57,7 +57,7 @@ pub(super) fn cargo(
                 None => continue,
                 Some(s) if s.starts_with("registry+") || s.starts_with("sparse+") => {}
                 Some(s) => {
-                    skipped.push(Skipped(format!(
+                    skipped.push(Skipped::new(format!(
                         "Cargo.lock: {}@{} comes from {}, not a registry; Atlas installs published crates (serve its \
                          repository with a git source)",
                         p.name,
@@ -71,9 +71,10 @@ pub(super) fn cargo(
                 Ok(spec) => locked.push(Locked {
                     spec,
                     checksums: p.checksum.iter().map(|c| format!("sha256:{c}")).collect(),
+                    index: None,
                     lockfile: "Cargo.lock".into(),
                 }),
-                Err(e) => skipped.push(Skipped(format!("Cargo.lock: {e}"))),
+                Err(e) => skipped.push(Skipped::new(format!("Cargo.lock: {e}"))),
             }
         }
     }

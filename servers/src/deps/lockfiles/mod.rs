@@ -6,8 +6,9 @@
 //! Every file is untrusted input: read up to a cap, parsed by a real parser (TOML,
 //! JSON, YAML with its budgets), each name and version checked by [`atlas_runtime::package`] before it goes
 //! anywhere. A file that does not parse is an error naming the file and its line; an
-//! entry Atlas cannot install (a git or path dependency, an unpinned requirement) is
-//! a [`Skipped`] line, and the rest go on.
+//! entry Atlas cannot install (a git or path dependency, an unpinned requirement, a
+//! package whose lock gives nothing to check its artifact against) is a [`Skipped`]
+//! line, its URLs' credentials redacted, and the rest go on.
 
 use std::path::{Path, PathBuf};
 
@@ -36,13 +37,30 @@ pub struct Locked {
     pub spec: PackageSpec,
     /// `sha256:<hex>` or `sha512-<base64>`, as the lockfile states them.
     pub checksums: Vec<String>,
+    /// The index the lockfile says the package comes from (uv.lock's `source = {
+    /// registry = … }`, a poetry.lock source's `url`): its source, whatever index the
+    /// user's settings name.
+    pub index: Option<String>,
     /// The lockfile, relative to the project.
     pub lockfile: String,
 }
 
 /// An entry left out, and why, in one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Skipped(pub String);
+pub struct Skipped(String);
+
+impl Skipped {
+    /// The line, with the credentials of any URL in it (`https://user:token@…`, as
+    /// lockfiles may hold them for git and tarball sources) redacted, as every message
+    /// redacts them.
+    pub fn new(line: impl Into<String>) -> Skipped {
+        Skipped(atlas_dist::http::redact(&line.into(), None))
+    }
+
+    pub fn line(&self) -> &str {
+        &self.0
+    }
+}
 
 /// A lockfile that cannot be read: the file, and the line where it goes wrong when known.
 #[derive(Debug, thiserror::Error)]
@@ -180,7 +198,7 @@ mod tests {
         assert_eq!(l[0].checksums, [sri]);
         assert!(l[1].checksums[0].starts_with("sha256:1e61"));
         assert!(l[2].checksums[0].starts_with("sha256:04e5"));
-        let lines: Vec<&str> = s.iter().map(|s| s.0.as_str()).collect();
+        let lines: Vec<&str> = s.iter().map(Skipped::line).collect();
         assert!(lines.iter().any(|l| l.contains("requirements.txt:4: requests>=2 is not pinned")), "{lines:?}");
         assert!(lines.iter().any(|l| l.contains("requirements.txt:5")), "{lines:?}");
         let all = read(p, true).unwrap().locked;
@@ -191,6 +209,97 @@ mod tests {
         std::fs::write(p.join("package-lock.json"), "{\"packages\": {\n  \"\": [}").unwrap();
         let e = read(p, false).unwrap_err().to_string();
         assert!(e.contains("package-lock.json") && e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn a_uv_lock_names_each_packages_index_and_a_package_it_gives_no_sdist_hash_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        let h = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+        std::fs::write(
+            p.join("uv.lock"),
+            format!(
+                "version = 1\n[[package]]\nname = \"app\"\nversion = \"0.1.0\"\nsource = {{ editable = \".\" }}\n\
+                 [[package]]\nname = \"corp-units\"\nversion = \"0.3.1\"\nsource = {{ registry = \"https://pypi.corp.test/simple\" }}\n\
+                 sdist = {{ url = \"https://pypi.corp.test/files/corp_units-0.3.1.tar.gz\", hash = \"{}\" }}\n\
+                 wheels = [{{ url = \"https://pypi.corp.test/files/corp_units-0.3.1-py3-none-any.whl\", hash = \"{}\" }}]\n\
+                 [[package]]\nname = \"wheels-only\"\nversion = \"1.0.0\"\nsource = {{ registry = \"https://pypi.org/simple\" }}\n\
+                 wheels = [{{ url = \"https://f/wheels_only-1.0.0-py3-none-any.whl\", hash = \"{}\" }}]\n\
+                 [[package]]\nname = \"local-index\"\nversion = \"1.0.0\"\nsource = {{ registry = \"../wheelhouse\" }}\n\
+                 sdist = {{ path = \"x.tar.gz\", hash = \"{}\" }}\n",
+                h('a'),
+                h('b'),
+                h('c'),
+                h('d')
+            ),
+        )
+        .unwrap();
+        let Read { locked: l, skipped: s, .. } = read(p, true).unwrap();
+        assert_eq!(specs(&l), ["pypi:corp-units@0.3.1"]);
+        assert_eq!(l[0].index.as_deref(), Some("https://pypi.corp.test/simple"));
+        assert_eq!(l[0].checksums, [h('a')], "the sdist's hash: the sdist is what is read");
+        let lines: Vec<&str> = s.iter().map(Skipped::line).collect();
+        assert!(lines.iter().any(|l| l.contains("wheels-only@1.0.0 has no sdist sha256")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("local-index@1.0.0 comes from the index ../wheelhouse")), "{lines:?}");
+    }
+
+    #[test]
+    fn credentials_in_a_lockfiles_urls_never_reach_a_skipped_line() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        std::fs::write(
+            p.join("Cargo.lock"),
+            "version = 4\n[[package]]\nname = \"priv\"\nversion = \"0.1.0\"\n\
+             source = \"git+https://ci:s3cret-git-token@git.corp.test/priv.git?rev=x#0123abcd\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            p.join("package-lock.json"),
+            serde_json::json!({"lockfileVersion": 3, "packages": {
+                "": {"dependencies": {"a": "*", "b": "*"}},
+                "node_modules/a": {"version": "1.0.0", "resolved": "git+https://ci:s3cret-npm-token@git.corp.test/a.git#abc"},
+                "node_modules/b": {"version": "1.0.0", "resolved": "file:../b"}
+            }})
+            .to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            p.join("uv.lock"),
+            "version = 1\n[[package]]\nname = \"g\"\nversion = \"1.0.0\"\n\
+             source = { git = \"https://ci:s3cret-uv-token@git.corp.test/g.git?rev=x#abc\" }\n",
+        )
+        .unwrap();
+        std::fs::write(p.join("requirements.txt"), "g@git+https://ci:s3cret-req-token@git.corp.test/g.git\n").unwrap();
+        let Read { skipped: s, .. } = read(p, true).unwrap();
+        let all = s.iter().map(Skipped::line).collect::<Vec<_>>().join("\n");
+        assert_eq!(s.len(), 5, "{all}");
+        assert!(!all.contains("s3cret") && !all.contains("ci:"), "{all}");
+        assert!(all.contains("git.corp.test"), "the host is still said: {all}");
+    }
+
+    #[test]
+    fn an_npm_entry_without_resolved_is_a_registry_package_locked_by_its_integrity() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        let sri = format!("sha512-{}", "B".repeat(86) + "==");
+        // As npm writes it with `omit-lockfile-registry-resolved`.
+        std::fs::write(
+            p.join("package-lock.json"),
+            serde_json::json!({"lockfileVersion": 3, "packages": {
+                "": {"dependencies": {"is-number": "^7", "old": "*", "bundled": "*"}},
+                "node_modules/is-number": {"version": "7.0.0", "integrity": sri},
+                "node_modules/old": {"version": "1.0.0", "integrity": "sha1-AAAAAAAAAAAAAAAAAAAAAAAAAAA="},
+                "node_modules/bundled": {"version": "1.0.0", "inBundle": true}
+            }})
+            .to_string(),
+        )
+        .unwrap();
+        let Read { locked: l, skipped: s, .. } = read(p, false).unwrap();
+        assert_eq!(specs(&l), ["npm:is-number@7.0.0"]);
+        assert_eq!(l[0].checksums, [sri]);
+        let lines: Vec<&str> = s.iter().map(Skipped::line).collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines.iter().all(|l| l.contains("no sha512 `integrity`")), "{lines:?}");
     }
 
     #[test]
@@ -218,7 +327,7 @@ mod tests {
         assert_eq!(found, ["pnpm-lock.yaml"]);
         assert_eq!(specs(&l), ["npm:@corp/strings@2.1.0", "npm:is-number@7.0.0", "npm:react-dom@18.2.0"]);
         assert_eq!((&l[0].checksums, &l[2].checksums), (&vec![sri('A')], &vec![sri('B')]));
-        let lines: Vec<&str> = s.iter().map(|s| s.0.as_str()).collect();
+        let lines: Vec<&str> = s.iter().map(Skipped::line).collect();
         assert!(lines.iter().any(|l| l.contains("local@link:../local")), "{lines:?}");
         assert!(lines.iter().any(|l| l.contains("gitdep@") && l.contains("codeload")), "{lines:?}");
         assert!(specs(&read(p, true).unwrap().locked).contains(&"npm:react@18.2.0".to_owned()), "--all: peers too");
@@ -261,7 +370,7 @@ mod tests {
         assert_eq!(found, ["poetry.lock"]);
         assert_eq!(specs(&l), ["pypi:pytest@8.0.0", "pypi:requests@2.31.0"]);
         assert_eq!(l[1].checksums, [h('a'), h('b')]);
-        assert!(s.len() == 1 && s[0].0.contains("mylib@0.1.0 comes from a git source"), "{s:?}");
+        assert!(s.len() == 1 && s[0].line().contains("mylib@0.1.0 comes from a git source"), "{s:?}");
         assert_eq!(read(p, true).unwrap().locked.len(), 3, "--all: urllib3 too, never the git one");
         // PEP 621 names the dependencies in [project].
         std::fs::write(

@@ -33,28 +33,33 @@ pub(super) fn npm(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Ve
         }
         let name = p.get("name").and_then(|n| n.as_str()).unwrap_or(name);
         let Some(version) = p.get("version").and_then(|v| v.as_str()) else { continue };
-        let resolved = p.get("resolved").and_then(|r| r.as_str()).unwrap_or("");
-        if !(resolved.starts_with("https://") || resolved.starts_with("http://")) {
-            skipped.push(Skipped(format!(
+        let checksums: Vec<String> = p
+            .get("integrity")
+            .and_then(|i| i.as_str())
+            .into_iter()
+            .flat_map(|i| i.split_whitespace())
+            .filter(|i| i.starts_with("sha512-"))
+            .map(str::to_owned)
+            .collect();
+        // A registry package is resolved from a registry URL, or (npm's
+        // `omit-lockfile-registry-resolved`) not resolved at all and locked by its
+        // integrity alone: npm fetches it from the registry it is configured for, and so
+        // does Atlas, checked against that integrity.
+        let resolved = p.get("resolved").and_then(|r| r.as_str());
+        let from_registry = match resolved {
+            Some(r) => r.starts_with("https://") || r.starts_with("http://"),
+            None => !checksums.is_empty(),
+        };
+        if !from_registry {
+            skipped.push(Skipped::new(format!(
                 "package-lock.json: {name}@{version} is not from a registry ({}); Atlas installs published packages",
-                if resolved.is_empty() { "no `resolved`" } else { resolved }
+                resolved.unwrap_or("no `resolved`, and no sha512 `integrity` to check a registry's tarball against")
             )));
             continue;
         }
         match spec(Ecosystem::Npm, name, version) {
-            Ok(spec) => locked.push(Locked {
-                spec,
-                checksums: p
-                    .get("integrity")
-                    .and_then(|i| i.as_str())
-                    .into_iter()
-                    .flat_map(|i| i.split_whitespace())
-                    .filter(|i| i.starts_with("sha512-"))
-                    .map(str::to_owned)
-                    .collect(),
-                lockfile: "package-lock.json".into(),
-            }),
-            Err(e) => skipped.push(Skipped(format!("package-lock.json: {e}"))),
+            Ok(spec) => locked.push(Locked { spec, checksums, index: None, lockfile: "package-lock.json".into() }),
+            Err(e) => skipped.push(Skipped::new(format!("package-lock.json: {e}"))),
         }
     }
     Ok((locked, skipped))
@@ -102,7 +107,7 @@ pub(super) fn pnpm(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, V
         let integrity = resolution.and_then(|r| r.get("integrity")).and_then(|i| i.as_str());
         if version.starts_with("link:") || version.starts_with("file:") || integrity.is_none() {
             let from = resolution.and_then(|r| r.get("tarball").or_else(|| r.get("repo"))).and_then(|x| x.as_str());
-            skipped.push(Skipped(format!(
+            skipped.push(Skipped::new(format!(
                 "pnpm-lock.yaml: {name}@{version} is not from a registry ({}); Atlas installs published packages",
                 from.unwrap_or("no integrity")
             )));
@@ -117,9 +122,10 @@ pub(super) fn pnpm(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, V
                     .filter(|i| i.starts_with("sha512-"))
                     .map(str::to_owned)
                     .collect(),
+                index: None,
                 lockfile: "pnpm-lock.yaml".into(),
             }),
-            Err(e) => skipped.push(Skipped(format!("pnpm-lock.yaml: {e}"))),
+            Err(e) => skipped.push(Skipped::new(format!("pnpm-lock.yaml: {e}"))),
         }
     }
     Ok((locked, skipped))

@@ -42,27 +42,46 @@ pub(super) fn uv(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Vec
             continue;
         }
         let Some(version) = &p.version else { continue };
-        if !p.source.contains_key("registry") {
-            skipped.push(Skipped(format!(
-                "uv.lock: {}@{version} is not from a registry; Atlas installs published packages",
+        // The index the lock names is the package's source, and its sdist hash what
+        // the artifact must be: a package whose lock says neither cannot be checked.
+        let Some(registry) = p.source.get("registry").and_then(|r| r.as_str()) else {
+            let from = p.source.iter().next().map(|(k, v)| format!("{k} {}", v.as_str().unwrap_or("…")));
+            skipped.push(Skipped::new(format!(
+                "uv.lock: {}@{version} is not from a registry ({}); Atlas installs published packages",
+                p.name,
+                from.as_deref().unwrap_or("no source")
+            )));
+            continue;
+        };
+        if !(registry.starts_with("https://") || registry.starts_with("http://")) {
+            skipped.push(Skipped::new(format!(
+                "uv.lock: {}@{version} comes from the index {registry}, which is not an http(s) URL; Atlas reads an \
+                 index through its simple API",
+                p.name
+            )));
+            continue;
+        }
+        let checksums: Vec<String> = p
+            .sdist
+            .as_ref()
+            .and_then(|s| s.get("hash")?.as_str())
+            .filter(|h| h.starts_with("sha256:"))
+            .map(str::to_owned)
+            .into_iter()
+            .collect();
+        if checksums.is_empty() {
+            skipped.push(Skipped::new(format!(
+                "uv.lock: {}@{version} has no sdist sha256 in the lock (Atlas reads a package's sdist), so nothing \
+                 could check what the index serves; it is not installed",
                 p.name
             )));
             continue;
         }
         match spec(Ecosystem::Pypi, &p.name, version) {
-            Ok(spec) => locked.push(Locked {
-                spec,
-                checksums: p
-                    .sdist
-                    .as_ref()
-                    .and_then(|s| s.get("hash")?.as_str())
-                    .filter(|h| h.starts_with("sha256:"))
-                    .map(str::to_owned)
-                    .into_iter()
-                    .collect(),
-                lockfile: "uv.lock".into(),
-            }),
-            Err(e) => skipped.push(Skipped(format!("uv.lock: {e}"))),
+            Ok(spec) => {
+                locked.push(Locked { spec, checksums, index: Some(registry.to_owned()), lockfile: "uv.lock".into() })
+            }
+            Err(e) => skipped.push(Skipped::new(format!("uv.lock: {e}"))),
         }
     }
     Ok((locked, skipped))
@@ -104,11 +123,12 @@ pub(super) fn poetry(
         if direct.as_ref().is_some_and(|d| !d.contains(&atlas_runtime::package::pep503(&p.name))) {
             continue;
         }
-        // A `legacy` source is another index (the user's pip/uv settings name it); git,
+        // A `legacy` source is another index, the package's source (its `url`); git,
         // directory, file and url sources are not published packages.
         let kind = p.source.as_ref().and_then(|s| s.get("type")?.as_str()).unwrap_or("");
+        let index = p.source.as_ref().and_then(|s| s.get("url")?.as_str()).map(str::to_owned);
         if !kind.is_empty() && kind != "legacy" {
-            skipped.push(Skipped(format!(
+            skipped.push(Skipped::new(format!(
                 "poetry.lock: {}@{} comes from a {kind} source, not an index; Atlas installs published packages",
                 p.name, p.version
             )));
@@ -124,9 +144,10 @@ pub(super) fn poetry(
                     .filter(|h| h.starts_with("sha256:"))
                     .map(str::to_owned)
                     .collect(),
+                index,
                 lockfile: "poetry.lock".into(),
             }),
-            Err(e) => skipped.push(Skipped(format!("poetry.lock: {e}"))),
+            Err(e) => skipped.push(Skipped::new(format!("poetry.lock: {e}"))),
         }
     }
     Ok((locked, skipped))
@@ -194,7 +215,8 @@ pub(super) fn requirements(file: &Path, text: &str) -> Result<(Vec<Locked>, Vec<
             continue;
         }
         if line.starts_with('-') {
-            skipped.push(Skipped(format!("requirements.txt:{n}: the option {:?} is not followed", first_word(line))));
+            skipped
+                .push(Skipped::new(format!("requirements.txt:{n}: the option {:?} is not followed", first_word(line))));
             continue;
         }
         let mut words = line.split_whitespace();
@@ -217,14 +239,16 @@ pub(super) fn requirements(file: &Path, text: &str) -> Result<(Vec<Locked>, Vec<
             return Err(malformed(file, format!("line {n}: {:?} is not a requirement", first_word(line))));
         }
         let Some(version) = rest.trim().strip_prefix("==").filter(|v| !v.contains(['*', ','])) else {
-            skipped.push(Skipped(format!(
+            skipped.push(Skipped::new(format!(
                 "requirements.txt:{n}: {requirement} is not pinned to one version (write NAME==VERSION, or use \
                  `uv pip compile` to pin it)"
             )));
             continue;
         };
         match spec(Ecosystem::Pypi, name, version.trim()) {
-            Ok(spec) => locked.push(Locked { spec, checksums: hashes, lockfile: "requirements.txt".into() }),
+            Ok(spec) => {
+                locked.push(Locked { spec, checksums: hashes, index: None, lockfile: "requirements.txt".into() })
+            }
             Err(e) => return Err(malformed(file, format!("line {n}: {e}"))),
         }
     }

@@ -64,6 +64,8 @@ pub struct Package<'a> {
     /// A lockfile's checksums for the artifact (any one must match).
     pub locked: &'a [Checksum],
     /// The folder whose cargo, npm, pip and uv settings name the registry.
+    /// A Python package's index as its lockfile names it: its source.
+    pub index: Option<&'a str>,
     pub settings: &'a Path,
 }
 
@@ -78,7 +80,7 @@ pub fn scan_package(
     include: &[String],
     exclude: &[String],
 ) -> anyhow::Result<Scan> {
-    let Package { name, spec, locked, settings } = *src;
+    let Package { name, spec, locked, index, settings } = *src;
     let state = super::site::state_dir(ctx.cache.root(), name);
     let file = state.join("artifacts").join(spec.file_name());
     let artifact = match (kept(&file), cargo_cached(spec, locked)) {
@@ -92,7 +94,7 @@ pub fn scan_package(
             let found = match spec.ecosystem {
                 Ecosystem::Crate => cargo::find(&net, settings, spec)?,
                 Ecosystem::Npm => npm::find(&net, settings, spec)?,
-                Ecosystem::Pypi => pypi::find(&net, settings, spec)?,
+                Ecosystem::Pypi => pypi::find(&net, settings, spec, index)?,
             };
             match kept.filter(|k| matches_file(&found.check, &k.path)) {
                 Some(k) => k,
