@@ -79,7 +79,7 @@ pub(super) fn uv(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Vec
         }
         match spec(Ecosystem::Pypi, &p.name, version) {
             Ok(spec) => {
-                locked.push(Locked { spec, checksums, index: Some(registry.to_owned()), lockfile: "uv.lock".into() })
+                locked.push(Locked { spec, checksums, index: Some(registry.to_owned()), lockfile: "uv.lock".into() });
             }
             Err(e) => skipped.push(Skipped::new(format!("uv.lock: {e}"))),
         }
@@ -247,7 +247,7 @@ pub(super) fn requirements(file: &Path, text: &str) -> Result<(Vec<Locked>, Vec<
         };
         match spec(Ecosystem::Pypi, name, version.trim()) {
             Ok(spec) => {
-                locked.push(Locked { spec, checksums: hashes, index: None, lockfile: "requirements.txt".into() })
+                locked.push(Locked { spec, checksums: hashes, index: None, lockfile: "requirements.txt".into() });
             }
             Err(e) => return Err(malformed(file, format!("line {n}: {e}"))),
         }
