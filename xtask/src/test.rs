@@ -15,10 +15,11 @@ pub struct Args {
     /// Skip the tests whose names start with `slow_`.
     #[arg(long)]
     pub fast: bool,
-    /// Run even when something the tests need is missing (those tests are skipped)
-    /// instead of stopping with the command that installs it.
+    /// Install nothing: what the tests need and is missing is named, with the command
+    /// that installs it, and its tests are skipped (by default, `cargo xtask provision`
+    /// runs first).
     #[arg(long)]
-    pub allow_skips: bool,
+    pub no_provision: bool,
     /// Passed on to `cargo test` (after `--`: to the test binaries).
     #[arg(last = true)]
     pub cargo_args: Vec<String>,
@@ -28,13 +29,12 @@ pub struct Args {
 pub const SLOW: &str = "slow_";
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let missing = crate::provision::missing();
-    if !missing.is_empty() && !args.allow_skips {
-        bail!(
-            "some tests need what is not here ({}); run `cargo xtask provision` (apt-get, pip and npm, as CI does), \
-             or pass --allow-skips to run without them",
-            missing.join("; ")
-        );
+    // What the tests need beyond cargo: installed here unless --no-provision; what is
+    // still missing is named with its command, and its tests skip.
+    if args.no_provision {
+        crate::provision::report();
+    } else {
+        crate::provision::run()?;
     }
     // What is here is required: its tests fail rather than skip.
     let requires = crate::provision::requires();
@@ -53,11 +53,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // when they are in place).
     let models = match crate::setup::provision(crate::Profile::Debug) {
         Ok(()) => true,
-        Err(e) if args.allow_skips => {
-            eprintln!("xtask: could not provision the model ({e:#}); the tests that need it will be skipped");
+        Err(e) => {
+            eprintln!(
+                "xtask: could not provision ONNX Runtime and the model ({e:#}); install them with `cargo xtask setup`; \
+                 the tests that need them will be skipped"
+            );
             false
         }
-        Err(e) => return Err(e.context("provisioning ONNX Runtime and the model (`cargo xtask setup`)")),
     };
     let packaged = if args.fast || !models { None } else { package_for_tests()? };
     let mut cmd = cargo();

@@ -350,7 +350,8 @@ pub fn redact_url(s: &str) -> String {
             u.to_string()
         }
         Ok(_) => s.to_owned(),
-        Err(_) => s.chars().take(200).collect(),
+        // Not a URL to parse, yet it may still hold `scheme://user:password@`.
+        Err(_) => redact(&s.chars().take(200).collect::<String>(), None),
     }
 }
 
@@ -396,6 +397,7 @@ mod tests {
     fn urls_and_texts_lose_their_secrets() {
         assert_eq!(redact_url("http://u:pw@127.0.0.1:9/v1"), "http://***@127.0.0.1:9/v1");
         assert_eq!(redact_url("http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1");
+        assert_eq!(redact_url("http://u:pw@bad host/"), "http://***@bad host/", "not a URL, still redacted");
         assert_eq!(redact("bad key sk-secret-1 sent", Some("sk-secret-1")), "bad key *** sent");
         assert_eq!(redact("see http://a:b@h/x and https://h2/", None), "see http://***@h/x and https://h2/");
     }

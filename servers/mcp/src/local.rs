@@ -44,6 +44,31 @@ pub struct ToolInfo {
     pub output_schema: Option<Value>,
     /// The tool changes nothing (every Atlas tool; checked, not assumed).
     pub read_only: bool,
+    /// The rag server lists the tool only while a served library holds code.
+    pub needs_code: bool,
+}
+
+impl ToolInfo {
+    fn new(server: Server, t: &rmcp::model::Tool) -> ToolInfo {
+        ToolInfo {
+            server,
+            name: t.name.to_string(),
+            title: t.title.clone(),
+            description: t.description.as_deref().unwrap_or_default().to_owned(),
+            input_schema: Value::Object((*t.input_schema).clone()),
+            output_schema: t.output_schema.as_ref().map(|s| Value::Object((**s).clone())),
+            read_only: t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true),
+            needs_code: server == Server::Rag && crate::rag::CODE_TOOLS.contains(&t.name.as_ref()),
+        }
+    }
+}
+
+/// Every tool the two servers have, with no library open: what they list once a served
+/// library holds code, fs first (`atlas tool --list` without a library).
+pub fn catalog() -> Vec<ToolInfo> {
+    let fs = FsServer::router().list_all().into_iter().map(|t| ToolInfo::new(Server::Fs, &t));
+    let rag = RagServer::router().list_all().into_iter().map(|t| ToolInfo::new(Server::Rag, &t));
+    fs.chain(rag).collect()
 }
 
 /// A tool's answer: its text (what an agent reads), its structured result (what a
@@ -90,15 +115,7 @@ impl Local {
         let mut tools = Vec::new();
         for (server, s) in &sessions {
             let listed = s.peer().list_all_tools().await.map_err(|e| Error::Start(*server, e.to_string()))?;
-            tools.extend(listed.into_iter().map(|t| ToolInfo {
-                server: *server,
-                name: t.name.to_string(),
-                title: t.title.clone(),
-                description: t.description.as_deref().unwrap_or_default().to_owned(),
-                input_schema: Value::Object((*t.input_schema).clone()),
-                output_schema: t.output_schema.as_ref().map(|s| Value::Object((**s).clone())),
-                read_only: t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true),
-            }));
+            tools.extend(listed.iter().map(|t| ToolInfo::new(*server, t)));
         }
         Ok(Local { sessions, tools })
     }

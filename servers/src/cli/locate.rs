@@ -270,6 +270,11 @@ pub(super) struct Served {
 }
 
 impl Served {
+    /// Whether any library is named: a flag, ATLAS_BUNDLE or the config file's `bundle`.
+    pub(super) fn given(&self, cfg: &Config) -> bool {
+        !self.bundle.is_empty() || self.all || self.project.is_some() || cfg.bundle.is_some()
+    }
+
     /// Both servers over the libraries chosen, in this process ([`start_local`]).
     pub(super) fn start(
         self,

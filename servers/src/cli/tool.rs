@@ -35,11 +35,16 @@ pub const MAX_ARGUMENT_BYTES: usize = 256 << 10;
 
 impl Args {
     pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
+        // Listing the tools needs no library: without one, every tool, marked where it
+        // needs a library with code.
+        if self.name.is_none() && !self.served.given(cfg) {
+            return list(&atlas_mcp::local::catalog(), self.json);
+        }
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
         let (local, _) = self.served.start(&rt, cfg)?;
         let r = rt.block_on(async {
             let r = match &self.name {
-                None => list(&local, self.json),
+                None => list(local.tools(), self.json),
                 Some(name) => call(&local, name, &self.args, self.json_args.as_deref(), self.json).await,
             };
             local.close().await;
@@ -50,17 +55,20 @@ impl Args {
     }
 }
 
-fn list(local: &Local, json: bool) -> anyhow::Result<()> {
+fn list(tools: &[ToolInfo], json: bool) -> anyhow::Result<()> {
     if json {
-        return super::print(&format!("{}\n", serde_json::to_string_pretty(local.tools())?));
+        return super::print(&format!("{}\n", serde_json::to_string_pretty(tools)?));
     }
     let mut out = String::new();
-    for t in local.tools() {
+    for t in tools {
         let args: Vec<String> =
             t.input_schema["properties"].as_object().map(|p| p.keys().cloned().collect()).unwrap_or_default();
         out.push_str(&format!("{:<18} {:<4} {}\n", t.name, format!("{:?}", t.server).to_lowercase(), t.description));
         if !args.is_empty() {
             out.push_str(&format!("{:<23} args: {}\n", "", args.join(", ")));
+        }
+        if t.needs_code {
+            out.push_str(&format!("{:<23} needs a library with code\n", ""));
         }
     }
     super::print(&out)
@@ -153,6 +161,7 @@ mod tests {
             }}),
             output_schema: None,
             read_only: true,
+            needs_code: false,
         }
     }
 

@@ -214,7 +214,7 @@ impl FsServer {
 
 impl FsServer {
     /// Every tool: the listing and reading ones (here), and `search` ([`search`]).
-    fn router() -> ToolRouter<Self> {
+    pub(crate) fn router() -> ToolRouter<Self> {
         Self::tool_router() + Self::search_router()
     }
 }

@@ -234,7 +234,7 @@ impl RagServer {
 
 impl RagServer {
     /// Every tool: search and libraries (here), and code ([`code_tools`]).
-    fn router() -> ToolRouter<Self> {
+    pub(crate) fn router() -> ToolRouter<Self> {
         Self::tool_router() + Self::code_router()
     }
 }
@@ -502,7 +502,7 @@ const LIST_COMMITS: usize = 2;
 const MAX_NAME_BYTES: usize = 1_024;
 
 /// The tools that answer from code: listed only when a served library holds code.
-const CODE_TOOLS: [&str; 4] = ["search_code", "find_symbol", "find_references", "get_file_outline"];
+pub(crate) const CODE_TOOLS: [&str; 4] = ["search_code", "find_symbol", "find_references", "get_file_outline"];
 
 /// Whether any of `bundles` holds code.
 fn serves_code(bundles: &[Arc<atlas_runtime::Bundle>]) -> bool {

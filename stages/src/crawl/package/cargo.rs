@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use url::Url;
 
-use super::{Checksum, Found, MAX_INDEX_BYTES, Net, Token, nearest};
+use super::{Checksum, Found, MAX_INDEX_BYTES, Net, nearest, split_user_info};
 use crate::runner::PackageSpec;
 
 /// How many `replace-with` hops cargo's configuration may take.
@@ -72,8 +72,9 @@ fn cargo_registry_named(dir: &Path) -> anyhow::Result<(Url, String, Vec<toml::Ta
             CRATES_IO_INDEX.to_owned()
         }
         None => bail!(
-            "{}: the source {name:?} is a git registry ({registry}); Atlas reads sparse registries (sparse+https://…)",
-            file.display()
+            "{}: the source {name:?} is a git registry ({}); Atlas reads sparse registries (sparse+https://…)",
+            file.display(),
+            atlas_dist::http::redact_url(&registry)
         ),
     };
     let sparse = if sparse.ends_with('/') { sparse } else { format!("{sparse}/") };
@@ -85,17 +86,10 @@ fn cargo_registry_named(dir: &Path) -> anyhow::Result<(Url, String, Vec<toml::Ta
 /// The token cargo would send to the registry `name` at `index`: from
 /// `CARGO_REGISTRIES_<NAME>_TOKEN` (`CARGO_REGISTRY_TOKEN` for crates.io), else
 /// `$CARGO_HOME/credentials.toml`. A `[registries.<x>]` of cargo's configuration whose
-/// `index` is this registry's names it too.
+/// `index` is this registry's names it too. The user's crates.io token goes to
+/// crates.io's own index alone, whatever a configuration names `crates-io`.
 fn registry_token(name: &str, index: &Url, configs: &[toml::Table]) -> Option<String> {
-    let mut names = vec![name.to_owned()];
-    for t in configs {
-        for (x, r) in t.get("registries").and_then(|r| r.as_table()).into_iter().flatten() {
-            let i = r.get("index").and_then(|i| i.as_str()).unwrap_or("");
-            if i.trim_start_matches("sparse+").trim_end_matches('/') == index.as_str().trim_end_matches('/') {
-                names.push(x.clone());
-            }
-        }
-    }
+    let names = token_names(name, index, configs);
     let env = |n: &str| match n {
         "crates-io" => std::env::var("CARGO_REGISTRY_TOKEN").ok(),
         n => std::env::var(format!("CARGO_REGISTRIES_{}_TOKEN", n.to_ascii_uppercase().replace('-', "_"))).ok(),
@@ -115,6 +109,23 @@ fn registry_token(name: &str, index: &Url, configs: &[toml::Table]) -> Option<St
         };
         entry?.get("token")?.as_str().map(str::to_owned)
     })
+}
+
+/// The names cargo's configuration gives the registry `name` at `index`, whose tokens
+/// may go to it: its own, and each `[registries.<x>]` whose `index` is this one; never
+/// `crates-io` unless the index is crates.io's own.
+fn token_names(name: &str, index: &Url, configs: &[toml::Table]) -> Vec<String> {
+    let mut names = vec![name.to_owned()];
+    for t in configs {
+        for (x, r) in t.get("registries").and_then(|r| r.as_table()).into_iter().flatten() {
+            let i = r.get("index").and_then(|i| i.as_str()).unwrap_or("");
+            if i.trim_start_matches("sparse+").trim_end_matches('/') == index.as_str().trim_end_matches('/') {
+                names.push(x.clone());
+            }
+        }
+    }
+    names.retain(|n| n != "crates-io" || index.as_str() == CRATES_IO_INDEX);
+    names
 }
 
 /// A crate's path in a sparse index (`1/a`, `2/ab`, `3/a/abc`, `ab/cd/abcd…`), lower case.
@@ -142,7 +153,12 @@ pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> 
     let (index, name, configs) = cargo_registry_named(dir)?;
     // The registry's config first: it says where downloads are and whether every
     // request needs the token (`auth-required`), which then goes to its origin only.
-    let token = registry_token(&name, &index, &configs).map(Token::Raw);
+    // User info in the index's URL is a credential too, and never printed.
+    let (index, in_url) = split_user_info(index)?;
+    let token = match registry_token(&name, &index, &configs) {
+        Some(t) => Some(atlas_dist::http::Credential::raw(index.as_str(), &t)?),
+        None => in_url,
+    };
     let config_url = index.join("config.json")?;
     let config = match net.get(&config_url, 1 << 20, None, None) {
         Ok(c) => c,
@@ -196,9 +212,8 @@ pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> 
     let dl = config["dl"].as_str().context("the index's config.json names no `dl`")?;
     let url = Url::parse(&download_url(dl, &spec.name, &spec.version, &cksum))
         .with_context(|| format!("{spec}: the registry's download URL {dl:?}"))?;
-    // The token goes with the download only on the registry's own origin.
-    let token = token.filter(|_| url.origin() == index.origin());
-    Ok(Found { url, check: Checksum::Sha256(cksum), token })
+    // The token is bound to the registry's origin: a download elsewhere goes without it.
+    Ok(Found { url, check: Checksum::Sha256(cksum), credential: token })
 }
 
 /// The download URL of a crate: the index's `dl` with its markers filled in, or, with
@@ -240,6 +255,19 @@ mod tests {
             ),
             "https://r.test/it/oa/Itoa/Itoa-1.0.0.crate?s=ff"
         );
+    }
+
+    #[test]
+    fn the_crates_io_token_never_goes_to_a_registry_a_config_names_crates_io() {
+        let config: toml::Table = toml::from_str(
+            "[registries.crates-io]\nindex = \"sparse+http://127.0.0.1:9/index/\"\n\
+             [registries.corp]\nindex = \"sparse+http://127.0.0.1:9/index\"\n",
+        )
+        .unwrap();
+        let mirror = Url::parse("http://127.0.0.1:9/index/").unwrap();
+        assert_eq!(token_names("mirror", &mirror, std::slice::from_ref(&config)), ["mirror", "corp"]);
+        let crates_io = Url::parse(CRATES_IO_INDEX).unwrap();
+        assert_eq!(token_names("crates-io", &crates_io, &[]), ["crates-io"]);
     }
 
     #[test]

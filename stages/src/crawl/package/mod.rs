@@ -29,6 +29,7 @@ use url::Url;
 use super::CrawlParams;
 use super::fetch::{Fetcher, Outcome};
 use super::local::{Scan, scan_local};
+use atlas_dist::http::Credential;
 pub use atlas_runtime::package::Checksum;
 
 use crate::runner::{Ctx, Ecosystem, PackageSpec};
@@ -63,9 +64,9 @@ pub struct Package<'a> {
     pub spec: &'a PackageSpec,
     /// A lockfile's checksums for the artifact (any one must match).
     pub locked: &'a [Checksum],
-    /// The folder whose cargo, npm, pip and uv settings name the registry.
     /// A Python package's index as its lockfile names it: its source.
     pub index: Option<&'a str>,
+    /// The folder whose cargo, npm, pip and uv settings name the registry.
     pub settings: &'a Path,
 }
 
@@ -164,26 +165,26 @@ fn matches_file(check: &Checksum, path: &Path) -> bool {
 pub struct Found {
     pub url: Url,
     pub check: Checksum,
-    /// A token for the registry's own origin, sent with the download there and nowhere
-    /// else (a redirect elsewhere goes without it).
-    pub token: Option<Token>,
+    /// The registry's credential, bound to the registry's own origin where it was
+    /// configured: the HTTP layer sends it to that origin and to no other, whatever
+    /// host the artifact's URL (or a redirect) names.
+    pub credential: Option<Credential>,
 }
 
-/// A registry's token, in the form its clients send it.
-#[derive(Clone)]
-pub enum Token {
-    /// `Authorization: Bearer <token>` (npm).
-    Bearer(String),
-    /// `Authorization: <token>` (cargo's registries).
-    Raw(String),
-    /// `Authorization: Basic …` (a Python index's user info).
-    Basic { user: String, password: String },
-}
-
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(…)")
+/// A registry's URL as configured, without its user info, and the credential that user
+/// info held (`https://user:token@host/…`, how pip and uv name a private index's
+/// token), as `Authorization: Basic` bound to that URL's origin. The one place a URL's
+/// user info becomes a credential: the URL that is kept, and printed, holds none.
+pub fn split_user_info(mut url: Url) -> anyhow::Result<(Url, Option<Credential>)> {
+    let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned();
+    let (user, password) = (decode(url.username()), url.password().map(decode));
+    if user.is_empty() && password.is_none() {
+        return Ok((url, None));
     }
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    let credential = Credential::basic(url.as_str(), &user, &password.unwrap_or_default())?;
+    Ok((url, Some(credential)))
 }
 
 /// A registry that wants credentials, or refuses the ones sent: what the ecosystem's
@@ -208,23 +209,16 @@ impl Net {
         Ok(Net { fetcher: Fetcher::new(p)?, rt: tokio::runtime::Builder::new_current_thread().enable_all().build()? })
     }
 
-    /// GETs `url` (with `accept`, and the `token` as a credential bound to the URL's
-    /// origin, when given); the body, or None for a 404/410.
+    /// GETs `url` (with `accept`, and the `credential` when `url`, or a redirect's
+    /// hop, is on the credential's own origin); the body, or None for a 404/410.
     pub fn get(
         &self,
         url: &Url,
         limit: usize,
         accept: Option<&str>,
-        token: Option<&Token>,
+        credential: Option<&Credential>,
     ) -> anyhow::Result<Option<Vec<u8>>> {
-        let credential = token
-            .map(|t| match t {
-                Token::Bearer(t) => atlas_dist::http::Credential::bearer(url.as_str(), t),
-                Token::Raw(t) => atlas_dist::http::Credential::raw(url.as_str(), t),
-                Token::Basic { user, password } => atlas_dist::http::Credential::basic(url.as_str(), user, password),
-            })
-            .transpose()?;
-        let x = super::fetch::Extra { accept, credential: credential.as_ref(), any_host: true, ..Default::default() };
+        let x = super::fetch::Extra { accept, credential, any_host: true, ..Default::default() };
         let mut notes = Vec::new();
         match self.rt.block_on(self.fetcher.get_with(url, &x, limit, &mut notes)) {
             Outcome::Fetched { body, .. } => Ok(Some(body)),
@@ -239,7 +233,7 @@ impl Net {
 /// Downloads `found` into `file`, checks it and keeps it with its sha256.
 fn download(net: &Net, spec: &PackageSpec, found: &Found, file: &Path) -> anyhow::Result<Artifact> {
     let bytes = net
-        .get(&found.url, MAX_ARTIFACT_BYTES, None, found.token.as_ref())?
+        .get(&found.url, MAX_ARTIFACT_BYTES, None, found.credential.as_ref())?
         .with_context(|| format!("{spec}: the registry has no download at {}", found.url))?;
     if !found.check.matches(&bytes) {
         let (algo, got, want) = match &found.check {
@@ -263,18 +257,45 @@ fn keep(spec: &PackageSpec, bytes: &[u8], file: &Path) -> anyhow::Result<Artifac
     Ok(Artifact { path: file.to_owned(), sha256 })
 }
 
-/// Up to five published versions nearest to `want` (semver order; PEP 440 versions
-/// that are not semver keep their order), or "none".
+/// How many published versions a "not published" error names.
+const NEAREST_SHOWN: usize = 5;
+
+/// Up to [`NEAREST_SHOWN`] published versions nearest to `want`, in release order
+/// ([`release_order`]), or "none".
 pub fn nearest(published: &[String], want: &str) -> String {
-    let Ok(w) = semver::Version::parse(want) else { return published.join(", ") };
-    let mut v: Vec<semver::Version> = published.iter().filter_map(|p| semver::Version::parse(p).ok()).collect();
-    v.sort();
+    let mut v: Vec<(ReleaseKey, &str)> = published.iter().map(|p| (release_order(p), p.as_str())).collect();
+    v.sort_unstable();
+    v.dedup_by(|a, b| a.1 == b.1);
     if v.is_empty() {
         return "none".to_owned();
     }
-    let at = v.partition_point(|x| *x < w);
-    let from = at.saturating_sub(2);
-    v[from..(from + 5).min(v.len())].iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    let w = release_order(want);
+    let at = v.partition_point(|(k, _)| *k < w);
+    let from = at.saturating_sub(2).min(v.len().saturating_sub(NEAREST_SHOWN));
+    v[from..(from + NEAREST_SHOWN).min(v.len())].iter().map(|(_, s)| *s).collect::<Vec<_>>().join(", ")
+}
+
+/// A version's place among its package's releases: its leading numeric segments
+/// (`1.10` after `1.9`, semver and PEP 440 alike), then a pre-release suffix before the
+/// release itself, then the suffix's text. A total order over any strings, so a
+/// registry's odd version cannot upset the sort.
+type ReleaseKey = (Vec<u64>, bool, String);
+
+fn release_order(v: &str) -> ReleaseKey {
+    let v = v.trim().trim_start_matches(['v', 'V']);
+    let mut numbers = Vec::new();
+    let mut rest = v;
+    loop {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let Ok(n) = rest[..digits].parse::<u64>() else { break };
+        numbers.push(n);
+        rest = &rest[digits..];
+        match rest.strip_prefix('.') {
+            Some(r) if r.starts_with(|c: char| c.is_ascii_digit()) => rest = r,
+            _ => break,
+        }
+    }
+    (numbers, rest.is_empty(), rest.to_owned())
 }
 
 /// The artifact unpacked under the state folder (once per sha256), through the safe
@@ -309,6 +330,18 @@ mod tests {
             "1.0.0, 1.0.2, 1.1.0, 2.0.0"
         );
         assert_eq!(nearest(&[], "1.0.0"), "none");
+    }
+
+    #[test]
+    fn a_version_not_published_names_five_nearest_even_when_it_is_not_semver() {
+        // PEP 440 versions that semver cannot read: one line, five names, whatever
+        // the registry publishes.
+        let published: Vec<String> = (0..100_000).map(|i| format!("2024.{i}.post1")).collect();
+        let line = nearest(&published, "2024.500");
+        assert_eq!(line, "2024.499.post1, 2024.500.post1, 2024.501.post1, 2024.502.post1, 2024.503.post1");
+        let pep: Vec<String> = ["1.9", "1.10", "1.10rc1", "2.0b1", "0.9"].map(String::from).to_vec();
+        assert_eq!(nearest(&pep, "1.11"), "0.9, 1.9, 1.10rc1, 1.10, 2.0b1");
+        assert_eq!(nearest(&pep[..1], "3"), "1.9");
     }
 
     #[test]

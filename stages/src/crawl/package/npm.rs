@@ -1,13 +1,15 @@
 //! npm packages: the registry `.npmrc` names (a scope's own registry first), the
 //! version's packument entry, and its tarball, checked against its sha512 integrity.
-//! A token (`//host/path/:_authToken`) goes to its registry's origin only.
+//! A token (`//host[:port]/path/:_authToken`) belongs to the registry whose host, port
+//! and leading whole path segments it names (npm's rule), and goes to that registry's
+//! origin only.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use url::Url;
 
-use super::{Checksum, Found, MAX_INDEX_BYTES, Net, nearest};
+use super::{Checksum, Found, MAX_INDEX_BYTES, Net, nearest, split_user_info};
 use crate::runner::PackageSpec;
 
 /// The public npm registry.
@@ -53,21 +55,40 @@ impl Npmrc {
         let scoped = name.split_once('/').filter(|_| name.starts_with('@')).map(|(s, _)| format!("{s}:registry"));
         let r = scoped.as_deref().and_then(|k| self.get(k)).or_else(|| self.get("registry")).unwrap_or(NPM_REGISTRY);
         let r = if r.ends_with('/') { r.to_owned() } else { format!("{r}/") };
-        Url::parse(&r).with_context(|| format!(".npmrc: the registry {r:?} is not a URL"))
+        Url::parse(&r)
+            .with_context(|| format!(".npmrc: the registry {:?} is not a URL", atlas_dist::http::redact_url(&r)))
     }
 
-    /// The `_authToken` for `registry`: the longest `//host[:port]/path/:_authToken`
-    /// key that prefixes it.
+    /// The `_authToken` for `registry`: of the `//host[:port]/path/:_authToken` keys
+    /// that name its host and port and whole leading segments of its path, the one
+    /// with the most segments (npm's match; never a string prefix, which would give
+    /// `//host:1846/`'s token to port 18461, or `//registry.npmjs.org/`'s to
+    /// `registry.npmjs.org.attacker.example`).
     pub fn token(&self, registry: &Url) -> Option<String> {
-        let bare = registry.as_str().split_once("//").map(|(_, rest)| format!("//{rest}"))?;
         self.0
             .iter()
             .filter_map(|(k, v)| Some((k.strip_suffix(":_authToken")?, v)))
-            .filter(|(prefix, _)| bare.starts_with(prefix.trim_end_matches('/')))
-            .max_by_key(|(prefix, _)| prefix.len())
+            .filter_map(|(key, v)| Some((covers(key, registry)?, v)))
+            .max_by_key(|(segments, _)| *segments)
             .map(|(_, v)| v.clone())
             .filter(|v| !v.is_empty())
     }
+}
+
+/// How many path segments of `registry` the `.npmrc` key `//host[:port]/path/` covers
+/// when it names the registry's host, its port (the scheme's default when it names
+/// none) and whole leading segments of its path; None when it does not name it.
+fn covers(key: &str, registry: &Url) -> Option<usize> {
+    let rest = key.strip_prefix("//")?;
+    let k = Url::parse(&format!("{}://{rest}", registry.scheme())).ok()?;
+    if k.host_str()? != registry.host_str()? || k.port_or_known_default() != registry.port_or_known_default() {
+        return None;
+    }
+    let segments = |u: &Url| -> Vec<String> {
+        u.path_segments().into_iter().flatten().filter(|s| !s.is_empty()).map(str::to_owned).collect()
+    };
+    let (key_path, registry_path) = (segments(&k), segments(registry));
+    registry_path.starts_with(&key_path).then_some(key_path.len())
 }
 
 /// `${VAR}` in an `.npmrc` value, from the environment (npm's rule); unset is empty.
@@ -94,8 +115,13 @@ fn expand_env(v: &str) -> String {
 /// The npm package `spec` in the registry `.npmrc` (from `dir` up) names.
 pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> {
     let rc = Npmrc::load(dir)?;
-    let registry = rc.registry(&spec.name)?;
-    let token = rc.token(&registry).map(super::Token::Bearer);
+    // User info in the registry's URL is its credential (for its origin), unless a
+    // token names the registry; either way the URL printed holds none.
+    let (registry, in_url) = split_user_info(rc.registry(&spec.name)?)?;
+    let token = match rc.token(&registry) {
+        Some(t) => Some(atlas_dist::http::Credential::bearer(registry.as_str(), &t)?),
+        None => in_url,
+    };
     // A scoped name is one path segment: `@scope%2fname`.
     let url = registry.join(&spec.name.replace('/', "%2f"))?;
     let body = net
@@ -129,9 +155,8 @@ pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> 
         bail!("{spec}: the registry states no sha512 integrity for it (only a sha1); Atlas does not trust sha1 alone");
     };
     let url = Url::parse(tarball).or_else(|_| registry.join(tarball)).context("the tarball's URL")?;
-    // The token goes to the registry's own origin, never to a tarball elsewhere.
-    let token = token.filter(|_| url.origin() == registry.origin());
-    Ok(Found { url, check: Checksum::Sri512(sri.to_owned()), token })
+    // The token is bound to the registry's origin: a tarball elsewhere goes without it.
+    Ok(Found { url, check: Checksum::Sri512(sri.to_owned()), credential: token })
 }
 
 #[cfg(test)]
@@ -152,5 +177,25 @@ mod tests {
         assert_eq!(corp.as_str(), "http://127.0.0.1:8/corp/");
         assert_eq!(rc.token(&corp).as_deref(), Some("tok"));
         assert_eq!(rc.token(&rc.registry("left-pad").unwrap()), None);
+    }
+
+    #[test]
+    fn an_npm_token_goes_only_to_the_host_port_and_whole_path_segments_it_names() {
+        let rc = Npmrc(vec![
+            ("//127.0.0.1:1846/:_authToken".into(), "port-1846".into()),
+            ("//registry.npmjs.org/:_authToken".into(), "public".into()),
+            ("//npm.corp.test/team/:_authToken".into(), "team".into()),
+            ("//npm.corp.test/team/private/:_authToken".into(), "private".into()),
+        ]);
+        let token = |u: &str| rc.token(&Url::parse(u).unwrap());
+        assert_eq!(token("http://127.0.0.1:1846/").as_deref(), Some("port-1846"));
+        assert_eq!(token("http://127.0.0.1:18461/"), None, "another port");
+        assert_eq!(token("https://registry.npmjs.org/").as_deref(), Some("public"));
+        assert_eq!(token("https://registry.npmjs.org.attacker.example/"), None, "another host");
+        assert_eq!(token("https://registry.npmjs.org:8443/"), None, "a port the key does not name");
+        assert_eq!(token("https://npm.corp.test/team/").as_deref(), Some("team"));
+        assert_eq!(token("https://npm.corp.test/team/private/x/").as_deref(), Some("private"), "the longest");
+        assert_eq!(token("https://npm.corp.test/teamwork/"), None, "a segment is whole");
+        assert_eq!(token("https://npm.corp.test/"), None, "a key for a path names only what is under it");
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use url::Url;
 
-use super::{Checksum, Found, MAX_INDEX_BYTES, Net, Token, nearest};
+use super::{Checksum, Found, MAX_INDEX_BYTES, Net, nearest, split_user_info};
 use crate::runner::PackageSpec;
 
 /// PyPI's simple index.
@@ -92,33 +92,36 @@ pub fn normalize(name: &str) -> String {
     out
 }
 
-/// The index URL without its user info, and the credentials it held (how pip and uv
-/// name a private index's token: `https://user:token@host/simple/`), which go to that
-/// origin only, as `Authorization: Basic`, and appear in no message.
-fn credentials(mut index: Url) -> (Url, Option<Token>) {
-    let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned();
-    let (user, password) = (decode(index.username()), index.password().map(decode));
-    if user.is_empty() && password.is_none() {
-        return (index, None);
-    }
-    let _ = index.set_username("");
-    let _ = index.set_password(None);
-    (index, Some(Token::Basic { user, password: password.unwrap_or_default() }))
-}
-
-/// The Python package `spec`: its sdist on the index pip or uv is configured for.
-pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> {
-    let (index, token) = credentials(index(dir)?);
+/// The Python package `spec`: its sdist on `locked` (the index its lockfile names, its
+/// source) or else on the index pip or uv is configured for.
+pub fn find(net: &Net, dir: &Path, spec: &PackageSpec, locked: Option<&str>) -> anyhow::Result<Found> {
+    // The index's user info is its credential, for the index's origin alone: a file
+    // the page lists on another host is fetched without it.
+    let (index, credential) = split_user_info(index(dir)?)?;
+    // The lockfile's index, with the configured credential only where it is that
+    // credential's own origin.
+    let (index, credential) = match locked {
+        Some(l) => {
+            let l = if l.ends_with('/') { l.to_owned() } else { format!("{l}/") };
+            let l = Url::parse(&l).with_context(|| {
+                format!("{spec}: the lockfile's index {:?} is not a URL", atlas_dist::http::redact_url(&l))
+            })?;
+            let (l, own) = split_user_info(l)?;
+            let credential = own.or(credential.filter(|c| c.applies_to(&l)));
+            (l, credential)
+        }
+        None => (index, credential),
+    };
     let page = index.join(&format!("{}/", normalize(&spec.name)))?;
     let body = net
-        .get(&page, MAX_INDEX_BYTES, Some(SIMPLE_JSON), token.as_ref())
+        .get(&page, MAX_INDEX_BYTES, Some(SIMPLE_JSON), credential.as_ref())
         .map_err(|e| match e.downcast_ref::<super::Denied>() {
             Some(d) => anyhow::anyhow!(
                 "{spec}: the index at {index} answered HTTP {} to {}; give its credentials as pip and uv take \
                  them, in the index URL (https://USER:TOKEN@host/simple/ in PIP_INDEX_URL, UV_INDEX_URL or their \
                  config files)",
                 d.status,
-                if token.is_some() { "the credentials in its URL" } else { "a request without credentials" }
+                if credential.is_some() { "the credentials in its URL" } else { "a request without credentials" }
             ),
             None => e.context(format!("{spec}: the index at {index}")),
         })?
@@ -173,22 +176,23 @@ pub fn find(net: &Net, dir: &Path, spec: &PackageSpec) -> anyhow::Result<Found> 
         bail!("{spec}: the index states no sha256 for its sdist; nothing is used unchecked");
     }
     let url = page.join(f["url"].as_str().context("the sdist has no URL")?)?;
-    Ok(Found { url, check: Checksum::Sha256(sha256), token })
+    Ok(Found { url, check: Checksum::Sha256(sha256), credential })
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
-    fn an_index_urls_user_info_becomes_a_credential_and_leaves_the_url() {
-        let (u, t) = super::credentials(url::Url::parse("https://ci%40corp:s3cr%2Ft@pypi.corp.test/simple/").unwrap());
+    fn an_index_urls_user_info_becomes_a_credential_for_its_origin_alone() {
+        let (u, c) =
+            super::split_user_info(url::Url::parse("https://ci%40corp:s3cr%2Ft@pypi.corp.test/simple/").unwrap())
+                .unwrap();
         assert_eq!(u.as_str(), "https://pypi.corp.test/simple/");
-        match t {
-            Some(super::Token::Basic { user, password }) => {
-                assert_eq!((user.as_str(), password.as_str()), ("ci@corp", "s3cr/t"));
-            }
-            _ => panic!("no credential"),
-        }
-        assert!(super::credentials(url::Url::parse("https://pypi.org/simple/").unwrap()).1.is_none());
+        let c = c.expect("a credential");
+        assert_eq!(c.secret(), Some("Y2lAY29ycDpzM2NyL3Q="), "Basic base64(ci@corp:s3cr/t)");
+        let at = |s: &str| c.applies_to(&url::Url::parse(s).unwrap());
+        assert!(at("https://pypi.corp.test/simple/x/") && at("https://pypi.corp.test/files/x.tar.gz"));
+        assert!(!at("https://files.pythonhosted.org/x.tar.gz") && !at("http://pypi.corp.test/simple/"));
+        assert!(super::split_user_info(url::Url::parse("https://pypi.org/simple/").unwrap()).unwrap().1.is_none());
     }
 
     #[test]
