@@ -26,9 +26,21 @@ pub fn clip_chars(s: &str, n: usize) -> String {
 }
 
 /// Unicode's invisible formatting characters (bidi overrides and isolates, zero-width
-/// joiners, the BOM, the soft hyphen): they can make a line read other than it is.
+/// joiners, the BOM, the soft hyphen) and its line and paragraph separators (U+2028,
+/// U+2029: a line break to some readers, nothing to others): they can make a line
+/// read other than it is. With `char::is_control` (C0, DEL and C1, U+0085 among them)
+/// it is every character that [`printable`], [`terminal_safe`], the servers' inert
+/// line and their file names keep off a line.
 pub fn is_invisible_format(c: char) -> bool {
-    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}' | '\u{00AD}' | '\u{061C}')
+    matches!(
+        c,
+        '\u{200B}'..='\u{200F}'
+            | '\u{2028}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{FEFF}'
+            | '\u{00AD}'
+            | '\u{061C}'
+    )
 }
 
 /// `line` for a terminal: control characters (escape sequences, carriage returns,
@@ -72,6 +84,19 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
         assert_eq!(back["t"], "x\u{202E}y");
         assert!(matches!(terminal_safe("plain"), std::borrow::Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn line_and_paragraph_separators_and_bidi_controls_never_reach_a_line() {
+        for c in ['\u{2028}', '\u{2029}', '\u{0085}', '\u{202E}', '\u{2066}', '\u{200F}', '\u{061C}', '\u{1b}'] {
+            let s = format!("a{c}b");
+            assert_eq!(printable(&s), "a b", "{:04X}", u32::from(c));
+            assert!(!terminal_safe(&s).contains(c), "{:04X}", u32::from(c));
+        }
+        // A JSON reader gets the same value back.
+        let json = serde_json::to_string(&serde_json::json!({"t": "x\u{2028}y"})).unwrap();
+        let back: serde_json::Value = serde_json::from_str(&terminal_safe(&json)).unwrap();
+        assert_eq!(back["t"], "x\u{2028}y");
     }
 
     #[test]

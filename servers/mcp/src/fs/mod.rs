@@ -272,7 +272,7 @@ impl FsServer {
         };
         // Made only as far as the budget reaches (`budget::page`).
         let pieces = counts.iter().skip(from).map(|(p, n)| Piece {
-            text: format!("- {p} ({n} files)\n"),
+            text: format!("- {} ({n} files)\n", shown(p)),
             item: Publication { publication: p.clone(), files: *n },
         });
         budget::page(max, from, counts.len(), pieces, &key, |kept, next_cursor| {
@@ -322,15 +322,18 @@ impl FsServer {
             Ok(all) => all.into_iter().unzip(),
             Err(e) => return e,
         };
-        if let Some(p) = &a.publication
-            && !pubs.contains(p)
+        // A publication as `list_publications` shows it (escaped) or raw.
+        let publication =
+            a.publication.as_deref().map(|p| pubs.iter().find(|q| shown(q) == p).map_or(p, |q| q.as_str()));
+        if let Some(p) = publication
+            && !pubs.iter().any(|q| q == p)
         {
             return tool_error(format!("no publication {p:?}; call list_publications to see them"));
         }
         let matching: Vec<&String> = all
             .iter()
             .zip(&pubs)
-            .filter(|(_, p)| a.publication.as_ref().is_none_or(|want| want == *p))
+            .filter(|(_, p)| publication.is_none_or(|want| want == p.as_str()))
             .filter(|(f, _)| glob.as_ref().is_none_or(|g| g.is_match(f.as_str())))
             .map(|(f, _)| f)
             .collect();
