@@ -223,8 +223,14 @@ pub fn from_parquet(bytes: &[u8]) -> Result<Vec<ChunkRecord>> {
 /// [`from_parquet`], with the `text` column or without it (then every `text` is empty:
 /// the runtime maps the texts from `chunks.text`).
 pub fn from_parquet_with(bytes: &[u8], with_text: bool) -> Result<Vec<ChunkRecord>> {
+    from_parquet_shared(bytes::Bytes::copy_from_slice(bytes), with_text)
+}
+
+/// [`from_parquet_with`] of bytes held elsewhere (a bundle's mapped file), decoded in
+/// place ([`crate::table::read_shared`]).
+pub fn from_parquet_shared(bytes: bytes::Bytes, with_text: bool) -> Result<Vec<ChunkRecord>> {
     let skip: &[&str] = if with_text { &[] } else { &["text"] };
-    let batches = crate::table::read(bytes, "chunks.parquet", skip)?;
+    let batches = crate::table::read_shared(bytes, "chunks.parquet", skip)?;
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode(batches, with_text))).unwrap_or_else(|_| {
         Err(Error::Parquet(parquet::errors::ParquetError::General(
             "the parquet decoder failed on malformed data".into(),

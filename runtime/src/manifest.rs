@@ -310,21 +310,73 @@ pub fn regular_artifact(dir: &Path, m: &Manifest, rel: &str) -> Result<PathBuf> 
     Ok(path)
 }
 
-/// Reads at most `len` bytes of `path` (a file that grew is cut, never read on).
+/// Reads at most `len` bytes of `path` (a file that grew is cut, never read on). The
+/// caller has bounded `len`; the buffer is still reserved fallibly, so a size memory
+/// cannot hold is an error, not an abort.
 fn read_at_most(path: &Path, len: u64) -> Result<Vec<u8>> {
     use std::io::Read as _;
     let io = |error| Error::Io { path: path.to_owned(), error };
     let f = std::fs::File::open(path).map_err(io)?;
-    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(usize::try_from(len).unwrap_or(usize::MAX)).map_err(|e| io(std::io::Error::other(e)))?;
     f.take(len).read_to_end(&mut bytes).map_err(io)?;
     Ok(bytes)
 }
 
-/// Reads the artifact `rel` of the bundle in `dir` and checks its size and blake3
-/// against the manifest: what `Bundle::open` does for every file it reads whole.
+/// The most bytes a bundle file read whole may hold when no kind below bounds it more
+/// tightly (a mirror file, `bm25.json`, a shipped eval file), as the fs server's read
+/// limit.
+pub const MAX_READ_BYTES: u64 = 64 << 20;
+
+/// The most bytes the artifact `rel` of the bundle `m` may list before it is read
+/// whole, by its kind: the largest valid query map of the bundle's dimensions, the
+/// largest prompt set, the row map of the bundle's embedding rows, the table cap, else
+/// [`MAX_READ_BYTES`]. A hostile manifest lists any size; this is what it may list.
+///
+/// Architecture invariant: no bundle file is read whole, or allocated for, past its
+/// kind's limit. *`manifest::tests::a_sparse_5_gib_query_map_is_refused_before_any_allocation`,
+/// `tests/it/hostile_bundles.rs`.*
+pub fn max_read_bytes(m: &Manifest, rel: &str) -> u64 {
+    if m.tune.as_ref().is_some_and(|t| t.file == rel) {
+        return crate::query_map::max_bytes(m.model.dims);
+    }
+    match rel {
+        "chunks.parquet" | crate::symbols::DEFINITIONS_FILE | crate::symbols::REFERENCES_FILE => {
+            crate::table::MAX_FILE_BYTES
+        }
+        crate::prompts::FILE => crate::prompts::MAX_FILE_BYTES,
+        crate::vectors::META_FILE => {
+            let npy = m.artifact(crate::vectors::FILE).map_or(0, |a| a.size);
+            crate::vectors::max_meta_bytes(npy, m.model.dims)
+        }
+        _ => MAX_READ_BYTES,
+    }
+}
+
+/// The artifact `rel`'s path once it is listed, within [`max_read_bytes`] and a
+/// regular file of its listed size: checked before anything is opened or allocated.
+fn bounded_artifact<'m>(dir: &Path, m: &'m Manifest, rel: &str) -> Result<(PathBuf, &'m Artifact)> {
+    let (path, a) = listed(dir, m, rel)?;
+    let max = max_read_bytes(m, rel);
+    if a.size > max {
+        return Err(corrupt(
+            path,
+            format!(
+                "is listed at {} bytes, over the {max}-byte limit for this file; the bundle is damaged or hostile: \
+                 reinstall or rebuild it",
+                a.size
+            ),
+        ));
+    }
+    check_regular(&path, a.size)?;
+    Ok((path, a))
+}
+
+/// Reads the artifact `rel` of the bundle in `dir`, bounded by its kind
+/// ([`max_read_bytes`]), and checks its size and blake3 against the manifest: what
+/// `Bundle::open` does for every file it reads whole.
 pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
-    let path = regular_artifact(dir, m, rel)?;
-    let a = m.artifact(rel).ok_or_else(|| corrupt(path.clone(), "not listed in the manifest"))?;
+    let (path, a) = bounded_artifact(dir, m, rel)?;
     let bytes = read_at_most(&path, a.size)?;
     if bytes.len() as u64 != a.size || crate::hash::blake3_bytes(&bytes) != a.blake3 {
         return Err(corrupt(
@@ -338,6 +390,32 @@ pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
         ));
     }
     Ok(bytes)
+}
+
+/// [`read_checked`] for a file that may be large (`chunks.parquet`): bounded the same
+/// way, then mapped rather than read into memory, and hashed in place. The bytes
+/// borrow the mapping.
+pub fn map_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<bytes::Bytes> {
+    let (path, a) = bounded_artifact(dir, m, rel)?;
+    let io = |error| Error::Io { path: path.clone(), error };
+    let f = std::fs::File::open(&path).map_err(io)?;
+    // SAFETY: as for the embeddings (`vectors::MappedMatrix`): a bundle's files are
+    // read-only once packed, the map lives as long as the bytes, and every read of it
+    // is a bounds-checked slice.
+    #[allow(unsafe_code)]
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(io)?;
+    if map.len() as u64 != a.size || crate::hash::blake3_bytes(&map) != a.blake3 {
+        return Err(corrupt(
+            path,
+            format!(
+                "does not match the manifest ({} bytes, {} listed; blake3 differs); the bundle is damaged or was \
+                 tampered with: reinstall or rebuild it",
+                map.len(),
+                a.size
+            ),
+        ));
+    }
+    Ok(bytes::Bytes::from_owner(map))
 }
 
 /// Checks the artifact `rel` against the manifest's size and blake3 without holding
@@ -470,6 +548,54 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A hostile manifest lists a 5 GiB file (sparse: no disk) of each kind read whole.
+    /// Each is refused by its kind's limit, naming the file and the limit, before it is
+    /// opened: nothing of its listed size is read or reserved.
+    #[test]
+    fn a_sparse_5_gib_query_map_is_refused_before_any_allocation() {
+        const FIVE_GIB: u64 = 5 << 30;
+        let t = tempfile::tempdir().unwrap();
+        let mut m = sample();
+        m.tune = Some(super::TuneInfo {
+            file: crate::query_map::FILE.into(),
+            rank: 8,
+            pairs: Default::default(),
+            held_out: 0,
+            seed: 0,
+            epochs: 1,
+            held_out_mrr_before: 0.0,
+            held_out_mrr_after: 0.0,
+        });
+        let kinds = [
+            (crate::query_map::FILE, 16 + 2 * 384 * 384 * 4),
+            (crate::prompts::FILE, crate::prompts::MAX_FILE_BYTES),
+            ("chunks.parquet", crate::table::MAX_FILE_BYTES),
+            (crate::symbols::REFERENCES_FILE, crate::table::MAX_FILE_BYTES),
+            (crate::vectors::META_FILE, 4 << 10),
+            ("mirror/site/a.md", super::MAX_READ_BYTES),
+        ];
+        for (rel, limit) in kinds {
+            let path = t.path().join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::File::create(&path).unwrap().set_len(FIVE_GIB).unwrap();
+            let (blake3, sha256) = ("0".repeat(64), "0".repeat(64));
+            m.artifacts.push(super::Artifact { path: rel.into(), size: FIVE_GIB, blake3, sha256 });
+            assert_eq!(super::max_read_bytes(&m, rel), limit, "{rel}");
+            let e = super::read_checked(t.path(), &m, rel).unwrap_err().to_string();
+            assert!(e.contains(rel) && e.contains(&format!("over the {limit}-byte limit")), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = super::map_checked(t.path(), &m, "chunks.parquet").unwrap_err().to_string();
+        assert!(e.contains("over the 1073741824-byte limit"), "{e}");
+        // The row map grows with the matrix it maps: 16 bytes a row.
+        m.artifacts.push(super::Artifact {
+            path: crate::vectors::FILE.into(),
+            size: 2 * 384 * 1000,
+            ..m.artifacts[0].clone()
+        });
+        assert_eq!(super::max_read_bytes(&m, crate::vectors::META_FILE), (4 << 10) + 16 * 1000);
     }
 
     #[cfg(unix)]

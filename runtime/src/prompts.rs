@@ -20,6 +20,13 @@ pub const MAX_ARGUMENTS: usize = 8;
 pub const MAX_TEXT_BYTES: usize = 8 << 10;
 /// The longest description, in bytes.
 const MAX_DESCRIPTION_BYTES: usize = 300;
+/// The largest `prompts.json` read, in bytes: every set [`check`] accepts, as the pack
+/// stage writes it. JSON spells a control character in up to 6 bytes, so each text and
+/// description counts 6 times; 1 KiB a prompt and an argument holds the names, keys and
+/// indentation (2.3 MiB in all; a set of plain text is a few hundred KiB).
+pub const MAX_FILE_BYTES: u64 = (MAX_PROMPTS
+    * (6 * (MAX_TEXT_BYTES + (1 + MAX_ARGUMENTS) * MAX_DESCRIPTION_BYTES) + (1 + MAX_ARGUMENTS) * 1024))
+    as u64;
 /// The longest value one argument takes when the template is filled, in bytes.
 pub const MAX_VALUE_BYTES: usize = 2 << 10;
 /// The names Atlas's own prompts hold (a bundle cannot shadow them).
@@ -178,6 +185,31 @@ mod tests {
                 .collect(),
             text: text.into(),
         }
+    }
+
+    #[test]
+    fn the_largest_prompt_set_check_accepts_fits_the_file_limit() {
+        // Control characters: 6 bytes each in JSON, the worst a byte can grow.
+        let worst = |n: usize| "\u{1}".repeat(n);
+        let name = |i: usize| format!("p{i:02}{}", "x".repeat(61));
+        let set: Vec<BundlePrompt> = (0..MAX_PROMPTS)
+            .map(|i| BundlePrompt {
+                name: name(i),
+                description: worst(MAX_DESCRIPTION_BYTES),
+                arguments: (0..MAX_ARGUMENTS)
+                    .map(|j| PromptArgument {
+                        name: name(j),
+                        description: worst(MAX_DESCRIPTION_BYTES),
+                        required: true,
+                    })
+                    .collect(),
+                text: worst(MAX_TEXT_BYTES),
+            })
+            .collect();
+        check(&set).unwrap();
+        let written = serde_json::to_vec_pretty(&set).unwrap().len() as u64;
+        assert!(written <= MAX_FILE_BYTES, "{written} bytes, over {MAX_FILE_BYTES}");
+        assert!(written * 5 > MAX_FILE_BYTES * 4, "the limit is close to the worst case: {written}");
     }
 
     #[test]

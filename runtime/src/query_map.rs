@@ -19,6 +19,32 @@ const MAX_ABS: f32 = 1e3;
 /// what a query model needs).
 pub const MAX_RANK: usize = 512;
 
+/// The widest query vector of a model this build knows, in dimensions: the bundle's
+/// model must be one of them (its dims checked at open).
+const WIDEST_DIMS: usize = {
+    let (mut i, mut widest) = (0, 0);
+    while i < crate::model::REGISTRY.len() {
+        if crate::model::REGISTRY[i].dims > widest {
+            widest = crate::model::REGISTRY[i].dims;
+        }
+        i += 1;
+    }
+    widest
+};
+
+/// The largest `query_map.bin` any bundle may ship, in bytes: the highest-rank map of
+/// the widest model this build knows (768 dims at rank 512: 3 MiB).
+pub const MAX_FILE_BYTES: u64 = max_bytes(WIDEST_DIMS);
+
+/// The size of the largest valid map for a model of `dims` dimensions, in bytes: the
+/// header, then A and B at the highest rank the format allows ([`MAX_RANK`], at most
+/// `dims`), never more than [`MAX_FILE_BYTES`] whatever a manifest says `dims` is.
+pub const fn max_bytes(dims: usize) -> u64 {
+    let dims = if dims < WIDEST_DIMS { dims } else { WIDEST_DIMS };
+    let rank = if dims < MAX_RANK { dims } else { MAX_RANK };
+    (HEADER + 2 * dims * rank * 4) as u64
+}
+
 /// `W = A·Bᵀ`, applied as a residual to a query vector.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueryMap {
@@ -154,5 +180,18 @@ mod tests {
         let mut huge = m.to_bytes();
         huge[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(QueryMap::from_bytes(&huge, 4).unwrap_err().contains("rank"));
+    }
+
+    #[test]
+    fn the_largest_valid_map_is_exactly_the_file_limit() {
+        for spec in crate::model::REGISTRY {
+            let rank = spec.dims.min(MAX_RANK);
+            let full = QueryMap::identity(spec.dims, rank).to_bytes();
+            assert_eq!(full.len() as u64, max_bytes(spec.dims), "{}", spec.id);
+            assert!(QueryMap::from_bytes(&full, spec.dims).is_ok());
+            assert!(max_bytes(spec.dims) <= MAX_FILE_BYTES);
+        }
+        assert_eq!(MAX_FILE_BYTES, 16 + 2 * 768 * 512 * 4);
+        assert_eq!(max_bytes(usize::MAX), MAX_FILE_BYTES, "a manifest's dims never raise it");
     }
 }

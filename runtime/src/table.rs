@@ -25,6 +25,9 @@ pub const MAX_ROWS: u64 = u32::MAX as u64;
 /// The longest string one cell may hold once decoded, in bytes. A chunk's text is a
 /// few kilobytes; a symbol's doc is cut at 400 characters.
 pub const MAX_STRING_BYTES: usize = 1 << 20;
+/// The largest table file a bundle may list, in bytes: checked before it is mapped or
+/// read (`manifest::max_read_bytes`). The largest measured `chunks.parquet` is 78 MB.
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
 /// Decoded bytes every table may reach whatever its size, and how many times its
 /// file's size it may grow to beyond that. Real tables decode to 2–10× their file
 /// (dictionary-encoded paths repeat); a bomb decodes to thousands of times.
@@ -45,16 +48,22 @@ fn refused(what: &str, why: String) -> Error {
 /// columns named in `skip`, within the limits above. A decoder panic on malformed
 /// bytes is an error too.
 pub fn read(bytes: &[u8], what: &str, skip: &[&str]) -> Result<Vec<RecordBatch>> {
-    std::panic::catch_unwind(|| decode(bytes, what, skip)).unwrap_or_else(|_| {
+    read_shared(bytes::Bytes::copy_from_slice(bytes), what, skip)
+}
+
+/// [`read`] of bytes held elsewhere (a bundle's mapped file): decoded in place, not
+/// copied first.
+pub fn read_shared(bytes: bytes::Bytes, what: &str, skip: &[&str]) -> Result<Vec<RecordBatch>> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode(bytes, what, skip))).unwrap_or_else(|_| {
         Err(Error::Parquet(parquet::errors::ParquetError::General(format!(
             "{what}: the parquet decoder failed on malformed data"
         ))))
     })
 }
 
-fn decode(bytes: &[u8], what: &str, skip: &[&str]) -> Result<Vec<RecordBatch>> {
-    let cap = decoded_cap(bytes.len());
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::copy_from_slice(bytes))?;
+fn decode(bytes: bytes::Bytes, what: &str, skip: &[&str]) -> Result<Vec<RecordBatch>> {
+    let (cap, file_bytes) = (decoded_cap(bytes.len()), bytes.len());
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
     let meta = builder.metadata().clone();
     let rows = meta.file_metadata().num_rows();
     if rows < 0 || rows as u64 > MAX_ROWS {
@@ -85,7 +94,7 @@ fn decode(bytes: &[u8], what: &str, skip: &[&str]) -> Result<Vec<RecordBatch>> {
         let b = batch?;
         decoded = decoded.saturating_add(b.get_array_memory_size() as u64);
         if decoded > cap {
-            return Err(refused(what, format!("it decodes to over {cap} bytes ({} bytes of file)", bytes.len())));
+            return Err(refused(what, format!("it decodes to over {cap} bytes ({file_bytes} bytes of file)")));
         }
         if let Some(n) = longest_string(&b)
             && n > MAX_STRING_BYTES

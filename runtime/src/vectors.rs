@@ -10,6 +10,24 @@ use crate::{Error, Result};
 
 const MAGIC: &[u8] = b"\x93NUMPY\x01\x00";
 
+/// The bundle's embedding matrix (mapped, never read whole).
+pub const FILE: &str = "embeddings.npy";
+/// The bundle's row map ([`EmbeddingsMeta`]), read whole.
+pub const META_FILE: &str = "embeddings.json";
+/// What `embeddings.json` holds besides its row map (the model's id and sha256, the
+/// counts), in bytes, with room to spare.
+const META_FIXED_BYTES: u64 = 4 << 10;
+/// What one row of the row map takes in `embeddings.json` at most, in bytes: a `u32`
+/// of 10 digits, its comma and newline, and the pack stage's 4 spaces of indentation.
+const META_ROW_BYTES: u64 = 16;
+
+/// The largest `embeddings.json` a matrix of `npy_bytes` bytes of `dims`-wide f16
+/// rows can have, in bytes: one row-map entry per row the matrix can hold.
+pub fn max_meta_bytes(npy_bytes: u64, dims: usize) -> u64 {
+    let rows = npy_bytes / (2 * dims.max(1) as u64);
+    META_FIXED_BYTES.saturating_add(rows.saturating_mul(META_ROW_BYTES))
+}
+
 /// Serialises `rows × dims` vectors as an f16 `.npy` file.
 pub fn to_npy_f16(rows: usize, dims: usize, data: &[f16]) -> Vec<u8> {
     assert_eq!(data.len(), rows * dims, "matrix data matches its shape");

@@ -37,8 +37,8 @@ impl Bundle {
         let chunks_path = dir.join("chunks.parquet");
         // With `chunks.text` the text column is not decoded: the texts stay mapped.
         let mapped = manifest.artifact(crate::text_store::FILE).is_some();
-        let chunks = crate::chunk_table::from_parquet_with(
-            &crate::manifest::read_checked(dir, &manifest, "chunks.parquet")?,
+        let chunks = crate::chunk_table::from_parquet_shared(
+            crate::manifest::map_checked(dir, &manifest, "chunks.parquet")?,
             !mapped,
         )
         .map_err(|e| corrupt_at(chunks_path.clone(), e))?;
@@ -50,9 +50,9 @@ impl Bundle {
         }
         let meta_path = dir.join("embeddings.json");
         let meta: EmbeddingsMeta =
-            serde_json::from_slice(&crate::manifest::read_checked(dir, &manifest, "embeddings.json")?)
+            serde_json::from_slice(&crate::manifest::read_checked(dir, &manifest, crate::vectors::META_FILE)?)
                 .map_err(|e| corrupt(meta_path.clone(), e.to_string()))?;
-        let npy_path = dir.join("embeddings.npy");
+        let npy_path = dir.join(crate::vectors::FILE);
         let vectors = MappedMatrix::open(&npy_path)?;
         if let Some(row) = vectors.first_non_finite_row() {
             return Err(corrupt(npy_path, format!("row {row} holds a NaN or infinite value; rebuild the bundle")));

@@ -102,7 +102,9 @@ pub(crate) fn read_checked(fs: &Fs, rel: &str, shown_path: &str) -> Result<(Vec<
             "{shown_path:?} is not one of the bundle's files (its manifest does not list it); use list_files to see them"
         ));
     }
-    let bytes = std::fs::read(&path).map_err(|e| format!("reading {shown_path:?}: {e}"))?;
+    // Capped as it is read too: a file that grew since its size was checked is cut.
+    let bytes = atlas_runtime::safe_path::read_capped(&path, READ_MAX_FILE_BYTES)
+        .map_err(|e| format!("reading {shown_path:?}: {e}"))?;
     if let Some(want) = want
         && atlas_runtime::hash::blake3_bytes(&bytes) != *want
     {
