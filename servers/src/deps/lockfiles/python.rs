@@ -93,6 +93,16 @@ pub(super) fn uv(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Vec
 struct PoetryLock {
     #[serde(default)]
     package: Vec<PoetryLocked>,
+    /// Lock format 1.x keeps each package's file hashes here, by name, rather than in
+    /// its `files`.
+    #[serde(default)]
+    metadata: Option<PoetryMetadata>,
+}
+
+#[derive(serde::Deserialize)]
+struct PoetryMetadata {
+    #[serde(default)]
+    files: std::collections::BTreeMap<String, Vec<toml::Table>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -134,12 +144,15 @@ pub(super) fn poetry(
             )));
             continue;
         }
+        // Format 2 lists a package's files with it; format 1 under `[metadata.files]`.
+        let old_files = lock.metadata.as_ref().and_then(|m| m.files.get(&p.name)).map_or(&[][..], Vec::as_slice);
         match spec(Ecosystem::Pypi, &p.name, &p.version) {
             Ok(spec) => locked.push(Locked {
                 spec,
                 checksums: p
                     .files
                     .iter()
+                    .chain(old_files)
                     .filter_map(|f| f.get("hash")?.as_str())
                     .filter(|h| h.starts_with("sha256:"))
                     .map(str::to_owned)
@@ -257,4 +270,24 @@ pub(super) fn requirements(file: &Path, text: &str) -> Result<(Vec<Locked>, Vec<
 
 fn first_word(line: &str) -> String {
     atlas_runtime::utf8::clip_chars(line.split_whitespace().next().unwrap_or(""), 60)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_poetry_lock_of_format_1_checks_each_package_by_its_metadata_files() {
+        let t = tempfile::tempdir().unwrap();
+        let h = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+        let text = format!(
+            "[[package]]\nname = \"requests\"\nversion = \"2.31.0\"\noptional = false\n\n\
+             [metadata]\nlock-version = \"1.1\"\ncontent-hash = \"x\"\n\n[metadata.files]\nrequests = [\n    \
+             {{file = \"requests-2.31.0.tar.gz\", hash = \"{}\"}},\n]\n",
+            h('c')
+        );
+        let file = t.path().join("poetry.lock");
+        let (locked, skipped) = super::poetry(t.path(), &file, &text, true).unwrap();
+        assert!(skipped.is_empty(), "{skipped:?}");
+        assert_eq!(locked.len(), 1);
+        assert_eq!(locked[0].checksums, [h('c')], "the 1.x lock's hash checks the download");
+    }
 }
