@@ -392,9 +392,9 @@ pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// [`read_checked`] for a file that may be large (`chunks.parquet`): bounded the same
-/// way, then mapped rather than read into memory, and hashed in place. The bytes
-/// borrow the mapping.
+/// [`read_checked`] for a file that may be large (a table): bounded the same way,
+/// then mapped rather than read into memory, and hashed in place. The bytes borrow
+/// the mapping.
 pub fn map_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<bytes::Bytes> {
     let (path, a) = bounded_artifact(dir, m, rel)?;
     let io = |error| Error::Io { path: path.clone(), error };

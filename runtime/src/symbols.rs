@@ -299,9 +299,9 @@ pub fn references_to_parquet(refs: &[Reference]) -> Result<Vec<u8>> {
     write(schema_refs(), columns)
 }
 
-/// Reads every batch of a table, bounded ([`crate::table`]).
-fn batches(bytes: &[u8], what: &str) -> Result<Vec<RecordBatch>> {
-    crate::table::read(bytes, what, &[])
+/// Reads every batch of a table, bounded ([`crate::table`]), in place.
+fn batches(bytes: bytes::Bytes, what: &str) -> Result<Vec<RecordBatch>> {
+    crate::table::read_shared(bytes, what, &[])
 }
 
 fn column<'b, T: 'static>(b: &'b RecordBatch, name: &str) -> Result<&'b T> {
@@ -319,6 +319,12 @@ fn opt(a: &StringArray, i: usize) -> Option<String> {
 
 /// Reads `symbols.parquet` bytes.
 pub fn definitions_from_parquet(bytes: &[u8]) -> Result<Vec<Definition>> {
+    definitions_from_shared(bytes::Bytes::copy_from_slice(bytes))
+}
+
+/// [`definitions_from_parquet`] of bytes held elsewhere (a bundle's mapped file),
+/// decoded in place.
+pub fn definitions_from_shared(bytes: bytes::Bytes) -> Result<Vec<Definition>> {
     let mut out = Vec::new();
     for b in batches(bytes, DEFINITIONS_FILE)? {
         let s = |name| column::<StringArray>(&b, name);
@@ -350,6 +356,12 @@ pub fn definitions_from_parquet(bytes: &[u8]) -> Result<Vec<Definition>> {
 
 /// Reads `references.parquet` bytes.
 pub fn references_from_parquet(bytes: &[u8]) -> Result<Vec<Reference>> {
+    references_from_shared(bytes::Bytes::copy_from_slice(bytes))
+}
+
+/// [`references_from_parquet`] of bytes held elsewhere (a bundle's mapped file),
+/// decoded in place.
+pub fn references_from_shared(bytes: bytes::Bytes) -> Result<Vec<Reference>> {
     let mut out = Vec::new();
     for b in batches(bytes, REFERENCES_FILE)? {
         let s = |name| column::<StringArray>(&b, name);

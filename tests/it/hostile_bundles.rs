@@ -590,8 +590,10 @@ fn keyword_bundle() -> &'static Path {
     &DIR.get_or_init(|| {
         let work = tempfile::tempdir().unwrap();
         atlas_e2e::write_fixture_site(&work.path().join("site"));
+        atlas_e2e::write_fixture_code(&work.path().join("code"));
         let cfg = work.path().join("pipeline.yaml");
-        let yaml = "name: fixture\nsources:\n  site:\n    kind: local\n    path: site\nstages:\n  embed:\n    enabled: false\n";
+        let yaml = "name: fixture\nsources:\n  site:\n    kind: local\n    path: site\n  code:\n    kind: local\n    \
+                    path: code\n    include: [\"**/*.py\", \"**/*.rs\"]\nstages:\n  embed:\n    enabled: false\n";
         std::fs::write(&cfg, yaml).unwrap();
         run(atlas_e2e::pipeline().arg("-c").arg(&cfg).arg("run")).success();
         let dir = work.path().join(".atlas/build/bundle");
@@ -614,11 +616,12 @@ fn sparse_5_gib(dir: &Path, rel: &str) {
     });
 }
 
-/// Round 4, item 4: bundles whose `query_map.bin`, `prompts.json` or `chunks.parquet`
-/// is listed at 5 GiB (sparse: a ~55 MB archive installs one) beside a good one. Each is
-/// refused by its kind's limit before anything of that size is read or allocated: the
-/// server stays up, names the two that cannot open with the file and the limit, offers
-/// every prompt but the hostile file's, and serves the good library.
+/// Round 4, item 4: bundles whose `query_map.bin`, `prompts.json`, `chunks.parquet` or
+/// `references.parquet` is listed at 5 GiB (sparse: a ~55 MB archive installs one)
+/// beside a good one. Each is refused by its kind's limit before anything of that size
+/// is read or allocated: the server stays up, names the two that cannot open with the
+/// file and the limit, offers every prompt but the hostile file's, leaves the hostile
+/// references out with a warning, and serves the good library.
 #[test]
 fn a_sparse_5_gib_query_map_prompts_file_or_table_is_refused_and_the_good_library_serves() {
     let good = keyword_bundle();
@@ -633,6 +636,8 @@ fn a_sparse_5_gib_query_map_prompts_file_or_table_is_refused_and_the_good_librar
     sparse_5_gib(&prompts, "prompts.json");
     let chunks = copy_named(good, tmp.path(), "bigchunks");
     sparse_5_gib(&chunks, "chunks.parquet");
+    let refs = copy_named(good, tmp.path(), "bigrefs");
+    sparse_5_gib(&refs, "references.parquet");
 
     // The command line: one line naming the file and the limit, exit 1.
     let r = run(std::process::Command::new(bin("atlas"))
@@ -643,7 +648,7 @@ fn a_sparse_5_gib_query_map_prompts_file_or_table_is_refused_and_the_good_librar
     assert!(r.stderr.contains("chunks.parquet") && r.stderr.contains("over the 1073741824-byte limit"), "{r:?}");
 
     let mut args = vec!["serve".to_owned(), "rag".to_owned()];
-    for b in [good.to_path_buf(), map, prompts, chunks] {
+    for b in [good.to_path_buf(), map, prompts, chunks, refs] {
         args.extend(["--bundle".to_owned(), b.display().to_string()]);
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -651,7 +656,7 @@ fn a_sparse_5_gib_query_map_prompts_file_or_table_is_refused_and_the_good_librar
     rt().block_on(async {
         let c = stdio_client(&args, &log).await;
         let (text, v) = ok(call(&c, "list_libraries", json!({})).await);
-        assert!(text.contains("2 libraries served, 2 broken"), "{text}");
+        assert!(text.contains("3 libraries served, 2 broken"), "{text}");
         let broken: Vec<&str> =
             v["broken"].as_array().unwrap().iter().map(|b| b["library"].as_str().unwrap()).collect();
         assert_eq!(broken, ["bigmap@0.1.0", "bigchunks@0.1.0"], "{text}");
@@ -663,6 +668,13 @@ fn a_sparse_5_gib_query_map_prompts_file_or_table_is_refused_and_the_good_librar
         assert!(listed.iter().any(|p| p.name == "answer_with_citations"), "{listed:?}");
         let (text, v) = ok(call(&c, "search_docs", json!({"query": "helm repo add", "mode": "keyword"})).await);
         assert!(v["hits"].as_array().is_some_and(|h| !h.is_empty()), "the good library answers: {text}");
+        // The good library's tables (mapped) answer; the hostile references are a warning.
+        let (text, v) =
+            ok(call(&c, "find_symbol", json!({"name": "Backoff", "prefix": true, "library": "fixture"})).await);
+        assert!(v["total"].as_u64().is_some_and(|n| n >= 1), "{text}");
+        let (text, v) = ok(call(&c, "find_references", json!({"name": "delay_ms"})).await);
+        assert!(v["total"].as_u64().is_some_and(|n| n >= 1), "{text}");
+        assert!(text.contains("bigrefs@0.1.0 was not searched") && text.contains("-byte limit"), "{text}");
         c.cancel().await.unwrap();
     });
     let logged = read(&log);

@@ -263,8 +263,8 @@ impl Bundle {
         let refs = if self.manifest.artifact(crate::symbols::REFERENCES_FILE).is_none() {
             Vec::new()
         } else {
-            let bytes = crate::manifest::read_checked(&self.dir, &self.manifest, crate::symbols::REFERENCES_FILE)?;
-            let refs = crate::symbols::references_from_parquet(&bytes)
+            let bytes = crate::manifest::map_checked(&self.dir, &self.manifest, crate::symbols::REFERENCES_FILE)?;
+            let refs = crate::symbols::references_from_shared(bytes)
                 .map_err(|e| corrupt_at(self.dir.join(crate::symbols::REFERENCES_FILE), e))?;
             self.checked_references(refs)?
         };

@@ -102,7 +102,7 @@ impl Bundle {
         };
         let text = open_text(&dir.join("tantivy"), &manifest)?;
         let symbols = match manifest.artifact(crate::symbols::DEFINITIONS_FILE) {
-            Some(_) => Some(crate::manifest::read_checked(dir, &manifest, crate::symbols::DEFINITIONS_FILE)?),
+            Some(_) => Some(crate::manifest::map_checked(dir, &manifest, crate::symbols::DEFINITIONS_FILE)?),
             None => None,
         };
         let query_map = match manifest.tune.as_ref() {
@@ -148,7 +148,7 @@ impl Bundle {
             rows,
             candidates: Candidates::Remote(r.index),
             text,
-            symbols: r.symbols,
+            symbols: r.symbols.map(bytes::Bytes::from),
         };
         let bundle = Bundle::assemble(parts, spec, model_dir, opts, OnceLock::new())?;
         if let Some(refs) = refs {
@@ -232,7 +232,8 @@ struct Parts {
     rows: usize,
     candidates: Candidates,
     text: TextIndex,
-    symbols: Option<Vec<u8>>,
+    /// `symbols.parquet`: mapped, or a database's copy.
+    symbols: Option<bytes::Bytes>,
     /// `query_map.bin`, when the manifest lists one.
     query_map: Option<Vec<u8>>,
 }
@@ -260,12 +261,16 @@ fn remote_file(index: &dyn RemoteIndex, manifest: &Manifest, dir: &Path, name: &
 /// The definitions of `symbols.parquet` (none when the manifest lists no such file),
 /// each resolved to its chunk; a definition naming a chunk the bundle lacks is
 /// corruption.
-fn open_symbols(dir: &Path, bytes: Option<Vec<u8>>, by_id: &HashMap<String, u32>) -> Result<(SymbolTable, Vec<u32>)> {
+fn open_symbols(
+    dir: &Path,
+    bytes: Option<bytes::Bytes>,
+    by_id: &HashMap<String, u32>,
+) -> Result<(SymbolTable, Vec<u32>)> {
     let Some(bytes) = bytes else {
         return Ok((SymbolTable::default(), Vec::new()));
     };
     let path = dir.join(crate::symbols::DEFINITIONS_FILE);
-    let defs = crate::symbols::definitions_from_parquet(&bytes).map_err(|e| corrupt_at(path.clone(), e))?;
+    let defs = crate::symbols::definitions_from_shared(bytes).map_err(|e| corrupt_at(path.clone(), e))?;
     let mut chunk = Vec::with_capacity(defs.len());
     for d in &defs {
         match by_id.get(&d.chunk_id) {
