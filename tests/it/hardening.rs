@@ -728,3 +728,26 @@ fn the_fs_server_follows_current_like_the_rag_server() {
         fs.cancel().await.unwrap();
     });
 }
+
+/// Hardening round 4 (issue 67), item 5: `{% hint %}`s opened inside `{% tabs %}` inside
+/// hints, never closed, nested without end, and every line carried one `> ` per level:
+/// an 80 KB README became 14.5 MB of chunk text, and a 991 KB one killed
+/// `atlas-pipeline` at 2.6 GB. The nesting stops at a bound, the text stays linear in
+/// the page, and the run names the page.
+#[test]
+fn gitbook_tags_nested_without_end_keep_the_chunk_text_linear() {
+    let work = tempfile::tempdir().unwrap();
+    let site = work.path().join("site");
+    atlas_e2e::write_fixture_site(&site);
+    let level = |k: usize| format!("{{% hint style=\"info\" %}}\nWords of level {k}.\n{{% tabs %}}\n");
+    let page: String = (0..17_000).map(level).collect();
+    assert!(page.len() < 1_000_000, "{} bytes: about the page the issue saw", page.len());
+    std::fs::write(site.join("nested.md"), &page).unwrap();
+    let cfg = atlas_e2e::write_config(work.path(), &site, "");
+    let r = run(pipeline().arg("-c").arg(&cfg).args(["run", "--until", "chunk"])).success();
+    assert!(r.stderr.contains("1 pages nest GitBook tags past 64 levels or hints past 8"), "{}", r.stderr);
+    assert!(r.stderr.contains("nested.md"), "{}", r.stderr);
+    let chunks = atlas_runtime::chunk_table::read_file(&work.path().join(".atlas/build/chunks.parquet")).unwrap();
+    let text: usize = chunks.iter().filter(|c| c.path.ends_with("nested.md")).map(|c| c.text.len()).sum();
+    assert!(text > 0 && text <= 3 * page.len(), "{text} bytes of chunk text from a {}-byte page", page.len());
+}

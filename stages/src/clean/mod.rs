@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::artifacts::{CleanDoc, CleanManifest, Cleaned, CrawlManifest, Residual};
 use crate::runner::{Ctx, Outputs, Stage, StageOutput, load_json};
 use crate::text::is_markdown;
-pub use gitbook::{CleanParams, TOO_DEEP, clean};
+pub use gitbook::{CleanParams, MAX_QUOTE_DEPTH, MAX_TAG_DEPTH, TAGS_TOO_DEEP, TOO_DEEP, clean};
 
 /// The validation report: what was converted per file, and what remains.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -24,6 +24,15 @@ pub struct CleanReport {
     pub residual_gitbook: usize,
     pub residual_html: usize,
     pub per_file: BTreeMap<String, FileReport>,
+}
+
+impl CleanReport {
+    /// How many pages have a `key` count, and the first five of them, for a note.
+    fn counted(&self, key: &str) -> Option<(usize, String)> {
+        let pages: Vec<&str> =
+            self.per_file.iter().filter(|(_, f)| f.counts.contains_key(key)).map(|(p, _)| p.as_str()).collect();
+        (!pages.is_empty()).then(|| (pages.len(), pages[..pages.len().min(5)].join(", ")))
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -38,8 +47,9 @@ pub struct CleanGitbook;
 
 impl Stage for CleanGitbook {
     const NAME: &'static str = "clean-gitbook";
-    /// 2: depth-limited HTML; nested tables are text in their cell.
-    const VERSION: u32 = 2;
+    /// 2: depth-limited HTML; nested tables are text in their cell. 3: depth-limited
+    /// GitBook tags and hint quotes.
+    const VERSION: u32 = 3;
     const DEPS: &'static [&'static str] = &["crawl"];
     type Params = CleanParams;
     type Prepared = ();
@@ -77,13 +87,13 @@ impl Stage for CleanGitbook {
             report.per_file.insert(doc.path(), FileReport { counts: c.counts, residual: c.residual });
             docs.push(CleanDoc { doc, clean: d });
         }
-        let deep: Vec<&String> =
-            report.per_file.iter().filter(|(_, f)| f.counts.contains_key(TOO_DEEP)).map(|(p, _)| p).collect();
-        if !deep.is_empty() {
+        if let Some((n, pages)) = report.counted(TOO_DEEP) {
+            out.notes.push(format!("{n} pages hold HTML nested too deep to convert, kept as plain text: {pages}"));
+        }
+        if let Some((n, pages)) = report.counted(TAGS_TOO_DEEP) {
             out.notes.push(format!(
-                "{} pages hold HTML nested too deep to convert, kept as plain text: {}",
-                deep.len(),
-                deep.iter().take(5).map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+                "{n} pages nest GitBook tags past {MAX_TAG_DEPTH} levels or hints past {MAX_QUOTE_DEPTH}, \
+                 kept at that depth: {pages}"
             ));
         }
         if report.residual_gitbook > 0 {

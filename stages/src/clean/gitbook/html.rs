@@ -84,13 +84,18 @@ pub(super) fn convert_html_inline(s: &str, counts: &mut BTreeMap<String, u32>) -
         return s.to_owned();
     }
     let code = code_spans(s);
+    // The first code span that does not start before `i` (the spans are in order).
+    let mut span = 0;
     let mut out = String::with_capacity(s.len());
     let mut i = 0;
     let mut icon_depth = 0usize;
     // Open links: where their '[' is in `out`, and their href.
     let mut links: Vec<(usize, String)> = Vec::new();
     while i < s.len() {
-        if let Some(&(a, b)) = code.iter().find(|&&(a, _)| a == i) {
+        while code.get(span).is_some_and(|&(a, _)| a < i) {
+            span += 1;
+        }
+        if let Some(&(a, b)) = code.get(span).filter(|&&(a, _)| a == i) {
             out.push_str(&s[a..b]);
             i = b;
             continue;
@@ -160,8 +165,15 @@ pub(super) fn convert_html_inline(s: &str, counts: &mut BTreeMap<String, u32>) -
         }
     }
     // Links never closed on this line keep their text; only the '[' goes.
-    for (at, _) in links.into_iter().rev() {
-        out.remove(at);
+    if !links.is_empty() {
+        let mut kept = String::with_capacity(out.len());
+        let mut from = 0;
+        for (at, _) in links {
+            kept.push_str(&out[from..at]);
+            from = at + 1;
+        }
+        kept.push_str(&out[from..]);
+        out = kept;
     }
     let out = out.replace("****", "**");
     // Removing a tag can leave double spaces or trailing spaces; keep leading indentation.

@@ -7,6 +7,14 @@
 //! `{%%x%%}`, is content and is left alone. Containers are tracked on a stack, so an
 //! unbalanced or misnested tag closes what it must and loses no text.
 //!
+//! Invariant: the output, and the work, are linear in the page. Tags that nest without
+//! end (a hint in tabs in a hint …) stop nesting at [`MAX_TAG_DEPTH`] containers and
+//! [`MAX_QUOTE_DEPTH`] quote levels; past them a tag keeps its words at the depth
+//! reached, and the page is counted as [`TAGS_TOO_DEEP`]. Each line's tags, code spans
+//! and links are found in one pass
+//! (`tests::gitbook_tags_nested_without_end_keep_the_output_linear`,
+//! `clean::lines_full_of_tags_code_spans_and_links_keep_the_output_linear`).
+//!
 //! Here the walker and its container stack; GitBook's tags in `tags.rs`, the HTML
 //! elements in `html.rs`.
 
@@ -14,7 +22,7 @@ mod html;
 mod tags;
 
 use html::{TABLE_PARTS, convert_html_inline, html_tag_at, html_tag_in};
-use tags::{next_tag, open_ended_hints};
+use tags::{open_ended_hints, tags};
 
 use std::collections::BTreeMap;
 
@@ -22,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{Cleaned, Residual};
 use crate::text::html::{
-    MAX_PARSE_DEPTH, decode_entities, html_as_text, html_nests_deeper_than, html_table_to_markdown,
+    MAX_HTML_DEPTH, MAX_PARSE_DEPTH, decode_entities, html_as_text, html_nests_deeper_than, html_table_to_markdown,
 };
 use crate::text::{Fence, atx_heading, code_spans};
 
@@ -47,6 +55,21 @@ impl Default for CleanParams {
         CleanParams { strip_export_boilerplate: true, html_tables: true }
     }
 }
+
+/// The most GitBook containers (`{% tabs %}`, `{% hint %}`, `{% column %}`, …) open at
+/// once: the same bound as HTML elements'. Each line walks the open containers, so a
+/// page that opens them without end would cost the square of its length; a container
+/// opened past this keeps its words where the walker is and its end tag closes nothing.
+pub const MAX_TAG_DEPTH: usize = MAX_HTML_DEPTH;
+
+/// The most `> ` levels a line is quoted with by hints inside other containers inside
+/// hints; deeper hints are quoted at this level. Every line of a hint carries its
+/// prefix, so without a bound N nested hints make each line N times longer.
+pub const MAX_QUOTE_DEPTH: usize = 8;
+
+/// The count (in [`Cleaned::counts`]) of GitBook tags opened past [`MAX_TAG_DEPTH`] or
+/// hints past [`MAX_QUOTE_DEPTH`], kept at the depth reached.
+pub const TAGS_TOO_DEEP: &str = "gitbook-too-deep";
 
 pub fn clean(input: &str, params: &CleanParams) -> Cleaned {
     let mut out = Cleaned::default();
@@ -199,6 +222,9 @@ struct Walker<'a> {
     open_ended_hints: std::collections::HashSet<usize>,
     /// The last line holding `</table>`: no table can close after it.
     last_table_close: Option<usize>,
+    /// Per tag name, the containers not opened for [`MAX_TAG_DEPTH`]: their end tags
+    /// close nothing.
+    unopened: BTreeMap<String, usize>,
 }
 
 impl<'a> Walker<'a> {
@@ -214,11 +240,36 @@ impl<'a> Walker<'a> {
             line_no: 0,
             open_ended_hints: Default::default(),
             last_table_close: None,
+            unopened: BTreeMap::new(),
         }
     }
 
-    fn quote_depth(&self) -> usize {
+    fn hints(&self) -> usize {
         self.stack.iter().filter(|c| matches!(c, Container::Hint { .. })).count()
+    }
+
+    fn quote_depth(&self) -> usize {
+        self.hints().min(MAX_QUOTE_DEPTH)
+    }
+
+    /// Opens `c`, unless [`MAX_TAG_DEPTH`] containers are open: then it is counted as
+    /// [`TAGS_TOO_DEEP`], its words stay where they are, and its end tag closes nothing.
+    fn open(&mut self, c: Container) {
+        if self.stack.len() >= MAX_TAG_DEPTH {
+            bump(self.counts, TAGS_TOO_DEEP);
+            *self.unopened.entry(c.tag().to_owned()).or_default() += 1;
+            return;
+        }
+        if matches!(c, Container::Hint { .. }) && self.hints() >= MAX_QUOTE_DEPTH {
+            bump(self.counts, TAGS_TOO_DEEP);
+        }
+        self.stack.push(c);
+    }
+
+    /// Closes the innermost open container, and with it every tag not opened inside it.
+    fn pop(&mut self) -> Option<Container> {
+        self.unopened.clear();
+        self.stack.pop()
     }
 
     fn emit(&mut self, line: &str) {
@@ -286,7 +337,7 @@ impl<'a> Walker<'a> {
             while let Some(pos) = self.stack.iter().rposition(|c| matches!(c, Container::Hint { open_ended: true })) {
                 bump(self.counts, "unbalanced");
                 while self.stack.len() > pos {
-                    let c = self.stack.pop().expect("non-empty");
+                    let c = self.pop().expect("non-empty");
                     self.closed(c);
                 }
             }
@@ -298,22 +349,15 @@ impl<'a> Walker<'a> {
 
     /// Converts tags within one line of text, emitting block structure as needed.
     fn inline(&mut self, line: &str) {
-        let mut rest = line;
-        loop {
-            match next_tag(rest) {
-                None => {
-                    let converted = convert_html_inline(rest, self.counts);
-                    self.buf.push_str(&converted);
-                    return;
-                }
-                Some((start, end, tag)) => {
-                    let converted = convert_html_inline(&rest[..start], self.counts);
-                    self.buf.push_str(&converted);
-                    self.gitbook_tag(&tag);
-                    rest = &rest[end..];
-                }
-            }
+        let mut at = 0;
+        for (start, end, tag) in tags(line) {
+            let converted = convert_html_inline(&line[at..start], self.counts);
+            self.buf.push_str(&converted);
+            self.gitbook_tag(&tag);
+            at = end;
         }
+        let converted = convert_html_inline(&line[at..], self.counts);
+        self.buf.push_str(&converted);
     }
 
     fn close(&mut self, what: &str) {
@@ -321,12 +365,18 @@ impl<'a> Walker<'a> {
         if matches!(what, "embed" | "include") {
             return;
         }
+        // Tags not opened for the bound lie inside every open container: the innermost
+        // tag of this name is one of them.
+        if let Some(n) = self.unopened.get_mut(what).filter(|n| **n > 0) {
+            *n -= 1;
+            return;
+        }
         if !self.stack.iter().any(|c| c.tag() == what) {
             bump(self.counts, "unbalanced");
             return;
         }
         self.flush();
-        while let Some(c) = self.stack.pop() {
+        while let Some(c) = self.pop() {
             let found = c.tag() == what;
             if !found {
                 bump(self.counts, "unbalanced");
@@ -361,7 +411,7 @@ impl<'a> Walker<'a> {
 
     fn finish(&mut self) {
         self.flush();
-        while let Some(c) = self.stack.pop() {
+        while let Some(c) = self.pop() {
             bump(self.counts, "unbalanced");
             self.closed(c);
         }
@@ -372,16 +422,38 @@ impl<'a> Walker<'a> {
 }
 
 fn find_outside_code(s: &str, needle: &str) -> Option<usize> {
-    let code = code_spans(s);
+    let mut code = Outside::new(s);
     let mut from = 0;
     while let Some(rel) = s[from..].find(needle) {
         let at = from + rel;
-        if !code.iter().any(|&(a, b)| at >= a && at < b) {
+        if code.outside(at) {
             return Some(at);
         }
         from = at + needle.len();
     }
     None
+}
+
+/// Whether places of one line, asked in increasing order, lie outside its code spans:
+/// linear in the line however many it has.
+struct Outside {
+    code: Vec<(usize, usize)>,
+    /// The first span that does not end at or before the last place asked.
+    next: usize,
+}
+
+impl Outside {
+    fn new(line: &str) -> Self {
+        Outside { code: code_spans(line), next: 0 }
+    }
+
+    /// Whether `at` (no smaller than the last place asked) lies outside every code span.
+    fn outside(&mut self, at: usize) -> bool {
+        while self.code.get(self.next).is_some_and(|&(_, b)| b <= at) {
+            self.next += 1;
+        }
+        self.code.get(self.next).is_none_or(|&(a, _)| at < a)
+    }
 }
 
 /// The count (in [`Cleaned::counts`]) of places where HTML nested deeper than
@@ -428,12 +500,12 @@ pub fn residuals(text: &str) -> Vec<Residual> {
         if fence.step(line) {
             continue;
         }
-        if let Some((_, _, tag)) = next_tag(line) {
+        if let Some((_, _, tag)) = tags(line).next() {
             res.push(Residual { line: n + 1, kind: "gitbook".into(), text: format!("{{% {} %}}", tag.name) });
         }
-        let code = code_spans(line);
+        let mut code = Outside::new(line);
         for (i, _) in line.match_indices('<') {
-            if code.iter().any(|&(a, b)| i >= a && i < b) {
+            if !code.outside(i) {
                 continue;
             }
             if let Some(tag) = html_tag_at(line, i).or_else(|| html_tag_in(line, i, TABLE_PARTS)) {
@@ -454,13 +526,13 @@ pub fn words(s: &str) -> Vec<String> {
 pub fn content_words(input: &str) -> Vec<String> {
     let mut no_tags = String::new();
     for line in input.replace("\r\n", "\n").lines() {
-        let mut rest = line;
-        while let Some((s, e, _)) = next_tag(rest) {
-            no_tags.push_str(&rest[..s]);
+        let mut at = 0;
+        for (s, e, _) in tags(line) {
+            no_tags.push_str(&line[at..s]);
             no_tags.push(' ');
-            rest = &rest[e..];
+            at = e;
         }
-        no_tags.push_str(rest);
+        no_tags.push_str(&line[at..]);
         no_tags.push('\n');
     }
     let no_tags = decode_entities(&no_tags);
@@ -480,4 +552,63 @@ pub fn content_words(input: &str) -> Vec<String> {
         i += ch.len_utf8();
     }
     words(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every content word of `input` is in `c`'s text, as often.
+    fn keeps_every_word(input: &str, c: &Cleaned) -> bool {
+        let mut have: std::collections::HashMap<String, usize> = Default::default();
+        for w in words(&c.text) {
+            *have.entry(w).or_default() += 1;
+        }
+        content_words(input).into_iter().all(|w| have.get_mut(&w).is_some_and(|n| std::mem::replace(n, *n - 1) > 0))
+    }
+
+    /// `n` hints, each opened inside tabs inside the one before, none ever closed.
+    fn nested_without_end(n: usize) -> String {
+        (0..n).map(|k| format!("{{% hint style=\"info\" %}}\nWords of level {k}.\n{{% tabs %}}\n")).collect()
+    }
+
+    #[test]
+    fn gitbook_tags_nested_without_end_keep_the_output_linear() {
+        // 2,000 levels are an 80 KB page that became 14.5 MB of text.
+        let (small, large) = (nested_without_end(1_000), nested_without_end(2_000));
+        let (a, b) = (clean(&small, &CleanParams::default()), clean(&large, &CleanParams::default()));
+        assert!(b.text.len() <= 3 * large.len(), "{} bytes out of {}", b.text.len(), large.len());
+        assert!(b.text.len() <= 2 * a.text.len() + 4096, "{} then {}", a.text.len(), b.text.len());
+        assert!(keeps_every_word(&large, &b));
+        assert!(b.counts[TAGS_TOO_DEEP] > 0, "{:?}", b.counts);
+        let quotes = |l: &str| l.chars().filter(|&c| c == '>').count();
+        assert_eq!(b.text.lines().map(quotes).max(), Some(MAX_QUOTE_DEPTH));
+    }
+
+    #[test]
+    fn a_container_past_the_depth_bound_keeps_its_words_and_its_end_tag_closes_nothing() {
+        let depth = MAX_TAG_DEPTH + 40;
+        let page = format!(
+            "{}{{% hint %}}\nDeep words.\n{{% endhint %}}\n{}\nAfter all of them.\n",
+            "{% tabs %}\n".repeat(depth),
+            "{% endtabs %}\n".repeat(depth)
+        );
+        let c = clean(&page, &CleanParams::default());
+        assert!(keeps_every_word(&page, &c));
+        assert_eq!(c.counts[TAGS_TOO_DEEP], 41, "{:?}", c.counts);
+        assert!(!c.counts.contains_key("unbalanced"), "{:?}", c.counts);
+        assert!(c.text.contains("\nAfter all of them.\n"), "{}", c.text);
+        assert!(c.text.contains("\nDeep words.\n"), "{}", c.text);
+    }
+
+    #[test]
+    fn hints_nested_in_other_containers_are_quoted_at_most_the_quote_bound() {
+        let page: String =
+            (0..MAX_QUOTE_DEPTH + 3).map(|k| format!("{{% hint %}}\nLevel {k}.\n{{% tab %}}\n")).collect();
+        let c = clean(&page, &CleanParams::default());
+        assert!(keeps_every_word(&page, &c));
+        let last = c.text.lines().find(|l| l.ends_with(&format!("Level {}.", MAX_QUOTE_DEPTH + 2))).unwrap();
+        assert_eq!(last, format!("{}Level {}.", "> ".repeat(MAX_QUOTE_DEPTH), MAX_QUOTE_DEPTH + 2));
+        assert_eq!(c.counts[TAGS_TOO_DEEP], 3, "{:?}", c.counts);
+    }
 }

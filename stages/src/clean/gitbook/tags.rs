@@ -37,24 +37,22 @@ pub(super) fn is_gitbook_tag(name: &str) -> bool {
 /// Lines that open a hint whose next hint tag is not `{% endhint %}`.
 pub(super) fn open_ended_hints(lines: &[&str]) -> std::collections::HashSet<usize> {
     let mut fence = Fence::default();
-    let mut tags: Vec<(usize, bool)> = Vec::new(); // (line, is_open)
+    let mut hints: Vec<(usize, bool)> = Vec::new(); // (line, is_open)
     for (i, line) in lines.iter().enumerate() {
         if fence.step(line) {
             continue;
         }
-        let mut rest = *line;
-        while let Some((_, end, tag)) = next_tag(rest) {
+        for (_, _, tag) in tags(line) {
             match tag.name.as_str() {
-                "hint" => tags.push((i, true)),
-                "endhint" => tags.push((i, false)),
+                "hint" => hints.push((i, true)),
+                "endhint" => hints.push((i, false)),
                 _ => {}
             }
-            rest = &rest[end..];
         }
     }
     let mut open_ended = std::collections::HashSet::new();
-    for (k, &(line, is_open)) in tags.iter().enumerate() {
-        if is_open && tags.get(k + 1).is_none_or(|&(_, next_open)| next_open) {
+    for (k, &(line, is_open)) in hints.iter().enumerate() {
+        if is_open && hints.get(k + 1).is_none_or(|&(_, next_open)| next_open) {
             open_ended.insert(line);
         }
     }
@@ -89,38 +87,62 @@ impl Tag {
     }
 }
 
-/// Finds the next known GitBook tag in `s` outside inline code: `(start, end, tag)`.
-pub(super) fn next_tag(s: &str) -> Option<(usize, usize, Tag)> {
-    let code = code_spans(s);
-    let mut from = 0;
-    while let Some(rel) = s[from..].find("{%") {
-        let start = from + rel;
-        from = start + 2;
-        if code.iter().any(|&(a, b)| start >= a && start < b) {
-            continue;
+/// The known GitBook tags of one line outside inline code, in order: `(start, end,
+/// tag)`. Linear in the line, however many `{%` it holds: its code spans are found once
+/// and each `%}` once.
+pub(super) struct Tags<'a> {
+    s: &'a str,
+    code: Outside,
+    /// Where the search for the next `{%` starts.
+    from: usize,
+    /// The `%}` found last: the first at or after the `{%` it was found for.
+    close: Option<usize>,
+}
+
+pub(super) fn tags(s: &str) -> Tags<'_> {
+    Tags { s, code: Outside::new(s), from: 0, close: None }
+}
+
+impl Iterator for Tags<'_> {
+    type Item = (usize, usize, Tag);
+
+    fn next(&mut self) -> Option<(usize, usize, Tag)> {
+        let s = self.s;
+        while let Some(rel) = s[self.from..].find("{%") {
+            let start = self.from + rel;
+            self.from = start + 2;
+            if !self.code.outside(start) {
+                continue;
+            }
+            let inner_start = start + 2;
+            let close = match self.close.filter(|&c| c >= inner_start) {
+                Some(c) => c,
+                // No `%}` follows: no later `{%` is a tag either.
+                None => inner_start + s[inner_start..].find("%}")?,
+            };
+            self.close = Some(close);
+            let inner = &s[inner_start..close];
+            let inner = inner.strip_prefix('-').unwrap_or(inner);
+            let inner = inner.strip_suffix('-').unwrap_or(inner);
+            // `{%%x%%}` and `{%~x%}` are SDK rule tokens: the tag name must follow spaces or directly.
+            let trimmed = inner.trim_start();
+            let name: String =
+                trimmed.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
+            if name.is_empty() || !is_gitbook_tag(&name.to_ascii_lowercase()) {
+                continue;
+            }
+            let after_name = &trimmed[name.len()..];
+            // A real tag name ends at whitespace or the end: `{%urlenc(x)%}` is not `url…`.
+            if !(after_name.is_empty() || after_name.starts_with(char::is_whitespace)) {
+                continue;
+            }
+            let (attrs, positional) = parse_attrs(after_name);
+            let end = close + 2;
+            self.from = end;
+            return Some((start, end, Tag { name: name.to_ascii_lowercase(), attrs, positional }));
         }
-        let inner_start = start + 2;
-        let Some(close_rel) = s[inner_start..].find("%}") else { continue };
-        let inner = &s[inner_start..inner_start + close_rel];
-        let inner = inner.strip_prefix('-').unwrap_or(inner);
-        let inner = inner.strip_suffix('-').unwrap_or(inner);
-        // `{%%x%%}` and `{%~x%}` are SDK rule tokens: the tag name must follow spaces or directly.
-        let trimmed = inner.trim_start();
-        let name: String =
-            trimmed.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
-        if name.is_empty() || !is_gitbook_tag(&name.to_ascii_lowercase()) {
-            continue;
-        }
-        let after_name = &trimmed[name.len()..];
-        // A real tag name ends at whitespace or the end: `{%urlenc(x)%}` is not `url…`.
-        if !(after_name.is_empty() || after_name.starts_with(char::is_whitespace)) {
-            continue;
-        }
-        let (attrs, positional) = parse_attrs(after_name);
-        let end = inner_start + close_rel + 2;
-        return Some((start, end, Tag { name: name.to_ascii_lowercase(), attrs, positional }));
+        None
     }
-    None
 }
 
 pub(super) fn parse_attrs(s: &str) -> (Vec<(String, String)>, Option<String>) {
@@ -187,27 +209,27 @@ impl Walker<'_> {
                 // GitBook cannot nest hints: a hint opened inside one closes it.
                 if matches!(self.stack.last(), Some(Container::Hint { .. })) {
                     bump(self.counts, "unbalanced");
-                    let c = self.stack.pop().expect("checked");
+                    let c = self.pop().expect("checked");
                     self.closed(c);
                 }
                 self.blank();
                 let style = tag.attr("style").unwrap_or("info");
                 let label = hint_label(style);
                 let open_ended = self.open_ended_hints.contains(&self.line_no);
-                self.stack.push(Container::Hint { open_ended });
+                self.open(Container::Hint { open_ended });
                 self.emit(&format!("**{label}:**"));
                 self.emit("");
             }
             "tabs" => {
                 self.flush();
                 self.blank();
-                self.stack.push(Container::Tabs { count: 0 });
+                self.open(Container::Tabs { count: 0 });
             }
             "tab" => {
                 self.flush();
                 // A new tab closes the previous one of the same group.
                 if matches!(self.stack.last(), Some(Container::Tab)) {
-                    self.stack.pop();
+                    self.pop();
                 }
                 let n = match self.stack.last_mut() {
                     Some(Container::Tabs { count }) => {
@@ -219,7 +241,7 @@ impl Walker<'_> {
                         1
                     }
                 };
-                self.stack.push(Container::Tab);
+                self.open(Container::Tab);
                 self.blank();
                 let title = tag.attr("title").map(str::trim).filter(|t| !t.is_empty());
                 match title {
@@ -230,13 +252,13 @@ impl Walker<'_> {
             }
             "code" => {
                 self.flush();
-                self.stack.push(Container::Code);
+                self.open(Container::Code);
                 self.code_title = tag.attr("title").map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned);
             }
             "content-ref" => {
                 self.flush();
                 let url = tag.attr("url").unwrap_or_default().to_owned();
-                self.stack.push(Container::ContentRef { url, had_content: false });
+                self.open(Container::ContentRef { url, had_content: false });
             }
             "embed" | "file" | "openapi" | "openapi-operation" | "openapi-schemas" | "openapi-webhook" | "include" => {
                 let url = tag.attr("url").or_else(|| tag.attr("src")).or(tag.positional.as_deref()).unwrap_or_default();
@@ -253,7 +275,7 @@ impl Walker<'_> {
                     self.buf.push_str(&text);
                 }
                 if name != "embed" && name != "include" {
-                    self.stack.push(Container::Other(name.to_owned()));
+                    self.open(Container::Other(name.to_owned()));
                 }
             }
             "swagger-parameter" => {
@@ -268,7 +290,7 @@ impl Walker<'_> {
                 }
                 self.flush();
                 self.emit(&format!("- `{}` ({})", tag.attr("name").unwrap_or("?"), parts.join(", ")));
-                self.stack.push(Container::Other(name.to_owned()));
+                self.open(Container::Other(name.to_owned()));
             }
             "swagger" => {
                 self.flush();
@@ -284,21 +306,21 @@ impl Walker<'_> {
                     self.emit(&format!("**{}**", head.trim()));
                     self.emit("");
                 }
-                self.stack.push(Container::Other(name.to_owned()));
+                self.open(Container::Other(name.to_owned()));
             }
             "swagger-response" => {
                 self.flush();
                 if let Some(status) = tag.attr("status") {
                     self.emit(&format!("Response {status}: {}", tag.attr("description").unwrap_or_default()));
                 }
-                self.stack.push(Container::Other(name.to_owned()));
+                self.open(Container::Other(name.to_owned()));
             }
             _ if name.starts_with("end") => self.close(&name[3..]),
             _ => {
                 // columns, column, stepper, step, updates, update, swagger-description: structure only.
                 self.flush();
                 self.blank();
-                self.stack.push(Container::Other(name.to_owned()));
+                self.open(Container::Other(name.to_owned()));
             }
         }
     }
