@@ -239,17 +239,46 @@ pub const MAX_ARGUMENT_BYTES: usize = 1 << 20;
 
 /// One turn of a conversation with tools (`tools`, `tool_calls`; OpenAI's format),
 /// streamed or not as the endpoint answers. `messages` are chat messages as JSON (the
-/// assistant's tool calls and the tools' results among them).
-pub async fn chat(llm: &Llm, messages: &[serde_json::Value], tools: &[serde_json::Value]) -> anyhow::Result<Turn> {
+/// assistant's tool calls and the tools' results among them); `max_tokens` is the most
+/// the turn may write, sent as `max_tokens`, which OpenAI-compatible servers read. An
+/// endpoint that refuses that name for `max_completion_tokens` (OpenAI's newer models
+/// do, with HTTP 400) is asked once more with that one.
+pub async fn chat(
+    llm: &Llm,
+    messages: &[serde_json::Value],
+    tools: &[serde_json::Value],
+    max_tokens: u64,
+) -> anyhow::Result<Turn> {
     let mut body = serde_json::json!({
         "model": llm.model, "messages": messages, "stream": true, "temperature": 0,
-        "stream_options": { "include_usage": true },
+        "max_tokens": max_tokens, "stream_options": { "include_usage": true },
     });
     if !tools.is_empty() {
         body["tools"] = serde_json::Value::Array(tools.to_vec());
     }
+    match chat_turn(llm, &body).await {
+        Err(e) if refuses_max_tokens(&e) => {
+            if let Some(b) = body.as_object_mut() {
+                b.remove("max_tokens");
+                b.insert("max_completion_tokens".into(), max_tokens.into());
+            }
+            chat_turn(llm, &body).await
+        }
+        r => r,
+    }
+}
+
+/// Whether an endpoint refused a request for its `max_tokens`, asking for
+/// `max_completion_tokens`.
+fn refuses_max_tokens(e: &anyhow::Error) -> bool {
+    let text = e.to_string();
+    text.starts_with("HTTP 400") && text.contains("max_completion_tokens")
+}
+
+/// One request of [`chat`] and its reply.
+async fn chat_turn(llm: &Llm, body: &serde_json::Value) -> anyhow::Result<Turn> {
     let mut turn = Turn::default();
-    let r = tokio::time::timeout(MAX_TOTAL, read_reply(llm, &body, &mut |data| take(&mut turn, data)))
+    let r = tokio::time::timeout(MAX_TOTAL, read_reply(llm, body, &mut |data| take(&mut turn, data)))
         .await
         .map_err(|_| anyhow::anyhow!("no complete answer within {} s", MAX_TOTAL.as_secs()))?;
     let ended =
@@ -270,7 +299,7 @@ fn take(turn: &mut Turn, data: Data<'_>) -> anyhow::Result<bool> {
     };
     let (msg, streamed) = match data {
         Data::Usage(u) => {
-            let n = |k: &str| u.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+            let n = |k: &str| u.get(k).map_or(0, count);
             turn.usage = Some((n("prompt_tokens"), n("completion_tokens")));
             return Ok(false);
         }
@@ -308,6 +337,12 @@ fn take(turn: &mut Turn, data: Data<'_>) -> anyhow::Result<bool> {
         }
     }
     Ok(false)
+}
+
+/// A token count as an endpoint reports it: one past `u64` (which JSON reads as a
+/// float) is the most there is, not none; a negative one or another type is none.
+fn count(v: &serde_json::Value) -> u64 {
+    v.as_u64().or_else(|| v.as_f64().filter(|f| *f > 0.0).map(|f| f as u64)).unwrap_or(0)
 }
 
 /// What one SSE line holds.
@@ -355,6 +390,94 @@ mod tests {
     }
 
     use super::{Line, sse_line};
+
+    /// A local endpoint that answers its requests, one connection each, with `replies`
+    /// in turn (a status and a JSON body); joined, it gives the requests' bodies.
+    fn replying(replies: &'static [(u16, &'static str)]) -> (String, std::thread::JoinHandle<Vec<String>>) {
+        use std::io::{BufRead, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/chat/completions", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let mut bodies = Vec::new();
+            for (status, reply) in replies {
+                let (stream, _) = listener.accept().unwrap();
+                let mut r = std::io::BufReader::new(stream);
+                let mut len = 0;
+                loop {
+                    let mut line = String::new();
+                    r.read_line(&mut line).unwrap();
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = line.split_once(':')
+                        && k.eq_ignore_ascii_case("content-length")
+                    {
+                        len = v.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; len];
+                r.read_exact(&mut body).unwrap();
+                let head = format!("HTTP/1.1 {status} X\r\ncontent-type: application/json\r\nconnection: close");
+                write!(r.get_mut(), "{head}\r\ncontent-length: {}\r\n\r\n{reply}", reply.len()).unwrap();
+                bodies.push(String::from_utf8(body).unwrap());
+            }
+            bodies
+        });
+        (url, server)
+    }
+
+    fn turn_of(url: String, max_tokens: u64) -> anyhow::Result<super::Turn> {
+        let llm = super::Llm { url, model: "m".into(), api_key: None, timeout: std::time::Duration::from_secs(20) };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let hi = serde_json::json!({"role": "user", "content": "hi"});
+        rt.block_on(super::chat(&llm, &[hi], &[], max_tokens))
+    }
+
+    #[test]
+    fn a_turn_sends_its_max_tokens_and_reads_usage_past_u64_as_the_most() {
+        let (url, server) = replying(&[(
+            200,
+            r#"{"choices":[{"message":{"role":"assistant","content":"ok"}}],
+                "usage":{"prompt_tokens":1e30,"completion_tokens":18446744073709551615}}"#,
+        )]);
+        let turn = turn_of(url, 1234).unwrap();
+        let sent: serde_json::Value = serde_json::from_str(&server.join().unwrap()[0]).unwrap();
+        assert_eq!(sent["max_tokens"], 1234, "{sent}");
+        assert_eq!((turn.content.as_str(), turn.usage), ("ok", Some((u64::MAX, u64::MAX))));
+    }
+
+    #[test]
+    fn an_endpoint_that_refuses_max_tokens_is_asked_with_max_completion_tokens() {
+        let (url, server) = replying(&[
+            (
+                400,
+                r#"{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#,
+            ),
+            (200, r#"{"choices":[{"message":{"role":"assistant","content":"ok"}}]}"#),
+        ]);
+        let turn = turn_of(url, 777).unwrap();
+        let sent: Vec<serde_json::Value> =
+            server.join().unwrap().iter().map(|b| serde_json::from_str(b).unwrap()).collect();
+        assert_eq!(
+            (&sent[0]["max_tokens"], &sent[0]["max_completion_tokens"]),
+            (&serde_json::json!(777), &serde_json::Value::Null)
+        );
+        assert_eq!(
+            (&sent[1]["max_tokens"], &sent[1]["max_completion_tokens"]),
+            (&serde_json::Value::Null, &serde_json::json!(777))
+        );
+        assert_eq!(turn.content, "ok");
+    }
+
+    #[test]
+    fn usage_counts_saturate_and_nonsense_counts_as_none() {
+        let count = |v: serde_json::Value| super::count(&v);
+        assert_eq!(count(serde_json::json!(1e300)), u64::MAX);
+        assert_eq!(count(serde_json::json!(u64::MAX)), u64::MAX);
+        assert_eq!(count(serde_json::json!(-5)), 0);
+        assert_eq!(count(serde_json::json!("12")), 0);
+        assert_eq!(count(serde_json::json!(42)), 42);
+    }
 
     #[test]
     fn sse_lines_give_text_or_stop() {

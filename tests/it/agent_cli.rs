@@ -52,6 +52,11 @@ fn llm(turns: Vec<Turn>) -> (Server, Arc<Mutex<Vec<Request>>>) {
 
 /// Tool calls in one JSON body (an endpoint that does not stream).
 fn calls_json(calls: &[(&str, String)]) -> Response {
+    calls_json_with_usage(calls, json!({"prompt_tokens": 1000, "completion_tokens": 20, "total_tokens": 1020}))
+}
+
+/// Tool calls in one JSON body that reports `usage`.
+fn calls_json_with_usage(calls: &[(&str, String)], usage: Value) -> Response {
     let calls: Vec<Value> = calls
         .iter()
         .enumerate()
@@ -59,7 +64,7 @@ fn calls_json(calls: &[(&str, String)]) -> Response {
         .collect();
     let body = json!({
         "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": calls}, "finish_reason": "tool_calls"}],
-        "usage": {"prompt_tokens": 1000, "completion_tokens": 20, "total_tokens": 1020},
+        "usage": usage,
     });
     Response::new(200, body.to_string()).header("Content-Type", "application/json")
 }
@@ -245,6 +250,49 @@ fn an_llm_that_loops_forever_stops_at_the_step_bound_with_the_partial_answer() {
     assert_eq!(v["stop_reason"], "tokens", "{v:#} {}", r.stderr);
     assert!(r.stderr.contains("stopped at the token bound"), "{}", r.stderr);
     assert!(v["tokens"]["total"].as_u64().unwrap() <= 6000, "{:#}", v["tokens"]);
+}
+
+/// Issue 67, item 13: no `max_tokens` was sent, so one turn spent 90,500 tokens against
+/// a bound of 5,000. Each request now asks for at most what the bound has left.
+#[test]
+fn each_turn_asks_for_no_more_tokens_than_the_bound_has_left() {
+    if !model_ready() {
+        return;
+    }
+    let (server, seen) = llm(vec![Box::new(|_| calls_json(&[("search_docs", json!({"query": "helm"}).to_string())]))]);
+    let (r, v) = agent(Q, &["--llm", &server.url("/v1"), "--max-tokens", "16000"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let reqs = seen.lock().unwrap();
+    assert!(reqs.len() >= 2, "{} requests: {v:#}", reqs.len());
+    let mut last = u64::MAX;
+    for (k, req) in reqs.iter().enumerate() {
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        let max = body["max_tokens"].as_u64().unwrap_or_else(|| panic!("request {k} has no max_tokens"));
+        // Each earlier turn reported 1,020 tokens spent; the prompt takes more.
+        let left = 16_000 - 1_020 * k as u64;
+        assert!((1..=left).contains(&max) && max < last, "request {k}: max_tokens {max}, {left} left");
+        last = max;
+    }
+    assert!(v["tokens"]["total"].as_u64().unwrap() <= 16_000, "{:#}", v["tokens"]);
+}
+
+/// Issue 67, item 13: the usage sum wrapped, so an endpoint that reports near
+/// `u64::MAX` tokens never tripped the bound. The sums saturate and the bound trips.
+#[test]
+fn an_endpoint_reporting_usage_near_u64_max_trips_the_token_bound() {
+    if !model_ready() {
+        return;
+    }
+    let (server, seen) = llm(vec![Box::new(|_| {
+        let usage = json!({"prompt_tokens": u64::MAX - 1, "completion_tokens": u64::MAX, "total_tokens": u64::MAX});
+        calls_json_with_usage(&[("search_docs", json!({"query": "helm"}).to_string())], usage)
+    })]);
+    let (r, v) = agent(Q, &["--llm", &server.url("/v1")]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(v["stop_reason"], "tokens", "{v:#}");
+    assert!(r.stderr.contains("stopped at the token bound"), "{}", r.stderr);
+    assert_eq!(seen.lock().unwrap().len(), 1, "the bound did not trip after the first turn");
+    assert_eq!(v["tokens"]["total"].as_u64(), Some(u64::MAX), "{:#}", v["tokens"]);
 }
 
 #[test]

@@ -16,10 +16,10 @@ pub enum Brain {
 }
 
 impl Brain {
-    /// One turn over `messages`, offering `tools`.
-    pub async fn turn(&self, messages: &[Value], tools: &[Value]) -> anyhow::Result<Turn> {
+    /// One turn over `messages`, offering `tools`, writing at most `max_tokens`.
+    pub async fn turn(&self, messages: &[Value], tools: &[Value], max_tokens: u64) -> anyhow::Result<Turn> {
         match self {
-            Brain::Llm(l) => llm::chat(l, messages, tools).await,
+            Brain::Llm(l) => llm::chat(l, messages, tools, max_tokens).await,
             Brain::Scripted => Ok(scripted()),
         }
     }

@@ -81,7 +81,7 @@ pub async fn evaluate(
         if ask_answers {
             ask_tokens += crate::ask::prompt_tokens(&served.name, &q.query, &sources);
         }
-        agent_tokens += out.tokens.total;
+        agent_tokens = agent_tokens.saturating_add(out.tokens.total);
         if q.is_negative() {
             r.negatives += 1;
             r.refused_negatives += usize::from(refused);

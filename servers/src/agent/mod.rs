@@ -40,6 +40,9 @@ pub const DEFAULT_PACKET_TOKENS: usize = 3000;
 pub const DEFAULT_MAX_STEPS: usize = 8;
 /// Tokens (prompt and completion, every turn) at most, by default.
 pub const DEFAULT_MAX_TOKENS: u64 = 40_000;
+/// The fewest tokens a turn must have left to write: with less, the loop stops at the
+/// token bound rather than ask for an answer cut short.
+const MIN_TURN_TOKENS: u64 = 64;
 /// Wall time at most, by default.
 pub const DEFAULT_MAX_WALL: Duration = Duration::from_secs(180);
 /// The most bytes of arguments one tool call may carry.
@@ -128,6 +131,16 @@ pub struct Tokens {
     pub total: u64,
     /// Some turns' usage was estimated (the endpoint did not say it).
     pub estimated: bool,
+}
+
+impl Tokens {
+    /// Adds one turn's usage. The sums saturate: an endpoint that reports near
+    /// `u64::MAX` trips the bound instead of wrapping past it.
+    pub fn add(&mut self, prompt: u64, completion: u64) {
+        self.prompt = self.prompt.saturating_add(prompt);
+        self.completion = self.completion.saturating_add(completion);
+        self.total = self.total.saturating_add(prompt).saturating_add(completion);
+    }
 }
 
 /// What `atlas agent --json` prints.
@@ -520,28 +533,16 @@ async fn converse(
         let elapsed = started.elapsed();
         let prompt_est =
             atlas_mcp::budget::tokens(serde_json::to_string(&messages).map_or(0, |s| s.len()) + tools_bytes) as u64;
-        let bound = if out.llm_turns >= opts.max_steps {
-            Some((Stop::Steps, format!("stopped at the step bound: {} LLM turns", opts.max_steps)))
-        } else if out.tokens.total + prompt_est > opts.max_tokens {
-            Some((
-                Stop::Tokens,
-                format!(
-                    "stopped at the token bound: {} spent, the next turn needs about {prompt_est}, the bound is {}",
-                    out.tokens.total, opts.max_tokens
-                ),
-            ))
-        } else if elapsed >= opts.max_wall {
-            Some((Stop::Time, format!("stopped at the time bound: {} s", opts.max_wall.as_secs())))
-        } else {
-            None
+        let room = match next_turn(opts, out.llm_turns, out.tokens.total, prompt_est, elapsed) {
+            Ok(room) => room,
+            Err((stop, why)) => {
+                out.stop_reason = stop;
+                out.stop_detail = Some(why);
+                break;
+            }
         };
-        if let Some((stop, why)) = bound {
-            out.stop_reason = stop;
-            out.stop_detail = Some(why);
-            break;
-        }
         out.llm_turns += 1;
-        let turn = match tokio::time::timeout(opts.max_wall - elapsed, brain.turn(&messages, &tools)).await {
+        let turn = match tokio::time::timeout(opts.max_wall - elapsed, brain.turn(&messages, &tools, room)).await {
             Err(_) => {
                 out.stop_reason = Stop::Time;
                 out.stop_detail = Some(format!("stopped at the time bound: {} s", opts.max_wall.as_secs()));
@@ -560,9 +561,7 @@ async fn converse(
                 turn.content.len() + turn.tool_calls.iter().map(|c| c.name.len() + c.arguments.len()).sum::<usize>();
             (prompt_est, atlas_mcp::budget::tokens(written) as u64)
         });
-        out.tokens.prompt += p;
-        out.tokens.completion += c;
-        out.tokens.total += p + c;
+        out.tokens.add(p, c);
         if !turn.content.trim().is_empty() {
             last_text = turn.content.clone();
         }
@@ -587,6 +586,35 @@ async fn converse(
         }
     }
     finish_answer(served, &last_text, pool, out, opts.trace).await;
+}
+
+/// Whether the loop may take another turn after `turns` turns, `spent` tokens and
+/// `elapsed`, with a prompt of about `prompt_est` tokens: the tokens the turn may write
+/// (the bound less what is spent and the prompt), or the bound it would pass and why.
+fn next_turn(
+    opts: &AgentOptions,
+    turns: usize,
+    spent: u64,
+    prompt_est: u64,
+    elapsed: Duration,
+) -> Result<u64, (Stop, String)> {
+    let room = opts.max_tokens.saturating_sub(spent.saturating_add(prompt_est));
+    if turns >= opts.max_steps {
+        Err((Stop::Steps, format!("stopped at the step bound: {} LLM turns", opts.max_steps)))
+    } else if room < MIN_TURN_TOKENS {
+        Err((
+            Stop::Tokens,
+            format!(
+                "stopped at the token bound: {spent} spent, the next turn needs about {prompt_est} and \
+                 {MIN_TURN_TOKENS} to write, the bound is {}",
+                opts.max_tokens
+            ),
+        ))
+    } else if elapsed >= opts.max_wall {
+        Err((Stop::Time, format!("stopped at the time bound: {} s", opts.max_wall.as_secs())))
+    } else {
+        Ok(room)
+    }
 }
 
 fn system_prompt(name: &str) -> String {
@@ -744,6 +772,27 @@ mod tests {
         assert_eq!((e.text.as_str(), e.end_line), ("aaaa\nbbbb\n", 11));
         cut_to(&mut e, 1);
         assert_eq!((e.text.as_str(), e.end_line), ("aaaa\n", 10));
+    }
+
+    #[test]
+    fn a_turn_may_write_only_what_the_token_bound_has_left() {
+        let opts = AgentOptions { max_tokens: 5_000, ..AgentOptions::default() };
+        assert_eq!(next_turn(&opts, 0, 0, 1_200, Duration::ZERO), Ok(3_800));
+        assert_eq!(next_turn(&opts, 2, 3_000, 1_500, Duration::ZERO), Ok(500));
+        let (stop, why) = next_turn(&opts, 3, 4_000, 990, Duration::ZERO).unwrap_err();
+        assert_eq!(stop, Stop::Tokens, "{why}");
+        assert!(why.contains("4000 spent"), "{why}");
+    }
+
+    #[test]
+    fn usage_reported_near_u64_max_saturates_and_trips_the_token_bound() {
+        let mut tokens = Tokens::default();
+        tokens.add(u64::MAX - 10, 5);
+        tokens.add(u64::MAX, u64::MAX);
+        assert_eq!((tokens.prompt, tokens.completion, tokens.total), (u64::MAX, u64::MAX, u64::MAX));
+        let opts = AgentOptions { max_tokens: 5_000, ..AgentOptions::default() };
+        assert_eq!(next_turn(&opts, 1, tokens.total, 1_000, Duration::ZERO).unwrap_err().0, Stop::Tokens);
+        assert_eq!(next_turn(&opts, 1, 100, u64::MAX, Duration::ZERO).unwrap_err().0, Stop::Tokens);
     }
 
     #[test]
