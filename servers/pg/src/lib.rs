@@ -1,5 +1,5 @@
 //! PostgreSQL with pgvector: `atlas export` loads a bundle into a schema of its own
-//! (`export.rs`), `atlas serve rag --backend` serves the exported bundles from there
+//! (`export/`), `atlas serve rag --backend` serves the exported bundles from there
 //! (`index.rs`: the candidates a search asks for, as SQL). One connection policy for
 //! both: a pool with timeouts on its own small runtime, so the synchronous search path
 //! can call it from any thread. docs/scaling.md.
