@@ -243,11 +243,15 @@ pub fn backup(name: &str, out: &Path) -> anyhow::Result<()> {
     let path = out.join(&file_name);
     let tmp = atlas_dist::atomic::temp_in(out).with_context(|| format!("writing in {}", out.display()))?;
     let f = tmp.reopen()?;
-    let mut iter = files.into_iter().map(|rel| {
-        let p = dir.join(&rel);
-        std::fs::read(&p).map(|b| (rel, b)).map_err(|error| atlas_dist::Error::Io { path: p, error })
-    });
-    let f = atlas_dist::archive::write(std::io::BufWriter::new(f), name, 10, &mut iter).map_err(edge)?;
+    // Each file streamed from the verified folder: nothing is read whole.
+    let entries = files
+        .into_iter()
+        .map(|rel| {
+            let p = dir.join(&rel);
+            (rel, atlas_dist::archive::Entry::File(p))
+        })
+        .collect();
+    let f = atlas_dist::archive::write(std::io::BufWriter::new(f), name, 10, entries).map_err(edge)?;
     f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     atlas_dist::atomic::persist(tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     let sha = atlas_runtime::hash::sha256_file(&path)?;

@@ -17,26 +17,44 @@ use atlas_runtime::safe_path::{self, Refusal};
 
 use crate::{Error, Result, io};
 
-/// Writes the archive of `files` (bundle-relative path → bytes, any order) under
-/// `<name>/` to `out`.
-pub fn write<W: Write>(
-    out: W,
-    name: &str,
-    level: i32,
-    files: &mut dyn Iterator<Item = Result<(String, Vec<u8>)>>,
-) -> Result<W> {
+/// What one archive entry holds.
+#[derive(Debug)]
+pub enum Entry {
+    /// These bytes.
+    Bytes(Vec<u8>),
+    /// The file at this path, streamed when its turn comes (never read whole): a
+    /// backup of an installed bundle costs a buffer, whatever its files' sizes.
+    File(PathBuf),
+}
+
+/// Writes the archive of `files` (bundle-relative path → what it holds, any order)
+/// under `<name>/` to `out`.
+pub fn write<W: Write>(out: W, name: &str, level: i32, mut files: Vec<(String, Entry)>) -> Result<W> {
     let enc = zstd::stream::Encoder::new(out, level).map_err(io("zstd"))?;
     let mut tar = tar::Builder::new(enc);
     tar.mode(tar::HeaderMode::Deterministic);
-    let mut all: Vec<(String, Vec<u8>)> = files.collect::<Result<_>>()?;
-    all.sort_by(|a, b| a.0.cmp(&b.0));
-    for (path, bytes) in all {
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    for (path, entry) in files {
         let mut h = tar::Header::new_gnu();
-        h.set_size(bytes.len() as u64);
         h.set_mode(0o644);
         h.set_mtime(0);
-        h.set_cksum();
-        tar.append_data(&mut h, format!("{name}/{path}"), bytes.as_slice()).map_err(io(path))?;
+        let at = format!("{name}/{path}");
+        match entry {
+            Entry::Bytes(bytes) => {
+                h.set_size(bytes.len() as u64);
+                h.set_cksum();
+                tar.append_data(&mut h, at, bytes.as_slice()).map_err(io(path))?;
+            }
+            Entry::File(file) => {
+                let f = std::fs::File::open(&file).map_err(io(&file))?;
+                let len = f.metadata().map_err(io(&file))?.len();
+                h.set_size(len);
+                h.set_cksum();
+                // A file that shrinks while it is read fails the entry (the tar
+                // crate checks the count); one that grows is cut at its size.
+                tar.append_data(&mut h, at, f.take(len)).map_err(io(&file))?;
+            }
+        }
     }
     let enc = tar.into_inner().map_err(io("tar"))?;
     enc.finish().map_err(io("zstd"))
@@ -332,11 +350,38 @@ mod tests {
     use super::*;
 
     fn archive(dir: &Path, files: &[(&str, Vec<u8>)]) -> PathBuf {
-        let mut it = files.iter().map(|(p, b)| Ok(((*p).to_owned(), b.clone())));
-        let bytes = write(Vec::new(), "b", 3, &mut it).unwrap();
+        let entries = files.iter().map(|(p, b)| ((*p).to_owned(), Entry::Bytes(b.clone()))).collect();
+        let bytes = write(Vec::new(), "b", 3, entries).unwrap();
         let path = dir.join("b.tar.zst");
         std::fs::write(&path, bytes).unwrap();
         path
+    }
+
+    #[test]
+    fn a_file_entry_is_streamed_and_archives_as_its_bytes_would() {
+        let t = tempfile::tempdir().unwrap();
+        let body: Vec<u8> = (0..300_000u32).flat_map(u32::to_le_bytes).collect();
+        std::fs::write(t.path().join("big.bin"), &body).unwrap();
+        let from_file = write(
+            Vec::new(),
+            "b",
+            3,
+            vec![
+                ("x.txt".into(), Entry::Bytes(b"x".to_vec())),
+                ("big.bin".into(), Entry::File(t.path().join("big.bin"))),
+            ],
+        )
+        .unwrap();
+        let from_bytes = write(
+            Vec::new(),
+            "b",
+            3,
+            vec![("big.bin".into(), Entry::Bytes(body)), ("x.txt".into(), Entry::Bytes(b"x".to_vec()))],
+        )
+        .unwrap();
+        assert_eq!(from_file, from_bytes, "the same archive, byte for byte");
+        let missing = write(Vec::new(), "b", 3, vec![("gone".into(), Entry::File(t.path().join("gone")))]);
+        assert!(missing.unwrap_err().to_string().contains("gone"));
     }
 
     #[test]
