@@ -14,7 +14,7 @@ use atlas_e2e::registry::{Published, cached_crate, cargo_home, sparse_registry, 
 use atlas_e2e::{Run, run, skip};
 
 /// `atlas` with home `h`, run in `cwd`, its registries' settings those given and no others.
-fn atlas(h: &Path, cwd: &Path) -> Command {
+pub(crate) fn atlas(h: &Path, cwd: &Path) -> Command {
     let mut c = crate::distribution::atlas(h);
     c.current_dir(cwd)
         .env_remove("ATLAS_CACHE_REMOTE")
@@ -194,7 +194,7 @@ fn an_npm_lock_entry_without_resolved_is_installed_from_the_registry_and_checked
 
 /// The crates of the local cargo cache a test publishes: itoa at two versions (1.10.0
 /// sorts before 1.9.0 as text), and fnv once. None when the cache lacks them.
-fn two_itoas_and_fnv(t: &Path) -> Option<(atlas_e2e::http::Server, PathBuf, String, String)> {
+pub(crate) fn two_itoas_and_fnv(t: &Path) -> Option<(atlas_e2e::http::Server, PathBuf, String, String)> {
     let (Some((_, itoa)), Some((fnv_version, fnv))) = (cached_crate("itoa"), cached_crate("fnv")) else {
         skip("no itoa or fnv .crate in the local cargo cache (build the workspace once)");
         return None;
@@ -417,4 +417,58 @@ fn sync_never_prints_the_credentials_in_a_lockfiles_urls() {
     assert_eq!(skipped.len(), 3, "{skipped:?}");
     assert!(skipped.iter().filter(|s| s.contains("git.corp.test")).count() == 2, "{skipped:?}");
     assert_eq!(r.stderr.matches("atlas: skipped").count(), 3, "{}", r.stderr);
+}
+
+/// `serve fs --project` over two versions of itoa and fnv: `read_file` takes a path
+/// that starts with the stored spelling or the shown one a hit carries, and a path at
+/// a version not served is an error that names the versions served, not a generic
+/// path error.
+#[test]
+fn read_file_at_a_version_not_served_names_the_versions_that_are() {
+    let t = tempfile::tempdir().unwrap();
+    let Some((_registry, cargo, lock, fnv_version)) = two_itoas_and_fnv(t.path()) else { return };
+    let h = crate::distribution::home(&t.path().join("h"));
+    let project = dir(t.path().join("app"));
+    std::fs::write(project.join("Cargo.lock"), lock).unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n[dependencies]\nitoa = \"1\"\nfnv = \"1\"\n",
+    )
+    .unwrap();
+    run(atlas(&h, t.path()).env("CARGO_HOME", &cargo).args(["sync", "--keyword-only"]).arg(&project)).success();
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("fs.log");
+    let mut cmd = crate::mcp::atlas(&["serve", "fs", "--project", project.to_str().unwrap()], &log);
+    cmd.env("ATLAS_HOME", &h).env("XDG_CONFIG_HOME", h.join("config")).env_remove("ATLAS_BUNDLE");
+    crate::mcp::rt().block_on(async {
+        let c = rmcp::ServiceExt::serve((), crate::mcp::child_transport(cmd, &log))
+            .await
+            .unwrap_or_else(|e| panic!("{e}: {}", crate::mcp::read(&log)));
+        let read = async |path: &str| {
+            crate::mcp::call(&c, "read_file", serde_json::json!({"path": path, "start_line": 1, "end_line": 3})).await
+        };
+        let fnv_shown = format!("crate:fnv@{fnv_version}/fnv/lib.rs");
+        for path in [
+            "crate+itoa@1.9.0/itoa/src/lib.rs",
+            "crate:itoa@1.9.0/itoa/src/lib.rs",
+            fnv_shown.as_str(),
+            "fnv/fnv/lib.rs",
+        ] {
+            let (_, v) = crate::mcp::ok(read(path).await);
+            assert!(v["path"].as_str().unwrap().starts_with("crate+"), "{path}: {v}");
+        }
+        let e = crate::mcp::err(read("crate:itoa@1.8.0/itoa/src/lib.rs").await);
+        assert!(
+            e.contains("crate:itoa@1.8.0 is not served: the versions served are")
+                && e.contains("1.9.0")
+                && e.contains("1.10.0")
+                && e.contains("crate+itoa@1.10.0/"),
+            "{e}"
+        );
+        let e = crate::mcp::err(read("crate+fnv@0.0.1/fnv/lib.rs").await);
+        assert!(e.contains(&format!("the version served is {fnv_version}")), "{e}");
+        let e = crate::mcp::err(read("itoa/itoa/src/lib.rs").await);
+        assert!(e.contains("names several versions"), "{e}");
+        c.cancel().await.unwrap();
+    });
 }
