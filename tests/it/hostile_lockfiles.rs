@@ -472,3 +472,65 @@ fn read_file_at_a_version_not_served_names_the_versions_that_are() {
         c.cancel().await.unwrap();
     });
 }
+
+/// `atlas doctor --project` and `atlas smoke --project` over a synced project: while
+/// the lockfile and the set agree, doctor's project line is ok and smoke serves every
+/// library of the set; once they disagree (a version locked that the set does not
+/// serve, a set entry no lockfile pins, a set entry whose bundle is gone), doctor says
+/// each on its own line with `atlas sync DIR` and exits non-zero, and smoke fails
+/// naming the library not served.
+#[test]
+fn doctor_and_smoke_check_a_project_and_fail_while_its_lockfile_and_its_set_disagree() {
+    let t = tempfile::tempdir().unwrap();
+    let Some((_registry, cargo, lock, fnv_version)) = two_itoas_and_fnv(t.path()) else { return };
+    let h = crate::distribution::home(&t.path().join("h"));
+    let project = dir(t.path().join("app"));
+    std::fs::write(project.join("Cargo.lock"), &lock).unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n[dependencies]\nitoa = \"1\"\nfnv = \"1\"\n",
+    )
+    .unwrap();
+    let p = project.to_str().unwrap();
+    run(atlas(&h, t.path()).env("CARGO_HOME", &cargo).args(["sync", "--keyword-only", p])).success();
+    let doctor = || {
+        let r = run(atlas(&h, t.path()).args(["doctor", "--json", "--project", p]));
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+        let lines: Vec<serde_json::Value> =
+            v["checks"].as_array().unwrap().iter().filter(|c| c["check"] == "project").cloned().collect();
+        (r, lines)
+    };
+    let (_, lines) = doctor();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["status"], "ok", "{lines:?}");
+    assert!(lines[0]["detail"].as_str().unwrap().contains("the set serves what Cargo.lock pins (3 libraries)"), "{lines:?}");
+    let r = run(atlas(&h, t.path()).args(["smoke", "--project", p]));
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(r.stdout.contains("list_libraries: every library of the set (3) served"), "{}", r.stdout);
+    let r = run(atlas(&h, t.path()).args(["smoke", "--project", t.path().to_str().unwrap()]));
+    assert_eq!(r.code, Some(2), "no set: {r:?}");
+    assert!(r.stderr.contains("has no library set; run `atlas sync"), "{}", r.stderr);
+
+    // The lockfile moves itoa 1.9.0 to 1.8.0, and fnv's bundle is gone.
+    std::fs::write(project.join("Cargo.lock"), lock.replace("\"1.9.0\"", "\"1.8.0\"")).unwrap();
+    std::fs::remove_dir_all(h.join(format!("bundles/crate+fnv/{fnv_version}"))).unwrap();
+    let (r, lines) = doctor();
+    assert_eq!(r.code, Some(1), "{r:?}");
+    let details: Vec<&str> = lines.iter().map(|l| l["detail"].as_str().unwrap()).collect();
+    assert_eq!(
+        details,
+        [
+            "crate:itoa@1.8.0 is locked in Cargo.lock but the set serves 1.10.0, 1.9.0".to_owned(),
+            format!("crate:fnv@{fnv_version} is in the set but its bundle is not installed"),
+            "crate:itoa@1.9.0 is in the set but no lockfile pins it".to_owned(),
+        ],
+        "{lines:?}"
+    );
+    assert!(lines.iter().all(|l| l["status"] == "fail" && l["fix"] == format!("run `atlas sync {p}`")), "{lines:?}");
+    let text = run(atlas(&h, t.path()).args(["doctor", "--project", p]));
+    assert_eq!(text.code, Some(1), "{text:?}");
+    assert!(text.stdout.contains(&format!("→ run `atlas sync {p}`")), "{}", text.stdout);
+    let r = run(atlas(&h, t.path()).args(["smoke", "--project", p]));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("the set names 3 libraries, 2 served, broken: crate:fnv@"), "{}", r.stderr);
+}
