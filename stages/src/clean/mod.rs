@@ -81,8 +81,9 @@ impl Stage for CleanGitbook {
             report.per_file.iter().filter(|(_, f)| f.counts.contains_key(TOO_DEEP)).map(|(p, _)| p).collect();
         if !deep.is_empty() {
             out.notes.push(format!(
-                "{} pages hold HTML nested too deep to convert, kept as plain text: {}",
-                deep.len(),
+                "{} {} HTML nested too deep to convert, kept as plain text: {}",
+                atlas_runtime::words::count(deep.len(), "page"),
+                atlas_runtime::words::agree(deep.len(), "holds", "hold"),
                 deep.iter().take(5).map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
             ));
         }

@@ -108,7 +108,10 @@ fn no_vectors(spec: &'static model::ModelSpec, chunks: usize, ctx: &Ctx<'_>) -> 
         over_window_windows: 0,
         tokens: 0,
     };
-    out.notes.push(format!("{chunks} chunks left unembedded (stages.embed.enabled: false): keyword and symbols only"));
+    out.notes.push(format!(
+        "{} left unembedded (stages.embed.enabled: false): keyword and symbols only",
+        atlas_runtime::words::count(chunks, "chunk")
+    ));
     let d = ctx.cache.put_json(&manifest)?;
     out.objects.insert(d);
     out.output = Some(d);
