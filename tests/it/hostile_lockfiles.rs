@@ -503,7 +503,10 @@ fn doctor_and_smoke_check_a_project_and_fail_while_its_lockfile_and_its_set_disa
     let (_, lines) = doctor();
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["status"], "ok", "{lines:?}");
-    assert!(lines[0]["detail"].as_str().unwrap().contains("the set serves what Cargo.lock pins (3 libraries)"), "{lines:?}");
+    assert!(
+        lines[0]["detail"].as_str().unwrap().contains("the set serves what Cargo.lock pins (3 libraries)"),
+        "{lines:?}"
+    );
     let r = run(atlas(&h, t.path()).args(["smoke", "--project", p]));
     assert_eq!(r.code, Some(0), "{r:?}");
     assert!(r.stdout.contains("list_libraries: every library of the set (3) served"), "{}", r.stdout);
@@ -533,4 +536,53 @@ fn doctor_and_smoke_check_a_project_and_fail_while_its_lockfile_and_its_set_disa
     let r = run(atlas(&h, t.path()).args(["smoke", "--project", p]));
     assert_eq!(r.code, Some(1), "{r:?}");
     assert!(r.stderr.contains("the set names 3 libraries, 2 served, broken: crate:fnv@"), "{}", r.stderr);
+}
+
+/// A Python library is pinned by any spelling PEP 503 makes its name (`Tiny_Units`,
+/// `tiny.units`, `pypi:TINY-units@0.3.1`), as the docs say: the pin resolves, never
+/// "no library is served".
+#[test]
+fn a_python_pin_names_its_library_in_any_spelling_pep_503_makes_one() {
+    let t = tempfile::tempdir().unwrap();
+    let sdist = tar_gz(&[
+        ("tiny_units-0.3.1/README.md", "# tiny-units\n\nConverts between metric and imperial units.\n"),
+        ("tiny_units-0.3.1/tiny_units/__init__.py", "def to_inches(cm):\n    return cm / 2.54\n"),
+    ]);
+    let hash = atlas_runtime::hash::sha256_bytes(&sdist);
+    let index = atlas_e2e::registry::simple_index("tiny-units", vec![("tiny_units-0.3.1.tar.gz".into(), sdist, false)]);
+    let url = index.url("/simple");
+    let project = dir(t.path().join("app"));
+    std::fs::write(
+        project.join("uv.lock"),
+        format!(
+            "version = 1\n[[package]]\nname = \"app\"\nversion = \"0.1.0\"\nsource = {{ editable = \".\" }}\n\
+             dependencies = [{{ name = \"tiny-units\" }}]\n\n[[package]]\nname = \"tiny-units\"\nversion = \"0.3.1\"\n\
+             source = {{ registry = \"{url}\" }}\n\
+             sdist = {{ url = \"{url}/../files/tiny_units-0.3.1.tar.gz\", hash = \"sha256:{hash}\" }}\n"
+        ),
+    )
+    .unwrap();
+    let h = crate::distribution::home(&t.path().join("h"));
+    run(atlas(&h, t.path()).args(["sync", "--keyword-only"]).arg(&project)).success();
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("rag.log");
+    let mut cmd = crate::mcp::atlas(&["serve", "rag", "--project", project.to_str().unwrap()], &log);
+    cmd.env("ATLAS_HOME", &h).env("XDG_CONFIG_HOME", h.join("config")).env_remove("ATLAS_BUNDLE");
+    crate::mcp::rt().block_on(async {
+        let c = rmcp::ServiceExt::serve((), crate::mcp::child_transport(cmd, &log))
+            .await
+            .unwrap_or_else(|e| panic!("{e}: {}", crate::mcp::read(&log)));
+        for pin in
+            ["Tiny_Units", "tiny.units", "TINY--units", "pypi:Tiny_Units", "pypi:TINY-units@0.3.1", "pypi+Tiny_Units"]
+        {
+            let r = crate::mcp::call(&c, "find_symbol", serde_json::json!({"name": "to_inches", "library": pin})).await;
+            let (_, v) = crate::mcp::ok(r);
+            assert_eq!(v["definitions"][0]["library"], "pypi:tiny-units@0.3.1", "{pin}: {v}");
+        }
+        let e = crate::mcp::err(
+            crate::mcp::call(&c, "find_symbol", serde_json::json!({"name": "to_inches", "library": "tinyunits"})).await,
+        );
+        assert!(e.contains("no library \"tinyunits\" is served"), "{e}");
+        c.cancel().await.unwrap();
+    });
 }
