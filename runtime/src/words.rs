@@ -18,13 +18,14 @@ pub fn is_stopword(w: &str) -> bool {
 
 /// `n` and its noun, singular for one and plural otherwise (`1 library`, `3
 /// libraries`, `0 matches`): the one way a count is printed with its noun.
-pub fn count(n: usize, noun: &str) -> String {
+pub fn count(n: impl TryInto<i128>, noun: &str) -> String {
+    let n: i128 = n.try_into().unwrap_or(i128::MAX);
     if n == 1 { format!("1 {noun}") } else { format!("{n} {}", plural(noun)) }
 }
 
 /// `one` when `n` is one, else `many`: a verb that agrees with a count (`is`/`are`).
-pub fn agree<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
-    if n == 1 { one } else { many }
+pub fn agree<'a>(n: impl TryInto<i128>, one: &'a str, many: &'a str) -> &'a str {
+    if n.try_into().is_ok_and(|n: i128| n == 1) { one } else { many }
 }
 
 /// A regular English plural of a noun (or of a phrase's last word): `library` →
@@ -203,6 +204,10 @@ mod tests {
         assert_eq!(count(2, "entry"), "2 entries");
         assert_eq!(count(5, "licence-header line"), "5 licence-header lines");
         assert_eq!(count(1, "hit"), "1 hit");
+        assert_eq!(
+            (count(1u64, "run"), count(2i32, "run"), count(3usize, "run")),
+            ("1 run".into(), "2 runs".into(), "3 runs".into())
+        );
         assert_eq!(agree(1, "is", "are"), "is");
         assert_eq!(agree(4, "is", "are"), "are");
     }

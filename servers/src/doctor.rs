@@ -32,7 +32,7 @@ fn check(check: impl Into<String>, status: Status, detail: impl Into<String>, fi
 
 /// `n days` (`1 day`), for an age.
 fn days(d: i64) -> String {
-    atlas_runtime::words::count(usize::try_from(d).unwrap_or(0), "day")
+    atlas_runtime::words::count(d, "day")
 }
 
 /// Days after which a bundle's build counts as old.

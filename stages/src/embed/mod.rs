@@ -435,8 +435,8 @@ impl Stage for Embed {
         if !missing.is_empty() {
             let secs = t0.elapsed().as_secs_f64().max(1e-9);
             out.notes.push(format!(
-                "embedded {} chunks ({total_tokens} tokens) in {secs:.2} s: {:.1} chunks/s, {:.0} tokens/s",
-                missing.len(),
+                "embedded {} ({total_tokens} tokens) in {secs:.2} s: {:.1} chunks/s, {:.0} tokens/s",
+                atlas_runtime::words::count(missing.len(), "chunk"),
                 missing.len() as f64 / secs,
                 done_tokens as f64 / secs
             ));

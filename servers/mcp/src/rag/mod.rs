@@ -374,9 +374,7 @@ impl RagServer {
                 inert(&info.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")),
                 inert(&info.model),
                 inert(&m.created),
-                built_age
-                    .map(|d| format!(" ({} ago)", atlas_runtime::words::count(usize::try_from(d).unwrap_or(0), "day")))
-                    .unwrap_or_default(),
+                built_age.map(|d| format!(" ({} ago)", atlas_runtime::words::count(d, "day"))).unwrap_or_default(),
                 inert(&versions.join(", ")),
             );
             // At most a few sources and commits per library: get_bundle_info has them all.
