@@ -231,15 +231,30 @@ pub fn pep503(name: &str) -> String {
 }
 
 /// The stored spelling of a library name: `crate:tokio` → `crate+tokio`,
-/// `npm:@scope/x` → `npm+scope+x`; a name that is not a package's (or already
-/// stored) as it is.
+/// `npm:@scope/x` → `npm+scope+x`; a Python name in either spelling normalized
+/// (`pypi:Python_Dotenv`, `pypi+Python_Dotenv` → `pypi+python-dotenv`); a name that
+/// is not a package's (or already stored) as it is.
 pub fn stored_name(name: &str) -> String {
     match name.split_once(':').and_then(|(e, n)| Some((Ecosystem::parse(e)?, n))) {
         Some((eco, n)) => {
             let n = if eco == Ecosystem::Pypi { pep503(n) } else { n.to_owned() };
             format!("{}+{}", eco.as_str(), n.trim_start_matches('@').replace('/', "+"))
         }
-        None => name.to_owned(),
+        None => match name.strip_prefix("pypi+") {
+            Some(n) => format!("pypi+{}", pep503(n)),
+            None => name.to_owned(),
+        },
+    }
+}
+
+/// The stored spelling of a library label, `name@version` or a name alone: what the
+/// fs server's paths start with (`crate:clap@4.5.20` → `crate+clap@4.5.20`,
+/// `npm:@scope/x@1.2.3` → `npm+scope+x@1.2.3`). The one map from a hit's `library`
+/// to an fs path.
+pub fn stored_label(label: &str) -> String {
+    match split_version(label) {
+        Some((name, version)) => format!("{}@{version}", stored_name(name)),
+        None => stored_name(label),
     }
 }
 
@@ -265,9 +280,13 @@ pub fn bare_name(name: &str) -> Option<String> {
 
 /// Whether the library stored as `stored` is the one `asked` names: its stored or
 /// shown spelling, or its bare package name (the caller checks that the bare name is
-/// not ambiguous).
+/// not ambiguous). A Python name matches in any spelling PEP 503 makes one
+/// (`Pydantic`, `python_dotenv`, `pypi:Python.Dotenv`).
 pub fn matches(stored: &str, asked: &str) -> bool {
-    stored == asked || stored == stored_name(asked) || bare_name(stored).is_some_and(|b| b == asked)
+    let python = stored.starts_with("pypi+");
+    stored == asked
+        || stored == stored_name(asked)
+        || bare_name(stored).is_some_and(|b| b == asked || (python && b == pep503(asked)))
 }
 
 #[cfg(test)]
@@ -318,5 +337,24 @@ mod tests {
         assert!(matches("crate+tokio", "crate:tokio") && matches("crate+tokio", "tokio"));
         assert!(matches("crate+tokio", "crate+tokio") && !matches("crate+tokio", "npm:tokio"));
         assert!(matches("docs", "docs") && !matches("docs", "doc"));
+        assert_eq!(stored_label("crate:clap@4.5.20"), "crate+clap@4.5.20");
+        assert_eq!(stored_label("npm:@scope/x@1.2.3"), "npm+scope+x@1.2.3");
+        assert_eq!(stored_label("crate+clap@4.5.20"), "crate+clap@4.5.20");
+        assert_eq!(stored_label("npm:@scope/x"), "npm+scope+x");
+        assert_eq!(stored_label("docs@1.0.0"), "docs@1.0.0");
+    }
+
+    #[test]
+    fn a_python_library_is_named_in_any_spelling_pep_503_makes_one() {
+        for asked in ["Pydantic", "pydantic", "PYDANTIC", "pypi:Pydantic", "pypi+Pydantic", "pypi+pydantic"] {
+            assert!(matches("pypi+pydantic", asked), "{asked}");
+        }
+        for asked in ["python_dotenv", "Python.Dotenv", "python--dotenv", "pypi:python_dotenv", "pypi+Python_Dotenv"] {
+            assert!(matches("pypi+python-dotenv", asked), "{asked}");
+        }
+        assert!(!matches("pypi+python-dotenv", "pythondotenv"));
+        // Other ecosystems' names stay exact: a crate's `_` and `-` are two names.
+        assert!(!matches("crate+serde_json", "serde-json") && !matches("crate+tokio", "Tokio"));
+        assert_eq!(stored_name("pypi+Python_Dotenv"), "pypi+python-dotenv");
     }
 }

@@ -1,5 +1,6 @@
 //! English words: the function words searches drop, the inflections a keyword query
-//! adds, and the stems the summariser compares (the keyword index's own stemmer).
+//! adds, the stems the summariser compares (the keyword index's own stemmer), and a
+//! count printed with its noun ([`count`]), singular for one.
 
 use tantivy::tokenizer::{Language, LowerCaser, SimpleTokenizer, Stemmer, TextAnalyzer};
 
@@ -13,6 +14,29 @@ pub const STOPWORDS: &[&str] = &[
 /// Whether `w` is a function word (any case).
 pub fn is_stopword(w: &str) -> bool {
     STOPWORDS.contains(&w.to_ascii_lowercase().as_str())
+}
+
+/// `n` and its noun, singular for one and plural otherwise (`1 library`, `3
+/// libraries`, `0 matches`): the one way a count is printed with its noun.
+pub fn count(n: impl TryInto<i128>, noun: &str) -> String {
+    let n: i128 = n.try_into().unwrap_or(i128::MAX);
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {}", plural(noun)) }
+}
+
+/// `one` when `n` is one, else `many`: a verb that agrees with a count (`is`/`are`).
+pub fn agree<'a>(n: impl TryInto<i128>, one: &'a str, many: &'a str) -> &'a str {
+    if n.try_into().is_ok_and(|n: i128| n == 1) { one } else { many }
+}
+
+/// A regular English plural of a noun (or of a phrase's last word): `library` →
+/// `libraries`, `match` → `matches`, `day` → `days`, `file` → `files`.
+pub fn plural(noun: &str) -> String {
+    let vowel = |c: char| "aeiouAEIOU".contains(c);
+    match noun.strip_suffix('y') {
+        Some(stem) if stem.chars().last().is_some_and(|c| c.is_alphabetic() && !vowel(c)) => format!("{stem}ies"),
+        _ if ["s", "x", "z", "ch", "sh"].iter().any(|e| noun.ends_with(e)) => format!("{noun}es"),
+        _ => format!("{noun}s"),
+    }
 }
 
 /// English inflections of a plain word: plural ↔ singular, -ing ↔ base.
@@ -167,6 +191,25 @@ mod tests {
         check("policy", &["policies", "policying"]);
         check("running", &["run", "runne", "runn"]);
         check("indexes", &["index"]);
+    }
+
+    #[test]
+    fn a_count_is_printed_with_its_noun_singular_for_one_and_plural_otherwise() {
+        assert_eq!(count(1, "library"), "1 library");
+        assert_eq!(count(2, "library"), "2 libraries");
+        assert_eq!(count(0, "match"), "0 matches");
+        assert_eq!(count(1, "match"), "1 match");
+        assert_eq!(count(7, "day"), "7 days");
+        assert_eq!(count(3, "query"), "3 queries");
+        assert_eq!(count(2, "entry"), "2 entries");
+        assert_eq!(count(5, "licence-header line"), "5 licence-header lines");
+        assert_eq!(count(1, "hit"), "1 hit");
+        assert_eq!(
+            (count(1u64, "run"), count(2i32, "run"), count(3usize, "run")),
+            ("1 run".into(), "2 runs".into(), "3 runs".into())
+        );
+        assert_eq!(agree(1, "is", "are"), "is");
+        assert_eq!(agree(4, "is", "are"), "are");
     }
 
     #[test]

@@ -30,6 +30,11 @@ fn check(check: impl Into<String>, status: Status, detail: impl Into<String>, fi
     Check { check: check.into(), status, detail: detail.into(), fix: fix.into() }
 }
 
+/// `n days` (`1 day`), for an age.
+fn days(d: i64) -> String {
+    atlas_runtime::words::count(d, "day")
+}
+
 /// Days after which a bundle's build counts as old.
 const OLD_DAYS: i64 = 90;
 /// Free space below which ATLAS_HOME is a warning.
@@ -150,10 +155,11 @@ pub fn run(config: Result<Option<std::path::PathBuf>, atlas_dist::Error>) -> Vec
                     (None, false) => "signature not checked".to_owned(),
                 };
                 let detail = format!(
-                    "{cur}: {} files match the manifest; {provenance}; built {}{}",
-                    m.artifacts.len(),
-                    built_days.map_or_else(|| m.created.clone(), |d| format!("{d} days ago")),
-                    source_days.map(|d| format!(", sources fetched up to {d} days ago")).unwrap_or_default(),
+                    "{cur}: {} {} the manifest; {provenance}; built {}{}",
+                    atlas_runtime::words::count(m.artifacts.len(), "file"),
+                    atlas_runtime::words::agree(m.artifacts.len(), "matches", "match"),
+                    built_days.map_or_else(|| m.created.clone(), |d| format!("{} ago", days(d))),
+                    source_days.map(|d| format!(", sources fetched up to {} ago", days(d))).unwrap_or_default(),
                 );
                 let (status, fix) = match (signed.is_some() || local, built_days) {
                     (_, Some(d)) if d > OLD_DAYS => {
@@ -187,6 +193,79 @@ pub fn run(config: Result<Option<std::path::PathBuf>, atlas_dist::Error>) -> Vec
         Some(Err(e)) => check("disk", Status::Warn, format!("{}: {e}", ah.display()), "check ATLAS_HOME"),
         None => check("disk", Status::Warn, format!("{} does not exist", ah.display()), "run `atlas setup`"),
     });
+    out
+}
+
+/// How a project's lockfiles and its library set (what `atlas sync DIR` wrote and
+/// `serve --project DIR` serves) agree: one failing line for each locked version the
+/// set does not serve, each set entry whose bundle is not installed, and each set entry
+/// no lockfile pins any more, every one fixed by `atlas sync DIR`; one `ok` line when
+/// they agree.
+pub fn project(dir: &std::path::Path) -> Vec<Check> {
+    const LABEL: &str = "project";
+    let sync = format!("run `atlas sync {}`", dir.display());
+    let fail = |detail: String, fix: &str| vec![check(LABEL, Status::Fail, detail, fix)];
+    let project = match std::path::absolute(dir) {
+        Ok(p) if p.is_dir() => p,
+        _ => return fail(format!("{} is not a folder", dir.display()), "pass the project's folder"),
+    };
+    let read = match crate::deps::lockfiles::read(&project, false) {
+        Ok(r) if r.found.is_empty() => {
+            return fail(
+                format!("{} has no lockfile ({})", project.display(), crate::deps::lockfiles::LOCKFILES.join(", ")),
+                &format!("run your package manager once to write one, then {}", sync.trim_start_matches("run ")),
+            );
+        }
+        Ok(r) => r,
+        Err(e) => return fail(e.to_string(), &sync),
+    };
+    let set = match atlas_dist::project::Set::read(&project) {
+        Ok(Some(set)) => set,
+        Ok(None) => return fail(format!("{} has no library set: nothing is served", project.display()), &sync),
+        Err(e) => return fail(e.to_string(), &sync),
+    };
+    let home = Home::from_env();
+    let mut out = Vec::new();
+    for l in &read.locked {
+        let name = l.spec.bundle_name();
+        if set.libraries.iter().any(|p| p.name == name && p.version == l.spec.version) {
+            continue;
+        }
+        let served: Vec<&str> = set.libraries.iter().filter(|p| p.name == name).map(|p| p.version.as_str()).collect();
+        let detail = match served.is_empty() {
+            true => format!("{} is locked in {} but the set does not serve it", l.spec, l.lockfile),
+            false => format!("{} is locked in {} but the set serves {}", l.spec, l.lockfile, served.join(", ")),
+        };
+        out.push(check(LABEL, Status::Fail, detail, &sync));
+    }
+    let every = crate::deps::lockfiles::read(&project, true).map(|r| r.locked).unwrap_or_default();
+    for p in &set.libraries {
+        let shown = format!("{}@{}", atlas_runtime::package::shown_name(&p.name), p.version);
+        if home.resolve_version(&p.name, &p.version).is_none() {
+            out.push(check(
+                LABEL,
+                Status::Fail,
+                format!("{shown} is in the set but its bundle is not installed"),
+                &sync,
+            ));
+        } else if !every.iter().any(|l| l.spec.bundle_name() == p.name && l.spec.version == p.version) {
+            out.push(check(LABEL, Status::Fail, format!("{shown} is in the set but no lockfile pins it"), &sync));
+        }
+    }
+    if out.is_empty() {
+        out.push(check(
+            LABEL,
+            Status::Ok,
+            format!(
+                "{}: the set serves what {} {} ({})",
+                project.display(),
+                read.found.join(", "),
+                atlas_runtime::words::agree(read.found.len(), "pins", "pin"),
+                atlas_runtime::words::count(set.libraries.len(), "library")
+            ),
+            "",
+        ));
+    }
     out
 }
 
@@ -232,7 +311,7 @@ fn editor_configs(home: &std::path::Path, project: &std::path::Path) -> Vec<Chec
         }
         let label = format!("editor config {}", file.display());
         out.push(match online.is_empty() {
-            true if ours > 0 => check(label, Status::Ok, format!("{ours} Atlas servers, none needing the network to start"), ""),
+            true if ours > 0 => check(label, Status::Ok, format!("{}, none needing the network to start", atlas_runtime::words::count(ours, "Atlas server")), ""),
             true => continue,
             false => check(
                 label,

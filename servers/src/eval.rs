@@ -304,7 +304,14 @@ fn gate(report: &Report, min: f64) -> anyhow::Result<()> {
 /// The report as text: per mode, per tag, the negatives, and with `explain` the misses.
 pub fn render(r: &Report, explain: bool) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{}: {} answerable queries, {} negatives, k = {}", r.bundle, r.answerable, r.negatives, r.k);
+    let _ = writeln!(
+        s,
+        "{}: {}, {}, k = {}",
+        r.bundle,
+        atlas_runtime::words::count(r.answerable, "answerable query"),
+        atlas_runtime::words::count(r.negatives, "negative"),
+        r.k
+    );
     let header = |s: &mut String, first: &str| {
         let _ = write!(s, "{first:<28}");
         for (name, _) in eval::Metrics::default().figures(r.k) {

@@ -68,8 +68,8 @@ fn report(out: &Outcome, source: &str, took: std::time::Duration) {
     }
     if let Some(t) = &out.transfer {
         eprintln!(
-            "atlas: delta update: fetched {} changed files, {} bytes ({}), reused {} unchanged; the full archive is {} bytes ({})",
-            t.fetched_files,
+            "atlas: delta update: fetched {}, {} bytes ({}), reused {} unchanged; the full archive is {} bytes ({})",
+            atlas_runtime::words::count(t.fetched_files, "changed file"),
             t.fetched_bytes,
             human_bytes(t.fetched_bytes),
             t.reused_files,

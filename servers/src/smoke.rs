@@ -1,7 +1,8 @@
-//! `atlas smoke [NAME]`: starts `atlas serve fs` and `atlas serve rag` over stdio the
-//! way an editor does, initializes each, lists its tools, makes one real call each,
-//! and prints the timings. Any failure (a server that does not start, an error reply,
-//! no hit) exits non-zero.
+//! `atlas smoke [NAME | --project DIR]`: starts `atlas serve fs` and `atlas serve rag`
+//! over stdio the way an editor does, initializes each, lists its tools, makes one
+//! real call each, and prints the timings; over a project, the rag server must also
+//! list every library of its set, none broken. Any failure (a server that does not
+//! start, an error reply, no hit, a library of the set not served) exits non-zero.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -21,10 +22,11 @@ struct Peer {
 const REPLY: Duration = Duration::from_secs(60);
 
 impl Peer {
-    fn start(which: &str, bundle: &str) -> anyhow::Result<Peer> {
+    fn start(which: &str, serve: &[String]) -> anyhow::Result<Peer> {
         let exe = std::env::current_exe().context("locating the atlas binary")?;
         let mut child = Command::new(exe)
-            .args(["serve", which, "--bundle", bundle])
+            .args(["serve", which])
+            .args(serve)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -83,14 +85,16 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// Runs the smoke test against `bundle` (a name or folder); returns the report.
-pub fn run(bundle: &str, query: &str) -> anyhow::Result<String> {
+/// Runs the smoke test against what `serve` names (`--bundle NAME|DIR` or `--project
+/// DIR`); with `libraries`, the rag server must list that many, none broken. Returns
+/// the report.
+pub fn run(serve: &[String], query: &str, libraries: Option<usize>) -> anyhow::Result<String> {
     let mut report = String::new();
     for (which, tool, args) in
         [("fs", "list_publications", json!({})), ("rag", "search_docs", json!({ "query": query, "top_k": 3 }))]
     {
         let t = Instant::now();
-        let mut p = Peer::start(which, bundle)?;
+        let mut p = Peer::start(which, serve)?;
         let init = json!({
             "protocolVersion": "2025-06-18",
             "capabilities": {},
@@ -121,13 +125,38 @@ pub fn run(bundle: &str, query: &str) -> anyhow::Result<String> {
         if text.trim().is_empty() {
             bail!("{which}: {tool} answered with nothing");
         }
+        if let (Some(want), "rag") = (libraries, which) {
+            let (res, _) = p
+                .call("tools/call", json!({ "name": "list_libraries", "arguments": { "max_tokens": atlas_mcp::budget::MAX_MAX_TOKENS } }))
+                .with_context(|| format!("{which}: list_libraries"))?;
+            let listed = res["structuredContent"]["libraries"].as_array().map_or(0, Vec::len);
+            let broken: Vec<String> = res["structuredContent"]["broken"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|b| b["library"].as_str())
+                .map(|b| atlas_runtime::utf8::clip_chars(&atlas_runtime::utf8::printable(b), 80))
+                .collect();
+            if !broken.is_empty() || listed != want {
+                bail!(
+                    "{which}: the set names {}, {} served{}; run `atlas sync` on the project",
+                    atlas_runtime::words::count(want, "library"),
+                    listed,
+                    match broken.is_empty() {
+                        true => String::new(),
+                        false => format!(", broken: {}", broken.join(", ")),
+                    }
+                );
+            }
+            report.push_str(&format!("ok  {which:<4} list_libraries: every library of the set ({listed}) served\n"));
+        }
         report.push_str(&format!(
-            "ok  {which:<4} {:<24} ready {:>9}  initialize {:>9}  tools/list {:>9} ({} tools)  {tool} {:>9}\n",
+            "ok  {which:<4} {:<24} ready {:>9}  initialize {:>9}  tools/list {:>9} ({})  {tool} {:>9}\n",
             info["serverInfo"]["name"].as_str().unwrap_or("?"),
             ms(ready),
             ms(init_t),
             ms(list_t),
-            names.len(),
+            atlas_runtime::words::count(names.len(), "tool"),
             ms(call_t),
         ));
     }

@@ -277,8 +277,13 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             let cache = open_cache(cli, &cfg, &progress)?;
             let r = cache.gc(*keep)?;
             write_stdout(&format!(
-                "kept {} runs and {} objects; removed {} runs, {} objects ({} bytes) and {} refs\n",
-                r.kept_runs, r.kept_objects, r.removed_runs, r.removed_objects, r.freed_bytes, r.removed_refs
+                "kept {} and {}; removed {}, {} ({} bytes) and {}\n",
+                atlas_runtime::words::count(r.kept_runs, "run"),
+                atlas_runtime::words::count(r.kept_objects, "object"),
+                atlas_runtime::words::count(r.removed_runs, "run"),
+                atlas_runtime::words::count(r.removed_objects, "object"),
+                r.freed_bytes,
+                atlas_runtime::words::count(r.removed_refs, "ref")
             ))
         }
     }

@@ -604,3 +604,98 @@ fn a_bundle_ships_its_task_templates_checked_at_build_and_fenced_when_used() {
     assert!(user.contains("Task (upgrade_between):") && user.contains("from 1.0 to 2.0"), "{user}");
     assert!(only_fenced(&user, INJECTED), "{user}");
 }
+
+/// `atlas agent --project` over a synced project of several libraries (itoa at two
+/// versions and fnv, keyword-only): each passage is read through fs by the path fs
+/// lists (`crate+itoa@1.10.0/…`, not the hit's shown `crate:itoa@1.10.0`), so the agent
+/// answers, without an LLM and with one, citing itoa's file. A read by the shown
+/// spelling works too, and one at a version not served names the versions that are.
+#[test]
+fn the_agent_over_a_synced_project_of_several_libraries_cites_the_right_file_with_and_without_an_llm() {
+    let t = tempfile::tempdir().unwrap();
+    let Some((_registry, cargo, lock, _)) = crate::hostile_lockfiles::two_itoas_and_fnv(t.path()) else { return };
+    let h = crate::distribution::home(&t.path().join("h"));
+    let project = t.path().join("app");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n[dependencies]\nitoa = \"1\"\nfnv = \"1\"\n",
+    )
+    .unwrap();
+    std::fs::write(project.join("Cargo.lock"), lock).unwrap();
+    let atlas = || {
+        let mut c = crate::hostile_lockfiles::atlas(&h, t.path());
+        c.env("CARGO_HOME", &cargo);
+        c
+    };
+    run(atlas().args(["sync", "--keyword-only"]).arg(&project)).success();
+    let question = "How do I format an integer into a `Buffer`?";
+    let agent = |extra: &[&str]| -> (Run, Value) {
+        let r = run(atlas()
+            .args(["agent", question, "--json", "--project"])
+            .arg(&project)
+            .args(extra)
+            .env("ATLAS_LLM_API_KEY", "sk-agent-test"));
+        let v = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {} / {}", r.stdout, r.stderr));
+        (r, v)
+    };
+    let itoa = |e: &Value| {
+        let path = e["path"].as_str().unwrap_or_default();
+        path.starts_with("crate+itoa@1.") && path.contains("/itoa/src/")
+    };
+
+    // Without an LLM: the evidence packet, each passage read, itoa's first and its
+    // Buffer among them.
+    let (r, v) = agent(&[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(v["stop_reason"], "evidence", "{v:#}");
+    let evidence = v["evidence"].as_array().unwrap();
+    assert!(!evidence.is_empty() && evidence.iter().all(|e| e["read"] == true), "{v:#}");
+    assert!(evidence[0]["path"].as_str().unwrap().starts_with("crate+itoa@1."), "{v:#}");
+    assert!(
+        evidence.iter().any(|e| itoa(e) && e["text"].as_str().unwrap_or_default().contains("struct Buffer")),
+        "{v:#}"
+    );
+    assert!(!v["tool_calls"].as_array().unwrap().iter().any(|c| c["tool"] == "read_file" && c["is_error"] == true));
+
+    // With an LLM: it reads by the hit's shown spelling, and at a version not served;
+    // then answers citing what it read.
+    let (server, seen) = llm(vec![
+        Box::new(|_| {
+            calls_json(&[
+                (
+                    "read_file",
+                    json!({"path": "crate:itoa@1.10.0/itoa/src/lib.rs", "start_line": 1, "end_line": 400}).to_string(),
+                ),
+                ("read_file", json!({"path": "crate:itoa@9.9.9/itoa/src/lib.rs"}).to_string()),
+            ])
+        }),
+        Box::new(|body| {
+            let results = tool_results(body);
+            let (n, ..) = first_passage(&results[0]).expect("the read names its passage");
+            chat_stream(&["Write it into an `itoa::Buffer` ", &format!("[{n}].")], Duration::ZERO)
+        }),
+    ]);
+    let (r, v) = agent(&["--llm", &server.url("/v1"), "--model", "tiny"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(v["stop_reason"], "answered", "{v:#}");
+    assert_eq!(v["removed_citations"], json!([]), "{v:#}");
+    let cited = &v["citations"][0];
+    assert!(itoa(cited) && cited["read"] == true, "{v:#}");
+    assert!(cited["path"].as_str().unwrap().starts_with("crate+itoa@1.10.0/"), "{cited:#}");
+    let reqs = seen.lock().unwrap();
+    let first: Value = serde_json::from_slice(&reqs[0].body).unwrap();
+    let user = messages(&first)[1]["content"].as_str().unwrap().to_owned();
+    assert!(user.starts_with("Evidence:\n\n[1] ") && user.contains("crate+itoa@1."), "{user}");
+    let second: Value = serde_json::from_slice(&reqs[1].body).unwrap();
+    let results = tool_results(&second);
+    assert!(!results[0].starts_with("error:") && results[0].contains("Buffer"), "{}", results[0]);
+    assert!(
+        results[1].starts_with("error:")
+            && results[1].contains("crate:itoa@9.9.9 is not served")
+            && results[1].contains("1.10.0")
+            && results[1].contains("1.9.0"),
+        "{}",
+        results[1]
+    );
+}

@@ -167,7 +167,7 @@ fn gc_keeps_everything_the_latest_run_references() {
     s.run(&[]).success();
     let before = objects(&s.cache()).len();
     let gc = run(pipeline().arg("-c").arg(&s.cfg).args(["gc", "--keep", "1"])).success();
-    assert!(gc.stdout.starts_with("kept 1 runs"), "{}", gc.stdout);
+    assert!(gc.stdout.starts_with("kept 1 run "), "{}", gc.stdout);
     let after = objects(&s.cache()).len();
     assert!(after < before, "gc removed the old run's objects ({before} → {after})");
     let status = run(pipeline().arg("-c").arg(&s.cfg).arg("status")).success();

@@ -718,7 +718,10 @@ fn delta_update_fetches_only_what_changed_and_refuses_a_corrupt_file() {
     let r = run(atlas(&h).arg("update")).success();
     assert!(r.stderr.contains("installed fixture 2.0.0 (was 1.0.0)"), "{}", r.stderr);
     let line = r.stderr.lines().find(|l| l.contains("delta update: fetched")).unwrap_or_else(|| panic!("{}", r.stderr));
-    assert!(line.contains(&format!("fetched {} changed files,", changed.len())), "{line}");
+    assert!(
+        line.contains(&format!("fetched {},", atlas_runtime::words::count(changed.len(), "changed file"))),
+        "{line}"
+    );
     assert!(line.contains(&format!("reused {} unchanged", m2.artifacts.len() - changed.len())), "{line}");
     eprintln!("{line} (archive {} bytes)", std::fs::metadata(&v2).unwrap().len());
     run(atlas(&h).args(["verify", "fixture"])).success();

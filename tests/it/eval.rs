@@ -38,7 +38,7 @@ fn atlas_eval_reports_every_mode_compares_explains_and_gates() {
         run(&mut c)
     };
     let first = eval(&["--json", out.to_str().unwrap()]).success();
-    for want in ["3 answerable queries, 1 negatives", "keyword", "vector", "hybrid", "kind=code (2)", "threshold"] {
+    for want in ["3 answerable queries, 1 negative,", "keyword", "vector", "hybrid", "kind=code (2)", "threshold"] {
         assert!(first.stdout.contains(want), "{want:?} in\n{}", first.stdout);
     }
     let r = report(&out);

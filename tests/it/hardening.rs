@@ -425,7 +425,7 @@ fn one_broken_bundle_leaves_the_others_served() {
         let (g, b) = (good.to_str().unwrap(), broken.to_str().unwrap());
         let c = crate::mcp::stdio_client(&["serve", "rag", "--bundle", g, "--bundle", b], &log).await;
         let (text, v) = crate::mcp::ok(crate::mcp::call(&c, "list_libraries", json!({})).await);
-        assert!(text.contains("1 libraries served, 1 broken"), "{text}");
+        assert!(text.contains("1 library served, 1 broken"), "{text}");
         assert!(text.contains("damaged@1.0.0 is broken and not served"), "{text}");
         assert_eq!(v["broken"][0]["library"], "damaged@1.0.0", "{v}");
         let (hits, _) = crate::mcp::ok(crate::mcp::call(&c, "search_docs", json!({ "query": "helm install" })).await);
@@ -723,7 +723,7 @@ fn the_fs_server_follows_current_like_the_rag_server() {
         }
         assert!(!h.join("bundles/fixture/1.0.0").exists(), "rotated away");
         let r = crate::mcp::call(&fs, "search", json!({ "pattern": "Version two says hello" })).await;
-        assert!(crate::mcp::ok(r).0.contains("1 matches"), "fs reads the new version");
+        assert!(crate::mcp::ok(r).0.contains("1 match "), "fs reads the new version");
         rag.cancel().await.unwrap();
         fs.cancel().await.unwrap();
     });
@@ -745,7 +745,7 @@ fn gitbook_tags_nested_without_end_keep_the_chunk_text_linear() {
     std::fs::write(site.join("nested.md"), &page).unwrap();
     let cfg = atlas_e2e::write_config(work.path(), &site, "");
     let r = run(pipeline().arg("-c").arg(&cfg).args(["run", "--until", "chunk"])).success();
-    assert!(r.stderr.contains("1 pages nest GitBook tags past 64 levels or hints past 8"), "{}", r.stderr);
+    assert!(r.stderr.contains("1 page nests GitBook tags past 64 levels or hints past 8"), "{}", r.stderr);
     assert!(r.stderr.contains("nested.md"), "{}", r.stderr);
     let chunks = atlas_runtime::chunk_table::read_file(&work.path().join(".atlas/build/chunks.parquet")).unwrap();
     let text: usize = chunks.iter().filter(|c| c.path.ends_with("nested.md")).map(|c| c.text.len()).sum();

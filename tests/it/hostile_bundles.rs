@@ -233,7 +233,7 @@ fn bundle_fields_reach_the_agent_only_inert_or_fenced() {
     rt().block_on(async {
         let c = stdio_client(&rag, &tmp.path().join("rag.log")).await;
         let (text, _) = ok(call(&c, "list_libraries", json!({})).await);
-        assert!(text.contains("1 libraries served, 3 broken"), "{text}");
+        assert!(text.contains("1 library served, 3 broken"), "{text}");
         check("list_libraries", &text);
         let (_, hits) = ok(call(&c, "search_code", json!({"query": "backoff delay", "library": "forged"})).await);
         let id = hits["hits"][0]["chunk_id"].as_str().unwrap().to_owned();
@@ -353,7 +353,7 @@ fn a_broken_export_is_named_and_resources_come_from_the_database() {
         cmd.current_dir(tmp.path());
         let c: Client = ().serve(child_transport(cmd, &log)).await.unwrap();
         let (text, v) = ok(call(&c, "list_libraries", json!({})).await);
-        assert!(text.contains("1 libraries served, 1 broken"), "{text}");
+        assert!(text.contains("1 library served, 1 broken"), "{text}");
         assert_eq!(v["broken"][0]["library"], "fixture@1.0.0", "{v}");
         assert_eq!(v["libraries"][0]["library"], "portfolio@0.3.0", "{v}");
         let (_, hits) = ok(call(&c, "search_code", json!({"query": "InvoiceBuilder add_line"})).await);

@@ -14,7 +14,7 @@ use atlas_e2e::registry::{Published, cached_crate, cargo_home, sparse_registry, 
 use atlas_e2e::{Run, run, skip};
 
 /// `atlas` with home `h`, run in `cwd`, its registries' settings those given and no others.
-fn atlas(h: &Path, cwd: &Path) -> Command {
+pub(crate) fn atlas(h: &Path, cwd: &Path) -> Command {
     let mut c = crate::distribution::atlas(h);
     c.current_dir(cwd)
         .env_remove("ATLAS_CACHE_REMOTE")
@@ -194,7 +194,7 @@ fn an_npm_lock_entry_without_resolved_is_installed_from_the_registry_and_checked
 
 /// The crates of the local cargo cache a test publishes: itoa at two versions (1.10.0
 /// sorts before 1.9.0 as text), and fnv once. None when the cache lacks them.
-fn two_itoas_and_fnv(t: &Path) -> Option<(atlas_e2e::http::Server, PathBuf, String, String)> {
+pub(crate) fn two_itoas_and_fnv(t: &Path) -> Option<(atlas_e2e::http::Server, PathBuf, String, String)> {
     let (Some((_, itoa)), Some((fnv_version, fnv))) = (cached_crate("itoa"), cached_crate("fnv")) else {
         skip("no itoa or fnv .crate in the local cargo cache (build the workspace once)");
         return None;
@@ -417,4 +417,172 @@ fn sync_never_prints_the_credentials_in_a_lockfiles_urls() {
     assert_eq!(skipped.len(), 3, "{skipped:?}");
     assert!(skipped.iter().filter(|s| s.contains("git.corp.test")).count() == 2, "{skipped:?}");
     assert_eq!(r.stderr.matches("atlas: skipped").count(), 3, "{}", r.stderr);
+}
+
+/// `serve fs --project` over two versions of itoa and fnv: `read_file` takes a path
+/// that starts with the stored spelling or the shown one a hit carries, and a path at
+/// a version not served is an error that names the versions served, not a generic
+/// path error.
+#[test]
+fn read_file_at_a_version_not_served_names_the_versions_that_are() {
+    let t = tempfile::tempdir().unwrap();
+    let Some((_registry, cargo, lock, fnv_version)) = two_itoas_and_fnv(t.path()) else { return };
+    let h = crate::distribution::home(&t.path().join("h"));
+    let project = dir(t.path().join("app"));
+    std::fs::write(project.join("Cargo.lock"), lock).unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n[dependencies]\nitoa = \"1\"\nfnv = \"1\"\n",
+    )
+    .unwrap();
+    run(atlas(&h, t.path()).env("CARGO_HOME", &cargo).args(["sync", "--keyword-only"]).arg(&project)).success();
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("fs.log");
+    let mut cmd = crate::mcp::atlas(&["serve", "fs", "--project", project.to_str().unwrap()], &log);
+    cmd.env("ATLAS_HOME", &h).env("XDG_CONFIG_HOME", h.join("config")).env_remove("ATLAS_BUNDLE");
+    crate::mcp::rt().block_on(async {
+        let c = rmcp::ServiceExt::serve((), crate::mcp::child_transport(cmd, &log))
+            .await
+            .unwrap_or_else(|e| panic!("{e}: {}", crate::mcp::read(&log)));
+        let read = async |path: &str| {
+            crate::mcp::call(&c, "read_file", serde_json::json!({"path": path, "start_line": 1, "end_line": 3})).await
+        };
+        let fnv_shown = format!("crate:fnv@{fnv_version}/fnv/lib.rs");
+        for path in [
+            "crate+itoa@1.9.0/itoa/src/lib.rs",
+            "crate:itoa@1.9.0/itoa/src/lib.rs",
+            fnv_shown.as_str(),
+            "fnv/fnv/lib.rs",
+        ] {
+            let (_, v) = crate::mcp::ok(read(path).await);
+            assert!(v["path"].as_str().unwrap().starts_with("crate+"), "{path}: {v}");
+        }
+        let e = crate::mcp::err(read("crate:itoa@1.8.0/itoa/src/lib.rs").await);
+        assert!(
+            e.contains("crate:itoa@1.8.0 is not served: the versions served are")
+                && e.contains("1.9.0")
+                && e.contains("1.10.0")
+                && e.contains("crate+itoa@1.10.0/"),
+            "{e}"
+        );
+        let e = crate::mcp::err(read("crate+fnv@0.0.1/fnv/lib.rs").await);
+        assert!(e.contains(&format!("the version served is {fnv_version}")), "{e}");
+        let e = crate::mcp::err(read("itoa/itoa/src/lib.rs").await);
+        assert!(e.contains("names several versions"), "{e}");
+        c.cancel().await.unwrap();
+    });
+}
+
+/// `atlas doctor --project` and `atlas smoke --project` over a synced project: while
+/// the lockfile and the set agree, doctor's project line is ok and smoke serves every
+/// library of the set; once they disagree (a version locked that the set does not
+/// serve, a set entry no lockfile pins, a set entry whose bundle is gone), doctor says
+/// each on its own line with `atlas sync DIR` and exits non-zero, and smoke fails
+/// naming the library not served.
+#[test]
+fn doctor_and_smoke_check_a_project_and_fail_while_its_lockfile_and_its_set_disagree() {
+    let t = tempfile::tempdir().unwrap();
+    let Some((_registry, cargo, lock, fnv_version)) = two_itoas_and_fnv(t.path()) else { return };
+    let h = crate::distribution::home(&t.path().join("h"));
+    let project = dir(t.path().join("app"));
+    std::fs::write(project.join("Cargo.lock"), &lock).unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n[dependencies]\nitoa = \"1\"\nfnv = \"1\"\n",
+    )
+    .unwrap();
+    let p = project.to_str().unwrap();
+    run(atlas(&h, t.path()).env("CARGO_HOME", &cargo).args(["sync", "--keyword-only", p])).success();
+    let doctor = || {
+        let r = run(atlas(&h, t.path()).args(["doctor", "--json", "--project", p]));
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+        let lines: Vec<serde_json::Value> =
+            v["checks"].as_array().unwrap().iter().filter(|c| c["check"] == "project").cloned().collect();
+        (r, lines)
+    };
+    let (_, lines) = doctor();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["status"], "ok", "{lines:?}");
+    assert!(
+        lines[0]["detail"].as_str().unwrap().contains("the set serves what Cargo.lock pins (3 libraries)"),
+        "{lines:?}"
+    );
+    let r = run(atlas(&h, t.path()).args(["smoke", "--project", p]));
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(r.stdout.contains("list_libraries: every library of the set (3) served"), "{}", r.stdout);
+    let r = run(atlas(&h, t.path()).args(["smoke", "--project", t.path().to_str().unwrap()]));
+    assert_eq!(r.code, Some(2), "no set: {r:?}");
+    assert!(r.stderr.contains("has no library set; run `atlas sync"), "{}", r.stderr);
+
+    // The lockfile moves itoa 1.9.0 to 1.8.0, and fnv's bundle is gone.
+    std::fs::write(project.join("Cargo.lock"), lock.replace("\"1.9.0\"", "\"1.8.0\"")).unwrap();
+    std::fs::remove_dir_all(h.join(format!("bundles/crate+fnv/{fnv_version}"))).unwrap();
+    let (r, lines) = doctor();
+    assert_eq!(r.code, Some(1), "{r:?}");
+    let details: Vec<&str> = lines.iter().map(|l| l["detail"].as_str().unwrap()).collect();
+    assert_eq!(
+        details,
+        [
+            "crate:itoa@1.8.0 is locked in Cargo.lock but the set serves 1.10.0, 1.9.0".to_owned(),
+            format!("crate:fnv@{fnv_version} is in the set but its bundle is not installed"),
+            "crate:itoa@1.9.0 is in the set but no lockfile pins it".to_owned(),
+        ],
+        "{lines:?}"
+    );
+    assert!(lines.iter().all(|l| l["status"] == "fail" && l["fix"] == format!("run `atlas sync {p}`")), "{lines:?}");
+    let text = run(atlas(&h, t.path()).args(["doctor", "--project", p]));
+    assert_eq!(text.code, Some(1), "{text:?}");
+    assert!(text.stdout.contains(&format!("→ run `atlas sync {p}`")), "{}", text.stdout);
+    let r = run(atlas(&h, t.path()).args(["smoke", "--project", p]));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(r.stderr.contains("the set names 3 libraries, 2 served, broken: crate:fnv@"), "{}", r.stderr);
+}
+
+/// A Python library is pinned by any spelling PEP 503 makes its name (`Tiny_Units`,
+/// `tiny.units`, `pypi:TINY-units@0.3.1`), as the docs say: the pin resolves, never
+/// "no library is served".
+#[test]
+fn a_python_pin_names_its_library_in_any_spelling_pep_503_makes_one() {
+    let t = tempfile::tempdir().unwrap();
+    let sdist = tar_gz(&[
+        ("tiny_units-0.3.1/README.md", "# tiny-units\n\nConverts between metric and imperial units.\n"),
+        ("tiny_units-0.3.1/tiny_units/__init__.py", "def to_inches(cm):\n    return cm / 2.54\n"),
+    ]);
+    let hash = atlas_runtime::hash::sha256_bytes(&sdist);
+    let index = atlas_e2e::registry::simple_index("tiny-units", vec![("tiny_units-0.3.1.tar.gz".into(), sdist, false)]);
+    let url = index.url("/simple");
+    let project = dir(t.path().join("app"));
+    std::fs::write(
+        project.join("uv.lock"),
+        format!(
+            "version = 1\n[[package]]\nname = \"app\"\nversion = \"0.1.0\"\nsource = {{ editable = \".\" }}\n\
+             dependencies = [{{ name = \"tiny-units\" }}]\n\n[[package]]\nname = \"tiny-units\"\nversion = \"0.3.1\"\n\
+             source = {{ registry = \"{url}\" }}\n\
+             sdist = {{ url = \"{url}/../files/tiny_units-0.3.1.tar.gz\", hash = \"sha256:{hash}\" }}\n"
+        ),
+    )
+    .unwrap();
+    let h = crate::distribution::home(&t.path().join("h"));
+    run(atlas(&h, t.path()).args(["sync", "--keyword-only"]).arg(&project)).success();
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("rag.log");
+    let mut cmd = crate::mcp::atlas(&["serve", "rag", "--project", project.to_str().unwrap()], &log);
+    cmd.env("ATLAS_HOME", &h).env("XDG_CONFIG_HOME", h.join("config")).env_remove("ATLAS_BUNDLE");
+    crate::mcp::rt().block_on(async {
+        let c = rmcp::ServiceExt::serve((), crate::mcp::child_transport(cmd, &log))
+            .await
+            .unwrap_or_else(|e| panic!("{e}: {}", crate::mcp::read(&log)));
+        for pin in
+            ["Tiny_Units", "tiny.units", "TINY--units", "pypi:Tiny_Units", "pypi:TINY-units@0.3.1", "pypi+Tiny_Units"]
+        {
+            let r = crate::mcp::call(&c, "find_symbol", serde_json::json!({"name": "to_inches", "library": pin})).await;
+            let (_, v) = crate::mcp::ok(r);
+            assert_eq!(v["definitions"][0]["library"], "pypi:tiny-units@0.3.1", "{pin}: {v}");
+        }
+        let e = crate::mcp::err(
+            crate::mcp::call(&c, "find_symbol", serde_json::json!({"name": "to_inches", "library": "tinyunits"})).await,
+        );
+        assert!(e.contains("no library \"tinyunits\" is served"), "{e}");
+        c.cancel().await.unwrap();
+    });
 }

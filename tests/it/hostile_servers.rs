@@ -158,7 +158,7 @@ fn fs_search_cost_is_bounded() {
         let (t2, v) = ok(call(&c, "search", json!({"pattern": "needle"})).await);
         assert_eq!(v["matches"].as_array().unwrap().len(), 1, "{t2}");
         assert_eq!(v["files_skipped"], json!(["huge-line.md"]), "{t2}");
-        assert!(t2.contains("1 files not searched (a line over 4 MiB"), "{t2}");
+        assert!(t2.contains("1 file not searched (a line over 4 MiB"), "{t2}");
         assert!(t.elapsed() < Duration::from_secs(20), "took {:?}", t.elapsed());
         c.cancel().await.unwrap();
     });

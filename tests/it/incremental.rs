@@ -153,7 +153,7 @@ fn code_chunks_and_docs_code_cross_links() {
     let work = tempfile::tempdir().unwrap();
     let cfg = write_config(work.path(), site.path(), "    include: [\"**/*.md\", \"**/*.py\"]\n");
     let r = run(pipeline().arg("-c").arg(&cfg).args(["run", "--until", "chunk"])).success();
-    assert!(r.stderr.contains("dropped 1 licence-header lines in 1 files"), "{}", r.stderr);
+    assert!(r.stderr.contains("dropped 1 licence-header line in 1 file"), "{}", r.stderr);
     let all = chunks(work.path());
     let code: Vec<_> = all.iter().filter(|c| c.kind == atlas_runtime::ChunkKind::Code).collect();
     assert_eq!(code.len(), 1, "a small class is one chunk");

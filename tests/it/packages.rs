@@ -524,7 +524,8 @@ fn a_private_cargo_registrys_token_goes_with_every_request_to_it() {
 
 /// Hostile packages, served by the registry as real `.crate` files with the registry's
 /// own checksums: each is refused within the safe extractor's caps with one line, and
-/// nothing is written outside the package's cache nor installed.
+/// nothing is written outside the package's cache nor installed. (A link is left out,
+/// not refused: `a_link_in_a_package_is_skipped_with_a_note_and_the_rest_is_built`.)
 #[test]
 fn hostile_package_artifacts_are_refused_within_the_caps() {
     use atlas_e2e::registry::Evil;
@@ -541,14 +542,6 @@ fn hostile_package_artifacts_are_refused_within_the_caps() {
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("a ../ entry", Evil::gzip().file(&format!("{top}/../../escaped"), b"x").finish(), "'..'"),
         ("an absolute path", Evil::gzip().file(&format!("{v}/abs"), b"x").finish(), "absolute path"),
-        (
-            "a symlink out, then a file through it",
-            Evil::gzip()
-                .raw(format!("{top}/link").as_bytes(), tar::EntryType::Symlink, v.as_bytes(), 0, empty)
-                .file(&format!("{top}/link/through"), b"x")
-                .finish(),
-            "symlink",
-        ),
         (
             "a 200 MB gzip bomb (one file under the per-file cap)",
             Evil::gzip()
@@ -585,6 +578,70 @@ fn hostile_package_artifacts_are_refused_within_the_caps() {
     }
     let r = run(crate::distribution::atlas(&h).args(["bundles", "--json"])).success();
     assert!(!r.stdout.contains("evil"), "nothing installed: {}", r.stdout);
+}
+
+/// A package whose artifact holds links (a symlink out of the tree with a file "through"
+/// it, a hard link), as mkdocstrings-python's sdist holds one: each link is left out and
+/// named once in the build's notes, nothing is written through it, and the rest of the
+/// package is built and served.
+#[test]
+fn a_link_in_a_package_is_skipped_with_a_note_and_the_rest_is_built() {
+    use atlas_e2e::registry::Evil;
+    let t = tempfile::tempdir().unwrap();
+    let victim = t.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    let top = "linky-1.0.0";
+    let bytes = Evil::gzip()
+        .file(&format!("{top}/Cargo.toml"), b"[package]\nname = \"linky\"\nversion = \"1.0.0\"\n")
+        .file(
+            &format!("{top}/src/lib.rs"),
+            b"/// Adds one to a counter.\npub fn add_one(x: u32) -> u32 {\n    x + 1\n}\n",
+        )
+        .raw(
+            format!("{top}/docs").as_bytes(),
+            tar::EntryType::Symlink,
+            victim.to_str().unwrap().as_bytes(),
+            0,
+            b"".as_slice(),
+        )
+        .file(&format!("{top}/docs/guide.md"), b"# Guide\n\nWritten beside the link, never through it.\n")
+        .raw(
+            format!("{top}/README.md").as_bytes(),
+            tar::EntryType::Link,
+            format!("{top}/src/lib.rs").as_bytes(),
+            0,
+            b"".as_slice(),
+        )
+        .finish();
+    let registry = sparse_registry(vec![Published::real("linky", "1.0.0", bytes)], |_, b| b);
+    let cargo = cargo_home(t.path(), &registry);
+    let work = t.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(
+        work.join("pipeline.yaml"),
+        "name: dep\nsources:\n  linky:\n    kind: package\n    spec: \"crate:linky@1.0.0\"\nstages:\n  embed:\n    enabled: false\n",
+    )
+    .unwrap();
+    let r = build(&work, &cargo);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    for link in ["docs", "README.md"] {
+        let note = format!("skipped linky/{link}: a link in crate:linky@1.0.0's artifact, left out");
+        assert_eq!(r.stderr.matches(&note).count(), 1, "{link}: {}", r.stderr);
+    }
+    assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0, "nothing written through the link");
+    let mirror = work.join(".atlas/build/bundle/mirror/linky");
+    assert!(mirror.join("src/lib.rs").is_file() && mirror.join("docs/guide.md").is_file(), "the rest is built");
+    assert!(!mirror.join("README.md").exists());
+    let s = run(Command::new(bin("atlas"))
+        .args(["search", "--symbol", "add_one", "--json", "--bundle"])
+        .arg(work.join(".atlas/build/bundle")))
+    .success();
+    assert!(s.stdout.contains("linky/src/lib.rs"), "{}", s.stdout);
+    // A second run with the artifact unpacked already still names the links.
+    std::fs::remove_dir_all(work.join(".atlas/build")).unwrap();
+    let again = run(pipeline().current_dir(&work).env("CARGO_HOME", &cargo).args(["run", "--force", "crawl"]));
+    assert_eq!(again.code, Some(0), "{again:?}");
+    assert!(again.stderr.contains("skipped linky/docs: a link"), "{}", again.stderr);
 }
 
 /// Two teammates with the same lockfile in different folders and homes, behind one

@@ -96,6 +96,21 @@ pub struct Extracted {
     pub top: String,
     pub files: u64,
     pub bytes: u64,
+    /// The link entries left out, by their names in the archive (only with
+    /// [`Links::Skip`]; with [`Links::Refuse`] a link fails the extraction).
+    pub skipped_links: Vec<String>,
+}
+
+/// What the extractor does with a symlink or hard link entry. Neither is ever
+/// followed nor made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// The archive is refused: a bundle holds regular files and folders only.
+    Refuse,
+    /// The entry is left out and named in [`Extracted::skipped_links`]; the rest is
+    /// unpacked. For a published package, where one link (an sdist's `docs` link, say)
+    /// must not cost the whole package.
+    Skip,
 }
 
 /// Unpacks the tar.zst `archive` into the empty folder `target`, entry by entry, under
@@ -119,13 +134,31 @@ pub enum Compression {
 /// [`extract`] for an archive compressed as `compression`, with the same checks: one
 /// top folder, regular files and folders only, every limit.
 pub fn extract_as(archive: &Path, target: &Path, limits: &Limits, compression: Compression) -> Result<Extracted> {
-    walk(archive, limits, None, compression)?;
-    walk(archive, limits, Some(target), compression)
+    extract_with(archive, target, limits, compression, Links::Refuse)
+}
+
+/// [`extract_as`] with a choice of what a link entry does: refuse the archive, or be
+/// left out and named ([`Links`]). Every other check is the same.
+pub fn extract_with(
+    archive: &Path,
+    target: &Path,
+    limits: &Limits,
+    compression: Compression,
+    links: Links,
+) -> Result<Extracted> {
+    walk(archive, limits, None, compression, links)?;
+    walk(archive, limits, Some(target), compression, links)
 }
 
 /// One pass over the archive: checks every entry, and writes it under `target` when
 /// there is one.
-fn walk(archive: &Path, limits: &Limits, target: Option<&Path>, compression: Compression) -> Result<Extracted> {
+fn walk(
+    archive: &Path,
+    limits: &Limits,
+    target: Option<&Path>,
+    compression: Compression,
+    links: Links,
+) -> Result<Extracted> {
     let file = std::fs::File::open(archive).map_err(io(archive))?;
     let counting = std::rc::Rc::new(std::cell::Cell::new(0u64));
     let reader = CountingShared { inner: std::io::BufReader::new(file), read: counting.clone() };
@@ -152,6 +185,7 @@ fn walk(archive: &Path, limits: &Limits, target: Option<&Path>, compression: Com
     let mut seen = BTreeSet::new();
     let mut top: Option<String> = None;
     let (mut entries, mut files) = (0u64, 0u64);
+    let mut skipped_links = Vec::new();
     let mut buf = vec![0u8; 256 << 10];
     for entry in tar.entries().map_err(corrupt)? {
         let mut entry = entry.map_err(corrupt)?;
@@ -238,6 +272,9 @@ fn walk(archive: &Path, limits: &Limits, target: Option<&Path>, compression: Com
                 }
                 files += 1;
             }
+            tar::EntryType::Symlink | tar::EntryType::Link if links == Links::Skip => {
+                skipped_links.push(shown);
+            }
             other => {
                 return Err(Error::UnsafeArchive(format!(
                     "entry {shown:?} is a {}; only regular files and folders are accepted",
@@ -252,7 +289,7 @@ fn walk(archive: &Path, limits: &Limits, target: Option<&Path>, compression: Com
     std::io::copy(&mut rest, &mut std::io::sink()).map_err(corrupt)?;
     let top = top.ok_or_else(|| Error::DataCorruption(format!("{}: the archive is empty", archive.display())))?;
     let root = target.unwrap_or(Path::new("")).join(&top);
-    Ok(Extracted { root, top, files, bytes: unpacked.get() })
+    Ok(Extracted { root, top, files, bytes: unpacked.get(), skipped_links })
 }
 
 /// Counts the decompressed bytes and fails the read that passes a limit: the total,
@@ -420,6 +457,46 @@ mod tests {
         let limits = Limits { ratio_floor_bytes: 1 << 20, ..Limits::default() };
         let e = extract(&path, &dir.path().join("t"), &limits).unwrap_err();
         assert!(matches!(e, Error::UnsafeArchive(_)) && e.to_string().contains("compression bomb"), "{e}");
+    }
+
+    #[test]
+    fn a_package_skips_its_links_and_names_them_while_a_bundle_refuses_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+        let mut add = |path: &str, kind: tar::EntryType, link: &str, body: &[u8]| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(kind);
+            h.set_size(body.len() as u64);
+            h.set_mode(0o644);
+            if !link.is_empty() {
+                h.set_link_name(link).unwrap();
+            }
+            tar.append_data(&mut h, path, body).unwrap();
+        };
+        add("pkg-1.0/README.md", tar::EntryType::Regular, "", b"# pkg\n");
+        add("pkg-1.0/docs", tar::EntryType::Symlink, victim.to_str().unwrap(), b"");
+        add("pkg-1.0/docs/through.md", tar::EntryType::Regular, "", b"not through the link\n");
+        add("pkg-1.0/again.md", tar::EntryType::Link, "pkg-1.0/README.md", b"");
+        add("pkg-1.0/src/lib.py", tar::EntryType::Regular, "", b"x = 1\n");
+        let path = dir.path().join("pkg-1.0.tar.gz");
+        std::fs::write(&path, tar.into_inner().unwrap().finish().unwrap()).unwrap();
+
+        let refused = dir.path().join("refused");
+        let e = extract_as(&path, &refused, &Limits::default(), Compression::Gzip).unwrap_err();
+        assert!(e.to_string().contains("is a symlink; only regular files and folders"), "{e}");
+        assert!(!refused.exists(), "a refused archive wrote nothing");
+
+        let x =
+            extract_with(&path, &dir.path().join("ok"), &Limits::default(), Compression::Gzip, Links::Skip).unwrap();
+        assert_eq!(x.skipped_links, ["pkg-1.0/docs", "pkg-1.0/again.md"]);
+        assert_eq!(x.files, 3);
+        assert_eq!(std::fs::read_to_string(x.root.join("src/lib.py")).unwrap(), "x = 1\n");
+        let docs = std::fs::symlink_metadata(x.root.join("docs")).unwrap();
+        assert!(docs.is_dir() && !docs.file_type().is_symlink(), "a link is never made");
+        assert!(!x.root.join("again.md").exists());
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0, "nothing written through the link");
     }
 
     #[test]

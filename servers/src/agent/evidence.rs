@@ -72,7 +72,13 @@ pub fn passages(tool: &str, structured: &Value, prefixed: bool) -> Vec<Evidence>
     let s = |v: &Value| atlas_runtime::utf8::clip_chars(v.as_str().unwrap_or_default(), MAX_FIELD_CHARS);
     let line = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
     let item = |library: String, path: String, start: u32, end: u32, citation: String, title: String| {
-        let path = if prefixed && !library.is_empty() { format!("{library}/{path}") } else { path };
+        // A hit names its library shown (`crate:clap@4.5.20`); the fs server's paths
+        // start with it stored (`crate+clap@4.5.20/…`).
+        let path = if prefixed && !library.is_empty() {
+            format!("{}/{path}", atlas_runtime::package::stored_label(&library))
+        } else {
+            path
+        };
         Evidence {
             n: 0,
             library,
@@ -251,5 +257,14 @@ mod tests {
         let g = &passages("search", &grep, true)[0];
         assert_eq!((g.path.as_str(), g.start_line, g.end_line), ("lib@1/x.py", 1, 5));
         assert!(passages("list_files", &serde_json::json!({"files": ["a"]}), false).is_empty());
+    }
+
+    #[test]
+    fn a_package_librarys_passage_is_read_by_the_path_the_fs_server_lists() {
+        let hit = serde_json::json!({"hits": [{"library": "crate:clap@4.5.20", "path": "clap/src/lib.rs", "start_line": 1, "end_line": 9, "score": 1.0}]});
+        let e = &passages("search_code", &hit, true)[0];
+        assert_eq!((e.library.as_str(), e.path.as_str()), ("crate:clap@4.5.20", "crate+clap@4.5.20/clap/src/lib.rs"));
+        let scoped = serde_json::json!({"definitions": [{"library": "npm:@scope/x@1.2.3", "path": "x/index.js", "start_line": 2, "end_line": 4, "kind": "function", "name": "pad"}]});
+        assert_eq!(passages("find_symbol", &scoped, true)[0].path, "npm+scope+x@1.2.3/x/index.js");
     }
 }

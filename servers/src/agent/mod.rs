@@ -217,12 +217,18 @@ pub async fn run(
     let mut pool = Pool::default();
     let (confidence, unseen, defined) = plan(served, &question, &mut pool, &mut out.tool_calls, opts.trace).await;
     pool.rank_and_keep(MAX_EVIDENCE);
+    let found = pool.items.len();
     read_within(served, &mut pool, opts.packet_tokens, &mut out.tool_calls, opts.trace).await;
     out.confidence = confidence;
     let weak = confidence.is_none_or(|c| c < out.threshold) && !defined;
-    if weak || pool.items.is_empty() {
+    let why = match (weak, pool.items.is_empty()) {
+        (true, _) => Some(Refusal::Weak { confidence, threshold: out.threshold, unseen: &unseen }),
+        (false, true) => Some(Refusal::Unread { found }),
+        (false, false) => None,
+    };
+    if let Some(why) = why {
         out.stop_reason = Stop::Refused;
-        out.answer = refusal(&served.name, confidence, out.threshold, &unseen, &pool);
+        out.answer = refusal(&served.name, why, &pool);
     } else if let Some(brain) = &opts.brain {
         converse(served, brain, &question, task, opts, &mut pool, &mut out, started).await;
     } else {
@@ -289,14 +295,44 @@ pub fn packet(pool: &Pool) -> String {
     pool.items.iter().map(Evidence::render).collect::<Vec<_>>().join("\n")
 }
 
-fn refusal(name: &str, confidence: Option<f32>, threshold: f32, unseen: &[String], pool: &Pool) -> String {
-    let c = confidence.map_or_else(|| "none".to_owned(), |c| format!("{c:.2}"));
-    let mut s = format!(
-        "I can't answer that from {}: nothing found is close enough to the question (confidence {c}, below the \
-         threshold {threshold:.2}), so no answer was attempted.",
-        inert(name)
-    );
-    s.push_str(&crate::ask::unseen_sentence(unseen));
+/// Why no answer was attempted.
+enum Refusal<'a> {
+    /// The best search's confidence is under the threshold (or no search gave one),
+    /// and no name the question holds is defined.
+    Weak { confidence: Option<f32>, threshold: f32, unseen: &'a [String] },
+    /// Confident enough, but none of the `found` passages could be read verbatim
+    /// through fs, so nothing could be cited.
+    Unread { found: usize },
+}
+
+fn refusal(name: &str, why: Refusal<'_>, pool: &Pool) -> String {
+    let mut s = match why {
+        Refusal::Weak { confidence, threshold, unseen } => {
+            let c = match confidence {
+                Some(c) => format!("confidence {c:.2}, below the threshold {threshold:.2}"),
+                None => format!("no search gave a confidence to compare with the threshold {threshold:.2}"),
+            };
+            let mut s = format!(
+                "I can't answer that from {}: nothing found is close enough to the question ({c}), so no answer \
+                 was attempted.",
+                inert(name)
+            );
+            s.push_str(&crate::ask::unseen_sentence(unseen));
+            s
+        }
+        Refusal::Unread { found: 0 } => {
+            format!("I can't answer that from {}: the searches found nothing, so no answer was attempted.", inert(name))
+        }
+        Refusal::Unread { found } => format!(
+            "I can't answer that from {}: {}, so nothing could be cited and no answer was attempted \
+             (`--trace` shows each read_file and its error).",
+            inert(name),
+            match found {
+                1 => "the one passage found could not be read verbatim through the fs server".to_owned(),
+                n => format!("none of the {n} passages found could be read verbatim through the fs server"),
+            }
+        ),
+    };
     if !pool.items.is_empty() {
         s.push_str(" The nearest passages:\n");
         for e in pool.items.iter().take(3) {
@@ -319,4 +355,24 @@ pub fn render(out: &Outcome) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_says_the_confidence_is_below_the_threshold_only_when_it_is() {
+        let pool = Pool::default();
+        let weak = refusal("lib@1", Refusal::Weak { confidence: Some(0.12), threshold: 0.25, unseen: &[] }, &pool);
+        assert!(weak.contains("(confidence 0.12, below the threshold 0.25)"), "{weak}");
+        let none = refusal("lib@1", Refusal::Weak { confidence: None, threshold: 0.25, unseen: &[] }, &pool);
+        assert!(none.contains("no search gave a confidence") && !none.contains("below"), "{none}");
+        // Sure, but nothing could be read: no confidence compared, the reads named.
+        let unread = refusal("lib@1", Refusal::Unread { found: 3 }, &pool);
+        assert!(!unread.contains("confidence") && !unread.contains("below"), "{unread}");
+        assert!(unread.contains("none of the 3 passages found could be read verbatim"), "{unread}");
+        let one = refusal("lib@1", Refusal::Unread { found: 1 }, &pool);
+        assert!(one.contains("the one passage found could not be read"), "{one}");
+    }
 }

@@ -50,7 +50,9 @@ impl Args {
         }
         if unembedded > 0 {
             anyhow::bail!(
-                "{unembedded} packages were not embedded (each said why above); they answer by keyword and symbols"
+                "{} {} not embedded (each said why above); they answer by keyword and symbols",
+                atlas_runtime::words::count(unembedded, "package"),
+                atlas_runtime::words::agree(unembedded, "was", "were")
             );
         }
         Ok(())

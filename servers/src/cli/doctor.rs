@@ -8,6 +8,10 @@ use std::path::PathBuf;
 pub(super) struct Args {
     #[arg(long)]
     json: bool,
+    /// Also check a project: that its library set serves what its lockfiles pin, and
+    /// that each library of the set is installed (a line for each that is not).
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
 }
 
 impl Args {
@@ -17,7 +21,10 @@ impl Args {
             Err(e) => (Config::default(), Err(e)),
         };
         atlas_runtime::model::configure(cfg.home, cfg.model_dir);
-        let checks = crate::doctor::run(found);
+        let mut checks = crate::doctor::run(found);
+        if let Some(dir) = &self.project {
+            checks.extend(crate::doctor::project(dir));
+        }
         let failed = checks.iter().any(|c| c.status == Status::Fail);
         let text = if self.json {
             format!("{}\n", serde_json::to_string_pretty(&serde_json::json!({ "ok": !failed, "checks": checks }))?)

@@ -44,9 +44,9 @@ impl Args {
             for r in rows {
                 let state = if r.complete { "complete" } else { "incomplete (rerun the export to finish it)" };
                 out.push_str(&format!(
-                    "{}  {} chunks  {:.1} MB  {}  {state}\n",
+                    "{}  {}  {:.1} MB  {}  {state}\n",
                     r.library,
-                    r.chunks,
+                    atlas_runtime::words::count(r.chunks, "chunk"),
                     r.bytes as f64 / 1e6,
                     r.at
                 ));
@@ -86,11 +86,11 @@ impl Args {
             return super::print(&format!("{} is already exported and complete; nothing to do\n", e.schema));
         }
         super::print(&format!(
-            "exported {} ({} chunks) to {}: {} steps run, {} already done, {:.1} MB, verified, {:.1} s\n",
+            "exported {} ({}) to {}: {} run, {} already done, {:.1} MB, verified, {:.1} s\n",
             e.schema,
-            manifest.chunk_count,
+            atlas_runtime::words::count(manifest.chunk_count, "chunk"),
             atlas_pg::redact(&self.to),
-            e.steps_run,
+            atlas_runtime::words::count(e.steps_run, "step"),
             e.steps_skipped,
             e.bytes as f64 / 1e6,
             started.elapsed().as_secs_f64()

@@ -32,13 +32,25 @@ impl Args {
 /// A bundle's summary for people.
 fn render(i: &BundleInfo) -> String {
     let mut s = format!(
-        "{} {} (built {})\n  {} chunks, {} vectors from {} ({}-d, {} index)\n",
-        i.name, i.version, i.created, i.chunks, i.embedding_rows, i.model, i.dims, i.vector_index
+        "{} {} (built {})\n  {}, {} from {} ({}-d, {} index)\n",
+        i.name,
+        i.version,
+        i.created,
+        atlas_runtime::words::count(i.chunks, "chunk"),
+        atlas_runtime::words::count(i.embedding_rows, "vector"),
+        i.model,
+        i.dims,
+        i.vector_index
     );
     let counts = |m: &BTreeMap<String, usize>| m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ");
     s.push_str(&format!("  by kind: {}\n  by section: {}\n", counts(&i.by_kind), counts(&i.by_section)));
     for src in &i.sources {
-        s.push_str(&format!("  source {} ({}): {} files", src.name, src.kind, src.files));
+        s.push_str(&format!(
+            "  source {} ({}): {}",
+            src.name,
+            src.kind,
+            atlas_runtime::words::count(src.files, "file")
+        ));
         if let Some(u) = &src.url {
             s.push_str(&format!(" from {u}"));
         }

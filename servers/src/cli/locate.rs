@@ -181,7 +181,12 @@ pub(super) fn open_libraries(
     let single = located.found.len() + located.broken.len() + exported.len() + broken_exports.len() == 1;
     let mut lives = Vec::new();
     for b in exported {
-        tracing::info!("serving {} ({} chunks) from {}", b.library(), b.chunk_count(), b.dir.display());
+        tracing::info!(
+            "serving {} ({}) from {}",
+            b.library(),
+            atlas_runtime::words::count(b.chunk_count(), "chunk"),
+            b.dir.display()
+        );
         lives.push(Live::new(std::sync::Arc::new(b)));
     }
     let mut broken_libs = located.broken;
@@ -196,7 +201,12 @@ pub(super) fn open_libraries(
             }
             Err(e) => return Err(e),
         };
-        tracing::info!("serving {} ({} chunks) from {}", b.library(), b.chunk_count(), dir.display());
+        tracing::info!(
+            "serving {} ({}) from {}",
+            b.library(),
+            atlas_runtime::words::count(b.chunk_count(), "chunk"),
+            dir.display()
+        );
         let live = Live::new(std::sync::Arc::new(b));
         let _guard = rt.enter();
         atlas_mcp::live::watch(live.clone(), origin, opts.clone());

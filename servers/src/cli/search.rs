@@ -160,7 +160,12 @@ fn code_lookup(
                 serde_json::json!({ "name": name, "total": total, "files": files, "note": atlas_mcp::code::BY_NAME });
             format!("{}\n", serde_json::to_string_pretty(&v)?)
         } else {
-            let mut s = format!("{total} uses of {name:?} in {} files ({}):\n", files.len(), atlas_mcp::code::BY_NAME);
+            let mut s = format!(
+                "{} of {name:?} in {} ({}):\n",
+                atlas_runtime::words::count(total, "use"),
+                atlas_runtime::words::count(files.len(), "file"),
+                atlas_mcp::code::BY_NAME
+            );
             for f in &files {
                 s.push_str(&format!("{}\n", atlas_mcp::output::inert(&f.path)));
                 for r in &f.references {

@@ -146,7 +146,10 @@ impl Args {
             file.display()
         );
         if waiting > 0 {
-            eprintln!("atlas: {waiting} of them answer by keyword and symbols only, without vectors yet");
+            eprintln!(
+                "atlas: {waiting} of them {} by keyword and symbols only, without vectors yet",
+                atlas_runtime::words::agree(waiting, "answers", "answer")
+            );
         }
         if self.json {
             let v = serde_json::json!({
@@ -175,8 +178,9 @@ impl Args {
         }
         if !unembedded.is_empty() {
             anyhow::bail!(
-                "{} packages were not embedded (each said why above); they answer by keyword and symbols",
-                unembedded.len()
+                "{} {} not embedded (each said why above); they answer by keyword and symbols",
+                atlas_runtime::words::count(unembedded.len(), "package"),
+                atlas_runtime::words::agree(unembedded.len(), "was", "were")
             );
         }
         Ok(())

@@ -16,6 +16,13 @@ impl Args {
         let (dir, _) = locate(self.bundle, cfg)?;
         let m =
             atlas_runtime::manifest::verify(&dir).with_context(|| format!("verifying the bundle {}", dir.display()))?;
-        super::print(&format!("ok: {} {}: {} files match the manifest\n", m.name, m.version, m.artifacts.len()))
+        let n = m.artifacts.len();
+        super::print(&format!(
+            "ok: {} {}: {} {} the manifest\n",
+            m.name,
+            m.version,
+            atlas_runtime::words::count(n, "file"),
+            atlas_runtime::words::agree(n, "matches", "match")
+        ))
     }
 }

@@ -74,21 +74,25 @@ pub fn vectors(wanted: &[Wanted], keyword: &[Done], opts: &Options) -> Vec<Optio
     }
     if opts.keyword_only {
         eprintln!(
-            "atlas: {} libraries answer by keyword and symbols; run the same command without --keyword-only to embed them",
-            todo.len()
+            "atlas: {} {} by keyword and symbols; run the same command without --keyword-only to embed them",
+            atlas_runtime::words::count(todo.len(), "library"),
+            atlas_runtime::words::agree(todo.len(), "answers", "answer")
         );
         return out;
     }
     if !atlas_runtime::model::default_provisioned() {
         eprintln!(
-            "atlas: {} libraries answer by keyword and symbols; run `atlas setup` (ONNX Runtime and the model), then this command again, to embed them",
-            todo.len()
+            "atlas: {} {} by keyword and symbols; run `atlas setup` (ONNX Runtime and the model), then this command again, to embed them",
+            atlas_runtime::words::count(todo.len(), "library"),
+            atlas_runtime::words::agree(todo.len(), "answers", "answer")
         );
         return out;
     }
     eprintln!(
-        "atlas: {} libraries answer by keyword and symbols now; embedding them (servers pick them up as each finishes)",
-        todo.len()
+        "atlas: {} {} by keyword and symbols now; embedding {} (servers pick them up as each finishes)",
+        atlas_runtime::words::count(todo.len(), "library"),
+        atlas_runtime::words::agree(todo.len(), "answers", "answer"),
+        atlas_runtime::words::agree(todo.len(), "it", "them")
     );
     let some: Vec<Wanted> = todo.iter().map(|&i| wanted[i].clone()).collect();
     for (i, d) in todo.into_iter().zip(add(&some, Pass::Vectors, opts)) {

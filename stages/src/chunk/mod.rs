@@ -224,7 +224,14 @@ impl Stage for Chunk {
             all.extend(records);
         }
         if license_lines > 0 {
-            out.notes.push(format!("dropped {license_lines} licence-header lines in {license_files} files"));
+            out.notes.push(format!(
+                "dropped {} in {}",
+                atlas_runtime::words::count(
+                    usize::try_from(license_lines).unwrap_or(usize::MAX),
+                    "licence-header line"
+                ),
+                atlas_runtime::words::count(license_files, "file")
+            ));
         }
         cross_link(&mut all);
         let mut seen = BTreeSet::new();
@@ -242,7 +249,11 @@ impl Stage for Chunk {
             ctx.cache.put(&atlas_runtime::symbols::references_to_parquet(&refs).context("writing references")?)?;
         out.objects.extend([sym, rfs]);
         if !defs.is_empty() {
-            out.notes.push(format!("symbol table: {} definitions, {} references by name", defs.len(), refs.len()));
+            out.notes.push(format!(
+                "symbol table: {}, {} by name",
+                atlas_runtime::words::count(defs.len(), "definition"),
+                atlas_runtime::words::count(refs.len(), "reference")
+            ));
         }
         let manifest = ctx.cache.put_json(&ChunkManifest {
             chunks: pq,

@@ -88,12 +88,18 @@ impl Stage for CleanGitbook {
             docs.push(CleanDoc { doc, clean: d });
         }
         if let Some((n, pages)) = report.counted(TOO_DEEP) {
-            out.notes.push(format!("{n} pages hold HTML nested too deep to convert, kept as plain text: {pages}"));
+            out.notes.push(format!(
+                "{} {} HTML nested too deep to convert, kept as plain text: {pages}",
+                atlas_runtime::words::count(n, "page"),
+                atlas_runtime::words::agree(n, "holds", "hold"),
+            ));
         }
         if let Some((n, pages)) = report.counted(TAGS_TOO_DEEP) {
             out.notes.push(format!(
-                "{n} pages nest GitBook tags past {MAX_TAG_DEPTH} levels or hints past {MAX_QUOTE_DEPTH}, \
-                 kept at that depth: {pages}"
+                "{} {} GitBook tags past {MAX_TAG_DEPTH} levels or hints past {MAX_QUOTE_DEPTH}, kept at that depth: \
+                 {pages}",
+                atlas_runtime::words::count(n, "page"),
+                atlas_runtime::words::agree(n, "nests", "nest"),
             ));
         }
         if report.residual_gitbook > 0 {

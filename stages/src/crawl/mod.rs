@@ -103,7 +103,10 @@ impl Crawl {
                     if let Some(index) = public_urls {
                         let n = site::public_urls(&root.join(index), &mut scan)
                             .with_context(|| format!("source {name}: public_urls"))?;
-                        ctx.progress.log(&format!("crawl: {name}: {n} pages cited by their public URL"));
+                        ctx.progress.log(&format!(
+                            "crawl: {name}: {} cited by their public URL",
+                            atlas_runtime::words::count(n, "page")
+                        ));
                     }
                     scans.insert(name.clone(), scan);
                 }
@@ -232,7 +235,11 @@ impl Stage for Crawl {
 fn empty_source(name: &str, src: &SourceConfig, scan: &Scan) -> String {
     let mut why = format!("source {name} ({}) yielded no documents", src.kind());
     if let Some((rel, reason)) = scan.skipped.first() {
-        why.push_str(&format!("; {} files were skipped (e.g. {rel}: {reason})", scan.skipped.len()));
+        why.push_str(&format!(
+            "; {} {} skipped (e.g. {rel}: {reason})",
+            atlas_runtime::words::count(scan.skipped.len(), "file"),
+            atlas_runtime::words::agree(scan.skipped.len(), "was", "were")
+        ));
     }
     match src {
         SourceConfig::Local { path, include, .. } => {

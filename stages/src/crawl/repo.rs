@@ -123,10 +123,10 @@ fn read(
     let commit = git::resolve(bare, r.rev, r.branch)?;
     let checkout = git::files_at(bare, &commit, |path| globs.keep(path), p.max_file_bytes)?;
     ctx.progress.log(&format!(
-        "crawl: {} at {}: {} files",
+        "crawl: {} at {}: {}",
         r.url,
         &commit[..12.min(commit.len())],
-        checkout.files.len()
+        atlas_runtime::words::count(checkout.files.len(), "file")
     ));
     let prefix = r.name.map(|n| format!("{n}/")).unwrap_or_default();
     for (path, why) in checkout.skipped {

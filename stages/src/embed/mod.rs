@@ -108,7 +108,10 @@ fn no_vectors(spec: &'static model::ModelSpec, chunks: usize, ctx: &Ctx<'_>) -> 
         over_window_windows: 0,
         tokens: 0,
     };
-    out.notes.push(format!("{chunks} chunks left unembedded (stages.embed.enabled: false): keyword and symbols only"));
+    out.notes.push(format!(
+        "{} left unembedded (stages.embed.enabled: false): keyword and symbols only",
+        atlas_runtime::words::count(chunks, "chunk")
+    ));
     let d = ctx.cache.put_json(&manifest)?;
     out.objects.insert(d);
     out.output = Some(d);
@@ -432,8 +435,8 @@ impl Stage for Embed {
         if !missing.is_empty() {
             let secs = t0.elapsed().as_secs_f64().max(1e-9);
             out.notes.push(format!(
-                "embedded {} chunks ({total_tokens} tokens) in {secs:.2} s: {:.1} chunks/s, {:.0} tokens/s",
-                missing.len(),
+                "embedded {} ({total_tokens} tokens) in {secs:.2} s: {:.1} chunks/s, {:.0} tokens/s",
+                atlas_runtime::words::count(missing.len(), "chunk"),
                 missing.len() as f64 / secs,
                 done_tokens as f64 / secs
             ));

@@ -112,7 +112,12 @@ fn eval_note(r: &atlas_runtime::eval::Report) -> String {
         .iter()
         .map(|m| format!("{} MRR@10 {:.3} R@5 {:.3}", m.mode, m.metrics.mrr10, m.metrics.recall5))
         .collect();
-    format!("eval ({} queries, {} negatives): {}", r.answerable, r.negatives, modes.join(", "))
+    format!(
+        "eval ({}, {}): {}",
+        atlas_runtime::words::count(r.answerable, "query"),
+        atlas_runtime::words::count(r.negatives, "negative"),
+        modes.join(", ")
+    )
 }
 
 #[derive(Debug, Default)]

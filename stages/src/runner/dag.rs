@@ -205,11 +205,12 @@ pub fn run(
         outputs.insert(name, record.output);
         let millis = ts.elapsed().as_millis() as u64;
         progress.log(&format!(
-            "{name}: {} ({items} items, {reused} reused) in {}",
+            "{name}: {} ({}, {reused} reused) in {}",
             match outcome {
                 Outcome::Ran => "ran",
                 Outcome::Cached => "cached",
             },
+            atlas_runtime::words::count(items, "item"),
             fmt_ms(millis)
         ));
         reports.push(StageReport {

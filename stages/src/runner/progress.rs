@@ -44,7 +44,7 @@ impl Progress {
             b
         });
         if bar.is_none() {
-            eprintln!("{name}: {total} items");
+            eprintln!("{name}: {}", atlas_runtime::words::count(total, "item"));
         }
         StageBar {
             bar,
@@ -90,7 +90,12 @@ impl StageBar {
                 let mut last = self.last_log.lock().unwrap_or_else(|e| e.into_inner());
                 if last.elapsed() >= Duration::from_secs(2) && done < self.total {
                     let errors = self.errors.load(Ordering::Relaxed);
-                    eprintln!("{}: {done}/{} items, {errors} errors", self.name, self.total);
+                    eprintln!(
+                        "{}: {done}/{}, {}",
+                        self.name,
+                        atlas_runtime::words::count(self.total, "item"),
+                        atlas_runtime::words::count(errors, "error")
+                    );
                     *last = Instant::now();
                 }
             }
@@ -101,7 +106,7 @@ impl StageBar {
     pub fn error(&self) {
         let n = self.errors.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some(b) = &self.bar {
-            b.set_message(format!("{n} errors"));
+            b.set_message(atlas_runtime::words::count(n, "error"));
         }
     }
 

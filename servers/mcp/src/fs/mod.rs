@@ -90,23 +90,47 @@ impl FsServer {
     }
 
     /// Which library a path names, and the path inside its mirror. With several
-    /// libraries the first segment is `name@version`, or `name` when one version of
-    /// it is served.
+    /// libraries the path starts with `name@version`, or `name` when one version of it
+    /// is served; the name in any spelling a `library` argument takes (the stored
+    /// `crate+clap`, the shown `crate:clap` or `npm:@scope/x` that hits carry, the bare
+    /// package name), through [`atlas_runtime::package::matches`]. A version that is
+    /// not served is an error naming those that are.
     fn route<'a, 'b>(&self, libs: &'b [Lib], path: &'a str) -> Result<(&'b Lib, &'a str), String> {
         if let ([one], true) = (libs, self.broken.is_empty()) {
             return Ok((one, path));
         }
-        let (first, rest) = path.split_once('/').unwrap_or((path, ""));
-        let named: Vec<&Lib> = libs
-            .iter()
-            .filter(|l| {
-                let key = l.prefix.trim_end_matches('/');
-                key == first || key.split_once('@').is_some_and(|(n, _)| n == first)
-            })
-            .collect();
-        match named.as_slice() {
+        let (first, rest) = library_segment(path);
+        // The key exactly (`crate+clap@4.5.20`), whatever a name holds.
+        if let Some(one) = libs.iter().find(|l| l.prefix.trim_end_matches('/') == first) {
+            return Ok((one, rest));
+        }
+        let (name, version) = match atlas_runtime::package::split_version(first) {
+            Some((n, v)) => (n, Some(v)),
+            None => (first, None),
+        };
+        let lib_name = |l: &Lib| l.fs.manifest.as_ref().map_or_else(|| l.fs.name.clone(), |m| m.name.clone());
+        let named: Vec<&Lib> =
+            libs.iter().filter(|l| !name.is_empty() && atlas_runtime::package::matches(&lib_name(l), name)).collect();
+        let served_version = |l: &Lib| l.fs.manifest.as_ref().map(|m| m.version.clone());
+        let at_version: Vec<&Lib> = match version {
+            Some(v) => named.iter().copied().filter(|l| served_version(l).as_deref() == Some(v)).collect(),
+            None => named.clone(),
+        };
+        match at_version.as_slice() {
             [one] => Ok((one, rest)),
-            [] => match self.broken.iter().find(|b| b.library == first || b.name == first) {
+            [] if !named.is_empty() => Err(output::inert(&format!(
+                "{first} is not served: the {} served {} {}; start the path with {}",
+                if named.len() == 1 { "version" } else { "versions" },
+                if named.len() == 1 { "is" } else { "are" },
+                named.iter().filter_map(|l| served_version(l)).collect::<Vec<_>>().join(", "),
+                named.iter().map(|l| format!("{}/", l.prefix.trim_end_matches('/'))).collect::<Vec<_>>().join(" or ")
+            ))
+            .into()),
+            [] => match self
+                .broken
+                .iter()
+                .find(|b| b.library == first || atlas_runtime::package::matches(&b.name, name) || b.name == first)
+            {
                 Some(b) => Err(b.line()),
                 None => Err(format!(
                     "{} does not start with a served library; paths start with one of {} (list_publications shows them)",
@@ -115,7 +139,8 @@ impl FsServer {
                 )),
             },
             many => Err(format!(
-                "{first:?} names several versions; start the path with one of {}",
+                "{} names several versions; start the path with one of {}",
+                output::inert(&format!("{first:?}")),
                 many.iter().map(|l| l.prefix.trim_end_matches('/')).collect::<Vec<_>>().join(", ")
             )),
         }
@@ -135,6 +160,24 @@ impl FsServer {
             }
         }
         out
+    }
+}
+
+/// A path's library part and the rest: its first segment, or its first two when the
+/// library is a scoped npm package in the shown spelling (`npm:@scope/x@1.2.3/…`,
+/// `@scope/x/…`), whose name holds a `/`.
+fn library_segment(path: &str) -> (&str, &str) {
+    let cut = |at: usize| (&path[..at], path.get(at + 1..).unwrap_or(""));
+    let mut slashes = path.match_indices('/').map(|(i, _)| i);
+    let first = slashes.next();
+    let scoped = path.starts_with('@') || path.starts_with("npm:@");
+    match (first, scoped) {
+        (Some(_), true) => match slashes.next() {
+            Some(second) => cut(second),
+            None => (path, ""),
+        },
+        (Some(i), false) => cut(i),
+        (None, _) => (path, ""),
     }
 }
 
@@ -272,11 +315,11 @@ impl FsServer {
         };
         // Made only as far as the budget reaches (`budget::page`).
         let pieces = counts.iter().skip(from).map(|(p, n)| Piece {
-            text: format!("- {} ({n} files)\n", shown(p)),
+            text: format!("- {} ({})\n", shown(p), atlas_runtime::words::count(*n, "file")),
             item: Publication { publication: p.clone(), files: *n },
         });
         budget::page(max, from, counts.len(), pieces, &key, |kept, next_cursor| {
-            let mut text = format!("{} publications:\n", counts.len());
+            let mut text = format!("{}:\n", atlas_runtime::words::count(counts.len(), "publication"));
             text.extend(kept.iter().map(|p| p.text.as_str()));
             if let Some(c) = &next_cursor {
                 text.push_str(&budget::more_line(c, max));
@@ -343,7 +386,11 @@ impl FsServer {
         // continues, by offset or cursor.
         budget::page(max, offset, matching.len(), pieces, &key, |kept, next_cursor| {
             let next = next_cursor.as_ref().map(|_| offset + kept.len());
-            let mut text = format!("{} of {} files (from offset {offset}):\n", kept.len(), matching.len());
+            let mut text = format!(
+                "{} of {} (from offset {offset}):\n",
+                kept.len(),
+                atlas_runtime::words::count(matching.len(), "file")
+            );
             text.extend(kept.iter().map(|p| p.text.as_str()));
             if let (Some(n), Some(c)) = (next, &next_cursor) {
                 text.push_str(&format!("more: call again with offset={n} (or cursor={c:?})\n"));
@@ -447,10 +494,11 @@ impl FsServer {
                 match &fs.manifest {
                     Some(m) => {
                         text.push_str(&format!(
-                            "{} {} (built {}), {files} files\n",
+                            "{} {} (built {}), {}\n",
                             output::inert(&m.name),
                             output::inert(&m.version),
-                            output::inert(&m.created)
+                            output::inert(&m.created),
+                            atlas_runtime::words::count(files, "file")
                         ));
                         for s in m.sources.iter().take(cap) {
                             let commits = if s.commits.is_empty() {
@@ -460,18 +508,19 @@ impl FsServer {
                             };
                             let fetched = s.fetched_at.as_deref().map(|t| format!(", fetched {t}")).unwrap_or_default();
                             text.push_str(&format!(
-                                "- source {} ({}): {}, {} files\n",
+                                "- source {} ({}): {}, {}\n",
                                 output::inert(&s.name),
                                 output::inert(&s.kind),
                                 output::inert(&format!("{}{commits}{fetched}", s.url.as_deref().unwrap_or("-"))),
-                                s.files
+                                atlas_runtime::words::count(s.files, "file")
                             ));
                         }
                         text.push_str(&budget::left_out("sources", cap, m.sources.len()));
                     }
                     None => text.push_str(&format!(
-                        "plain mirror {} ({files} files), no bundle manifest\n",
-                        output::inert(&fs.name)
+                        "plain mirror {} ({}), no bundle manifest\n",
+                        output::inert(&fs.name),
+                        atlas_runtime::words::count(files, "file")
                     )),
                 }
             }
@@ -488,6 +537,16 @@ impl FsServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_names_its_library_in_the_stored_or_the_shown_spelling() {
+        assert_eq!(library_segment("crate+clap@4.5.20/clap/src/lib.rs"), ("crate+clap@4.5.20", "clap/src/lib.rs"));
+        assert_eq!(library_segment("crate:clap@4.5.20/clap/src/lib.rs"), ("crate:clap@4.5.20", "clap/src/lib.rs"));
+        assert_eq!(library_segment("npm:@scope/x@1.2.3/x/index.js"), ("npm:@scope/x@1.2.3", "x/index.js"));
+        assert_eq!(library_segment("@scope/x/x/index.js"), ("@scope/x", "x/index.js"));
+        assert_eq!(library_segment("npm+scope+x@1.2.3/x/index.js"), ("npm+scope+x@1.2.3", "x/index.js"));
+        assert_eq!(library_segment("docs"), ("docs", ""));
+    }
 
     #[test]
     fn every_fs_tool_is_documented() {

@@ -108,7 +108,11 @@ impl FsServer {
         budget::page(max_tokens, skip, all, pieces, &key, |kept, next_cursor| {
             let shown_to = skip + kept.len();
             let from = if skip > 0 { format!(" (matches {}-{shown_to} of {all})", skip + 1) } else { String::new() };
-            let mut text = format!("{} matches in {files} files searched{from}", kept.len());
+            let mut text = format!(
+                "{} in {} searched{from}",
+                atlas_runtime::words::count(kept.len(), "match"),
+                atlas_runtime::words::count(files, "file")
+            );
             text.push_str(if truncated {
                 " (truncated: more matches exist; narrow the pattern, glob or publication, or raise max_results)\n"
             } else {
@@ -116,8 +120,8 @@ impl FsServer {
             });
             if !skipped.is_empty() {
                 text.push_str(&format!(
-                    "{} files not searched (a line over {} MiB, or unreadable): {}\n",
-                    skipped.len(),
+                    "{} not searched (a line over {} MiB, or unreadable): {}\n",
+                    atlas_runtime::words::count(skipped.len(), "file"),
                     SEARCH_MAX_LINE_BYTES >> 20,
                     skipped.iter().take(5).map(|p| shown(p).into_owned()).collect::<Vec<_>>().join(", ")
                 ));

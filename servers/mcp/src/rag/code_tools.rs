@@ -81,7 +81,11 @@ impl RagServer {
             Piece { text: t, item: d }
         });
         budget::page(max, from, found.len(), pieces, &key, |kept, next_cursor| {
-            let mut text = format!("{} definitions of {}:\n", found.len(), inert(&format!("{:?}", a.name)));
+            let mut text = format!(
+                "{} of {}:\n",
+                atlas_runtime::words::count(found.len(), "definition"),
+                inert(&format!("{:?}", a.name))
+            );
             text.extend(kept.iter().map(|p| p.text.as_str()));
             if let Some(c) = &next_cursor {
                 text.push_str(&budget::more_line(c, max));
@@ -138,8 +142,12 @@ impl RagServer {
             Piece { text, item: code::Use { file: f, line: r } }
         });
         budget::page(max, from, total, pieces, &key, |kept, next_cursor| {
-            let mut text =
-                format!("{total} uses of {} in {} files ({BY_NAME}):\n", inert(&format!("{short:?}")), files.len());
+            let mut text = format!(
+                "{} of {} in {} ({BY_NAME}):\n",
+                atlas_runtime::words::count(total, "use"),
+                inert(&format!("{short:?}")),
+                atlas_runtime::words::count(files.len(), "file")
+            );
             let mut out = Vec::<RefFile>::new();
             for p in kept {
                 let (f, r) = (p.item.file, p.item.line);
@@ -215,7 +223,8 @@ impl RagServer {
             item: s.clone(),
         });
         budget::page(max, from, all.len(), pieces, &key, |kept, next_cursor| {
-            let mut text = format!("{} defines {} symbols:\n", inert(&a.path), all.len());
+            let mut text =
+                format!("{} defines {}:\n", inert(&a.path), atlas_runtime::words::count(all.len(), "symbol"));
             text.extend(kept.iter().map(|p| p.text.as_str()));
             if let Some(c) = &next_cursor {
                 text.push_str(&budget::more_line(c, max));

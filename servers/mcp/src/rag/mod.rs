@@ -187,8 +187,8 @@ impl RagServer {
             let upto = skip + kept.len();
             let from = if skip > 0 { format!(" (hits {}-{upto} of {total})", skip + 1) } else { String::new() };
             let mut text = format!(
-                "{head}{instead}{} hits for {query:?}{from}{sure}; cite each by its citation, verify with the fs server's read_file or the hit's resource:\n",
-                kept.len()
+                "{head}{instead}{} for {query:?}{from}{sure}; cite each by its citation, verify with the fs server's read_file or the hit's resource:\n",
+                atlas_runtime::words::count(kept.len(), "hit")
             );
             text.extend(kept.iter().map(|p| p.text.as_str()));
             if !failed.is_empty() {
@@ -367,14 +367,14 @@ impl RagServer {
             let description = m.description.clone().unwrap_or_else(|| describe(&info));
             // A bundle's manifest is untrusted text too: one inert line per library.
             let line = format!(
-                "- {} — {}; {} chunks ({}); model {}; built {}{}; versions served: {}\n",
+                "- {} — {}; {} ({}); model {}; built {}{}; versions served: {}\n",
                 inert(&b.library()),
                 inert(&description),
-                info.chunks,
+                atlas_runtime::words::count(info.chunks, "chunk"),
                 inert(&info.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")),
                 inert(&info.model),
                 inert(&m.created),
-                built_age.map(|d| format!(" ({d} days ago)")).unwrap_or_default(),
+                built_age.map(|d| format!(" ({} ago)", atlas_runtime::words::count(d, "day"))).unwrap_or_default(),
                 inert(&versions.join(", ")),
             );
             // At most a few sources and commits per library: get_bundle_info has them all.
@@ -409,8 +409,8 @@ impl RagServer {
         });
         let r = budget::page(max, from, bundles.len(), pieces, &key, |kept, next_cursor| {
             let mut text = match broken.len() {
-                0 => format!("{} libraries:\n", bundles.len()),
-                n => format!("{} libraries served, {n} broken:\n", bundles.len()),
+                0 => format!("{}:\n", atlas_runtime::words::count(bundles.len(), "library")),
+                n => format!("{} served, {n} broken:\n", atlas_runtime::words::count(bundles.len(), "library")),
             };
             text.extend(kept.iter().map(|p| p.text.as_str()));
             for b in &broken {
@@ -460,13 +460,13 @@ impl RagServer {
             info.by_section = full.by_section.iter().take(cap).map(|(k, n)| (k.clone(), *n)).collect();
             info.sources.truncate(cap);
             let mut text = format!(
-                "{} {} built {}; model {} ({} dims); {} chunks ({}); modes: {}\nsections: {}\n",
+                "{} {} built {}; model {} ({} dims); {} ({}); modes: {}\nsections: {}\n",
                 inert(&info.name),
                 inert(&info.version),
                 inert(&info.created),
                 inert(&info.model),
                 info.dims,
-                info.chunks,
+                atlas_runtime::words::count(info.chunks, "chunk"),
                 inert(&info.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")),
                 info.modes.join(", "),
                 info.by_section.iter().map(|(k, n)| format!("{} ({n})", inert(k))).collect::<Vec<_>>().join(", "),

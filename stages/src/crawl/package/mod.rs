@@ -115,8 +115,16 @@ pub fn scan_package(
             locked.iter().map(Checksum::to_string).collect::<Vec<_>>().join(" or ")
         );
     }
-    let root = unpack(&artifact, &state).with_context(|| format!("unpacking {spec}"))?;
-    scan_local(&root, include, exclude, p.max_file_bytes.min(MAX_PACKAGE_FILE_BYTES))
+    let (root, links) = unpack(&artifact, &state).with_context(|| format!("unpacking {spec}"))?;
+    let mut scan = scan_local(&root, include, exclude, p.max_file_bytes.min(MAX_PACKAGE_FILE_BYTES))?;
+    // Each link the artifact held, once, in the build's notes (a link is never followed).
+    let top = root.file_name().map(|t| format!("{}/", t.to_string_lossy())).unwrap_or_default();
+    for link in links {
+        let rel = link.strip_prefix(&top).unwrap_or(&link);
+        let shown = atlas_runtime::utf8::clip_chars(&atlas_runtime::utf8::printable(rel), 200);
+        scan.skipped.push((shown, format!("a link in {spec}'s artifact, left out (links are never followed)")));
+    }
+    Ok(scan)
 }
 
 /// A `.crate` of `spec` in cargo's own download cache (`$CARGO_HOME/registry/cache/*/`)
@@ -299,25 +307,41 @@ fn release_order(v: &str) -> ReleaseKey {
 }
 
 /// The artifact unpacked under the state folder (once per sha256), through the safe
-/// extractor: its one top folder.
-fn unpack(a: &Artifact, state: &Path) -> anyhow::Result<PathBuf> {
+/// extractor: its one top folder, and the link entries left out (a package's links
+/// are skipped, not fatal: [`atlas_dist::archive::Links::Skip`]), kept beside the tree
+/// in `<sha256>.links.json` so a later run names them too.
+fn unpack(a: &Artifact, state: &Path) -> anyhow::Result<(PathBuf, Vec<String>)> {
     let done = state.join("unpacked").join(&a.sha256);
+    let links_file = state.join("unpacked").join(format!("{}.links.json", a.sha256));
     if let Some(top) = std::fs::read_dir(&done).ok().and_then(|mut d| d.next()).and_then(Result::ok) {
-        return Ok(top.path());
+        let links = atlas_runtime::safe_path::read_capped(&links_file, MAX_LINKS_FILE_BYTES)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        return Ok((top.path(), links));
     }
     let parent = state.join("unpacked");
     std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
     let staging = tempfile::tempdir_in(&parent)?;
-    let x = atlas_dist::archive::extract_as(
+    let x = atlas_dist::archive::extract_with(
         &a.path,
         staging.path(),
         &package_limits(),
         atlas_dist::archive::Compression::Gzip,
+        atlas_dist::archive::Links::Skip,
     )?;
+    let links: Vec<String> = x.skipped_links.iter().take(MAX_LINKS_NAMED).cloned().collect();
+    let text = serde_json::to_vec(&links).expect("plain strings");
+    atlas_cache::write_file_atomic(&links_file, &text).with_context(|| format!("writing {}", links_file.display()))?;
     let _ = std::fs::remove_dir_all(&done);
     std::fs::rename(staging.keep(), &done).with_context(|| format!("keeping {}", done.display()))?;
-    Ok(done.join(&x.top))
+    Ok((done.join(&x.top), links))
 }
+
+/// The most skipped links of one package named in the notes.
+const MAX_LINKS_NAMED: usize = 1000;
+/// The largest list of skipped links read back, in bytes.
+const MAX_LINKS_FILE_BYTES: u64 = 1 << 20;
 
 #[cfg(test)]
 mod tests {
