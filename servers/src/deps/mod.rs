@@ -275,20 +275,58 @@ fn build(home: &Home, w: &Wanted, pass: Pass, opts: &Options, bar: &indicatif::P
             let line = atlas_runtime::utf8::printable(line.trim());
             if !line.is_empty() {
                 bar.set_message(atlas_runtime::utf8::clip_chars(&line, 120));
-                last = line;
+                if tells_why(&line) {
+                    last = line;
+                }
             }
         }
     }
     let status = child.wait().context("waiting for atlas-pipeline")?;
     if !status.success() {
-        let why = last.trim_start_matches("atlas-pipeline: ").trim_start_matches("error: ");
-        bail!("{}", if why.is_empty() { "the build failed" } else { why });
+        bail!("{}", failure(&last, signal(&status)));
     }
     let archive = out.join(format!("{}-{}.tar.zst", w.spec.bundle_name(), w.spec.version));
     if !archive.is_file() {
         bail!("the build wrote no {}", archive.display());
     }
     Ok(archive)
+}
+
+/// Whether a line of the pipeline's stderr may say why it failed: not Rust's hint
+/// about backtraces, which follows a panic and would hide it.
+fn tells_why(line: &str) -> bool {
+    !(line.starts_with("note: run with `RUST_BACKTRACE") || line.starts_with("note: Some details are omitted"))
+}
+
+/// The signal that ended a child, if one did.
+fn signal(status: &std::process::ExitStatus) -> Option<i32> {
+    #[cfg(unix)]
+    {
+        std::os::unix::process::ExitStatusExt::signal(status)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = status;
+        None
+    }
+}
+
+/// The one line a failed build is reported with: the pipeline's own error, or its
+/// panic or allocation failure, and the signal that ended it.
+fn failure(last: &str, signal: Option<i32>) -> String {
+    let why = last.trim_start_matches("atlas-pipeline: ").trim_start_matches("error: ");
+    let ended = match signal {
+        Some(9) => Some("atlas-pipeline was killed (signal 9: out of memory, or stopped by hand)".to_owned()),
+        Some(6) => Some("atlas-pipeline aborted (signal 6)".to_owned()),
+        Some(n) => Some(format!("atlas-pipeline was ended by signal {n}")),
+        None => None,
+    };
+    match (ended, why.is_empty()) {
+        (Some(e), true) => e,
+        (Some(e), false) => format!("{e}: {why}"),
+        (None, true) => "the build failed".to_owned(),
+        (None, false) => why.to_owned(),
+    }
 }
 
 fn install(home: &Home, archive: &Path, opts: &Options) -> anyhow::Result<()> {
@@ -305,6 +343,21 @@ fn install(home: &Home, archive: &Path, opts: &Options) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_build_that_crashes_is_reported_by_its_panic_and_signal_not_the_backtrace_hint() {
+        let lines = [
+            "thread 'main' panicked at stages/src/clean/gitbook/mod.rs:1:1:",
+            "memory allocation of 2600000000 bytes failed",
+            "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace",
+        ];
+        let last = lines.iter().rev().find(|l| tells_why(l)).unwrap();
+        let line = failure(last, Some(6));
+        assert_eq!(line, "atlas-pipeline aborted (signal 6): memory allocation of 2600000000 bytes failed");
+        assert!(failure("", Some(9)).contains("out of memory"));
+        assert_eq!(failure("atlas-pipeline: error: no crate", None), "no crate");
+        assert_eq!(failure("", None), "the build failed");
+    }
 
     #[test]
     fn a_packages_pipeline_config_names_it_pins_it_and_quotes_everything() {
