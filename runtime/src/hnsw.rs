@@ -124,6 +124,10 @@ impl HnswIndex {
                 return Err(Error::Io { path: p, error: std::io::ErrorKind::NotFound.into() });
             }
         }
+        // hnsw_rs sizes its buffers by the counts the dump states, reads each point's
+        // vector through a raw slice of the length the description states, and ends
+        // the process on a short data file: every count and length is checked first.
+        check_dump(dir, rows).map_err(corrupt)?;
         // The loader borrows its HnswIo for the index's life; one small leak per open
         // index (a path and options) buys an owned, 'static index.
         let io: &'static HnswIo = Box::leak(Box::new(HnswIo::new(dir, BASENAME)));
@@ -153,6 +157,130 @@ impl HnswIndex {
         };
         found.into_iter().map(|n| (n.d_id, 1.0 - n.distance)).collect()
     }
+}
+
+/// The widest vector a dump may hold: far past any embedding model's.
+const MAX_DUMP_DIMS: usize = 8192;
+/// Layers an hnsw_rs graph has at most (its `NB_LAYER_MAX`).
+const MAX_LAYERS: u8 = 16;
+/// The dump's magic numbers (hnsw_rs 0.3's `hnswio`): descriptions of formats 3 and 4,
+/// a layer, a point, a data record.
+const MAGIC_DESCR_3: u32 = 0x002a_6771;
+const MAGIC_DESCR_4: u32 = 0x002a_6779;
+const MAGIC_LAYER: u32 = 0x000a_676f;
+const MAGIC_POINT: u32 = 0x000a_678f;
+const MAGIC_DATA: u32 = 0xa67f_0000;
+
+/// Walks the dump as hnsw_rs will read it (formats 3 and 4), allocating nothing it
+/// states: every layer's point count within `rows` in all, every point's neighbours
+/// within twice the graph's degree and pointing at a layer that exists, every vector
+/// exactly `dimension` f16 values, and both files long enough. What hnsw_rs would
+/// abort, exit or read out of bounds on is an error here.
+fn check_dump(dir: &Path, rows: usize) -> std::result::Result<(), String> {
+    use std::io::Read as _;
+    struct In<R>(R, &'static str);
+    impl<R: std::io::Read> In<R> {
+        fn bytes<const N: usize>(&mut self) -> std::result::Result<[u8; N], String> {
+            let mut b = [0u8; N];
+            self.0.read_exact(&mut b).map_err(|_| format!("the HNSW {} file ends early", self.1))?;
+            Ok(b)
+        }
+        fn u8(&mut self) -> std::result::Result<u8, String> {
+            Ok(self.bytes::<1>()?[0])
+        }
+        fn u32(&mut self) -> std::result::Result<u32, String> {
+            self.bytes::<4>().map(u32::from_ne_bytes)
+        }
+        fn u64(&mut self) -> std::result::Result<u64, String> {
+            self.bytes::<8>().map(u64::from_ne_bytes)
+        }
+        fn skip(&mut self, n: u64) -> std::result::Result<(), String> {
+            let got = std::io::copy(&mut (&mut self.0).take(n), &mut std::io::sink()).map_err(|e| e.to_string())?;
+            if got == n { Ok(()) } else { Err(format!("the HNSW {} file ends early", self.1)) }
+        }
+    }
+    let open = |f: &str| std::fs::File::open(dir.join(f)).map(std::io::BufReader::new).map_err(|e| e.to_string());
+    let mut g = In(open(GRAPH_FILE)?, "graph");
+    let mut d = In(open(DATA_FILE)?, "data");
+    let bad = |what: String| Err(format!("the HNSW dump is corrupt ({what}); rebuild or re-download the bundle"));
+    // The description.
+    let version = match g.u32()? {
+        MAGIC_DESCR_3 => 3,
+        MAGIC_DESCR_4 => 4,
+        m => return bad(format!("description magic {m:#x}")),
+    };
+    let dump_mode = g.u8()?;
+    let degree = usize::from(g.u8()?);
+    if version == 4 {
+        g.bytes::<8>()?; // the level scale
+    }
+    let layers = g.u8()?;
+    let _ef = g.u64()?;
+    let (points, dims) = (g.u64()?, g.u64()?);
+    if dump_mode > 1 || layers > MAX_LAYERS || points != rows as u64 || dims == 0 || dims > MAX_DUMP_DIMS as u64 {
+        return bad(format!("{points} points of {dims} dimensions in {layers} layers, mode {dump_mode}"));
+    }
+    for _name in 0..2 {
+        let len = g.u64()?;
+        if len > 256 {
+            return bad(format!("a type name of {len} bytes"));
+        }
+        g.skip(len)?;
+    }
+    // The data file's head, then each layer's points, each with its record there.
+    let dims = dims as usize;
+    if d.u32()? != MAGIC_DATA || d.u64()? != dims as u64 {
+        return bad("the data file's head".into());
+    }
+    let record = (dims * 2) as u64;
+    let indexed = g.u8()?;
+    if indexed > MAX_LAYERS {
+        return bad(format!("{indexed} layers"));
+    }
+    let mut sizes: Vec<u64> = Vec::with_capacity(usize::from(indexed));
+    let mut left = rows as u64;
+    let mut neighbours: Vec<(u8, i32)> = Vec::new();
+    for l in 0..indexed {
+        let n = match (g.u32()?, g.u64()?) {
+            (MAGIC_LAYER, n) if n <= left => n,
+            (_, n) => return bad(format!("layer {l} holds {n} points")),
+        };
+        left -= n;
+        sizes.push(n);
+        for r in 0..n {
+            let (magic, origin, layer, rank) = (g.u32()?, g.u64()?, g.u8()?, g.bytes::<4>().map(i32::from_ne_bytes)?);
+            if magic != MAGIC_POINT || origin >= rows as u64 || layer != l || u64::try_from(rank) != Ok(r) {
+                return bad(format!("point {r} of layer {l}"));
+            }
+            for _ in 0..layers {
+                let count = g.u64()?;
+                if count > 2 * degree.max(1) as u64 {
+                    return bad(format!("a point with {count} neighbours"));
+                }
+                for _ in 0..count {
+                    g.u64()?;
+                    if dump_mode == 1 {
+                        neighbours.push((g.u8()?, g.bytes::<4>().map(i32::from_ne_bytes)?));
+                    }
+                    g.bytes::<4>()?; // the distance
+                }
+            }
+            if d.u32()? != MAGIC_DATA || d.u64()? != origin || d.u64()? != record {
+                return bad(format!("the vector of point {origin}"));
+            }
+            d.skip(record)?;
+        }
+    }
+    // The entry point, and every neighbour, name a point that exists.
+    g.u64()?;
+    let entry = (g.u8()?, g.bytes::<4>().map(i32::from_ne_bytes)?);
+    let exists = |(layer, rank): (u8, i32)| {
+        sizes.get(usize::from(layer)).is_some_and(|n| u64::try_from(rank).is_ok_and(|r| r < *n))
+    };
+    if left != 0 || !exists(entry) || !neighbours.into_iter().all(exists) {
+        return bad("a point it names is missing".into());
+    }
+    Ok(())
 }
 
 struct RowFilter<'a>(&'a dyn Fn(usize) -> bool);

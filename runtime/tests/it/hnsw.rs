@@ -82,3 +82,48 @@ fn a_corrupt_dump_is_an_error_not_an_abort() {
     let err = HnswIndex::open(dir.path(), n + 1).unwrap_err().to_string();
     assert!(err.contains("hnsw"), "{err}");
 }
+
+/// Hardening, round 4: hnsw_rs sizes buffers by the counts a dump states, reads a
+/// vector through a raw slice of the stated length and exits the process on a short
+/// data file; each of those in a hostile dump is an error at open, before hnsw_rs
+/// reads it.
+#[test]
+fn a_dump_that_states_huge_counts_or_ends_early_is_an_error_not_an_abort() {
+    let (n, dims) = (300, 16);
+    let data = clustered(n, dims, 7);
+    let fresh = || {
+        let dir = tempfile::tempdir().unwrap();
+        hnsw::build(n, dims, &data, dir.path()).unwrap();
+        dir
+    };
+    let find = |b: &[u8], magic: u32| b.windows(4).position(|w| w == magic.to_ne_bytes()).unwrap();
+    // A layer that claims 2^62 points.
+    let dir = fresh();
+    let graph = dir.path().join(hnsw::GRAPH_FILE);
+    let mut b = std::fs::read(&graph).unwrap();
+    let at = find(&b, 0x000a_676f) + 4;
+    b[at..at + 8].copy_from_slice(&(1u64 << 62).to_ne_bytes());
+    std::fs::write(&graph, b).unwrap();
+    let err = HnswIndex::open(dir.path(), n).unwrap_err().to_string();
+    assert!(err.contains("corrupt") && err.contains("points"), "{err}");
+    // A vector record that claims a terabyte, and one shorter than the dimensions.
+    for len in [1u64 << 40, 2] {
+        let dir = fresh();
+        let data_file = dir.path().join(hnsw::DATA_FILE);
+        let mut b = std::fs::read(&data_file).unwrap();
+        let at = 4 + 8 + 4 + 8;
+        b[at..at + 8].copy_from_slice(&len.to_ne_bytes());
+        std::fs::write(&data_file, b).unwrap();
+        let err = HnswIndex::open(dir.path(), n).unwrap_err().to_string();
+        assert!(err.contains("corrupt") && err.contains("vector"), "{len}: {err}");
+    }
+    // A data file cut short (hnsw_rs would end the process).
+    let dir = fresh();
+    let data_file = dir.path().join(hnsw::DATA_FILE);
+    let b = std::fs::read(&data_file).unwrap();
+    std::fs::write(&data_file, &b[..b.len() - 10]).unwrap();
+    let err = HnswIndex::open(dir.path(), n).unwrap_err().to_string();
+    assert!(err.contains("ends early"), "{err}");
+    // An intact dump still opens.
+    assert!(HnswIndex::open(fresh().path(), n).is_ok());
+}
