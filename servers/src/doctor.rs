@@ -209,7 +209,12 @@ pub fn project(dir: &std::path::Path) -> Vec<Check> {
         Ok(p) if p.is_dir() => p,
         _ => return fail(format!("{} is not a folder", dir.display()), "pass the project's folder"),
     };
-    let read = match crate::deps::lockfiles::read(&project, false) {
+    // What the last sync took (`--only`, `--all`): the lockfiles are read the same way.
+    let select = match atlas_dist::project::Set::read(&project) {
+        Ok(Some(set)) => crate::deps::lockfiles::Select { all: set.all, only: set.only },
+        _ => crate::deps::lockfiles::Select::default(),
+    };
+    let read = match crate::deps::lockfiles::read(&project, &select) {
         Ok(r) if r.found.is_empty() => {
             return fail(
                 format!("{} has no lockfile ({})", project.display(), crate::deps::lockfiles::LOCKFILES.join(", ")),
@@ -238,7 +243,9 @@ pub fn project(dir: &std::path::Path) -> Vec<Check> {
         };
         out.push(check(LABEL, Status::Fail, detail, &sync));
     }
-    let every = crate::deps::lockfiles::read(&project, true).map(|r| r.locked).unwrap_or_default();
+    let every = crate::deps::lockfiles::read(&project, &crate::deps::lockfiles::Select::every())
+        .map(|r| r.locked)
+        .unwrap_or_default();
     for p in &set.libraries {
         let shown = format!("{}@{}", atlas_runtime::package::shown_name(&p.name), p.version);
         if home.resolve_version(&p.name, &p.version).is_none() {

@@ -586,3 +586,111 @@ fn a_python_pin_names_its_library_in_any_spelling_pep_503_makes_one() {
         c.cancel().await.unwrap();
     });
 }
+
+/// A Cargo project with a runtime crate (itoa, at two versions) and a dev one (fnv):
+/// `sync` takes both, each marked by its kind in the set and in `--json`; `--only
+/// runtime` leaves fnv out and lists it with its reason, in its lines and in `--json`,
+/// and the set records the selection, which `doctor --project` honours.
+#[test]
+fn sync_takes_dev_dependencies_too_marks_each_by_kind_and_only_lists_each_left_out_with_its_reason() {
+    let t = tempfile::tempdir().unwrap();
+    let Some((_registry, cargo, lock, fnv_version)) = two_itoas_and_fnv(t.path()) else { return };
+    let h = crate::distribution::home(&t.path().join("h"));
+    let project = dir(t.path().join("app"));
+    std::fs::write(project.join("Cargo.lock"), &lock).unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n[dependencies]\nitoa = \"1\"\n[dev-dependencies]\nfnv = \"1\"\n",
+    )
+    .unwrap();
+    let p = project.to_str().unwrap();
+    let kinds = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|l| format!("{}@{} {}", l["name"].as_str().unwrap(), l["version"].as_str().unwrap(), l["kinds"]))
+            .collect()
+    };
+    let r = run(atlas(&h, t.path()).env("CARGO_HOME", &cargo).args(["sync", "--keyword-only", "--json", p]));
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(r.stderr.contains("atlas: by kind: 2 runtime, 1 dev"), "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let mut want = vec![
+        format!("crate+fnv@{fnv_version} [\"dev\"]"),
+        "crate+itoa@1.10.0 [\"runtime\"]".to_owned(),
+        "crate+itoa@1.9.0 [\"runtime\"]".to_owned(),
+    ];
+    want.sort();
+    assert_eq!(kinds(&v["libraries"]), want, "{v}");
+    assert_eq!(v["left_out"], serde_json::json!([]), "{v}");
+
+    let r = run(atlas(&h, t.path()).env("CARGO_HOME", &cargo).args(["sync", "--only", "runtime", "--json", p]));
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        v["left_out"],
+        serde_json::json!([{
+            "package": format!("crate:fnv@{fnv_version}"),
+            "kinds": ["dev"],
+            "lockfile": "Cargo.lock",
+            "reason": "--only runtime leaves dev out",
+        }]),
+        "{v}"
+    );
+    assert!(
+        r.stderr.contains(&format!(
+            "atlas: left out crate:fnv@{fnv_version} (dev, Cargo.lock): --only runtime leaves dev out"
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(set(&project), ["crate+itoa@1.10.0", "crate+itoa@1.9.0"]);
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(project.join(".atlas/libraries.json")).unwrap()).unwrap();
+    assert_eq!(file["only"], serde_json::json!(["runtime"]), "{file}");
+    let r = run(atlas(&h, t.path()).args(["doctor", "--json", "--project", p]));
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    let project_checks: Vec<&serde_json::Value> =
+        v["checks"].as_array().unwrap().iter().filter(|c| c["check"] == "project").collect();
+    assert!(project_checks.len() == 1 && project_checks[0]["status"] == "ok", "{project_checks:?}");
+
+    let r = run(atlas(&h, t.path()).args(["sync", "--only", "tests", p]));
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(r.stderr.contains("\"tests\" is not a kind of dependency"), "{}", r.stderr);
+}
+
+/// requirements.txt installs the project itself with an extra (`-e .[full]`): the
+/// extra's dependencies come from the project's pyproject.toml, at the version pinned
+/// there, and are served; one nothing pins is named as staying unpinned.
+#[test]
+fn an_editable_install_of_the_project_with_an_extra_serves_the_extras_dependencies() {
+    let t = tempfile::tempdir().unwrap();
+    let sdist = tar_gz(&[
+        ("tiny_units-0.3.1/README.md", "# tiny-units\n\nConverts between metric and imperial units.\n"),
+        ("tiny_units-0.3.1/tiny_units/__init__.py", "def to_inches(cm):\n    return cm / 2.54\n"),
+    ]);
+    let index = atlas_e2e::registry::simple_index("tiny-units", vec![("tiny_units-0.3.1.tar.gz".into(), sdist, false)]);
+    let project = dir(t.path().join("app"));
+    std::fs::write(
+        project.join("pyproject.toml"),
+        "[project]\nname = \"app\"\nversion = \"0.1.0\"\ndependencies = []\n[project.optional-dependencies]\n\
+         full = [\"tiny-units==0.3.1\", \"loose-thing>=1\"]\ntest = [\"pytest\"]\n",
+    )
+    .unwrap();
+    std::fs::write(project.join("requirements.txt"), "-e .[full]\n").unwrap();
+    let h = crate::distribution::home(&t.path().join("h"));
+    let r = run(atlas(&h, t.path())
+        .env("PIP_INDEX_URL", index.url("/simple/"))
+        .args(["sync", "--keyword-only", "--json"])
+        .arg(&project));
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(r.stderr.contains("pypi:tiny-units@0.3.1: searchable by keyword"), "{}", r.stderr);
+    assert_eq!(set(&project), ["pypi+tiny-units@0.3.1"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["libraries"][0]["kinds"], serde_json::json!(["runtime"]), "{v}");
+    assert_eq!(v["libraries"][0]["lockfile"], "pyproject.toml", "{v}");
+    let skipped: Vec<&str> = v["skipped"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0].contains("loose-thing (from the extra full of pyproject.toml) stays unpinned"), "{skipped:?}");
+    assert!(!r.stderr.contains("pytest"), "an extra not named is not read: {}", r.stderr);
+}

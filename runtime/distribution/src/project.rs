@@ -22,9 +22,13 @@ const MAX_SET_BYTES: u64 = 4 << 20;
 pub const MAX_LIBRARIES: usize = 10_000;
 /// The most projects one home remembers.
 const MAX_PROJECTS: usize = 10_000;
+/// The most kinds one library or one selection names.
+const MAX_KINDS: usize = 64;
+/// The longest kind, in bytes (`group:` and a group's name).
+const MAX_KIND_BYTES: usize = 80;
 
 /// One library of a set: the bundle's stored name and its exact version.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Pinned {
     /// The bundle's name (`crate+tokio`).
     pub name: String,
@@ -32,12 +36,30 @@ pub struct Pinned {
     /// Where it came from: the lockfile, relative to the project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lockfile: Option<String>,
+    /// What the project declares it for (`runtime`, `dev`, `optional`, `build`,
+    /// `group:NAME`, `transitive`); empty in a set written before kinds were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<String>,
 }
 
 /// What `atlas sync` wrote for a project.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Set {
     pub libraries: Vec<Pinned>,
+    /// The kinds `--only` took; None for every kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<Vec<String>>,
+    /// Whether `--all` took the transitive packages too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
+}
+
+/// Whether `kind` is written as a kind is: short, lower-case ASCII letters, digits and
+/// `:-._`, so that it can be printed anywhere.
+fn is_kind(kind: &str) -> bool {
+    !kind.is_empty()
+        && kind.len() <= MAX_KIND_BYTES
+        && kind.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b":-._".contains(&b))
 }
 
 impl Set {
@@ -50,6 +72,13 @@ impl Set {
         })?;
         if set.libraries.len() > MAX_LIBRARIES {
             return Err(Error::DataCorruption(format!("{} names more than {MAX_LIBRARIES} libraries", path.display())));
+        }
+        let kinds = set.libraries.iter().map(|p| &p.kinds).chain(&set.only);
+        if kinds.clone().any(|k| k.len() > MAX_KINDS || !k.iter().all(|k| is_kind(k))) {
+            return Err(Error::DataCorruption(format!(
+                "{} names a dependency kind that is not one; run `atlas sync` again",
+                path.display()
+            )));
         }
         if let Some(bad) = set.libraries.iter().find(|p| {
             !atlas_runtime::safe_path::is_safe_name(&p.name) || !atlas_runtime::safe_path::is_safe_name(&p.version)
@@ -161,15 +190,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_set_is_written_remembered_and_read_back_and_a_hostile_one_is_refused() {
+    fn a_set_is_written_remembered_and_read_back_with_its_kinds_and_a_hostile_one_is_refused() {
         let t = tempfile::tempdir().unwrap();
         let home = t.path().join("home");
         let project = t.path().join("p");
         std::fs::create_dir_all(&project).unwrap();
-        let set =
-            Set { libraries: vec![Pinned { name: "crate+itoa".into(), version: "1.0.11".into(), lockfile: None }] };
+        let set = Set {
+            libraries: vec![Pinned {
+                name: "crate+itoa".into(),
+                version: "1.0.11".into(),
+                lockfile: Some("Cargo.lock".into()),
+                kinds: vec!["dev".into(), "group:docs".into()],
+            }],
+            only: Some(vec!["dev".into(), "group:docs".into()]),
+            all: false,
+        };
         set.write(&project, &home).unwrap();
-        assert_eq!(Set::read(&project).unwrap(), Some(set));
+        assert_eq!(Set::read(&project).unwrap(), Some(set.clone()));
+        // A set written before kinds were kept reads as one without them.
+        std::fs::write(project.join(SET_FILE), r#"{"libraries":[{"name":"crate+itoa","version":"1.0.11"}]}"#).unwrap();
+        let old = Set::read(&project).unwrap().unwrap();
+        assert!(old.libraries[0].kinds.is_empty() && old.only.is_none() && !old.all, "{old:?}");
+        std::fs::write(
+            project.join(SET_FILE),
+            r#"{"libraries":[{"name":"crate+itoa","version":"1.0.11","kinds":["dev\u001b[31m"]}]}"#,
+        )
+        .unwrap();
+        assert!(Set::read(&project).unwrap_err().to_string().contains("kind that is not one"));
+        set.write(&project, &home).unwrap();
         assert!(named(&home).contains(&("crate+itoa".to_owned(), "1.0.11".to_owned())));
         std::fs::write(project.join(SET_FILE), r#"{"libraries":[{"name":"../x","version":"1"}]}"#).unwrap();
         assert!(Set::read(&project).unwrap_err().to_string().contains("not a bundle name"));

@@ -17,15 +17,26 @@ pub(super) struct Args {
     /// requirements.txt.
     #[arg(default_value = ".")]
     dir: PathBuf,
-    /// Every locked package, not only the direct dependencies.
+    /// Every locked package, not only the direct dependencies (each marked
+    /// `transitive`).
     #[arg(long)]
     all: bool,
+    /// Only the direct dependencies of these kinds, separated by commas: runtime, dev,
+    /// optional (Cargo features, npm optionalDependencies, Python extras), build, group
+    /// (every Python dependency group) or group:NAME. Default: every kind; each left
+    /// out is listed with its reason.
+    #[arg(long, value_name = "KINDS", value_parser = |s: &str| lockfiles::Select::parse_only(s).map(Kinds))]
+    only: Option<Kinds>,
     #[command(flatten)]
     build: Build,
     /// Print the outcome as JSON instead of the editor config.
     #[arg(long)]
     json: bool,
 }
+
+/// The kinds `--only` names, checked.
+#[derive(Debug, Clone)]
+struct Kinds(Vec<String>);
 
 /// How `add` and `sync` build packages.
 #[derive(Debug, clap::Args)]
@@ -70,7 +81,8 @@ impl Args {
         if !project.is_dir() {
             anyhow::bail!(UsageError(format!("{} is not a folder; pass the project's folder", project.display())));
         }
-        let lockfiles::Read { locked, skipped, found } = lockfiles::read(&project, self.all)?;
+        let select = lockfiles::Select { all: self.all, only: self.only.clone().map(|k| k.0) };
+        let lockfiles::Read { locked, skipped, left_out, found } = lockfiles::read(&project, &select)?;
         if found.is_empty() {
             anyhow::bail!(UsageError(format!(
                 "{} has no lockfile ({}); run your package manager once to write one",
@@ -95,7 +107,7 @@ impl Args {
         let opts = self.build.options(cfg);
         let t = std::time::Instant::now();
         let done = crate::deps::add(&wanted, Pass::Keyword, &opts);
-        let mut set = Set::default();
+        let mut set = Set { only: select.only.clone(), all: select.all, ..Set::default() };
         let (mut failed, mut built) = (Vec::new(), 0);
         for ((l, d), w) in locked.iter().zip(&done).zip(&wanted) {
             let name = w.spec.bundle_name();
@@ -111,6 +123,7 @@ impl Args {
                         name,
                         version: l.spec.version.clone(),
                         lockfile: Some(l.lockfile.clone()),
+                        kinds: l.kinds.iter().map(lockfiles::Kind::name).collect(),
                     });
                 }
             }
@@ -135,6 +148,12 @@ impl Args {
                 "atlas: skipped {}",
                 atlas_runtime::utf8::clip_chars(&atlas_runtime::utf8::printable(s.line()), 300)
             );
+        }
+        for l in &left_out {
+            eprintln!("atlas: left out {} ({}, {}): {}", l.spec, lockfiles::kinds_text(&l.kinds), l.lockfile, l.reason);
+        }
+        if !locked.is_empty() {
+            eprintln!("atlas: by kind: {}", by_kind(&locked));
         }
         eprintln!(
             "atlas: {} of {} packages from {} serve now ({built} built, {} already installed, {} failed); the set is {}",
@@ -161,6 +180,13 @@ impl Args {
                 "failed": failed,
                 "not_embedded": unembedded,
                 "skipped": skipped.iter().map(lockfiles::Skipped::line).collect::<Vec<_>>(),
+                "only": select.only,
+                "left_out": left_out.iter().map(|l| serde_json::json!({
+                    "package": l.spec.to_string(),
+                    "kinds": l.kinds.iter().map(lockfiles::Kind::name).collect::<Vec<_>>(),
+                    "lockfile": l.lockfile,
+                    "reason": l.reason,
+                })).collect::<Vec<_>>(),
             });
             super::print(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
         } else {
@@ -185,6 +211,16 @@ impl Args {
         }
         Ok(())
     }
+}
+
+/// How many packages of each kind, in the kinds' order (`3 runtime, 1 dev`); a package
+/// of two kinds counts in each.
+fn by_kind(locked: &[lockfiles::Locked]) -> String {
+    let mut counts: std::collections::BTreeMap<&lockfiles::Kind, usize> = std::collections::BTreeMap::new();
+    for k in locked.iter().flat_map(|l| &l.kinds) {
+        *counts.entry(k).or_default() += 1;
+    }
+    counts.iter().map(|(k, n)| format!("{n} {}", k.name())).collect::<Vec<_>>().join(", ")
 }
 
 /// The servers' key in an editor config: the project folder's name.

@@ -1,11 +1,14 @@
 //! Cargo.lock, with the workspace's manifests for the direct dependencies.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use atlas_runtime::package::Ecosystem;
 
-use super::{Locked, MAX_MEMBERS, Malformed, Skipped, read_capped, spec, toml_error};
+use super::{Kind, Locked, MAX_MEMBERS, Malformed, Skipped, read_capped, spec, toml_error};
+
+/// The crates a workspace declares, by package name: each requirement with its kind.
+type Direct = BTreeMap<String, Vec<(semver::VersionReq, Kind)>>;
 
 #[derive(serde::Deserialize)]
 struct CargoLock {
@@ -28,9 +31,11 @@ pub(super) fn cargo(
     all: bool,
 ) -> Result<(Vec<Locked>, Vec<Skipped>), Malformed> {
     let lock: CargoLock = toml::from_str(text).map_err(|e| toml_error(file, &e))?;
-    let wanted = match all {
-        true => None,
-        false => Some(direct_crates(project)?),
+    // With `all` every crate is taken: the manifests only mark the kinds, and a missing
+    // or broken one marks none.
+    let direct = match all {
+        true => direct_crates(project).unwrap_or_default(),
+        false => direct_crates(project)?,
     };
     let (mut locked, mut skipped) = (Vec::new(), Vec::new());
     let mut by_name: BTreeMap<&str, Vec<&CargoLocked>> = BTreeMap::new();
@@ -38,19 +43,13 @@ pub(super) fn cargo(
         by_name.entry(p.name.as_str()).or_default().push(p);
     }
     for (name, versions) in by_name {
-        let reqs = match &wanted {
-            None => None,
-            Some(w) => match w.get(name) {
-                Some(reqs) => Some(reqs),
-                None => continue,
-            },
-        };
+        let reqs = direct.get(name).map_or(&[][..], Vec::as_slice);
         for p in versions {
-            if let Some(reqs) = reqs {
-                let v = semver::Version::parse(&p.version).ok();
-                if !reqs.iter().any(|r| v.as_ref().is_some_and(|v| r.matches(v))) {
-                    continue;
-                }
+            let v = semver::Version::parse(&p.version).ok();
+            let kinds: BTreeSet<Kind> =
+                reqs.iter().filter(|(r, _)| v.as_ref().is_some_and(|v| r.matches(v))).map(|(_, k)| k.clone()).collect();
+            if kinds.is_empty() && !all {
+                continue;
             }
             match p.source.as_deref() {
                 // A workspace member or a path dependency: not a package.
@@ -70,6 +69,7 @@ pub(super) fn cargo(
             match spec(Ecosystem::Crate, &p.name, &p.version) {
                 Ok(spec) => locked.push(Locked {
                     spec,
+                    kinds,
                     checksums: p.checksum.iter().map(|c| format!("sha256:{c}")).collect(),
                     index: None,
                     lockfile: "Cargo.lock".into(),
@@ -81,10 +81,11 @@ pub(super) fn cargo(
     Ok((locked, skipped))
 }
 
-/// The crates the workspace's members depend on directly (normal and build
-/// dependencies, every target), with the version requirements they state; renamed
-/// dependencies by their package name.
-fn direct_crates(project: &Path) -> Result<BTreeMap<String, Vec<semver::VersionReq>>, Malformed> {
+/// The crates the workspace's members depend on directly (every target), with the
+/// version requirements they state and their kind: `[dependencies]` runtime (optional
+/// unless the member's default features turn it on), `[build-dependencies]` build,
+/// `[dev-dependencies]` dev; renamed dependencies by their package name.
+fn direct_crates(project: &Path) -> Result<Direct, Malformed> {
     let root_file = project.join("Cargo.toml");
     let root: toml::Table = toml::from_str(&read_capped(&root_file)?).map_err(|e| toml_error(&root_file, &e))?;
     let ws = root.get("workspace").and_then(|w| w.as_table());
@@ -101,32 +102,74 @@ fn direct_crates(project: &Path) -> Result<BTreeMap<String, Vec<semver::VersionR
             manifests.push(t);
         }
     }
-    let mut out: BTreeMap<String, Vec<semver::VersionReq>> = BTreeMap::new();
+    let sections =
+        [("dependencies", Kind::Runtime), ("build-dependencies", Kind::Build), ("dev-dependencies", Kind::Dev)];
+    let mut out = Direct::new();
     for t in &manifests {
-        let mut tables: Vec<&toml::Table> = ["dependencies", "build-dependencies"]
-            .iter()
-            .filter_map(|k| t.get(*k).and_then(|d| d.as_table()))
-            .collect();
+        let on = default_deps(t);
+        let mut tables: Vec<(&toml::Table, &Kind)> =
+            sections.iter().filter_map(|(k, kind)| Some((t.get(*k)?.as_table()?, kind))).collect();
         if let Some(targets) = t.get("target").and_then(|x| x.as_table()) {
             for cfg in targets.values().filter_map(|c| c.as_table()) {
-                tables.extend(["dependencies", "build-dependencies"].iter().filter_map(|k| cfg.get(*k)?.as_table()));
+                tables.extend(sections.iter().filter_map(|(k, kind)| Some((cfg.get(*k)?.as_table()?, kind))));
             }
         }
-        for deps in tables {
-            for (key, dep) in deps {
-                let inherited = dep.get("workspace").and_then(|w| w.as_bool()) == Some(true);
-                let dep = if inherited { ws_deps.get(key).unwrap_or(dep) } else { dep };
+        for (deps, kind) in tables {
+            for (key, entry) in deps {
+                let inherited = entry.get("workspace").and_then(|w| w.as_bool()) == Some(true);
+                let dep = if inherited { ws_deps.get(key).unwrap_or(entry) } else { entry };
                 if dep.get("path").is_some() || dep.get("git").is_some() {
                     continue;
                 }
                 let name = dep.get("package").and_then(|p| p.as_str()).unwrap_or(key);
                 let req = dep.as_str().or_else(|| dep.get("version").and_then(|v| v.as_str())).unwrap_or("*");
                 let req = semver::VersionReq::parse(req).unwrap_or(semver::VersionReq::STAR);
-                out.entry(name.to_owned()).or_default().push(req);
+                // `optional` is the member's word, never the workspace's.
+                let optional = entry.get("optional").and_then(|o| o.as_bool()) == Some(true);
+                let kind = match (kind, optional && !on.contains(key.as_str())) {
+                    (Kind::Runtime, true) => Kind::Optional,
+                    (k, _) => k.clone(),
+                };
+                out.entry(name.to_owned()).or_default().push((req, kind));
             }
         }
     }
     Ok(out)
+}
+
+/// The dependency keys a manifest's default features turn on: each `dep:x`, `x/feat`
+/// and feature `x` named by no `[features]` entry (an optional dependency's implicit
+/// feature) reached from `default`; `x?/feat` turns nothing on.
+fn default_deps(manifest: &toml::Table) -> BTreeSet<String> {
+    let features = manifest.get("features").and_then(|f| f.as_table());
+    let list = |f: &str| -> Vec<String> {
+        features
+            .and_then(|t| t.get(f)?.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    };
+    let (mut on, mut seen, mut todo) = (BTreeSet::new(), BTreeSet::new(), vec!["default".to_owned()]);
+    while let Some(f) = todo.pop() {
+        if !seen.insert(f.clone()) || seen.len() > MAX_MEMBERS {
+            continue;
+        }
+        for item in list(&f) {
+            if let Some(dep) = item.strip_prefix("dep:") {
+                on.insert(dep.to_owned());
+            } else if let Some((dep, _)) = item.split_once('/') {
+                if !dep.ends_with('?') {
+                    on.insert(dep.to_owned());
+                }
+            } else if features.is_some_and(|t| t.contains_key(&item)) {
+                todo.push(item);
+            } else {
+                on.insert(item);
+            }
+        }
+    }
+    on
 }
 
 /// A `members` entry's folders: a plain path, or one with `*` in its last parts.

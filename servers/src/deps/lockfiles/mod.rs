@@ -9,7 +9,14 @@
 //! entry Atlas cannot install (a git or path dependency, an unpinned requirement, a
 //! package whose lock gives nothing to check its artifact against) is a [`Skipped`]
 //! line, its URLs' credentials redacted, and the rest go on.
+//!
+//! "Direct" means one thing in every ecosystem: whatever the project's manifests
+//! declare, each marked by its [`Kind`] (runtime, dev, optional, build, or a named
+//! dependency group); a [`Select`] narrows the set, and each package it leaves out is a
+//! [`LeftOut`] with its reason
+//! (`tests::each_ecosystem_marks_its_direct_dependencies_by_kind_and_only_narrows_them`).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use atlas_runtime::package::{Ecosystem, PackageSpec};
@@ -31,10 +38,127 @@ const MAX_MEMBERS: usize = 2_000;
 pub const LOCKFILES: [&str; 6] =
     ["Cargo.lock", "package-lock.json", "pnpm-lock.yaml", "uv.lock", "poetry.lock", "requirements.txt"];
 
+/// The longest dependency group name kept, in characters.
+const MAX_GROUP_CHARS: usize = 64;
+
+/// What a project declares a dependency for, the same words in every ecosystem.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// Needed to run: Cargo's `[dependencies]`, npm's `dependencies` and
+    /// `peerDependencies`, Python's `[project].dependencies`, a requirements file's lines;
+    /// a Cargo optional dependency its default features turn on.
+    Runtime,
+    /// Needed to build: Cargo's `[build-dependencies]`.
+    Build,
+    /// Turned on by a feature or an extra: Cargo's `optional = true`, npm's
+    /// `optionalDependencies`, Python's extras (`[project.optional-dependencies]`,
+    /// Poetry's `optional = true`).
+    Optional,
+    /// For tests and tools: Cargo's `[dev-dependencies]`, npm's `devDependencies`, a
+    /// Python dependency group named `dev` (uv's and Poetry's default group).
+    Dev,
+    /// Any other Python dependency group (PEP 735, uv, Poetry), by its normalised name.
+    Group(String),
+    /// Locked but declared by no manifest: what `--all` adds.
+    Transitive,
+}
+
+impl Kind {
+    /// The Python dependency group `name`: `dev`, or a group by its PEP 503 name (cut
+    /// short, and only the characters a name has).
+    pub fn group(name: &str) -> Kind {
+        let name: String = atlas_runtime::package::pep503(name)
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .take(MAX_GROUP_CHARS)
+            .collect();
+        match name.as_str() {
+            "dev" => Kind::Dev,
+            "" => Kind::Group("unnamed".into()),
+            _ => Kind::Group(name),
+        }
+    }
+
+    /// How the kind is written: `runtime`, `build`, `optional`, `dev`, `group:NAME`,
+    /// `transitive`.
+    pub fn name(&self) -> String {
+        match self {
+            Kind::Runtime => "runtime".into(),
+            Kind::Build => "build".into(),
+            Kind::Optional => "optional".into(),
+            Kind::Dev => "dev".into(),
+            Kind::Group(g) => format!("group:{g}"),
+            Kind::Transitive => "transitive".into(),
+        }
+    }
+}
+
+/// The kinds a sync takes: every declared kind unless `only` names some, and the
+/// transitive packages too with `all`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Select {
+    /// Every locked package, not only those the manifests declare.
+    pub all: bool,
+    /// The kinds taken, as `--only` names them (`runtime`, `dev`, `optional`, `build`,
+    /// `group` for every group, `group:NAME`); None takes them all.
+    pub only: Option<Vec<String>>,
+}
+
+impl Select {
+    /// Every locked package, whatever its kind.
+    pub fn every() -> Select {
+        Select { all: true, only: None }
+    }
+
+    /// Whether a package of these kinds is taken: when one of them is.
+    pub fn takes(&self, kinds: &BTreeSet<Kind>) -> bool {
+        kinds.iter().any(|k| match (k, &self.only) {
+            (Kind::Transitive, _) => self.all,
+            (_, None) => true,
+            (Kind::Group(_), Some(only)) => only.iter().any(|o| *o == k.name() || o == "group"),
+            (_, Some(only)) => only.contains(&k.name()),
+        })
+    }
+
+    /// One `--only` value: the kinds it names, checked, in order. The error names the
+    /// kinds there are.
+    pub fn parse_only(text: &str) -> Result<Vec<String>, String> {
+        let mut out = Vec::new();
+        for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            let kind = match word.strip_prefix("group:") {
+                Some(g) => Kind::group(g).name(),
+                None if ["runtime", "dev", "optional", "build", "group"].contains(&word) => word.to_owned(),
+                None => {
+                    return Err(format!(
+                        "{:?} is not a kind of dependency: write runtime, dev, optional, build, group (every \
+                         dependency group) or group:NAME, separated by commas",
+                        atlas_runtime::utf8::clip_chars(word, 40)
+                    ));
+                }
+            };
+            if !out.contains(&kind) {
+                out.push(kind);
+            }
+        }
+        if out.is_empty() {
+            return Err("name at least one kind: runtime, dev, optional, build, group or group:NAME".into());
+        }
+        Ok(out)
+    }
+}
+
+/// The kinds of a package, written out and joined: `runtime, dev`.
+pub fn kinds_text(kinds: &BTreeSet<Kind>) -> String {
+    kinds.iter().map(Kind::name).collect::<Vec<_>>().join(", ")
+}
+
 /// One package version a lockfile pins, with the checksums it gives for its artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Locked {
     pub spec: PackageSpec,
+    /// What the project declares it for; empty in a reader's answer for a package no
+    /// manifest declares, [`Kind::Transitive`] once [`read`] has it.
+    pub kinds: BTreeSet<Kind>,
     /// `sha256:<hex>` or `sha512-<base64>`, as the lockfile states them.
     pub checksums: Vec<String>,
     /// The index the lockfile says the package comes from (uv.lock's `source = {
@@ -74,18 +198,33 @@ fn malformed(file: &Path, why: impl std::fmt::Display) -> Malformed {
     Malformed { file: file.to_owned(), why: why.to_string() }
 }
 
+/// A locked package the selection leaves out, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    pub spec: PackageSpec,
+    pub kinds: BTreeSet<Kind>,
+    /// The lockfile, relative to the project.
+    pub lockfile: String,
+    /// Why, in words: `--only runtime leaves dev out`.
+    pub reason: String,
+}
+
 /// What a project's lockfiles pin.
 #[derive(Debug, Default)]
 pub struct Read {
-    /// Each package version once, sorted.
+    /// Each package version the selection takes, once, sorted.
     pub locked: Vec<Locked>,
     pub skipped: Vec<Skipped>,
+    /// Each package version the manifests declare that the selection leaves out.
+    pub left_out: Vec<LeftOut>,
     /// The lockfiles found.
     pub found: Vec<String>,
 }
 
-/// What the lockfiles of `project` pin: direct dependencies, or all of them with `all`.
-pub fn read(project: &Path, all: bool) -> Result<Read, Malformed> {
+/// What the lockfiles of `project` pin, marked by kind: the direct dependencies of the
+/// kinds `select` takes, and the transitive ones too with `select.all`.
+pub fn read(project: &Path, select: &Select) -> Result<Read, Malformed> {
+    let all = select.all;
     let (mut locked, mut skipped, mut found) = (Vec::new(), Vec::new(), Vec::new());
     for name in LOCKFILES {
         let file = project.join(name);
@@ -100,14 +239,46 @@ pub fn read(project: &Path, all: bool) -> Result<Read, Malformed> {
             "pnpm-lock.yaml" => pnpm(&file, &text, all)?,
             "uv.lock" => uv(&file, &text, all)?,
             "poetry.lock" => poetry(project, &file, &text, all)?,
-            _ => requirements(&file, &text)?,
+            _ => requirements(project, &file, &text)?,
         };
         locked.extend(l);
         skipped.extend(s);
     }
     locked.sort_by(|a, b| a.spec.cmp(&b.spec));
-    locked.dedup_by(|a, b| a.spec == b.spec);
-    Ok(Read { locked, skipped, found })
+    // One entry per version, with every kind any lockfile gives it.
+    locked.dedup_by(|a, b| {
+        let same = a.spec == b.spec;
+        if same {
+            b.kinds.append(&mut a.kinds);
+        }
+        same
+    });
+    let mut left_out = Vec::new();
+    locked.retain_mut(|l| {
+        if l.kinds.is_empty() {
+            l.kinds.insert(Kind::Transitive);
+        }
+        if select.takes(&l.kinds) {
+            return true;
+        }
+        if !l.kinds.contains(&Kind::Transitive) {
+            let only = select.only.as_deref().unwrap_or_default().join(",");
+            left_out.push(LeftOut {
+                spec: l.spec.clone(),
+                kinds: l.kinds.clone(),
+                lockfile: l.lockfile.clone(),
+                reason: format!(
+                    "--only {only} leaves {} out",
+                    match l.kinds.len() {
+                        1 => kinds_text(&l.kinds),
+                        _ => format!("each of its kinds ({})", kinds_text(&l.kinds)),
+                    }
+                ),
+            });
+        }
+        false
+    });
+    Ok(Read { locked, skipped, left_out, found })
 }
 
 fn read_capped(file: &Path) -> Result<String, Malformed> {
@@ -133,6 +304,296 @@ mod tests {
         l.iter().map(|l| l.spec.to_string()).collect()
     }
 
+    /// Each package as `spec kinds`: `crate:itoa@1.0.11 runtime`.
+    fn marked(l: &[Locked]) -> Vec<String> {
+        l.iter().map(|l| format!("{} {}", l.spec, kinds_text(&l.kinds))).collect()
+    }
+
+    fn only(kinds: &str) -> Select {
+        Select { all: false, only: Some(Select::parse_only(kinds).unwrap()) }
+    }
+
+    fn registry_crate(name: &str, version: &str) -> String {
+        format!(
+            "[[package]]\nname = \"{name}\"\nversion = \"{version}\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n"
+        )
+    }
+
+    #[test]
+    fn a_cargo_project_marks_its_crates_runtime_build_dev_or_optional_and_only_narrows_them_saying_why() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        std::fs::write(
+            p.join("Cargo.toml"),
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\n[features]\ndefault = [\"fast\"]\nfast = [\"dep:ryu\", \"serde?/std\"]\n\
+             [dependencies]\nitoa = \"1\"\nryu = { version = \"1\", optional = true }\nserde = { version = \"1\", optional = true }\n\
+             [build-dependencies]\ncc = \"1\"\n[dev-dependencies]\ntempfile = \"3\"\nitoa = \"1\"\n\
+             [target.'cfg(unix)'.dev-dependencies]\nlibc = \"0.2\"\n",
+        )
+        .unwrap();
+        let lock: String = [
+            ("itoa", "1.0.11"),
+            ("ryu", "1.0.18"),
+            ("serde", "1.0.200"),
+            ("cc", "1.1.0"),
+            ("tempfile", "3.10.1"),
+            ("libc", "0.2.155"),
+            ("fastrand", "2.1.0"),
+        ]
+        .iter()
+        .map(|(n, v)| registry_crate(n, v))
+        .collect();
+        std::fs::write(p.join("Cargo.lock"), format!("version = 4\n{lock}")).unwrap();
+        let r = read(p, &Select::default()).unwrap();
+        assert_eq!(
+            marked(&r.locked),
+            [
+                "crate:cc@1.1.0 build",
+                "crate:itoa@1.0.11 runtime, dev",
+                "crate:libc@0.2.155 dev",
+                "crate:ryu@1.0.18 runtime",
+                "crate:serde@1.0.200 optional",
+                "crate:tempfile@3.10.1 dev",
+            ],
+            "a default feature's optional crate is runtime; `serde?/std` turns nothing on"
+        );
+        assert!(r.left_out.is_empty(), "{:?}", r.left_out);
+        let r = read(p, &only("runtime")).unwrap();
+        assert_eq!(specs(&r.locked), ["crate:itoa@1.0.11", "crate:ryu@1.0.18"]);
+        let out: Vec<String> = r.left_out.iter().map(|l| format!("{} {}: {}", l.spec, l.lockfile, l.reason)).collect();
+        assert_eq!(
+            out,
+            [
+                "crate:cc@1.1.0 Cargo.lock: --only runtime leaves build out",
+                "crate:libc@0.2.155 Cargo.lock: --only runtime leaves dev out",
+                "crate:serde@1.0.200 Cargo.lock: --only runtime leaves optional out",
+                "crate:tempfile@3.10.1 Cargo.lock: --only runtime leaves dev out",
+            ]
+        );
+        let r = read(p, &Select { all: true, only: Some(vec!["dev".into()]) }).unwrap();
+        assert_eq!(
+            marked(&r.locked),
+            [
+                "crate:fastrand@2.1.0 transitive",
+                "crate:itoa@1.0.11 runtime, dev",
+                "crate:libc@0.2.155 dev",
+                "crate:tempfile@3.10.1 dev"
+            ],
+            "--all adds the transitive crates to the kinds --only takes"
+        );
+        assert_eq!(r.left_out.len(), 3, "{:?}", r.left_out);
+    }
+
+    #[test]
+    fn npm_and_pnpm_projects_mark_dependencies_dev_optional_and_peer_ones_by_kind() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        let sri = format!("sha512-{}", "A".repeat(86) + "==");
+        let entry = serde_json::json!({"version": "1.0.0", "integrity": sri});
+        std::fs::write(
+            p.join("package-lock.json"),
+            serde_json::json!({"lockfileVersion": 3, "packages": {
+                "": {
+                    "dependencies": {"express": "^4"},
+                    "devDependencies": {"vitest": "^1", "express": "^4"},
+                    "optionalDependencies": {"fsevents": "^2"},
+                    "peerDependencies": {"react": "^18", "react-dom": "^18"},
+                    "peerDependenciesMeta": {"react-dom": {"optional": true}}
+                },
+                "node_modules/express": entry, "node_modules/vitest": entry, "node_modules/fsevents": entry,
+                "node_modules/react": entry, "node_modules/react-dom": entry, "node_modules/ms": entry
+            }})
+            .to_string(),
+        )
+        .unwrap();
+        let r = read(p, &Select::default()).unwrap();
+        assert_eq!(
+            marked(&r.locked),
+            [
+                "npm:express@1.0.0 runtime, dev",
+                "npm:fsevents@1.0.0 optional",
+                "npm:react@1.0.0 runtime",
+                "npm:react-dom@1.0.0 optional",
+                "npm:vitest@1.0.0 dev",
+            ]
+        );
+        let r = read(p, &only("dev")).unwrap();
+        assert_eq!(specs(&r.locked), ["npm:express@1.0.0", "npm:vitest@1.0.0"]);
+        assert_eq!(r.left_out.len(), 3);
+        assert!(specs(&read(p, &Select::every()).unwrap().locked).contains(&"npm:ms@1.0.0".to_owned()));
+        std::fs::remove_file(p.join("package-lock.json")).unwrap();
+
+        let sri = |c: char| format!("sha512-{}==", c.to_string().repeat(86));
+        std::fs::write(
+            p.join("pnpm-lock.yaml"),
+            format!(
+                "lockfileVersion: '9.0'\nimporters:\n  .:\n    dependencies:\n      chalk:\n        specifier: ^5\n        \
+                 version: 5.3.0\n    devDependencies:\n      typescript:\n        specifier: ^5\n        version: 5.4.5\n    \
+                 optionalDependencies:\n      bufferutil:\n        specifier: ^4\n        version: 4.0.8\npackages:\n  \
+                 chalk@5.3.0:\n    resolution: {{integrity: {}}}\n  typescript@5.4.5:\n    resolution: {{integrity: {}}}\n  \
+                 bufferutil@4.0.8:\n    resolution: {{integrity: {}}}\n",
+                sri('A'),
+                sri('B'),
+                sri('C')
+            ),
+        )
+        .unwrap();
+        let r = read(p, &Select::default()).unwrap();
+        assert_eq!(
+            marked(&r.locked),
+            ["npm:bufferutil@4.0.8 optional", "npm:chalk@5.3.0 runtime", "npm:typescript@5.4.5 dev"]
+        );
+        let r = read(p, &only("runtime,optional")).unwrap();
+        assert_eq!(specs(&r.locked), ["npm:bufferutil@4.0.8", "npm:chalk@5.3.0"]);
+        assert_eq!(r.left_out[0].reason, "--only runtime,optional leaves dev out");
+    }
+
+    #[test]
+    fn a_uv_project_marks_its_extras_optional_and_its_groups_dev_or_by_name() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        let pkg = |n: &str, v: &str| {
+            format!(
+                "[[package]]\nname = \"{n}\"\nversion = \"{v}\"\nsource = {{ registry = \"https://pypi.org/simple\" }}\n\
+                 sdist = {{ url = \"https://f/{n}.tar.gz\", hash = \"sha256:{}\" }}\n",
+                "a".repeat(64)
+            )
+        };
+        std::fs::write(
+            p.join("uv.lock"),
+            format!(
+                "version = 1\n[[package]]\nname = \"app\"\nversion = \"0.1.0\"\nsource = {{ editable = \".\" }}\n\
+                 dependencies = [{{ name = \"httpx\" }}]\n\n[package.optional-dependencies]\nplot = [{{ name = \"matplotlib\" }}]\n\n\
+                 [package.dev-dependencies]\ndev = [{{ name = \"pytest\" }}]\ndocs = [{{ name = \"mkdocs\" }}, {{ name = \"httpx\" }}]\n\n{}{}{}{}{}",
+                pkg("httpx", "0.27.0"),
+                pkg("matplotlib", "3.8.0"),
+                pkg("pytest", "8.2.0"),
+                pkg("mkdocs", "1.6.0"),
+                pkg("idna", "3.7"),
+            ),
+        )
+        .unwrap();
+        let r = read(p, &Select::default()).unwrap();
+        assert_eq!(
+            marked(&r.locked),
+            [
+                "pypi:httpx@0.27.0 runtime, group:docs",
+                "pypi:matplotlib@3.8.0 optional",
+                "pypi:mkdocs@1.6.0 group:docs",
+                "pypi:pytest@8.2.0 dev",
+            ],
+            "uv drops extras and groups; Atlas takes them, marked"
+        );
+        assert_eq!(specs(&read(p, &only("group:Docs")).unwrap().locked), ["pypi:httpx@0.27.0", "pypi:mkdocs@1.6.0"]);
+        assert_eq!(specs(&read(p, &only("group")).unwrap().locked), ["pypi:httpx@0.27.0", "pypi:mkdocs@1.6.0"]);
+        let r = read(p, &only("runtime")).unwrap();
+        assert_eq!(specs(&r.locked), ["pypi:httpx@0.27.0"]);
+        let out: Vec<&str> = r.left_out.iter().map(|l| l.reason.as_str()).collect();
+        assert_eq!(
+            out,
+            [
+                "--only runtime leaves optional out",
+                "--only runtime leaves group:docs out",
+                "--only runtime leaves dev out"
+            ]
+        );
+        assert!(Select::parse_only("runtime,tests").unwrap_err().contains("\"tests\" is not a kind of dependency"));
+        assert_eq!(Select::parse_only("dev, dev,group:Lint").unwrap(), ["dev", "group:lint"]);
+    }
+
+    #[test]
+    fn a_poetry_project_marks_its_optional_dependencies_and_groups_and_pep_621_and_735_ones_alike() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        let lock: String = ["requests", "numpy", "pytest", "black", "sphinx"]
+            .iter()
+            .map(|n| format!("[[package]]\nname = \"{n}\"\nversion = \"1.0.0\"\nfiles = []\n\n"))
+            .collect();
+        std::fs::write(p.join("poetry.lock"), lock).unwrap();
+        std::fs::write(
+            p.join("pyproject.toml"),
+            "[tool.poetry.dependencies]\npython = \"^3.10\"\nrequests = \"^2\"\nnumpy = { version = \"^1\", optional = true }\n\
+             [tool.poetry.group.test.dependencies]\npytest = \"^8\"\n[tool.poetry.dev-dependencies]\nblack = \"*\"\n\
+             [tool.poetry.group.docs.dependencies]\nSphinx = \"^7\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            marked(&read(p, &Select::default()).unwrap().locked),
+            [
+                "pypi:black@1.0.0 dev",
+                "pypi:numpy@1.0.0 optional",
+                "pypi:pytest@1.0.0 group:test",
+                "pypi:requests@1.0.0 runtime",
+                "pypi:sphinx@1.0.0 group:docs",
+            ]
+        );
+        std::fs::write(
+            p.join("pyproject.toml"),
+            "[project]\nname = \"app\"\ndependencies = [\"requests>=2\"]\n[project.optional-dependencies]\nfast = [\"numpy\"]\n\
+             [dependency-groups]\nDev = [\"black\", {include-group = \"test\"}]\ntest = [\"pytest>=8\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            marked(&read(p, &Select::default()).unwrap().locked),
+            [
+                "pypi:black@1.0.0 dev",
+                "pypi:numpy@1.0.0 optional",
+                "pypi:pytest@1.0.0 group:test",
+                "pypi:requests@1.0.0 runtime",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_requirements_line_that_installs_the_project_with_extras_serves_their_dependencies_at_the_versions_pinned() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        std::fs::write(
+            p.join("pyproject.toml"),
+            "[project]\nname = \"My_App\"\ndependencies = [\"requests>=2\"]\n[project.optional-dependencies]\n\
+             full = [\"numpy>=1.26\", \"my-app[plot]\", \"scipy; python_version >= '3.10'\"]\nplot = [\"matplotlib==3.8.0\"]\n\
+             test = [\"pytest\"]\n",
+        )
+        .unwrap();
+        std::fs::write(p.join("requirements.txt"), "-e .[full]\nrequests==2.31.0\nnumpy==1.26.4\n-e ../elsewhere\n")
+            .unwrap();
+        let r = read(p, &Select::default()).unwrap();
+        assert_eq!(
+            marked(&r.locked),
+            ["pypi:matplotlib@3.8.0 runtime", "pypi:numpy@1.26.4 runtime", "pypi:requests@2.31.0 runtime",],
+            "the extra full, the extra plot it names, the project's dependencies; never the extra test"
+        );
+        let matplotlib = &r.locked[0];
+        assert_eq!(matplotlib.lockfile, "pyproject.toml");
+        let lines: Vec<&str> = r.skipped.iter().map(Skipped::line).collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("requirements.txt:4: ../elsewhere is outside the project"), "{lines:?}");
+        assert!(
+            lines[1].starts_with("requirements.txt:1: scipy (from the extra full of pyproject.toml) stays unpinned"),
+            "{lines:?}"
+        );
+        // A lockfile pins the rest: scipy comes at uv.lock's version, from its index.
+        std::fs::write(
+            p.join("uv.lock"),
+            format!(
+                "version = 1\n[[package]]\nname = \"scipy\"\nversion = \"1.13.0\"\n\
+                 source = {{ registry = \"https://pypi.corp.test/simple\" }}\n\
+                 sdist = {{ url = \"https://f/scipy.tar.gz\", hash = \"sha256:{}\" }}\n",
+                "b".repeat(64)
+            ),
+        )
+        .unwrap();
+        std::fs::write(p.join("requirements.txt"), ".[full]\nrequests==2.31.0\nnumpy==1.26.4\n").unwrap();
+        let r = read(p, &Select::default()).unwrap();
+        assert!(r.skipped.is_empty(), "{:?}", r.skipped);
+        let scipy = r.locked.iter().find(|l| l.spec.name == "scipy").unwrap();
+        assert_eq!(
+            (scipy.spec.version.as_str(), scipy.index.as_deref(), scipy.lockfile.as_str()),
+            ("1.13.0", Some("https://pypi.corp.test/simple"), "uv.lock")
+        );
+        assert_eq!(scipy.kinds, BTreeSet::from([Kind::Runtime]));
+    }
+
     #[test]
     fn a_cargo_workspace_gives_its_direct_registry_dependencies_at_their_locked_versions() {
         let t = tempfile::tempdir().unwrap();
@@ -154,14 +615,14 @@ mod tests {
             [[package]]\nname = \"ryu\"\nversion = \"1.0.18\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n\
             [[package]]\nname = \"serde\"\nversion = \"1.0.200\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n";
         std::fs::write(p.join("Cargo.lock"), lock).unwrap();
-        let Read { locked: l, skipped: s, found } = read(p, false).unwrap();
+        let Read { locked: l, skipped: s, found, .. } = read(p, &Select::default()).unwrap();
         assert_eq!(specs(&l), ["crate:itoa@1.0.11", "crate:ryu@1.0.18"]);
         assert_eq!(l[0].checksums, ["sha256:49f1f14873335454500d59611f1cf4a4b0f786f9ac11f4312a78e4cf2566695b"]);
         assert!(s.is_empty() && found == ["Cargo.lock"]);
-        let all = read(p, true).unwrap().locked;
+        let all = read(p, &Select::every()).unwrap().locked;
         assert_eq!(specs(&all).len(), 4, "--all: every registry crate, never the members");
         std::fs::write(p.join("Cargo.lock"), "version = 4\n[[package]]\nname = \"x\"\nversion = 1.0\n[[[").unwrap();
-        let e = read(p, false).unwrap_err().to_string();
+        let e = read(p, &Select::default()).unwrap_err().to_string();
         assert!(e.contains("Cargo.lock") && e.contains("line"), "{e}");
     }
 
@@ -192,7 +653,7 @@ mod tests {
             "# pinned\nTyping_Extensions==4.12.2 \\\n    --hash=sha256:04e5ca0351e0f3f85c6853954072df659d0d13fac324d0072316b67d7794700d\nrequests>=2\n-r other.txt\n",
         )
         .unwrap();
-        let Read { locked: l, skipped: s, found } = read(p, false).unwrap();
+        let Read { locked: l, skipped: s, found, .. } = read(p, &Select::default()).unwrap();
         assert_eq!(specs(&l), ["npm:@corp/strings@2.1.0", "pypi:six@1.16.0", "pypi:typing-extensions@4.12.2"]);
         assert_eq!(found, ["package-lock.json", "uv.lock", "requirements.txt"]);
         assert_eq!(l[0].checksums, [sri]);
@@ -201,13 +662,13 @@ mod tests {
         let lines: Vec<&str> = s.iter().map(Skipped::line).collect();
         assert!(lines.iter().any(|l| l.contains("requirements.txt:4: requests>=2 is not pinned")), "{lines:?}");
         assert!(lines.iter().any(|l| l.contains("requirements.txt:5")), "{lines:?}");
-        let all = read(p, true).unwrap().locked;
+        let all = read(p, &Select::every()).unwrap().locked;
         assert!(specs(&all).contains(&"npm:dep-of-dep@1.0.0".to_owned()));
         std::fs::write(p.join("requirements.txt"), "ok==1.0\n\n!!!\n").unwrap();
-        let e = read(p, false).unwrap_err().to_string();
+        let e = read(p, &Select::default()).unwrap_err().to_string();
         assert!(e.contains("requirements.txt") && e.contains("line 3"), "{e}");
         std::fs::write(p.join("package-lock.json"), "{\"packages\": {\n  \"\": [}").unwrap();
-        let e = read(p, false).unwrap_err().to_string();
+        let e = read(p, &Select::default()).unwrap_err().to_string();
         assert!(e.contains("package-lock.json") && e.contains("line 2"), "{e}");
     }
 
@@ -234,7 +695,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let Read { locked: l, skipped: s, .. } = read(p, true).unwrap();
+        let Read { locked: l, skipped: s, .. } = read(p, &Select::every()).unwrap();
         assert_eq!(specs(&l), ["pypi:corp-units@0.3.1"]);
         assert_eq!(l[0].index.as_deref(), Some("https://pypi.corp.test/simple"));
         assert_eq!(l[0].checksums, [h('a')], "the sdist's hash: the sdist is what is read");
@@ -270,7 +731,7 @@ mod tests {
         )
         .unwrap();
         std::fs::write(p.join("requirements.txt"), "g@git+https://ci:s3cret-req-token@git.corp.test/g.git\n").unwrap();
-        let Read { skipped: s, .. } = read(p, true).unwrap();
+        let Read { skipped: s, .. } = read(p, &Select::every()).unwrap();
         let all = s.iter().map(Skipped::line).collect::<Vec<_>>().join("\n");
         assert_eq!(s.len(), 5, "{all}");
         assert!(!all.contains("s3cret") && !all.contains("ci:"), "{all}");
@@ -294,7 +755,7 @@ mod tests {
             .to_string(),
         )
         .unwrap();
-        let Read { locked: l, skipped: s, .. } = read(p, false).unwrap();
+        let Read { locked: l, skipped: s, .. } = read(p, &Select::default()).unwrap();
         assert_eq!(specs(&l), ["npm:is-number@7.0.0"]);
         assert_eq!(l[0].checksums, [sri]);
         let lines: Vec<&str> = s.iter().map(Skipped::line).collect();
@@ -323,14 +784,17 @@ mod tests {
             sri('D')
         );
         std::fs::write(p.join("pnpm-lock.yaml"), &v9).unwrap();
-        let Read { locked: l, skipped: s, found } = read(p, false).unwrap();
+        let Read { locked: l, skipped: s, found, .. } = read(p, &Select::default()).unwrap();
         assert_eq!(found, ["pnpm-lock.yaml"]);
         assert_eq!(specs(&l), ["npm:@corp/strings@2.1.0", "npm:is-number@7.0.0", "npm:react-dom@18.2.0"]);
         assert_eq!((&l[0].checksums, &l[2].checksums), (&vec![sri('A')], &vec![sri('B')]));
         let lines: Vec<&str> = s.iter().map(Skipped::line).collect();
         assert!(lines.iter().any(|l| l.contains("local@link:../local")), "{lines:?}");
         assert!(lines.iter().any(|l| l.contains("gitdep@") && l.contains("codeload")), "{lines:?}");
-        assert!(specs(&read(p, true).unwrap().locked).contains(&"npm:react@18.2.0".to_owned()), "--all: peers too");
+        assert!(
+            specs(&read(p, &Select::every()).unwrap().locked).contains(&"npm:react@18.2.0".to_owned()),
+            "--all: peers too"
+        );
         // Version 6: a single project's dependencies at the top, keys with a leading `/`.
         let v6 = format!(
             "lockfileVersion: '6.0'\ndependencies:\n  is-number:\n    specifier: ^7\n    version: 7.0.0\n\npackages:\n  \
@@ -338,9 +802,9 @@ mod tests {
             sri('D')
         );
         std::fs::write(p.join("pnpm-lock.yaml"), v6).unwrap();
-        assert_eq!(specs(&read(p, false).unwrap().locked), ["npm:is-number@7.0.0"]);
+        assert_eq!(specs(&read(p, &Select::default()).unwrap().locked), ["npm:is-number@7.0.0"]);
         std::fs::write(p.join("pnpm-lock.yaml"), "lockfileVersion: '9.0'\nimporters:\n  .: [\n").unwrap();
-        let e = read(p, false).unwrap_err().to_string();
+        let e = read(p, &Select::default()).unwrap_err().to_string();
         assert!(e.contains("pnpm-lock.yaml") && e.lines().count() == 1, "{e}");
         std::fs::remove_file(p.join("pnpm-lock.yaml")).unwrap();
 
@@ -358,7 +822,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let e = read(p, false).unwrap_err().to_string();
+        let e = read(p, &Select::default()).unwrap_err().to_string();
         assert!(e.contains("pyproject.toml") && e.contains("--all"), "{e}");
         std::fs::write(
             p.join("pyproject.toml"),
@@ -366,18 +830,18 @@ mod tests {
              [tool.poetry.group.dev.dependencies]\npytest = \"^8\"\n",
         )
         .unwrap();
-        let Read { locked: l, skipped: s, found } = read(p, false).unwrap();
+        let Read { locked: l, skipped: s, found, .. } = read(p, &Select::default()).unwrap();
         assert_eq!(found, ["poetry.lock"]);
         assert_eq!(specs(&l), ["pypi:pytest@8.0.0", "pypi:requests@2.31.0"]);
         assert_eq!(l[1].checksums, [h('a'), h('b')]);
         assert!(s.len() == 1 && s[0].line().contains("mylib@0.1.0 comes from a git source"), "{s:?}");
-        assert_eq!(read(p, true).unwrap().locked.len(), 3, "--all: urllib3 too, never the git one");
+        assert_eq!(read(p, &Select::every()).unwrap().locked.len(), 3, "--all: urllib3 too, never the git one");
         // PEP 621 names the dependencies in [project].
         std::fs::write(
             p.join("pyproject.toml"),
             "[project]\nname = \"app\"\ndependencies = [\"urllib3>=2; python_version>'3'\"]\n",
         )
         .unwrap();
-        assert_eq!(specs(&read(p, false).unwrap().locked), ["pypi:urllib3@2.0.0"]);
+        assert_eq!(specs(&read(p, &Select::default()).unwrap().locked), ["pypi:urllib3@2.0.0"]);
     }
 }

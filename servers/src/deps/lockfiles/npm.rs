@@ -5,7 +5,30 @@ use std::path::Path;
 
 use atlas_runtime::package::Ecosystem;
 
-use super::{Locked, Malformed, Skipped, malformed, spec};
+use super::{Kind, Locked, Malformed, Skipped, malformed, spec};
+
+/// The sections of a `package.json` (or a lock's importer) that declare dependencies,
+/// with their kind.
+const SECTIONS: [(&str, Kind); 4] = [
+    ("dependencies", Kind::Runtime),
+    ("peerDependencies", Kind::Runtime),
+    ("optionalDependencies", Kind::Optional),
+    ("devDependencies", Kind::Dev),
+];
+
+/// The names `declarer` (a lock's root package or a pnpm importer) declares, with their
+/// kinds; a peer dependency `peerDependenciesMeta` calls optional is optional.
+fn declared(declarer: &serde_json::Value, into: &mut BTreeMap<String, BTreeSet<Kind>>) {
+    for (section, kind) in &SECTIONS {
+        for name in declarer.get(*section).and_then(|d| d.as_object()).into_iter().flat_map(|d| d.keys()) {
+            let optional_peer = *section == "peerDependencies"
+                && declarer.get("peerDependenciesMeta").and_then(|m| m.get(name)?.get("optional")?.as_bool())
+                    == Some(true);
+            let kind = if optional_peer { Kind::Optional } else { kind.clone() };
+            into.entry(name.clone()).or_default().insert(kind);
+        }
+    }
+}
 
 pub(super) fn npm(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Vec<Skipped>), Malformed> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| malformed(file, e))?;
@@ -16,16 +39,14 @@ pub(super) fn npm(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Ve
         ));
     };
     let root = packages.get("").cloned().unwrap_or_default();
-    let direct: BTreeSet<String> = ["dependencies", "devDependencies", "optionalDependencies"]
-        .iter()
-        .filter_map(|k| root.get(*k).and_then(|d| d.as_object()))
-        .flat_map(|d| d.keys().cloned())
-        .collect();
+    let mut direct = BTreeMap::new();
+    declared(&root, &mut direct);
     let (mut locked, mut skipped) = (Vec::new(), Vec::new());
     for (key, p) in packages {
         let Some(name) = key.rsplit_once("node_modules/").map(|(_, n)| n) else { continue };
         let top = key == &format!("node_modules/{name}");
-        if !(all || (top && direct.contains(name))) {
+        let kinds = direct.get(name).filter(|_| top).cloned().unwrap_or_default();
+        if !all && kinds.is_empty() {
             continue;
         }
         if p.get("link").and_then(|l| l.as_bool()) == Some(true) {
@@ -58,7 +79,9 @@ pub(super) fn npm(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, Ve
             continue;
         }
         match spec(Ecosystem::Npm, name, version) {
-            Ok(spec) => locked.push(Locked { spec, checksums, index: None, lockfile: "package-lock.json".into() }),
+            Ok(spec) => {
+                locked.push(Locked { spec, kinds, checksums, index: None, lockfile: "package-lock.json".into() });
+            }
             Err(e) => skipped.push(Skipped::new(format!("package-lock.json: {e}"))),
         }
     }
@@ -82,26 +105,25 @@ pub(super) fn pnpm(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, V
         let Some(at) = key.get(1..).and_then(|k| k.find('@')).map(|i| i + 1) else { continue };
         known.insert((key[..at].to_owned(), bare(&key[at + 1..])), entry.clone());
     }
-    let mut wanted: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut wanted: BTreeMap<(String, String), BTreeSet<Kind>> = BTreeMap::new();
     if all {
-        wanted.extend(known.keys().cloned());
-    } else {
-        let importers = match v.get("importers").and_then(|i| i.as_object()) {
-            Some(i) => i.values().cloned().collect(),
-            None => vec![v.clone()],
-        };
-        for imp in &importers {
-            for kind in ["dependencies", "devDependencies", "optionalDependencies"] {
-                for (name, dep) in imp.get(kind).and_then(|d| d.as_object()).into_iter().flatten() {
-                    // Version 6 and 9: `{specifier, version}`; version 5: the version alone.
-                    let version = dep.get("version").and_then(|x| x.as_str()).or_else(|| dep.as_str()).unwrap_or("");
-                    wanted.insert((name.clone(), bare(version)));
-                }
+        wanted.extend(known.keys().map(|k| (k.clone(), BTreeSet::new())));
+    }
+    let importers = match v.get("importers").and_then(|i| i.as_object()) {
+        Some(i) => i.values().cloned().collect(),
+        None => vec![v.clone()],
+    };
+    for imp in &importers {
+        for (section, kind) in &SECTIONS {
+            for (name, dep) in imp.get(*section).and_then(|d| d.as_object()).into_iter().flatten() {
+                // Version 6 and 9: `{specifier, version}`; version 5: the version alone.
+                let version = dep.get("version").and_then(|x| x.as_str()).or_else(|| dep.as_str()).unwrap_or("");
+                wanted.entry((name.clone(), bare(version))).or_default().insert(kind.clone());
             }
         }
     }
     let (mut locked, mut skipped) = (Vec::new(), Vec::new());
-    for (name, version) in wanted {
+    for ((name, version), kinds) in wanted {
         let entry = known.get(&(name.clone(), version.clone()));
         let resolution = entry.and_then(|e| e.get("resolution"));
         let integrity = resolution.and_then(|r| r.get("integrity")).and_then(|i| i.as_str());
@@ -116,6 +138,7 @@ pub(super) fn pnpm(file: &Path, text: &str, all: bool) -> Result<(Vec<Locked>, V
         match spec(Ecosystem::Npm, &name, &version) {
             Ok(spec) => locked.push(Locked {
                 spec,
+                kinds,
                 checksums: integrity
                     .into_iter()
                     .flat_map(str::split_whitespace)
