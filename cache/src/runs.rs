@@ -73,13 +73,19 @@ impl Cache {
     /// Keeps the newest `keep_per_pipeline` runs of each pipeline and removes every
     /// object and ref that none of them references.
     pub fn gc(&self, keep_per_pipeline: usize) -> Result<GcReport> {
+        self.gc_forgetting(keep_per_pipeline, |_| false)
+    }
+
+    /// [`Cache::gc`], and first forgets every run `forget` names (a pipeline that is
+    /// gone, whose objects no one will ask for again).
+    pub fn gc_forgetting(&self, keep_per_pipeline: usize, forget: impl Fn(&RunRecord) -> bool) -> Result<GcReport> {
         let runs = self.runs()?;
         let mut report = GcReport::default();
         let mut kept: Vec<&RunRecord> = Vec::new();
         let mut seen = std::collections::HashMap::<&str, usize>::new();
         for r in runs.iter().rev() {
             let n = seen.entry(r.pipeline.as_str()).or_default();
-            if *n < keep_per_pipeline.max(1) {
+            if *n < keep_per_pipeline.max(1) && !forget(r) {
                 kept.push(r);
                 *n += 1;
             } else {

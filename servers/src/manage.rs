@@ -79,11 +79,12 @@ fn report(out: &Outcome, source: &str, took: std::time::Duration) {
     }
 }
 
-/// The MCP servers block for an installed bundle, as editors take it: through `uvx`
-/// (the wheel) and `npx` (the npm package), pinned to this version and offline, so an
-/// editor's server starts from the cache with no package index to reach; then
-/// through this binary's absolute path, unless that path is in uv's or npx's cache
-/// (which they may prune), where the command that keeps a binary is named instead.
+/// The MCP servers block for an installed bundle, as editors take it: first the form
+/// that works here, this binary's absolute path; then through `uvx` (the wheel) and
+/// `npx` (the npm package), pinned to this version and offline, each only where that
+/// launcher holds this version ([`atlas_runtime::install::Install::launches`]). A
+/// binary that runs from uv's or npx's cache (which they may prune) leads with the
+/// launcher that started it instead, and names the command that keeps a binary.
 pub fn editor_snippet(name: &str) -> String {
     editor_config(name, &["--bundle", name])
 }
@@ -91,9 +92,12 @@ pub fn editor_snippet(name: &str) -> String {
 /// [`editor_snippet`] for servers named `key` that serve `what` (`--bundle NAME`,
 /// `--project DIR`).
 pub fn editor_config(key: &str, what: &[&str]) -> String {
+    use atlas_runtime::install::Launcher;
+    let install = atlas_runtime::install::current();
     let exe = std::env::current_exe().map_or_else(|_| "atlas".to_owned(), |p| p.display().to_string());
     let pkg = atlas_runtime::install::NPM_PACKAGE;
-    let pinned = format!("{pkg}@{}", env!("CARGO_PKG_VERSION"));
+    let version = env!("CARGO_PKG_VERSION");
+    let pinned = format!("{pkg}@{version}");
     let block = |command: &str, lead: &[&str]| {
         let args = |rest: &[&str]| lead.iter().chain(rest).map(|a| (*a).to_owned()).collect::<Vec<String>>();
         let v = serde_json::json!({
@@ -104,22 +108,35 @@ pub fn editor_config(key: &str, what: &[&str]) -> String {
         });
         serde_json::to_string_pretty(&v).expect("plain data")
     };
-    let cached = ["/archive-v", "/_npx/", "\\archive-v", "\\_npx\\"].iter().any(|p| exe.contains(p));
-    let binary = if cached {
-        format!(
+    let launcher = |l: Launcher| match l {
+        Launcher::Uvx => format!(
+            "# With uv (runs the PyPI wheel {pkg} {version} from uv's cache, offline):\n{}\n",
+            block("uvx", &["--offline", &pinned])
+        ),
+        Launcher::Npx => format!(
+            "# With Node (runs the npm package {pkg} {version} from npm's cache, offline):\n{}\n",
+            block("npx", &["--offline", "-y", &pinned])
+        ),
+    };
+    let mut out =
+        "# Add one of these to your editor's MCP config (Claude Desktop, Cursor, Zed, opencode…).\n".to_owned();
+    let cached = install.cached_by();
+    match cached {
+        Some(l) => out.push_str(&launcher(l)),
+        None => out.push_str(&format!("# With this binary:\n{}\n", block(&exe, &[]))),
+    }
+    for l in [Launcher::Uvx, Launcher::Npx] {
+        if cached != Some(l) && install.launches(l, version) {
+            out.push_str(&launcher(l));
+        }
+    }
+    if cached.is_some() {
+        out.push_str(&format!(
             "# With a binary that stays (this one runs from a cache that may be pruned): `uv tool install {pkg}`,\n\
              # `pipx install {pkg}` or `npm install -g {pkg}`, then \"command\": \"atlas\".\n"
-        )
-    } else {
-        format!("# With this binary:\n{}\n", block(&exe, &[]))
-    };
-    format!(
-        "# Add one of these to your editor's MCP config (Claude Desktop, Cursor, Zed, opencode…).\n\
-         # With uv (runs the PyPI wheel {pkg} from uv's cache, offline):\n{}\n\
-         # With Node (runs the npm package {pkg} from npm's cache, offline):\n{}\n{binary}",
-        block("uvx", &["--offline", &pinned]),
-        block("npx", &["--offline", "-y", &pinned]),
-    )
+        ));
+    }
+    out
 }
 
 /// Re-resolves each installed bundle's source and installs what is newer.

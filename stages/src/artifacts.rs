@@ -64,6 +64,10 @@ pub struct CrawlManifest {
     /// Per source, when its content was fetched (see [`Scan::fetched_at`]).
     #[serde(default)]
     pub fetched_at: BTreeMap<String, String>,
+    /// Per package source, the package's own one-line summary (see [`Scan::summary`]);
+    /// left out when empty, so other sources' manifests keep their bytes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub summaries: BTreeMap<String, String>,
 }
 
 // ---------------------------------------------------------------------- clean-gitbook

@@ -108,6 +108,10 @@ enum Command {
         /// Runs to keep per pipeline.
         #[arg(long, default_value_t = 3)]
         keep: usize,
+        /// Also forget every run of a pipeline whose config file is gone (`atlas gc`
+        /// removes the builds of package versions no longer wanted).
+        #[arg(long)]
+        forget_missing: bool,
     },
 }
 
@@ -273,9 +277,10 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             }
             write_stdout(&text)
         }
-        Command::Gc { keep } => {
+        Command::Gc { keep, forget_missing } => {
             let cache = open_cache(cli, &cfg, &progress)?;
-            let r = cache.gc(*keep)?;
+            let r =
+                cache.gc_forgetting(*keep, |run| *forget_missing && !std::path::Path::new(&run.pipeline).is_file())?;
             write_stdout(&format!(
                 "kept {} and {}; removed {}, {} ({} bytes) and {}\n",
                 atlas_runtime::words::count(r.kept_runs, "run"),

@@ -75,10 +75,12 @@ fn an_install_from_a_relative_path_records_it_absolute() {
     let h = crate::distribution::home(&t.path().join("home"));
     let r = crate::distribution::atlas(&h).current_dir(dir).args(["install", &format!("./{name}")]).output().unwrap();
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    // The editor config it prints starts offline, at this version.
+    // The editor config it prints leads with this binary's absolute path: the form
+    // that works here (no launcher holds a published version on a build machine).
     let printed = String::from_utf8_lossy(&r.stdout);
-    let pinned = format!("\"atlas-mcp-server@{}\"", env!("CARGO_PKG_VERSION"));
-    assert!(printed.contains("\"--offline\",\n") && printed.contains(&pinned), "{printed}");
+    let exe = serde_json::to_string(&atlas_e2e::bin("atlas").display().to_string()).unwrap();
+    let lead = printed.split("\n# ").nth(1).unwrap_or_default();
+    assert!(lead.starts_with("With this binary:") && lead.contains(&exe), "{printed}");
     let records = h.join("bundles/fixture/.installs");
     let rec = std::fs::read_dir(&records).unwrap().flatten().next().unwrap().path();
     let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(rec).unwrap()).unwrap();

@@ -25,6 +25,7 @@ mod libraries;
 mod mcp;
 mod pack;
 mod package;
+mod package_upkeep;
 mod packages;
 mod postgres;
 mod remote_cache;

@@ -502,12 +502,13 @@ fn readme_editor_snippets_start_working_servers() {
         .skip(1)
         .map(|b| serde_json::from_str(b.split("```").next().unwrap()).unwrap_or_else(|e| panic!("{e}: {b}")))
         .collect();
-    assert_eq!(blocks.len(), 6, "uvx, npx, then Claude Desktop, Cursor, Zed, opencode");
-    // The uvx and npx forms come first: the same servers, run from the packages
+    assert_eq!(blocks.len(), 6, "Claude Desktop, Cursor, Zed, opencode, then uvx and npx");
+    // The binary's forms come first, as they work on any machine; the uvx and npx
+    // forms after them: the same servers, run from the packages once installed
     // (tests/it/package.rs runs those packages).
     for (b, command, lead) in [
-        (&blocks[0], "uvx", vec!["--offline", "atlas-mcp-server"]),
-        (&blocks[1], "npx", vec!["--offline", "-y", "atlas-mcp-server"]),
+        (&blocks[4], "uvx", vec!["--offline", "atlas-mcp-server"]),
+        (&blocks[5], "npx", vec!["--offline", "-y", "atlas-mcp-server"]),
     ] {
         let servers = b["mcpServers"].as_object().unwrap();
         assert_eq!(servers.len(), 2);
@@ -518,7 +519,7 @@ fn readme_editor_snippets_start_working_servers() {
             assert_eq!(args[lead.len()], "serve");
         }
     }
-    let blocks = &blocks[2..];
+    let blocks = &blocks[..4];
     // (command, args) of every server entry, by each client's format.
     let mut commands: Vec<(String, Vec<String>)> = Vec::new();
     let strs =

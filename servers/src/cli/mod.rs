@@ -14,6 +14,7 @@ mod bundles;
 mod doctor;
 mod eval;
 mod export;
+mod gc;
 mod info;
 mod install;
 mod locate;
@@ -72,6 +73,9 @@ enum Command {
     Update(update::Args),
     /// The installed bundles: name, versions, current, size, age, source, signed by.
     Bundles(bundles::Args),
+    /// Reclaim the disk of package builds: all but what a project's set, a package's
+    /// current version or a version waiting for its vectors needs; prints what it freed.
+    Gc(gc::Args),
     /// Write the current version of an installed bundle as an archive `atlas install` takes.
     Backup(backup::Args),
     /// Switch an installed bundle back to a kept version (the one before by default).
@@ -122,6 +126,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Add(a) => a.run(&cfg),
         Command::Sync(a) => a.run(&cfg),
         Command::Bundles(a) => a.run(),
+        Command::Gc(a) => a.run(),
         Command::Backup(a) => a.run(),
         Command::Restore(a) => a.run(),
         Command::Setup(a) => a.run(),

@@ -8,6 +8,7 @@
 //! without waiting on one cache's lock), then `atlas install` of the archive it wrote.
 //! Nothing of a package runs: the pipeline reads its published files.
 
+pub mod gc;
 pub mod lockfiles;
 
 use std::io::BufRead as _;
@@ -55,7 +56,12 @@ pub enum Pass {
 
 /// Whether the installed copy of a library still waits for its vectors.
 pub fn needs_vectors(home: &Home, spec: &PackageSpec) -> bool {
-    home.resolve_version(&spec.bundle_name(), &spec.version)
+    waits_for_vectors(home, &spec.bundle_name(), &spec.version)
+}
+
+/// [`needs_vectors`] of the library stored as `name`, at `version`.
+pub fn waits_for_vectors(home: &Home, name: &str, version: &str) -> bool {
+    home.resolve_version(name, version)
         .and_then(|d| atlas_runtime::manifest::read_manifest(&d).ok())
         .is_some_and(|m| m.embedding_rows == 0 && m.chunk_count > 0)
 }
@@ -219,7 +225,7 @@ pub fn pipeline_yaml(w: &Wanted, pass: Pass, settings: &Path) -> String {
         y.push_str("  embed:\n    enabled: false\n");
     }
     y.push_str(&format!(
-        "  pack:\n    version: {}\n    description: {}\n",
+        "  pack:\n    version: {}\n    description: {}\n    description_from_package: true\n",
         q(&s.version),
         q(&format!("{} {} {}, from its published package", s.ecosystem.as_str(), s.name, s.version))
     ));
@@ -371,6 +377,8 @@ mod tests {
         assert!(!pipeline_yaml(&w, Pass::Vectors, Path::new("/p")).contains("embed:"));
         assert!(y.contains("name: \"npm+corp+strings\"") && y.contains("\"corp-strings\":"), "{y}");
         assert!(y.contains("spec: \"npm:@corp/strings@2.1.0\"") && y.contains("version: \"2.1.0\""), "{y}");
+        // The package's own summary describes it; the generic line is the fallback.
+        assert!(y.contains("    description_from_package: true\n"), "{y}");
         assert!(y.contains("- \"sha512-x\\\"y\"") && y.contains("settings_dir: \"/p\""), "{y}");
         assert!(!y.contains("index:"), "{y}");
         let w = Wanted {

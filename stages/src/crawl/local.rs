@@ -41,6 +41,10 @@ pub struct Scan {
     /// whose bytes did not change keeps its first fetch time). None for local and
     /// git sources, whose commits date them.
     pub fetched_at: Option<String>,
+    /// A package's own one-line summary (its manifest's description), made inert:
+    /// what the bundle's description becomes when the config asks for it
+    /// (`stages.pack.description_from_package`).
+    pub summary: Option<String>,
 }
 
 impl Scan {
@@ -54,6 +58,10 @@ impl Scan {
             k.str("repo", f.repo.as_deref().unwrap_or_default()).str("commit", f.commit.as_deref().unwrap_or_default());
         }
         k.str("fetched_at", self.fetched_at.as_deref().unwrap_or_default());
+        // Only a source that has one says so: every other snapshot keeps its digest.
+        if let Some(s) = &self.summary {
+            k.str("summary", s);
+        }
         k.finish()
     }
 }

@@ -193,10 +193,18 @@ impl Stage for Crawl {
         let total = scans.values().map(|s| s.files.len()).sum();
         let bar = ctx.progress.stage("crawl", total);
         let mut out = StageOutput::default();
-        let mut manifest = CrawlManifest { docs: Vec::new(), skipped: Vec::new(), fetched_at: BTreeMap::new() };
+        let mut manifest = CrawlManifest {
+            docs: Vec::new(),
+            skipped: Vec::new(),
+            fetched_at: BTreeMap::new(),
+            summaries: BTreeMap::new(),
+        };
         for (name, scan) in &scans {
             if let Some(t) = &scan.fetched_at {
                 manifest.fetched_at.insert(name.clone(), t.clone());
+            }
+            if let Some(s) = &scan.summary {
+                manifest.summaries.insert(name.clone(), s.clone());
             }
             for f in &scan.files {
                 if ctx.cache.verify(f.digest)? && !ctx.force {

@@ -28,6 +28,12 @@ pub struct PackParams {
     pub version: String,
     /// One line on what the bundle holds, for `list_libraries` and `atlas bundles`.
     pub description: Option<String>,
+    /// Describe the bundle by its package source's own summary (a crate's
+    /// `package.description`, an npm package's `description`, an sdist's `Summary`)
+    /// where the package states one; `description` is the fallback. `atlas add` and
+    /// `atlas sync` set it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub description_from_package: bool,
     /// Ship an HNSW index (the runtime uses it above its exact-scan threshold).
     /// `true`/`false`; unset (auto): only when the runtime would load it, above its
     /// exact-scan threshold (`atlas_runtime::bundle::EXACT_MAX_ROWS` rows of 384 dims).
@@ -44,7 +50,24 @@ pub struct PackParams {
 
 impl Default for PackParams {
     fn default() -> Self {
-        PackParams { version: "0.1.0".to_owned(), description: None, hnsw: None, eval: None, prompts: Vec::new() }
+        PackParams {
+            version: "0.1.0".to_owned(),
+            description: None,
+            description_from_package: false,
+            hnsw: None,
+            eval: None,
+            prompts: Vec::new(),
+        }
+    }
+}
+
+/// The package's own summary, when the config asks for it and its one package
+/// source states one (several package sources: none, the config's description says it).
+fn package_summary(p: &PackParams, crawl: &CrawlManifest) -> Option<String> {
+    let mut s = crawl.summaries.values();
+    match (p.description_from_package, s.next(), s.next()) {
+        (true, Some(one), None) => Some(one.clone()),
+        _ => None,
     }
 }
 
@@ -264,7 +287,7 @@ impl Stage for Pack {
             format_version: FORMAT_VERSION,
             name: ctx.cfg.config.name.clone(),
             version: p.version.clone(),
-            description: p.description.clone(),
+            description: package_summary(p, &crawl).or_else(|| p.description.clone()),
             created: rfc3339_now(),
             config_digest: config_digest(ctx.cfg),
             sources,
@@ -322,5 +345,27 @@ impl Stage for Pack {
             out.write(&format!("{name}.sha256"), format!("{sha}  {name}\n").as_bytes(), false)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bundle_takes_its_one_packages_summary_only_when_the_config_asks() {
+        let crawl = |summaries: &[(&str, &str)]| CrawlManifest {
+            docs: Vec::new(),
+            skipped: Vec::new(),
+            fetched_at: BTreeMap::new(),
+            summaries: summaries.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        };
+        let asked = PackParams { description_from_package: true, ..PackParams::default() };
+        assert_eq!(package_summary(&asked, &crawl(&[("x", "Pads strings")])).as_deref(), Some("Pads strings"));
+        assert_eq!(package_summary(&PackParams::default(), &crawl(&[("x", "Pads strings")])), None);
+        assert_eq!(package_summary(&asked, &crawl(&[])), None);
+        assert_eq!(package_summary(&asked, &crawl(&[("x", "a"), ("y", "b")])), None, "two packages: the config says");
+        // Unset, the flag leaves every other config's key as it was.
+        assert!(!canonical(&PackParams::default()).to_string().contains("description_from_package"));
     }
 }

@@ -117,6 +117,7 @@ pub fn scan_package(
     }
     let (root, links) = unpack(&artifact, &state).with_context(|| format!("unpacking {spec}"))?;
     let mut scan = scan_local(&root, include, exclude, p.max_file_bytes.min(MAX_PACKAGE_FILE_BYTES))?;
+    scan.summary = summary(&root, spec.ecosystem);
     // Each link the artifact held, once, in the build's notes (a link is never followed).
     let top = root.file_name().map(|t| format!("{}/", t.to_string_lossy())).unwrap_or_default();
     for link in links {
@@ -338,6 +339,54 @@ fn unpack(a: &Artifact, state: &Path) -> anyhow::Result<(PathBuf, Vec<String>)> 
     Ok((done.join(&x.top), links))
 }
 
+/// The largest package manifest (`Cargo.toml`, `package.json`, `PKG-INFO`) read for
+/// the package's summary, in bytes: past it, the package has none.
+pub const MAX_MANIFEST_BYTES: u64 = 256 << 10;
+
+/// The package's own one-line summary, from the unpacked tree at `root`: a crate's
+/// `Cargo.toml` `package.description`, an npm package's `package.json` `description`,
+/// an sdist's `PKG-INFO` `Summary`. Untrusted: read capped ([`MAX_MANIFEST_BYTES`]),
+/// made one inert line (control and invisible formatting characters and runs of
+/// whitespace become one space) and cut, with `…`, to fit a manifest's description
+/// (`atlas_runtime::manifest::MAX_DESCRIPTION_BYTES`). None when the
+/// package states none, or its manifest cannot be read.
+pub fn summary(root: &Path, ecosystem: Ecosystem) -> Option<String> {
+    let read = |name: &str| {
+        let bytes = atlas_runtime::safe_path::read_capped(&root.join(name), MAX_MANIFEST_BYTES).ok()?;
+        String::from_utf8(bytes).ok()
+    };
+    let raw = match ecosystem {
+        Ecosystem::Crate => {
+            let t: toml::Table = toml::from_str(&read("Cargo.toml")?).ok()?;
+            t.get("package")?.get("description")?.as_str()?.to_owned()
+        }
+        Ecosystem::Npm => {
+            let v: serde_json::Value = serde_json::from_str(&read("package.json")?).ok()?;
+            v.get("description")?.as_str()?.to_owned()
+        }
+        Ecosystem::Pypi => pkg_info_summary(&read("PKG-INFO")?)?,
+    };
+    let line = atlas_runtime::utf8::printable(&raw).split_whitespace().collect::<Vec<_>>().join(" ");
+    const MAX: usize = atlas_runtime::manifest::MAX_DESCRIPTION_BYTES;
+    match line.len() {
+        0 => None,
+        n if n <= MAX => Some(line),
+        _ => Some(format!("{}…", &line[..atlas_runtime::utf8::floor_char_boundary(&line, MAX - '…'.len_utf8())])),
+    }
+}
+
+/// The `Summary` header of core metadata (RFC 822 style: a folded line continues on
+/// lines that start with whitespace; the headers end at the first blank line).
+fn pkg_info_summary(text: &str) -> Option<String> {
+    let mut lines = text.lines().take_while(|l| !l.trim().is_empty());
+    let first = lines.find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case("summary").then(|| v.trim().to_owned())
+    })?;
+    let folded: Vec<&str> = lines.take_while(|l| l.starts_with([' ', '\t'])).map(str::trim).collect();
+    Some([first.as_str()].into_iter().chain(folded).collect::<Vec<_>>().join(" "))
+}
+
 /// The most skipped links of one package named in the notes.
 const MAX_LINKS_NAMED: usize = 1000;
 /// The largest list of skipped links read back, in bytes.
@@ -366,6 +415,35 @@ mod tests {
         let pep: Vec<String> = ["1.9", "1.10", "1.10rc1", "2.0b1", "0.9"].map(String::from).to_vec();
         assert_eq!(nearest(&pep, "1.11"), "0.9, 1.9, 1.10rc1, 1.10, 2.0b1");
         assert_eq!(nearest(&pep[..1], "3"), "1.9");
+    }
+
+    #[test]
+    fn a_packages_summary_is_its_manifests_own_line_made_inert_and_cut_short() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        assert_eq!(summary(root, Ecosystem::Crate), None);
+        let toml = "[package]\nname = \"x\"\ndescription = \"\"\"\nA fast\n\\u001b[31mthing\\u202e\"\"\"\n";
+        std::fs::write(root.join("Cargo.toml"), toml).unwrap();
+        assert_eq!(summary(root, Ecosystem::Crate).as_deref(), Some("A fast [31mthing"));
+        std::fs::write(root.join("package.json"), format!(r#"{{"description": "{}"}}"#, "word ".repeat(100))).unwrap();
+        let long = summary(root, Ecosystem::Npm).unwrap();
+        assert!(long.ends_with('…') && long.len() <= atlas_runtime::manifest::MAX_DESCRIPTION_BYTES, "{long}");
+        std::fs::write(root.join("package.json"), format!(r#"{{"description": "{}"}}"#, "é".repeat(400))).unwrap();
+        let long = summary(root, Ecosystem::Npm).unwrap();
+        assert!(long.len() <= atlas_runtime::manifest::MAX_DESCRIPTION_BYTES && long.ends_with("é…"), "{long}");
+        std::fs::write(root.join("package.json"), r#"{"description": 7}"#).unwrap();
+        assert_eq!(summary(root, Ecosystem::Npm), None);
+        std::fs::write(
+            root.join("PKG-INFO"),
+            "Metadata-Version: 2.1\nName: units\nSummary: Units of\n  measure\nAuthor: a\n\nSummary: not a header\n",
+        )
+        .unwrap();
+        assert_eq!(summary(root, Ecosystem::Pypi).as_deref(), Some("Units of measure"));
+        std::fs::write(root.join("PKG-INFO"), "Name: units\n\nSummary: in the body\n").unwrap();
+        assert_eq!(summary(root, Ecosystem::Pypi), None);
+        // Past the cap, no summary: nothing large is read.
+        std::fs::write(root.join("PKG-INFO"), format!("Summary: big\n{}", "x".repeat(300 << 10))).unwrap();
+        assert_eq!(summary(root, Ecosystem::Pypi), None);
     }
 
     #[test]
