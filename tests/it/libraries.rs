@@ -244,8 +244,10 @@ fn bundles_share_a_query_model_by_its_sha256() {
     rt().block_on(async {
         let c = stdio_client(&args, &logs.path().join("rag.log")).await;
         let (t, v) = ok(call(&c, "search_docs", json!({"query": "install with helm"})).await);
-        assert!(libs(&v).iter().all(|l| l == "fixture@2.0.0"), "{v}");
-        // A bundle of another model is served by keyword (issue 49), and says why.
+        // A bundle of another model is served by keyword (issue 49), and says why; its
+        // hits compete on their keyword evidence (issue 68).
+        assert_eq!(v["hits"][0]["library"], "fixture@2.0.0", "{v}");
+        assert!(libs(&v).iter().any(|l| l == "fixture@9.0.0"), "{v}");
         assert!(
             t.contains("warning: fixture@9.0.0 was searched by keyword only") && t.contains("model mismatch"),
             "{t}"
@@ -335,4 +337,101 @@ fn all_installed_bundles_and_kept_versions_behind_one_server() {
     let r = run(crate::distribution::atlas(&h).args(["serve", "rag", "--bundle", "fixture@9.9.9"]));
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("neither a bundle folder nor an installed bundle"), "{}", r.stderr);
+}
+
+/// A bundle of `pages` alone (no fixture site), as `name` 1.0.0; without vectors
+/// (built keyword-first, as `atlas sync`'s first pass builds) when `keyword_only`.
+fn build_pages(work: &Path, name: &str, pages: &[(String, String)], keyword_only: bool) -> PathBuf {
+    let site = work.join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    for (rel, text) in pages {
+        std::fs::write(site.join(rel), text).unwrap();
+    }
+    let embed = if keyword_only { "  embed:\n    enabled: false\n" } else { "" };
+    let cfg = work.join("pipeline.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "name: {name}\nsources:\n  site:\n    kind: local\n    path: site\nstages:\n{embed}  pack:\n    version: 1.0.0\n"
+        ),
+    )
+    .unwrap();
+    run(pipeline().arg("-c").arg(&cfg).arg("run")).success();
+    work.join(".atlas/build/bundle")
+}
+
+/// A settings library with many pages near the question, each a little off it: it
+/// leads a merged search by volume.
+fn settings_pages() -> Vec<(String, String)> {
+    let topics = [
+        ("env-files", "Settings read variables from a .env file as well as the environment"),
+        ("env-prefix", "Settings read environment variables with a prefix from a .env file"),
+        ("env-nested", "Nested settings read environment variables and .env file values with a delimiter"),
+        ("env-priority", "Settings values from the environment and from a .env file, and which one is used"),
+        ("env-secrets", "Settings read secrets from files and variables from a .env file"),
+        ("env-case", "Settings match environment variable names in a .env file case-insensitively"),
+        ("env-parsing", "Settings parse complex values from environment variables and a .env file as JSON"),
+        ("env-multiple", "Settings load several .env files, the last one loaded winning"),
+    ];
+    topics
+        .iter()
+        .map(|(file, line)| {
+            (
+                format!("{file}.md"),
+                format!("# {line}\n\n{line}. Declare the settings class, point `env_file` at the .env file, and each field is loaded from the environment variables or the file.\n"),
+            )
+        })
+        .collect()
+}
+
+/// sirv's README, the only chunk anywhere that names it.
+const SIRV_README: &str = "# sirv\n\nThe optimized and lightweight middleware for serving requests to static assets.\n\n## Single-page applications\n\nWith `single: true`, sirv serves the `index.html` file for any request that matches no file, so that a single-page application routes on the client. Unknown paths fall back to the app's entry page instead of a 404.\n";
+
+#[test]
+fn a_library_without_vectors_competes_on_its_keyword_evidence_and_its_words_are_never_called_unseen() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let dir = |n: &str| {
+        let d = work.path().join(n);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    };
+    let settings = build_pages(&dir("settings"), "settings", &settings_pages(), false);
+    let sirv = build_pages(&dir("sirv"), "sirv", &[("README.md".into(), SIRV_README.into())], true);
+    let q = "serve index.html for unknown routes of a single-page app with sirv";
+
+    // The runtime: sirv is searched by keyword, with a keyword-only confidence.
+    let open = |d: &Path| std::sync::Arc::new(Bundle::open(d, OpenOptions::default()).unwrap());
+    let opts = SearchOptions { top_k: 5, ..SearchOptions::default() };
+    let merged = atlas_runtime::search::search_all(&[open(&settings), open(&sirv)], q, &opts).unwrap();
+    assert!(matches!(merged.skipped[..], [atlas_runtime::search::Skipped { index: 1, .. }]), "{:?}", merged.skipped);
+    let s = &merged.searched;
+    assert_eq!(s.hits[0].library, "sirv@1.0.0", "{:?}", s.hits);
+    assert!(s.signals.keyword_only && s.confidence > 0.0, "{:?} {}", s.signals, s.confidence);
+    assert!(!s.unseen_words.iter().any(|w| w == "sirv"), "{:?}", s.unseen_words);
+
+    // The rag server says where the confidence comes from, and never that no chunk
+    // holds a word only sirv's chunk holds.
+    let logs = tempfile::tempdir().unwrap();
+    let args = ["serve", "rag", "--bundle", settings.to_str().unwrap(), "--bundle", sirv.to_str().unwrap()];
+    rt().block_on(async {
+        let c = stdio_client(&args, &logs.path().join("rag.log")).await;
+        let (t, v) = ok(call(&c, "search_docs", json!({"query": q, "top_k": 5})).await);
+        assert_eq!(v["hits"][0]["library"], "sirv@1.0.0", "{t}");
+        assert_eq!(v["confidence"]["keyword_only"], true, "{t}");
+        assert!(v["confidence"]["score"].as_f64().unwrap() > 0.0, "{t}");
+        assert!(t.contains("from keywords only") && t.contains("sirv@1.0.0 was searched by keyword only"), "{t}");
+        // A question the settings library leads, and no library answers: the refusal
+        // names no word that sirv's chunk holds.
+        let q = "which settings does sirv read from a .env file";
+        let (t, v) = ok(call(&c, "search_docs", json!({"query": q, "top_k": 5})).await);
+        assert_eq!(v["hits"][0]["library"], "settings@1.0.0", "{t}");
+        assert!(t.starts_with("nothing served answers this confidently"), "{t}");
+        assert!(!t.contains("no chunk holds \"sirv\"") && !t.contains("\"sirv\" or"), "{t}");
+        let unseen = v["confidence"]["unseen_words"].as_array().cloned().unwrap_or_default();
+        assert!(!unseen.iter().any(|w| w == "sirv"), "{t}");
+        c.cancel().await.unwrap();
+    });
 }

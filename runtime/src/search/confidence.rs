@@ -41,6 +41,11 @@ pub struct Signals {
     /// chunk's text writes ([`name_pairs`]): something the corpus does not cover.
     #[serde(default)]
     pub unmatched: bool,
+    /// The library had no vectors to search (built keyword-first, or its model is not
+    /// here): no cosine, and the confidence is [`KEYWORD_CALIBRATION`]'s, from the
+    /// keyword evidence alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keyword_only: bool,
 }
 
 /// A fitted logistic model:
@@ -70,10 +75,31 @@ pub const CALIBRATION: Calibration = Calibration {
     bias: -10.402,
 };
 
+/// The model of a library searched by keyword only (no vectors yet, or no model here):
+/// the same signals less the cosine, fitted the same way on the same tune halves
+/// (`fit_refusal.py` with `top_cosine` left out of its features; docs/decisions.md,
+/// "Dependencies on real projects (issue 68)"). Its probability reads against the
+/// same refusal threshold (`eval::DEFAULT_THRESHOLD`), and its log-odds against the
+/// calibrated libraries' in a merged search.
+pub const KEYWORD_CALIBRATION: Calibration = Calibration {
+    model: "unseen-keyword-unmatched-keyword-only-v1",
+    top_cosine: 0.0,
+    unseen: -14.108,
+    keyword: 6.917,
+    unmatched: -9.712,
+    bias: -7.512,
+};
+
 /// The bounds a probability is kept within when its odds are compared.
 const EDGE: f32 = 1e-4;
 
 impl Signals {
+    /// The model these signals are read with: [`KEYWORD_CALIBRATION`] for a library
+    /// searched by keyword only, else [`CALIBRATION`].
+    pub fn calibration(&self) -> &'static Calibration {
+        if self.keyword_only { &KEYWORD_CALIBRATION } else { &CALIBRATION }
+    }
+
     /// The probability that the corpus answers the query: 1 when an exact string or a
     /// defined name was found, else the model's.
     pub fn confidence(&self, c: &Calibration) -> f32 {

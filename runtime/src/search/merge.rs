@@ -1,6 +1,8 @@
 //! Several libraries searched as one: each bundle's [`Engine`], then one relevance
 //! order ([`merge`]), with a typed list of the libraries left out. A library that
-//! fails, even by a panic, is left out with its reason; the others answer.
+//! fails, even by a panic, is left out with its reason; the others answer. A library
+//! without vectors answers by keyword with a keyword-only confidence and competes on
+//! it (`merge`'s tests, tests/it/libraries.rs).
 
 use std::sync::Arc;
 
@@ -21,8 +23,9 @@ pub struct Skipped {
 /// Why a library was left out of a merged search.
 #[derive(Debug, thiserror::Error)]
 pub enum Skip {
-    /// Its model could not be used here (missing, or not this bundle's): searched by
-    /// keyword only. Its hits are in the merge with no confidence.
+    /// Its model could not be used here (missing, or not this bundle's, or no vectors
+    /// yet): searched by keyword only. Its hits are in the merge with a keyword-only
+    /// confidence ([`super::KEYWORD_CALIBRATION`]).
     #[error("searched by keyword only ({0})")]
     KeywordOnly(Error),
     /// Its search failed: not searched.
@@ -53,15 +56,11 @@ pub fn search_all(bundles: &[Arc<Bundle>], query: &str, opts: &SearchOptions) ->
         let searched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.search_scored(query, opts)));
         match searched {
             Ok(Ok(s)) => each.push(s),
-            // No model here (or not this bundle's): keyword results, and why.
+            // No vectors or no model here (or not this bundle's): keyword results with
+            // a confidence from the keyword evidence, and why.
             Ok(Err(why @ Error::Model(_))) if opts.mode != Mode::Keyword => {
-                let kw = SearchOptions { mode: Mode::Keyword, rerank: false, ..opts.clone() };
-                match engine.search_scored(query, &kw) {
-                    Ok(mut s) => {
-                        // BM25 is not a calibrated confidence: it neither leads the
-                        // merge nor vouches for the reply.
-                        s.confidence = 0.0;
-                        s.signals = Default::default();
+                match engine.search_keyword_scored(query, opts) {
+                    Ok(s) => {
                         each.push(s);
                         skipped.push(skip(Skip::KeywordOnly(why)));
                     }
@@ -82,27 +81,30 @@ pub fn search_all(bundles: &[Arc<Bundle>], query: &str, opts: &SearchOptions) ->
 /// Merges each library's ranked hits into `top_k`.
 ///
 /// In vector and hybrid mode the hits form one relevance order, built from each
-/// library's calibrated confidence ([`super::Signals::logit`]: the
-/// nearest chunk's cosine, which every library of one model shares a scale for, and
-/// the question's words the library has never seen). A library's weight is
-/// `exp(−s · gap)`, the gap being how far its log-odds are behind the best library's,
-/// in cosine units (`s`: [`super::Tuning::library_sharpness`]; a
+/// library's confidence as log-odds ([`super::Signals::logit`]: the calibrated model's
+/// over the nearest chunk's cosine, which every library of one model shares a scale
+/// for, and the question's words the library has never seen; a library searched by
+/// keyword only reads its keyword evidence with [`super::KEYWORD_CALIBRATION`]). A
+/// library's weight is `exp(−s · gap)`, the gap being how far its log-odds are behind
+/// the best library's, in cosine units (`s`: [`super::Tuning::library_sharpness`]; a
 /// library that found a name or a quoted string verbatim leads). A hit's merge score
 /// is its library's weight times its score relative to that library's first hit, so
 /// the right library's second hit beats another library's weak first. Keyword scores
 /// (BM25) differ per corpus and come without a cosine: there the libraries take turns,
-/// the most confident first. The merged confidence is the best library's.
+/// the most confident first. The merged confidence is the best library's; its words
+/// no chunk holds are those no library's chunk holds.
 pub fn merge(mut each: Vec<Searched>, top_k: usize, mode: Mode, sharpness: f32) -> Searched {
     if each.len() == 1 {
         return each.pop().unwrap_or_else(empty);
     }
     let best = each.iter().max_by(|a, b| a.confidence.total_cmp(&b.confidence));
-    let (confidence, signals, unseen_words) =
+    let (confidence, signals, mut unseen_words) =
         best.map_or((0.0, Default::default(), Vec::new()), |s| (s.confidence, s.signals, s.unseen_words.clone()));
+    // A word is unseen only where no library's chunk holds it.
+    unseen_words.retain(|w| each.iter().all(|s| s.unseen_words.iter().any(|u| u.eq_ignore_ascii_case(w))));
     let mut hits: Vec<Hit> = Vec::with_capacity(top_k);
     if mode != Mode::Keyword {
-        let c = &CALIBRATION;
-        let nearest = |s: &Searched| s.signals.logit(c) / c.top_cosine;
+        let nearest = |s: &Searched| s.signals.logit(s.signals.calibration()) / CALIBRATION.top_cosine;
         let lead = each.iter().map(nearest).fold(f32::MIN, f32::max);
         let mut scored: Vec<(f32, usize, &Hit)> = Vec::new();
         for s in &each {
@@ -175,6 +177,31 @@ mod tests {
         // Two libraries as near as each other interleave by their hits' own scores.
         let m = merge(vec![searched("a", &[0.9, 0.5], 0.8), searched("b", &[0.9, 0.8], 0.8)], 4, Mode::Vector, 20.0);
         assert_eq!(ids(&m), ["a-0", "b-0", "b-1", "a-1"]);
+    }
+
+    #[test]
+    fn a_keyword_only_library_competes_on_its_keyword_evidence() {
+        let mut a = searched("a", &[0.9, 0.8, 0.7, 0.6], 0.55);
+        a.unseen_words = vec!["sirv".to_owned(), "frobnicate".to_owned()];
+        // Every word held, a strong keyword score: its keyword-only confidence leads
+        // a library whose nearest chunk is far.
+        let signals = Signals { keyword: 3.0, words: 3, keyword_only: true, ..Default::default() };
+        let confidence = signals.confidence(signals.calibration());
+        assert!(confidence > 0.5, "{confidence}");
+        let hits = vec![Hit { score: 9.0, ..hit("k", 0) }, Hit { score: 4.0, ..hit("k", 1) }];
+        let k = Searched { hits, confidence, signals, unseen_words: vec!["frobnicate".to_owned()] };
+        let m = merge(vec![a, k], 4, Mode::Hybrid, 20.0);
+        assert_eq!(m.hits[0].chunk_id, "k-0");
+        assert!(m.signals.keyword_only && m.confidence == confidence);
+        // A word one library holds is not reported as held by no chunk.
+        assert_eq!(m.unseen_words, ["frobnicate"]);
+        // Without any keyword evidence it stays behind a near library.
+        let none = Signals { words: 3, unseen: 1.0, keyword_only: true, ..Default::default() };
+        let hits = vec![Hit { score: 1.0, ..hit("k", 0) }];
+        let k =
+            Searched { hits, confidence: none.confidence(none.calibration()), signals: none, unseen_words: Vec::new() };
+        let m = merge(vec![searched("a", &[0.9], 0.8), k], 2, Mode::Hybrid, 20.0);
+        assert_eq!(ids(&m), ["a-0", "k-0"]);
     }
 
     #[test]

@@ -21,7 +21,7 @@ mod retrieve;
 mod shape;
 
 pub use crate::hit::{Hit, Link, slug};
-pub use confidence::{CALIBRATION, Calibration, Signals, unseen_note};
+pub use confidence::{CALIBRATION, Calibration, KEYWORD_CALIBRATION, Signals, unseen_note};
 pub use exact::exact_strings;
 pub use fusion::fuse;
 pub use merge::{Merged, Skip, Skipped, merge, search_all};
@@ -116,6 +116,23 @@ impl Engine<'_> {
 
     /// Ranked hits for `query`, with the search's confidence.
     pub fn search_scored(&self, query: &str, opts: &SearchOptions) -> Result<Searched> {
+        self.scored(query, opts, false)
+    }
+
+    /// Keyword hits for `query` (whatever `opts.mode` and `opts.rerank` ask), with a
+    /// confidence from the keyword evidence alone ([`KEYWORD_CALIBRATION`]: the share
+    /// of the question's words no chunk holds, the best keyword score, a version or a
+    /// name not covered, an exact find) and the words no chunk holds: how a library
+    /// without vectors (built keyword-first, or its model not here) answers a vector
+    /// or hybrid search, comparable with the libraries that have them.
+    pub fn search_keyword_scored(&self, query: &str, opts: &SearchOptions) -> Result<Searched> {
+        let kw = SearchOptions { mode: Mode::Keyword, rerank: false, ..opts.clone() };
+        self.scored(query, &kw, true)
+    }
+
+    /// [`Engine::search_scored`]; in keyword mode with `evidence`, the keyword-only
+    /// confidence instead of the top BM25 score.
+    fn scored(&self, query: &str, opts: &SearchOptions, evidence: bool) -> Result<Searched> {
         let query = query.trim();
         if query.is_empty() {
             return Err(Error::Query("the query is empty; pass some words to search for".into()));
@@ -141,7 +158,7 @@ impl Engine<'_> {
             return Ok(Searched {
                 hits: Vec::new(),
                 confidence: 0.0,
-                signals: Signals::default(),
+                signals: Signals { keyword_only: evidence, ..Signals::default() },
                 unseen_words: Vec::new(),
             });
         }
@@ -205,12 +222,13 @@ impl Engine<'_> {
                 break;
             }
         }
-        let (confidence, signals, unseen_words) = if keyword_only {
+        let (confidence, signals, unseen_words) = if keyword_only && !evidence {
             let top = retrieved.keyword.first().map_or(0.0, |x| x.1);
             (top, Signals { exact: found_verbatim, ..Signals::default() }, Vec::new())
         } else {
-            let (s, unseen) = self.signals(query, &retrieved, opts, found_verbatim)?;
-            (s.confidence(&CALIBRATION), s, unseen)
+            let (mut s, unseen) = self.signals(query, &retrieved, opts, found_verbatim)?;
+            s.keyword_only = keyword_only;
+            (s.confidence(s.calibration()), s, unseen)
         };
         Ok(Searched { hits, confidence, signals, unseen_words })
     }
@@ -295,7 +313,8 @@ impl Engine<'_> {
         let share = if words.is_empty() { 0.0 } else { unseen.len() as f32 / words.len() as f32 };
         let first = r.ranked.iter().take(UNMATCHED_DEPTH).map(|&(i, _)| self.b.text(i));
         let unmatched = confidence::unmatched_numbers(query, first) || self.unwritten_name(query)?;
-        let signals = Signals { top_cosine, unseen: share, words: words.len(), keyword, exact, unmatched };
+        let signals =
+            Signals { top_cosine, unseen: share, words: words.len(), keyword, exact, unmatched, keyword_only: false };
         let mut shown: Vec<String> = Vec::new();
         for (word, stems) in &written {
             if shown.len() < MAX_UNSEEN_WORDS

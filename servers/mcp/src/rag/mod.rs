@@ -148,8 +148,11 @@ impl RagServer {
             Err(e) => return Ok(output::error(e.to_string())),
         };
         // Keyword scores (BM25) are not calibrated: no confidence for them.
-        let confidence = (mode != Mode::Keyword)
-            .then(|| Confidence::new(s.confidence, threshold).with_unseen(s.unseen_words.clone()));
+        let confidence = (mode != Mode::Keyword).then(|| {
+            Confidence::new(s.confidence, threshold)
+                .with_unseen(s.unseen_words.clone())
+                .keyword_only(s.signals.keyword_only)
+        });
         if s.hits.is_empty() {
             let mut text = format!(
                 "{instead}no hits for {query:?}; try other words, mode=keyword for exact names, or fewer filters\n"
@@ -164,8 +167,9 @@ impl RagServer {
         // Below the refusal threshold, the reply says so first: what `atlas ask` refuses.
         let head = match &confidence {
             Some(c) if c.level == "none" => format!(
-                "nothing served answers this confidently (confidence {:.2}, under the threshold {:.2}){}; the nearest hits follow, check them before relying on them\n",
+                "nothing served answers this confidently (confidence {:.2}{}, under the threshold {:.2}){}; the nearest hits follow, check them before relying on them\n",
                 c.score,
+                c.source(),
                 c.threshold,
                 match atlas_runtime::search::unseen_note(&c.unseen_words) {
                     n if n.is_empty() => n,
@@ -174,8 +178,10 @@ impl RagServer {
             ),
             _ => String::new(),
         };
-        let sure =
-            confidence.as_ref().map(|c| format!(", confidence {} ({:.2})", c.level, c.score)).unwrap_or_default();
+        let sure = confidence
+            .as_ref()
+            .map(|c| format!(", confidence {} ({:.2}{})", c.level, c.score, c.source()))
+            .unwrap_or_default();
         let total = s.hits.len();
         let pieces = |first: Detail| {
             s.hits.iter().enumerate().skip(skip).map(move |(i, h)| {

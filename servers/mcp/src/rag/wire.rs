@@ -244,6 +244,11 @@ pub struct Confidence {
     /// `graphics card`): search again with them before concluding it does not cover it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unseen_words: Vec<String>,
+    /// The surest library has no vectors yet (built keyword-first) or no model here:
+    /// the score is read from its keyword evidence alone (the question's words its
+    /// chunks hold, the best keyword score, names found), not from meaning.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keyword_only: bool,
 }
 
 impl Confidence {
@@ -255,12 +260,23 @@ impl Confidence {
         } else {
             "high"
         };
-        Confidence { score, level, threshold, unseen_words: Vec::new() }
+        Confidence { score, level, threshold, unseen_words: Vec::new(), keyword_only: false }
     }
 
     /// With the query's words no chunk holds ([`atlas_runtime::search::Searched::unseen_words`]).
     pub fn with_unseen(self, unseen_words: Vec<String>) -> Confidence {
         Confidence { unseen_words, ..self }
+    }
+
+    /// Marked as read from keyword evidence alone ([`atlas_runtime::search::Signals::keyword_only`]).
+    pub fn keyword_only(self, keyword_only: bool) -> Confidence {
+        Confidence { keyword_only, ..self }
+    }
+
+    /// How the text reply says where the score comes from: empty for the calibrated
+    /// model, else `, from keywords only`.
+    pub fn source(&self) -> &'static str {
+        if self.keyword_only { ", from keywords only" } else { "" }
     }
 }
 
