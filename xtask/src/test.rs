@@ -51,7 +51,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     crate::Profile::Debug.build_with(true)?;
     // ONNX Runtime and the model (`atlas setup`, with the binary just built: nothing
     // when they are in place).
-    let models = match crate::setup::provision(crate::Profile::Debug) {
+    let models = match crate::setup::provision_unless(crate::Profile::Debug, args.no_provision) {
         Ok(()) => true,
         Err(e) => {
             eprintln!(
