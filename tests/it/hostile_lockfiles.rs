@@ -694,3 +694,84 @@ fn an_editable_install_of_the_project_with_an_extra_serves_the_extras_dependenci
     assert!(skipped[0].contains("loose-thing (from the extra full of pyproject.toml) stays unpinned"), "{skipped:?}");
     assert!(!r.stderr.contains("pytest"), "an extra not named is not read: {}", r.stderr);
 }
+
+/// A facade crate whose `src/lib.rs` re-exports another (`pub use inner::*;`, as clap
+/// re-exports clap_builder): `sync` serves the inner crate at the version Cargo.lock
+/// pins for the facade, says so, marks it with the facade's kinds and
+/// `reexported:facade`, and a symbol defined only in the inner crate is found by a
+/// search over the project. A crate the facade only uses privately is not served.
+#[test]
+fn a_facades_re_exported_crate_is_served_beside_it_and_its_symbols_are_found_in_the_project() {
+    let t = tempfile::tempdir().unwrap();
+    let krate = |name: &str, lib: &str| {
+        tar_gz(&[
+            (&format!("{name}-1.0.0/Cargo.toml"), &format!("[package]\nname = \"{name}\"\nversion = \"1.0.0\"\n")),
+            (&format!("{name}-1.0.0/src/lib.rs"), lib),
+        ])
+    };
+    let facade = krate("facade", "//! The facade.\n#[doc(inline)]\npub use inner::*;\nuse private_dep::Helper;\n");
+    let inner = krate("inner", "/// Defined only here.\npub fn zebra_stripes_only_in_inner() -> u32 { 7 }\n");
+    let private = krate("private_dep", "pub struct Helper;\n");
+    let entry = |n: &str, b: &[u8], deps: &str| {
+        format!(
+            "[[package]]\nname = \"{n}\"\nversion = \"1.0.0\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\nchecksum = \"{}\"\n{deps}\n",
+            atlas_runtime::hash::sha256_bytes(b)
+        )
+    };
+    let lock = format!(
+        "version = 4\n[[package]]\nname = \"app\"\nversion = \"0.1.0\"\ndependencies = [\"facade\"]\n\n{}{}{}",
+        entry("facade", &facade, "dependencies = [\n \"inner\",\n \"private_dep 1.0.0\",\n]\n"),
+        entry("inner", &inner, ""),
+        entry("private_dep", &private, "")
+    );
+    let registry = sparse_registry(
+        vec![
+            Published::real("facade", "1.0.0", facade),
+            Published::real("inner", "1.0.0", inner),
+            Published::real("private_dep", "1.0.0", private),
+        ],
+        |_, b| b,
+    );
+    let cargo = cargo_home(t.path(), &registry);
+    let h = crate::distribution::home(&t.path().join("h"));
+    let project = dir(t.path().join("app"));
+    std::fs::write(project.join("Cargo.lock"), lock).unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n[dev-dependencies]\nfacade = \"1\"\n",
+    )
+    .unwrap();
+    let p = project.to_str().unwrap();
+    let r = run(atlas(&h, t.path()).env("CARGO_HOME", &cargo).args(["sync", "--keyword-only", "--json", p]));
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(r.stderr.contains("atlas: serving crate:inner@1.0.0, re-exported by crate:facade@1.0.0"), "{}", r.stderr);
+    assert!(r.stderr.contains("crate:inner@1.0.0: searchable by keyword"), "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        v["reexported"],
+        serde_json::json!([{"package": "crate:inner@1.0.0", "by": "crate:facade@1.0.0", "kinds": ["dev", "reexported:facade"]}]),
+        "{v}"
+    );
+    assert_eq!(set(&project), ["crate+facade@1.0.0", "crate+inner@1.0.0"], "never the private dependency");
+
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("rag.log");
+    let mut cmd = crate::mcp::atlas(&["serve", "rag", "--project", p], &log);
+    cmd.env("ATLAS_HOME", &h).env("XDG_CONFIG_HOME", h.join("config")).env_remove("ATLAS_BUNDLE");
+    crate::mcp::rt().block_on(async {
+        let c = rmcp::ServiceExt::serve((), crate::mcp::child_transport(cmd, &log))
+            .await
+            .unwrap_or_else(|e| panic!("{e}: {}", crate::mcp::read(&log)));
+        let r = tokio::time::timeout(
+            Duration::from_secs(60),
+            crate::mcp::call(&c, "find_symbol", serde_json::json!({"name": "zebra_stripes_only_in_inner"})),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("find_symbol got no answer: {}", crate::mcp::read(&log)));
+        let (_, v) = crate::mcp::ok(r);
+        let found: Vec<&str> =
+            v["definitions"].as_array().unwrap().iter().map(|d| d["library"].as_str().unwrap()).collect();
+        assert_eq!(found, ["crate:inner@1.0.0"], "{v}");
+        c.cancel().await.unwrap();
+    });
+}

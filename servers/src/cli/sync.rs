@@ -82,7 +82,7 @@ impl Args {
             anyhow::bail!(UsageError(format!("{} is not a folder; pass the project's folder", project.display())));
         }
         let select = lockfiles::Select { all: self.all, only: self.only.clone().map(|k| k.0) };
-        let lockfiles::Read { locked, skipped, left_out, found } = lockfiles::read(&project, &select)?;
+        let lockfiles::Read { mut locked, skipped, left_out, found } = lockfiles::read(&project, &select)?;
         if found.is_empty() {
             anyhow::bail!(UsageError(format!(
                 "{} has no lockfile ({}); run your package manager once to write one",
@@ -100,13 +100,29 @@ impl Args {
             None
         });
         let before = before.unwrap_or_default();
-        let wanted: Vec<Wanted> = locked
-            .iter()
-            .map(|l| Wanted { spec: l.spec.clone(), checksums: l.checksums.clone(), index: l.index.clone() })
-            .collect();
+        let wanted_of = |l: &lockfiles::Locked| Wanted {
+            spec: l.spec.clone(),
+            checksums: l.checksums.clone(),
+            index: l.index.clone(),
+        };
+        let mut wanted: Vec<Wanted> = locked.iter().map(wanted_of).collect();
         let opts = self.build.options(cfg);
         let t = std::time::Instant::now();
-        let done = crate::deps::add(&wanted, Pass::Keyword, &opts);
+        let mut done = crate::deps::add(&wanted, Pass::Keyword, &opts);
+        // The crates a facade re-exports, read from the facade just built, served beside it.
+        let reexported = match lockfiles::cargo_graph(&project)? {
+            Some(graph) => crate::deps::reexports::follow(&home, &graph, &locked),
+            None => Vec::new(),
+        };
+        if !reexported.is_empty() {
+            for r in &reexported {
+                eprintln!("atlas: serving {}, re-exported by {}", r.locked.spec, r.by);
+            }
+            let more: Vec<Wanted> = reexported.iter().map(|r| wanted_of(&r.locked)).collect();
+            done.extend(crate::deps::add(&more, Pass::Keyword, &opts));
+            wanted.extend(more);
+            locked.extend(reexported.iter().map(|r| r.locked.clone()));
+        }
         let mut set = Set { only: select.only.clone(), all: select.all, ..Set::default() };
         let (mut failed, mut built) = (Vec::new(), 0);
         for ((l, d), w) in locked.iter().zip(&done).zip(&wanted) {
@@ -180,6 +196,11 @@ impl Args {
                 "failed": failed,
                 "not_embedded": unembedded,
                 "skipped": skipped.iter().map(lockfiles::Skipped::line).collect::<Vec<_>>(),
+                "reexported": reexported.iter().map(|r| serde_json::json!({
+                    "package": r.locked.spec.to_string(),
+                    "by": r.by,
+                    "kinds": r.locked.kinds.iter().map(lockfiles::Kind::name).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
                 "only": select.only,
                 "left_out": left_out.iter().map(|l| serde_json::json!({
                     "package": l.spec.to_string(),

@@ -10,6 +10,7 @@
 
 pub mod gc;
 pub mod lockfiles;
+pub mod reexports;
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};

@@ -22,6 +22,60 @@ struct CargoLocked {
     version: String,
     source: Option<String>,
     checksum: Option<String>,
+    /// The crates it depends on: `name`, `name version` or `name version (source)`.
+    #[serde(default)]
+    dependencies: Vec<String>,
+}
+
+/// The registry crates each locked crate depends on, as Cargo.lock's `dependencies`
+/// lists name them: what a facade's re-exports are looked up in.
+#[derive(Debug, Default)]
+pub struct Graph {
+    deps: BTreeMap<(String, String), Vec<Locked>>,
+}
+
+impl Graph {
+    /// The registry crates `name@version` depends on, each once.
+    pub fn dependencies(&self, name: &str, version: &str) -> &[Locked] {
+        self.deps.get(&(name.to_owned(), version.to_owned())).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// The dependency graph of a Cargo.lock's registry crates.
+pub fn graph(file: &Path, text: &str) -> Result<Graph, Malformed> {
+    let lock: CargoLock = toml::from_str(text).map_err(|e| toml_error(file, &e))?;
+    let registry =
+        |p: &CargoLocked| p.source.as_deref().is_some_and(|s| s.starts_with("registry+") || s.starts_with("sparse+"));
+    let mut by_name: BTreeMap<&str, Vec<&CargoLocked>> = BTreeMap::new();
+    for p in lock.package.iter().filter(|p| registry(p)) {
+        by_name.entry(p.name.as_str()).or_default().push(p);
+    }
+    let mut deps = BTreeMap::new();
+    for p in lock.package.iter().filter(|p| registry(p)) {
+        let mut out: Vec<Locked> = Vec::new();
+        for d in &p.dependencies {
+            let mut words = d.split_whitespace();
+            let (Some(name), version) = (words.next(), words.next()) else { continue };
+            let found = by_name.get(name).and_then(|vs| match version {
+                Some(v) => vs.iter().find(|c| c.version == v),
+                None if vs.len() == 1 => vs.first(),
+                None => None,
+            });
+            let Some(c) = found else { continue };
+            let Ok(spec) = spec(Ecosystem::Crate, &c.name, &c.version) else { continue };
+            if out.iter().all(|l| l.spec != spec) {
+                out.push(Locked {
+                    spec,
+                    kinds: BTreeSet::new(),
+                    checksums: c.checksum.iter().map(|c| format!("sha256:{c}")).collect(),
+                    index: None,
+                    lockfile: "Cargo.lock".into(),
+                });
+            }
+        }
+        deps.insert((p.name.clone(), p.version.clone()), out);
+    }
+    Ok(Graph { deps })
 }
 
 pub(super) fn cargo(

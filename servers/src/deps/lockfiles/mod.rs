@@ -25,6 +25,7 @@ mod cargo;
 mod npm;
 mod python;
 
+pub use cargo::Graph;
 use cargo::cargo;
 use npm::{npm, pnpm};
 use python::{poetry, requirements, uv};
@@ -59,6 +60,9 @@ pub enum Kind {
     Dev,
     /// Any other Python dependency group (PEP 735, uv, Poetry), by its normalised name.
     Group(String),
+    /// Locked and re-exported by the direct dependency it names (a facade: clap's
+    /// `pub use clap_builder::*`): served beside it, with its kinds too.
+    Reexported(String),
     /// Locked but declared by no manifest: what `--all` adds.
     Transitive,
 }
@@ -79,8 +83,22 @@ impl Kind {
         }
     }
 
+    /// A crate re-exported by `facade`, by the facade's name as a kind is written
+    /// (lower-case; any other character a `-`).
+    pub fn reexported(facade: &str) -> Kind {
+        let name: String = facade
+            .chars()
+            .take(MAX_GROUP_CHARS)
+            .map(|c| match c.to_ascii_lowercase() {
+                c if c.is_ascii_alphanumeric() || "-._".contains(c) => c,
+                _ => '-',
+            })
+            .collect();
+        Kind::Reexported(name)
+    }
+
     /// How the kind is written: `runtime`, `build`, `optional`, `dev`, `group:NAME`,
-    /// `transitive`.
+    /// `reexported:FACADE`, `transitive`.
     pub fn name(&self) -> String {
         match self {
             Kind::Runtime => "runtime".into(),
@@ -88,6 +106,7 @@ impl Kind {
             Kind::Optional => "optional".into(),
             Kind::Dev => "dev".into(),
             Kind::Group(g) => format!("group:{g}"),
+            Kind::Reexported(f) => format!("reexported:{f}"),
             Kind::Transitive => "transitive".into(),
         }
     }
@@ -281,6 +300,15 @@ pub fn read(project: &Path, select: &Select) -> Result<Read, Malformed> {
     Ok(Read { locked, skipped, left_out, found })
 }
 
+/// The dependency graph of `project`'s Cargo.lock, or None when it has none.
+pub fn cargo_graph(project: &Path) -> Result<Option<Graph>, Malformed> {
+    let file = project.join("Cargo.lock");
+    if !file.is_file() {
+        return Ok(None);
+    }
+    cargo::graph(&file, &read_capped(&file)?).map(Some)
+}
+
 fn read_capped(file: &Path) -> Result<String, Malformed> {
     let bytes = atlas_runtime::safe_path::read_capped(file, MAX_LOCKFILE_BYTES).map_err(|e| malformed(file, e))?;
     String::from_utf8(bytes).map_err(|_| malformed(file, "it is not UTF-8 text"))
@@ -317,6 +345,30 @@ mod tests {
         format!(
             "[[package]]\nname = \"{name}\"\nversion = \"{version}\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n"
         )
+    }
+
+    #[test]
+    fn a_cargo_lock_graph_names_each_crates_registry_dependencies_at_their_locked_versions() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        assert!(cargo_graph(p).unwrap().is_none());
+        let lock = format!(
+            "version = 4\n[[package]]\nname = \"app\"\nversion = \"0.1.0\"\ndependencies = [\"clap\"]\n\
+             {}dependencies = [\"clap_builder\", \"itoa 1.0.11\", \"itoa 0.4.8 (registry+x)\", \"local\", \"missing\"]\n\
+             {}checksum = \"{}\"\n{}{}[[package]]\nname = \"local\"\nversion = \"0.1.0\"\n",
+            registry_crate("clap", "4.5.20"),
+            registry_crate("clap_builder", "4.5.20"),
+            "a".repeat(64),
+            registry_crate("itoa", "1.0.11"),
+            registry_crate("itoa", "0.4.8"),
+        );
+        std::fs::write(p.join("Cargo.lock"), lock).unwrap();
+        let g = cargo_graph(p).unwrap().unwrap();
+        let deps = g.dependencies("clap", "4.5.20");
+        assert_eq!(specs(deps), ["crate:clap_builder@4.5.20", "crate:itoa@1.0.11", "crate:itoa@0.4.8"]);
+        assert_eq!(deps[0].checksums, [format!("sha256:{}", "a".repeat(64))]);
+        assert!(g.dependencies("app", "0.1.0").is_empty(), "a workspace member is no registry crate");
+        assert!(g.dependencies("clap", "9.9.9").is_empty());
     }
 
     #[test]
