@@ -255,7 +255,9 @@ pub fn project(dir: &std::path::Path) -> Vec<Check> {
                 format!("{shown} is in the set but its bundle is not installed"),
                 &sync,
             ));
-        } else if !every.iter().any(|l| l.spec.bundle_name() == p.name && l.spec.version == p.version) {
+        } else if !p.kinds.iter().any(|k| k == atlas_dist::project::ADDED)
+            && !every.iter().any(|l| l.spec.bundle_name() == p.name && l.spec.version == p.version)
+        {
             out.push(check(LABEL, Status::Fail, format!("{shown} is in the set but no lockfile pins it"), &sync));
         }
     }

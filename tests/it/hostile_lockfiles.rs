@@ -775,3 +775,97 @@ fn a_facades_re_exported_crate_is_served_beside_it_and_its_symbols_are_found_in_
         c.cancel().await.unwrap();
     });
 }
+
+/// `atlas add NAME --project DIR` puts a package beside what the lockfiles pin, marked
+/// `added`: a running `serve rag --project` follows at once, a later `sync` keeps it,
+/// and doctor finds the set and the lockfiles in agreement.
+#[test]
+fn a_package_added_to_a_project_is_served_by_its_running_server_and_kept_by_the_next_sync() {
+    let t = tempfile::tempdir().unwrap();
+    let Some((_registry, cargo, lock, fnv_version)) = two_itoas_and_fnv(t.path()) else { return };
+    let h = crate::distribution::home(&t.path().join("h"));
+    let project = dir(t.path().join("app"));
+    std::fs::write(project.join("Cargo.lock"), &lock).unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\n[dependencies]\nitoa = \"1\"\n",
+    )
+    .unwrap();
+    let p = project.to_str().unwrap();
+    let r = run(atlas(&h, t.path()).env("CARGO_HOME", &cargo).args(["sync", "--keyword-only", p]));
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let fnv = format!("crate+fnv@{fnv_version}");
+    assert!(!set(&project).contains(&fnv));
+
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("rag.log");
+    let mut cmd = crate::mcp::atlas(&["serve", "rag", "--project", p], &log);
+    cmd.env("ATLAS_HOME", &h).env("XDG_CONFIG_HOME", h.join("config")).env_remove("ATLAS_BUNDLE");
+    let fs_log = logs.path().join("fs.log");
+    let mut fs_cmd = crate::mcp::atlas(&["serve", "fs", "--project", p], &fs_log);
+    fs_cmd.env("ATLAS_HOME", &h).env("XDG_CONFIG_HOME", h.join("config")).env_remove("ATLAS_BUNDLE");
+    crate::mcp::rt().block_on(async {
+        let c = rmcp::ServiceExt::serve((), crate::mcp::child_transport(cmd, &log))
+            .await
+            .unwrap_or_else(|e| panic!("{e}: {}", crate::mcp::read(&log)));
+        let fs = rmcp::ServiceExt::serve((), crate::mcp::child_transport(fs_cmd, &fs_log))
+            .await
+            .unwrap_or_else(|e| panic!("{e}: {}", crate::mcp::read(&fs_log)));
+        let libraries = async || {
+            let (_, v) = crate::mcp::ok(crate::mcp::call(&c, "list_libraries", serde_json::json!({})).await);
+            v["libraries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l["library"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert!(!libraries().await.iter().any(|l| l.starts_with("crate:fnv")));
+        let r = run(atlas(&h, t.path()).env("CARGO_HOME", &cargo).args([
+            "add",
+            "--keyword-only",
+            "--project",
+            p,
+            &format!("crate:fnv@{fnv_version}"),
+        ]));
+        assert_eq!(r.code, Some(0), "{r:?}");
+        assert!(r.stderr.contains(&format!("atlas: crate:fnv@{fnv_version} is in the set of {p}")), "{}", r.stderr);
+        assert!(r.stdout.contains("--project"), "the project's editor config: {}", r.stdout);
+        let want = format!("crate:fnv@{fnv_version}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !libraries().await.contains(&want) {
+            assert!(Instant::now() < deadline, "the server never followed the set: {}", crate::mcp::read(&log));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // The fs server follows too: the added library's files are read by its name.
+        let path = format!("crate:fnv@{fnv_version}/fnv/lib.rs");
+        loop {
+            let r = crate::mcp::call(&fs, "read_file", serde_json::json!({"path": path})).await;
+            if r.is_error != Some(true) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the fs server never followed the set: {r:?} {}",
+                crate::mcp::read(&fs_log)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        c.cancel().await.unwrap();
+        fs.cancel().await.unwrap();
+    });
+    for l in [&log, &fs_log] {
+        let gained = crate::mcp::read(l).matches("which the project's set gained").count();
+        assert_eq!(gained, 1, "the one library added is opened once: {}", crate::mcp::read(l));
+    }
+    let r = run(atlas(&h, t.path()).env("CARGO_HOME", &cargo).args(["sync", "--keyword-only", p]));
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(set(&project).contains(&fnv), "{:?}", set(&project));
+    let file = std::fs::read_to_string(project.join(".atlas/libraries.json")).unwrap();
+    assert!(file.contains("\"added\""), "{file}");
+    let r = run(atlas(&h, t.path()).args(["doctor", "--json", "--project", p]));
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    let checks: Vec<&serde_json::Value> =
+        v["checks"].as_array().unwrap().iter().filter(|c| c["check"] == "project").collect();
+    assert!(checks.len() == 1 && checks[0]["status"] == "ok", "{checks:?}");
+}

@@ -22,6 +22,9 @@ const MAX_SET_BYTES: u64 = 4 << 20;
 pub const MAX_LIBRARIES: usize = 10_000;
 /// The most projects one home remembers.
 const MAX_PROJECTS: usize = 10_000;
+/// The kind of a library `atlas add --project` put in a set by hand: no lockfile pins
+/// it, and `atlas sync` keeps it.
+pub const ADDED: &str = "added";
 /// The most kinds one library or one selection names.
 const MAX_KINDS: usize = 64;
 /// The longest kind, in bytes (`group:` and a group's name).

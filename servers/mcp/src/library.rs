@@ -26,10 +26,10 @@ pub enum SearchError {
     NoneSearched(String),
 }
 
-/// The served libraries, in the order they were given, and those that could not be
-/// opened.
+/// The served libraries, in the order they were given (then those a project's set
+/// gained while serving, [`Libraries::add`]), and those that could not be opened.
 #[derive(Debug, Clone)]
-pub struct Libraries(Arc<Vec<Live>>, Arc<Vec<Broken>>);
+pub struct Libraries(Arc<std::sync::RwLock<Vec<Live>>>, Arc<Vec<Broken>>);
 
 /// A library given to a server of several that did not open (damaged, half-installed,
 /// its model missing): not served, named in the log and by `list_libraries`, and a
@@ -180,11 +180,32 @@ impl Libraries {
     /// refused.
     pub fn new(libs: Vec<Live>, broken: Vec<Broken>) -> Result<Libraries, NotServed> {
         check_served(libs.iter().map(|l| l.get().library()), &broken)?;
-        Ok(Libraries(Arc::new(libs), Arc::new(broken)))
+        Ok(Libraries(Arc::new(std::sync::RwLock::new(libs)), Arc::new(broken)))
     }
 
     pub fn single(live: Live) -> Libraries {
-        Libraries(Arc::new(vec![live]), Arc::new(Vec::new()))
+        Libraries(Arc::new(std::sync::RwLock::new(vec![live])), Arc::new(Vec::new()))
+    }
+
+    fn lives(&self) -> std::sync::RwLockReadGuard<'_, Vec<Live>> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Serves one more library (a project's set gained it while serving), unless one
+    /// of its `name@version` serves already; whether it was added.
+    pub fn add(&self, live: Live) -> bool {
+        let label = live.get().library();
+        let mut lives = self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lives.iter().any(|l| l.get().library() == label) {
+            return false;
+        }
+        lives.push(live);
+        true
+    }
+
+    /// Whether `name@version` (as a library is named) serves now.
+    pub fn serves(&self, library: &str) -> bool {
+        self.lives().iter().any(|l| l.get().library() == library)
     }
 
     /// The libraries that did not open.
@@ -194,17 +215,17 @@ impl Libraries {
 
     /// More than one library given: tools take `library`, fs paths start with it.
     pub fn is_multi(&self) -> bool {
-        self.0.len() + self.1.len() > 1
+        self.lives().len() + self.1.len() > 1
     }
 
     /// The bundles serving now, in order.
     pub fn bundles(&self) -> Vec<Arc<Bundle>> {
-        self.0.iter().map(Live::get).collect()
+        self.lives().iter().map(Live::get).collect()
     }
 
     /// The first library (what a single-bundle server serves).
     pub fn first(&self) -> Arc<Bundle> {
-        self.0[0].get()
+        self.lives()[0].get()
     }
 
     /// The bundles a `library` argument names (all without one). A name with a range

@@ -215,6 +215,102 @@ pub(super) fn open_libraries(
     Libraries::new(lives, broken_libs).map_err(|e| UsageError(e.to_string()).into())
 }
 
+/// How often a project's server looks for libraries its set gained.
+const SET_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A server that can serve one more library while it runs: the rag server's
+/// [`Libraries`] or the fs server's mirrors.
+pub(super) trait Grows: Clone + Send + Sync + 'static {
+    /// Whether the library stored as `name` serves now at `version`.
+    fn serves(&self, name: &str, version: &str) -> bool;
+    /// Opens the bundle in `dir`, adds it, and has it follow `origin`.
+    fn open_and_add(&self, dir: &Path, origin: Origin) -> anyhow::Result<()>;
+}
+
+impl Grows for (Libraries, OpenOptions) {
+    fn serves(&self, name: &str, version: &str) -> bool {
+        self.0.serves(&format!("{}@{version}", atlas_runtime::package::shown_name(name)))
+    }
+
+    fn open_and_add(&self, dir: &Path, origin: Origin) -> anyhow::Result<()> {
+        let live = Live::new(std::sync::Arc::new(open_or_keyword_only(dir, &self.1)?));
+        if self.0.add(live.clone()) {
+            atlas_mcp::live::watch(live, origin, self.1.clone());
+        }
+        Ok(())
+    }
+}
+
+impl Grows for atlas_mcp::fs::FsServer {
+    fn serves(&self, name: &str, version: &str) -> bool {
+        // A mirror is labelled by its stored name.
+        atlas_mcp::fs::FsServer::serves(self, &format!("{name}@{version}"))
+    }
+
+    fn open_and_add(&self, dir: &Path, origin: Origin) -> anyhow::Result<()> {
+        let live = Live::new(std::sync::Arc::new(atlas_mcp::mirror::Fs::bundle(dir)?));
+        if self.add(live.clone()) {
+            atlas_mcp::live::follow(live, origin, atlas_mcp::mirror::Fs::bundle, |fs| fs.label());
+        }
+        Ok(())
+    }
+}
+
+/// Serves, as they come, the libraries `project`'s set gains while `server` serves it
+/// (`atlas add --project`, a sync that adds a dependency): each installed one is
+/// opened and added, following its version as [`locate_project`]'s do. Checked every
+/// [`SET_POLL`], off the async workers; one that does not open is logged once and
+/// tried again only once the set stops naming it.
+pub(super) fn follow_project(rt: &tokio::runtime::Runtime, project: &Path, server: impl Grows) {
+    let Ok(project) = std::path::absolute(project) else { return };
+    rt.spawn(async move {
+        let mut tried = std::collections::BTreeSet::new();
+        loop {
+            tokio::time::sleep(SET_POLL).await;
+            let (project, server) = (project.clone(), server.clone());
+            let now = std::mem::take(&mut tried);
+            if let Ok(t) = tokio::task::spawn_blocking(move || add_from_set(&project, &server, now)).await {
+                tried = t;
+            }
+        }
+    });
+}
+
+/// One look at the set: each library it names that is not served yet, opened and
+/// added; the labels that did not open, not tried again while the set names them.
+fn add_from_set(
+    project: &Path,
+    server: &impl Grows,
+    tried: std::collections::BTreeSet<String>,
+) -> std::collections::BTreeSet<String> {
+    let Ok(Some(set)) = atlas_dist::project::Set::read(project) else { return tried };
+    let home = atlas_dist::home::Home::from_env();
+    let mut failed = std::collections::BTreeSet::new();
+    for p in &set.libraries {
+        let label = format!("{}@{}", atlas_runtime::package::shown_name(&p.name), p.version);
+        if server.serves(&p.name, &p.version) {
+            continue;
+        }
+        if tried.contains(&label) {
+            failed.insert(label);
+            continue;
+        }
+        let Some(dir) = home.resolve_version(&p.name, &p.version) else { continue };
+        let origin = match set.libraries.iter().filter(|q| q.name == p.name).count() {
+            1 => Origin::Project { home: home.clone(), project: project.to_owned(), name: p.name.clone() },
+            _ => Origin::Folder(dir.clone()),
+        };
+        match server.open_and_add(&dir, origin) {
+            Ok(()) => tracing::info!("now serving {label} too, which the project's set gained, from {}", dir.display()),
+            Err(e) => {
+                tracing::warn!("{label}, which the project's set gained, did not open: {e:#}");
+                failed.insert(label);
+            }
+        }
+    }
+    failed
+}
+
 /// Opens the bundle in `dir`; when its model cannot be had here (not provisioned, or
 /// another than this build knows), keyword-only, said once in the log: a server
 /// always starts, and its replies say what is off and how to fix it.

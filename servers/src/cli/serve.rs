@@ -117,6 +117,9 @@ impl Args {
                     Some(m) => atlas_mcp::fs::FsServer::new(atlas_mcp::mirror::Fs::plain(&m)?),
                     None => open_mirrors(&rt, located)?,
                 };
+                if let Some(dir) = &self.project {
+                    super::locate::follow_project(&rt, dir, fs.clone());
+                }
                 run_server(rt, fs, self.http, http_opts)
             }
             Which::Rag => {
@@ -126,6 +129,9 @@ impl Args {
                     None => (Vec::new(), Vec::new()),
                 };
                 let libs = open_libraries(&rt, located, exported, &opts)?;
+                if let Some(dir) = &self.project {
+                    super::locate::follow_project(&rt, dir, (libs.clone(), opts));
+                }
                 run_server(rt, atlas_mcp::rag::RagServer::libraries(libs, self.rerank), self.http, http_opts)
             }
         }

@@ -144,6 +144,15 @@ impl Args {
                 }
             }
         }
+        // What `atlas add --project` added by hand stays: no lockfile needs to name it.
+        let added = atlas_dist::project::ADDED;
+        for p in before.libraries.iter().filter(|p| p.kinds.iter().any(|k| k == added)) {
+            match set.libraries.iter_mut().find(|q| q.name == p.name && q.version == p.version) {
+                Some(q) if q.kinds.iter().any(|k| k == added) => {}
+                Some(q) => q.kinds.push(added.into()),
+                None => set.libraries.push(p.clone()),
+            }
+        }
         set.libraries.sort();
         set.libraries.dedup();
         // Written before the vectors pass: `serve --project` answers by keyword now.
@@ -245,7 +254,7 @@ fn by_kind(locked: &[lockfiles::Locked]) -> String {
 }
 
 /// The servers' key in an editor config: the project folder's name.
-fn project_key(project: &Path) -> String {
+pub(super) fn project_key(project: &Path) -> String {
     let name = project.file_name().map_or_else(|| "project".into(), |n| n.to_string_lossy().into_owned());
     let plain: String = name.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')).collect();
     if plain.is_empty() { "project".into() } else { format!("{plain}-deps") }

@@ -62,7 +62,8 @@ pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15)
 pub struct FsServer {
     /// One entry per library, each following its origin (an installed name's
     /// `current`, like the rag server); with several, each path starts with its key.
-    sources: Arc<Vec<Live<Fs>>>,
+    /// A project's server adds those its set gains ([`FsServer::add`]).
+    sources: Arc<std::sync::RwLock<Vec<Live<Fs>>>>,
     /// Libraries given that did not open: named, not served.
     broken: Arc<Vec<Broken>>,
     tool_router: ToolRouter<Self>,
@@ -79,8 +80,9 @@ struct Lib {
 impl FsServer {
     /// The mirrors serving now: each call takes the versions current when it starts.
     fn libs(&self) -> Vec<Lib> {
-        let multi = self.sources.len() + self.broken.len() > 1;
-        self.sources
+        let sources = self.sources.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let multi = sources.len() + self.broken.len() > 1;
+        sources
             .iter()
             .map(|l| {
                 let fs = l.get();
@@ -277,7 +279,32 @@ impl FsServer {
             let fs = l.get();
             tracing::info!("fs server for {} at {}", fs.label(), fs.root.path().display());
         }
-        Ok(FsServer { sources: Arc::new(each), broken: Arc::new(broken), tool_router: Self::router() })
+        Ok(FsServer {
+            sources: Arc::new(std::sync::RwLock::new(each)),
+            broken: Arc::new(broken),
+            tool_router: Self::router(),
+        })
+    }
+
+    /// Serves one more mirror (a project's set gained it while serving), unless one of
+    /// its `name@version` serves already; whether it was added.
+    pub fn add(&self, live: Live<Fs>) -> bool {
+        let label = live.get().label();
+        let mut sources = self.sources.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if sources.iter().any(|l| l.get().label() == label) {
+            return false;
+        }
+        sources.push(live);
+        true
+    }
+
+    /// Whether the mirror labelled `label` (`crate+clap@4.5.20`) serves now.
+    pub fn serves(&self, label: &str) -> bool {
+        self.sources
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|l| l.get().label() == label)
     }
 
     #[tool(
