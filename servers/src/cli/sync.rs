@@ -110,10 +110,8 @@ impl Args {
         let t = std::time::Instant::now();
         let mut done = crate::deps::add(&wanted, Pass::Keyword, &opts);
         // The crates a facade re-exports, read from the facade just built, served beside it.
-        let reexported = match lockfiles::cargo_graph(&project)? {
-            Some(graph) => crate::deps::reexports::follow(&home, &graph, &locked),
-            None => Vec::new(),
-        };
+        let graph = lockfiles::cargo_graph(&project)?;
+        let reexported = crate::deps::reexports::follow(&home, &project, graph.as_ref(), &locked);
         if !reexported.is_empty() {
             for r in &reexported {
                 eprintln!("atlas: serving {}, re-exported by {}", r.locked.spec, r.by);

@@ -309,6 +309,21 @@ pub fn cargo_graph(project: &Path) -> Result<Option<Graph>, Malformed> {
     cargo::graph(&file, &read_capped(&file)?).map(Some)
 }
 
+/// The version of `dep` that `facade` loads, as `project`'s package-lock.json resolves
+/// it (the copy nested under the facade, else the top one), when it is a registry
+/// package; None without a package-lock.json or such an entry.
+pub fn npm_dependency(project: &Path, facade: &str, dep: &str) -> Option<Locked> {
+    let file = project.join("package-lock.json");
+    let text = read_capped(&file).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let packages = v.get("packages")?.as_object()?;
+    let version = [format!("node_modules/{facade}/node_modules/{dep}"), format!("node_modules/{dep}")]
+        .iter()
+        .find_map(|k| packages.get(k)?.get("version")?.as_str().map(str::to_owned))?;
+    let (all, _) = npm(&file, &text, true).ok()?;
+    all.into_iter().find(|l| l.spec.name == dep && l.spec.version == version)
+}
+
 fn read_capped(file: &Path) -> Result<String, Malformed> {
     let bytes = atlas_runtime::safe_path::read_capped(file, MAX_LOCKFILE_BYTES).map_err(|e| malformed(file, e))?;
     String::from_utf8(bytes).map_err(|_| malformed(file, "it is not UTF-8 text"))
