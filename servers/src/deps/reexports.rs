@@ -153,7 +153,7 @@ pub fn follow(home: &Home, project: &Path, graph: Option<&Graph>, locked: &[Lock
                 npm_reexports(&text)
                     .iter()
                     .filter(|n| **n != facade.spec.name)
-                    .filter_map(|n| lockfiles::npm_dependency(project, &facade.spec.name, n))
+                    .filter_map(|n| lockfiles::npm_dependency(project, &facade.spec.name, &facade.spec.version, n))
                     .collect()
             }
             _ => continue,
@@ -225,7 +225,7 @@ mod tests {
     }
 
     #[test]
-    fn an_npm_facades_scoped_package_is_served_at_the_version_its_lock_resolves_for_it() {
+    fn an_npm_facades_scoped_package_is_served_at_the_version_package_lock_or_pnpm_lock_resolves_for_it() {
         let t = tempfile::tempdir().unwrap();
         let p = t.path();
         let sri = |c: char| format!("sha512-{}==", c.to_string().repeat(86));
@@ -241,12 +241,27 @@ mod tests {
             .to_string(),
         )
         .unwrap();
-        let core = lockfiles::npm_dependency(p, "facade", "@scope/core").unwrap();
+        let core = lockfiles::npm_dependency(p, "facade", "1.0.0", "@scope/core").unwrap();
         assert_eq!((core.spec.to_string(), core.checksums), ("npm:@scope/core@1.5.0".into(), vec![sri('C')]));
         assert_eq!(
-            lockfiles::npm_dependency(p, "facade", "@scope/top").unwrap().spec.to_string(),
+            lockfiles::npm_dependency(p, "facade", "1.0.0", "@scope/top").unwrap().spec.to_string(),
             "npm:@scope/top@3.0.0"
         );
-        assert!(lockfiles::npm_dependency(p, "facade", "@scope/none").is_none());
+        assert!(lockfiles::npm_dependency(p, "facade", "1.0.0", "@scope/none").is_none());
+
+        std::fs::remove_file(p.join("package-lock.json")).unwrap();
+        let v9 = format!(
+            "lockfileVersion: '9.0'\nimporters:\n  .:\n    dependencies:\n      facade:\n        specifier: ^1\n        \
+             version: 1.0.0\npackages:\n  facade@1.0.0:\n    resolution: {{integrity: {}}}\n  '@scope/core@1.5.0':\n    \
+             resolution: {{integrity: {}}}\n  '@scope/core@2.0.0':\n    resolution: {{integrity: {}}}\nsnapshots:\n  \
+             facade@1.0.0(react@18.2.0):\n    dependencies:\n      '@scope/core': 1.5.0(react@18.2.0)\n",
+            sri('A'),
+            sri('C'),
+            sri('B')
+        );
+        std::fs::write(p.join("pnpm-lock.yaml"), v9).unwrap();
+        let core = lockfiles::npm_dependency(p, "facade", "1.0.0", "@scope/core").unwrap();
+        assert_eq!((core.spec.to_string(), core.checksums), ("npm:@scope/core@1.5.0".into(), vec![sri('C')]));
+        assert!(lockfiles::npm_dependency(p, "facade", "9.9.9", "@scope/core").is_none());
     }
 }

@@ -309,19 +309,32 @@ pub fn cargo_graph(project: &Path) -> Result<Option<Graph>, Malformed> {
     cargo::graph(&file, &read_capped(&file)?).map(Some)
 }
 
-/// The version of `dep` that `facade` loads, as `project`'s package-lock.json resolves
-/// it (the copy nested under the facade, else the top one), when it is a registry
-/// package; None without a package-lock.json or such an entry.
-pub fn npm_dependency(project: &Path, facade: &str, dep: &str) -> Option<Locked> {
+/// The version of `dep` that `facade` (at `version`) loads, as `project`'s lockfile
+/// resolves it, when it is a registry package: package-lock.json's copy nested under
+/// the facade, else its top one; pnpm-lock.yaml's `dependencies` of the facade's
+/// snapshot (version 9) or package entry (version 6). None without such an entry.
+pub fn npm_dependency(project: &Path, facade: &str, version: &str, dep: &str) -> Option<Locked> {
     let file = project.join("package-lock.json");
+    if let Ok(text) = read_capped(&file) {
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let packages = v.get("packages")?.as_object()?;
+        let version = [format!("node_modules/{facade}/node_modules/{dep}"), format!("node_modules/{dep}")]
+            .iter()
+            .find_map(|k| packages.get(k)?.get("version")?.as_str().map(str::to_owned))?;
+        let (all, _) = npm(&file, &text, true).ok()?;
+        return all.into_iter().find(|l| l.spec.name == dep && l.spec.version == version);
+    }
+    let file = project.join("pnpm-lock.yaml");
     let text = read_capped(&file).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let packages = v.get("packages")?.as_object()?;
-    let version = [format!("node_modules/{facade}/node_modules/{dep}"), format!("node_modules/{dep}")]
-        .iter()
-        .find_map(|k| packages.get(k)?.get("version")?.as_str().map(str::to_owned))?;
-    let (all, _) = npm(&file, &text, true).ok()?;
-    all.into_iter().find(|l| l.spec.name == dep && l.spec.version == version)
+    let v: serde_json::Value = serde_saphyr::from_str(&text).ok()?;
+    let bare = |v: &str| v.split('(').next().unwrap_or(v).trim().to_owned();
+    let me = format!("{facade}@{version}");
+    let resolved = ["snapshots", "packages"].iter().find_map(|section| {
+        let (_, entry) = v.get(*section)?.as_object()?.iter().find(|(k, _)| bare(k.trim_start_matches('/')) == me)?;
+        entry.get("dependencies")?.get(dep)?.as_str().map(bare)
+    })?;
+    let (all, _) = pnpm(&file, &text, true).ok()?;
+    all.into_iter().find(|l| l.spec.name == dep && l.spec.version == resolved)
 }
 
 fn read_capped(file: &Path) -> Result<String, Malformed> {
