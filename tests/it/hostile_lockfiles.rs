@@ -699,7 +699,8 @@ fn an_editable_install_of_the_project_with_an_extra_serves_the_extras_dependenci
 /// re-exports clap_builder): `sync` serves the inner crate at the version Cargo.lock
 /// pins for the facade, says so, marks it with the facade's kinds and
 /// `reexported:facade`, and a symbol defined only in the inner crate is found by a
-/// search over the project. A crate the facade only uses privately is not served.
+/// search over the project. A crate the facade only uses privately is not served, and
+/// `--only` that leaves the facade out leaves the crate it re-exports out too.
 #[test]
 fn a_facades_re_exported_crate_is_served_beside_it_and_its_symbols_are_found_in_the_project() {
     let t = tempfile::tempdir().unwrap();
@@ -753,6 +754,15 @@ fn a_facades_re_exported_crate_is_served_beside_it_and_its_symbols_are_found_in_
         "{v}"
     );
     assert_eq!(set(&project), ["crate+facade@1.0.0", "crate+inner@1.0.0"], "never the private dependency");
+    // The re-exported crate goes with its facade: `--only runtime` leaves both out.
+    let r = run(atlas(&h, t.path()).env("CARGO_HOME", &cargo).args(["sync", "--only", "runtime", "--json", p]));
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["reexported"], serde_json::json!([]), "{v}");
+    assert!(set(&project).is_empty(), "{:?}", set(&project));
+    let r = run(atlas(&h, t.path()).env("CARGO_HOME", &cargo).args(["sync", "--keyword-only", p]));
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert_eq!(set(&project), ["crate+facade@1.0.0", "crate+inner@1.0.0"], "already installed, still followed");
 
     let logs = tempfile::tempdir().unwrap();
     let log = logs.path().join("rag.log");
