@@ -300,11 +300,7 @@ impl FsServer {
 
     /// Whether the mirror labelled `label` (`crate+clap@4.5.20`) serves now.
     pub fn serves(&self, label: &str) -> bool {
-        self.sources
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .any(|l| l.get().label() == label)
+        self.sources.read().unwrap_or_else(std::sync::PoisonError::into_inner).iter().any(|l| l.get().label() == label)
     }
 
     #[tool(
