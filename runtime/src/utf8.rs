@@ -26,7 +26,9 @@ pub fn clip_chars(s: &str, n: usize) -> String {
 }
 
 /// Unicode's invisible formatting characters (bidi overrides and isolates, zero-width
-/// joiners, the BOM, the soft hyphen) and its line and paragraph separators (U+2028,
+/// joiners, the BOM, the soft hyphen, interlinear annotation marks, and the tag
+/// characters U+E0000–E007F, which spell ASCII an agent reads and a person never sees)
+/// and its line and paragraph separators (U+2028,
 /// U+2029: a line break to some readers, nothing to others): they can make a line
 /// read other than it is. With `char::is_control` (C0, DEL and C1, U+0085 among them)
 /// it is every character that [`printable`], [`terminal_safe`], the servers' inert
@@ -40,6 +42,8 @@ pub fn is_invisible_format(c: char) -> bool {
             | '\u{FEFF}'
             | '\u{00AD}'
             | '\u{061C}'
+            | '\u{FFF9}'..='\u{FFFB}'
+            | '\u{E0000}'..='\u{E007F}'
     )
 }
 
@@ -51,8 +55,9 @@ pub fn printable(line: &str) -> String {
 
 /// Text for a terminal, whatever it holds: newlines and tabs stay; other control
 /// characters (an escape sequence's ESC, a carriage return) become spaces; invisible
-/// formatting characters are written as `\uXXXX`, which reads the same inside a JSON
-/// string (all of them are in the BMP), so JSON output keeps its values.
+/// formatting characters are written as `\uXXXX` (a surrogate pair past the BMP, the
+/// tag characters), which reads the same inside a JSON string, so JSON output keeps
+/// its values.
 pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
     let odd = |c: char| (c.is_control() && c != '\n' && c != '\t') || is_invisible_format(c);
     if !s.chars().any(odd) {
@@ -61,7 +66,9 @@ pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(s.len() + 16);
     for c in s.chars() {
         if is_invisible_format(c) {
-            out.push_str(&format!("\\u{:04X}", u32::from(c)));
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                out.push_str(&format!("\\u{:04X}", *unit));
+            }
         } else if odd(c) {
             out.push(' ');
         } else {
@@ -84,6 +91,14 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
         assert_eq!(back["t"], "x\u{202E}y");
         assert!(matches!(terminal_safe("plain"), std::borrow::Cow::Borrowed(_)));
+        // Tag characters (text an agent reads but a person never sees) past the BMP:
+        // a surrogate pair, which JSON reads back as the same character.
+        let json = serde_json::to_string(&serde_json::json!({"t": "a\u{E0041}\u{E0049}b"})).unwrap();
+        let safe = terminal_safe(&json);
+        assert_eq!(safe, r#"{"t":"a\uDB40\uDC41\uDB40\uDC49b"}"#);
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back["t"], "a\u{E0041}\u{E0049}b");
+        assert_eq!(printable("x\u{E0041}y\u{FFF9}"), "x y ");
     }
 
     #[test]
