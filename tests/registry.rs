@@ -137,7 +137,7 @@ pub fn cargo_home(dir: &Path, registry: &Server) -> PathBuf {
 pub type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
 
 /// A server that records what it receives (path and `Authorization`) into `seen`.
-fn recording(seen: &Seen, handler: impl Fn(&crate::http::Request) -> Response + Send + Sync + 'static) -> Server {
+pub fn recording(seen: &Seen, handler: impl Fn(&crate::http::Request) -> Response + Send + Sync + 'static) -> Server {
     let log = seen.clone();
     Server::start(move |req| {
         log.lock().unwrap().push((req.path.clone(), req.header("authorization").map(str::to_owned)));

@@ -378,18 +378,25 @@ fn bounded_artifact<'m>(dir: &Path, m: &'m Manifest, rel: &str) -> Result<(PathB
 pub fn read_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<Vec<u8>> {
     let (path, a) = bounded_artifact(dir, m, rel)?;
     let bytes = read_at_most(&path, a.size)?;
-    if bytes.len() as u64 != a.size || crate::hash::blake3_bytes(&bytes) != a.blake3 {
-        return Err(corrupt(
-            path,
-            format!(
-                "does not match the manifest ({} bytes, {} listed; blake3 differs); the bundle is damaged or was \
-                 tampered with: reinstall or rebuild it",
-                bytes.len(),
-                a.size
-            ),
-        ));
-    }
+    matches_listed(path, a, &bytes)?;
     Ok(bytes)
+}
+
+/// Whether `bytes`, read or mapped from `path`, are the artifact `a` lists: its size
+/// and its blake3.
+fn matches_listed(path: PathBuf, a: &Artifact, bytes: &[u8]) -> Result<()> {
+    if bytes.len() as u64 == a.size && crate::hash::blake3_bytes(bytes) == a.blake3 {
+        return Ok(());
+    }
+    Err(corrupt(
+        path,
+        format!(
+            "does not match the manifest ({} bytes, {} listed; blake3 differs); the bundle is damaged or was \
+             tampered with: reinstall or rebuild it",
+            bytes.len(),
+            a.size
+        ),
+    ))
 }
 
 /// [`read_checked`] for a file that may be large (a table): bounded the same way,
@@ -404,17 +411,7 @@ pub fn map_checked(dir: &Path, m: &Manifest, rel: &str) -> Result<bytes::Bytes> 
     // is a bounds-checked slice.
     #[allow(unsafe_code)]
     let map = unsafe { memmap2::Mmap::map(&f) }.map_err(io)?;
-    if map.len() as u64 != a.size || crate::hash::blake3_bytes(&map) != a.blake3 {
-        return Err(corrupt(
-            path,
-            format!(
-                "does not match the manifest ({} bytes, {} listed; blake3 differs); the bundle is damaged or was \
-                 tampered with: reinstall or rebuild it",
-                map.len(),
-                a.size
-            ),
-        ));
-    }
+    matches_listed(path, a, &map)?;
     Ok(bytes::Bytes::from_owner(map))
 }
 

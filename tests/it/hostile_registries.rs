@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use atlas_e2e::http::{Response, Server};
-use atlas_e2e::registry::{Published, Seen, cached_crate, cargo_home, tar_gz};
+use atlas_e2e::registry::{Published, Seen, cached_crate, cargo_home, recording, tar_gz};
 use atlas_e2e::{pipeline, run, skip};
 
 fn project(dir: &Path, spec: &str) -> std::path::PathBuf {
@@ -19,14 +19,6 @@ fn project(dir: &Path, spec: &str) -> std::path::PathBuf {
     )
     .unwrap();
     work
-}
-
-fn recording(seen: &Seen, handler: impl Fn(&atlas_e2e::http::Request) -> Response + Send + Sync + 'static) -> Server {
-    let log = seen.clone();
-    Server::start(move |req| {
-        log.lock().unwrap().push((req.path.clone(), req.header("authorization").map(str::to_owned)));
-        handler(req)
-    })
 }
 
 /// Item 1: a private index that lists its files on another host (a proxy that does
