@@ -230,6 +230,10 @@ pub fn pep503(name: &str) -> String {
     out
 }
 
+/// How a project's own working tree is named as a library (`project:NAME`, stored
+/// `project+NAME`).
+pub const PROJECT_PREFIX: &str = "project:";
+
 /// The stored spelling of a library name: `crate:tokio` → `crate+tokio`,
 /// `npm:@scope/x` → `npm+scope+x`; a Python name in either spelling normalized
 /// (`pypi:Python_Dotenv`, `pypi+Python_Dotenv` → `pypi+python-dotenv`); a name that
@@ -240,9 +244,10 @@ pub fn stored_name(name: &str) -> String {
             let n = if eco == Ecosystem::Pypi { pep503(n) } else { n.to_owned() };
             format!("{}+{}", eco.as_str(), n.trim_start_matches('@').replace('/', "+"))
         }
-        None => match name.strip_prefix("pypi+") {
-            Some(n) => format!("pypi+{}", pep503(n)),
-            None => name.to_owned(),
+        None => match (name.strip_prefix("pypi+"), name.strip_prefix(PROJECT_PREFIX)) {
+            (Some(n), _) => format!("pypi+{}", pep503(n)),
+            (_, Some(n)) => format!("project+{n}"),
+            _ => name.to_owned(),
         },
     }
 }
@@ -262,7 +267,10 @@ pub fn stored_label(label: &str) -> String {
 /// → `npm:@scope/x`; any other name as it is.
 pub fn shown_name(stored: &str) -> String {
     let Some((eco, rest)) = stored.split_once('+').and_then(|(e, r)| Some((Ecosystem::parse(e)?, r))) else {
-        return stored.to_owned();
+        return match stored.strip_prefix("project+") {
+            Some(n) => format!("{PROJECT_PREFIX}{n}"),
+            None => stored.to_owned(),
+        };
     };
     match (eco, rest.split_once('+')) {
         (Ecosystem::Npm, Some((scope, n))) => format!("npm:@{scope}/{n}"),

@@ -16,4 +16,5 @@ pub mod init;
 pub(crate) mod llm;
 pub(crate) mod manage;
 pub(crate) mod smoke;
+pub(crate) mod tree;
 pub(crate) mod web;

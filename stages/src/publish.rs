@@ -29,6 +29,13 @@ pub struct Flags {
 /// the install instructions for stdout.
 pub fn publish(cfg: &Loaded, out_dir: &Path, f: &Flags) -> anyhow::Result<String> {
     let p = &cfg.config.publish;
+    if let Some(name) =
+        cfg.config.sources.iter().find(|(_, s)| matches!(s, crate::runner::SourceConfig::Tree { .. })).map(|(n, _)| n)
+    {
+        anyhow::bail!(UsageError(format!(
+            "source {name} is a working tree, whose index never leaves this machine: publish a bundle built from a git or local source instead"
+        )));
+    }
     // The maintainer's own defaults (`[publish]` in config.toml), below pipeline.yaml.
     let user = atlas_dist::config::load().map_err(edge)?.0.publish;
     let archive = match &f.archive {

@@ -25,6 +25,12 @@ const MAX_PROJECTS: usize = 10_000;
 /// The kind of a library `atlas add --project` put in a set by hand: no lockfile pins
 /// it, and `atlas sync` keeps it.
 pub const ADDED: &str = "added";
+/// The kind of a project's own working tree in its set (`atlas init`): it follows the
+/// library's `current`, which every batch of edits moves, and `atlas sync` keeps it.
+pub const TREE: &str = "tree";
+/// A working tree's own ignore file, with `.gitignore`'s syntax: what to leave out of
+/// the tree's index beyond what git ignores.
+pub const IGNORE_FILE: &str = ".atlasignore";
 /// The most kinds one library or one selection names.
 const MAX_KINDS: usize = 64;
 /// The longest kind, in bytes (`group:` and a group's name).

@@ -60,6 +60,44 @@ impl Origin {
     }
 }
 
+/// Wakes every follower of this process to look at its origin now, not at its next
+/// second: what the process that rebuilt a working tree calls once it is installed.
+pub fn nudge() {
+    NUDGE.notify_waiters();
+}
+
+static NUDGE: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// The next look at an origin: a second from now, or sooner when nudged.
+async fn tick() {
+    tokio::select! {
+        () = NUDGE.notified() => {}
+        () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+    }
+}
+
+/// The count of files changed in a working tree since the library serving it now was
+/// built, by the library's label (`project:app@live`): the tree's watcher keeps it,
+/// and replies say it while it is not zero.
+pub fn pending(library: &str) -> Arc<std::sync::atomic::AtomicUsize> {
+    static PENDING: std::sync::Mutex<std::collections::BTreeMap<String, Arc<std::sync::atomic::AtomicUsize>>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let mut m = PENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    m.entry(library.to_owned()).or_default().clone()
+}
+
+/// The line a reply carries while `library`'s tree has edits not indexed yet.
+pub fn pending_note(library: &str) -> Option<String> {
+    let n = pending(library).load(std::sync::atomic::Ordering::SeqCst);
+    (n > 0).then(|| {
+        format!(
+            "{library}: {} changed since it was indexed, indexing now; hits from {} may be stale",
+            atlas_runtime::words::count(n, "file"),
+            atlas_runtime::words::agree(n, "it", "them")
+        )
+    })
+}
+
 /// Follows `origin` with the rag server's bundle.
 pub fn watch(live: Live, origin: Origin, opts: OpenOptions) {
     follow(
@@ -87,16 +125,16 @@ pub fn follow<T: Send + Sync + 'static>(
             let forced = match hup.as_mut() {
                 Some(h) => tokio::select! {
                     _ = h.recv() => true,
-                    () = tokio::time::sleep(std::time::Duration::from_secs(1)) => false,
+                    () = tick() => false,
                 },
                 None => {
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    tick().await;
                     false
                 }
             };
             #[cfg(not(unix))]
             let forced = {
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                tick().await;
                 false
             };
             let now = now_at(&origin).await;

@@ -123,6 +123,11 @@ pub(super) fn locate_project(dir: &Path) -> anyhow::Result<Located> {
     let pins = |name: &str| set.libraries.iter().filter(|p| p.name == name).count();
     for p in &set.libraries {
         let found = match pins(&p.name) {
+            // The project's own tree follows `current`, which each batch of edits moves.
+            _ if crate::tree::is_tree(&p.kinds) => {
+                let origin = Origin::Installed { home: home.clone(), name: p.name.clone() };
+                origin.folder().map(|f| (f, origin))
+            }
             1 => {
                 let origin = Origin::Project { home: home.clone(), project: project.clone(), name: p.name.clone() };
                 origin.folder().map(|f| (f, origin))
@@ -263,6 +268,7 @@ impl Grows for atlas_mcp::fs::FsServer {
 /// tried again only once the set stops naming it.
 pub(super) fn follow_project(rt: &tokio::runtime::Runtime, project: &Path, server: impl Grows) {
     let Ok(project) = std::path::absolute(project) else { return };
+    watch_tree(rt, &project);
     rt.spawn(async move {
         let mut tried = std::collections::BTreeSet::new();
         loop {
@@ -274,6 +280,33 @@ pub(super) fn follow_project(rt: &tokio::runtime::Runtime, project: &Path, serve
             }
         }
     });
+}
+
+/// Follows the project's own tree when its set has one (`atlas init`): each batch of
+/// edits rebuilt, and this process's servers nudged to swap at once.
+fn watch_tree(rt: &tokio::runtime::Runtime, project: &Path) {
+    let Ok(Some(set)) = atlas_dist::project::Set::read(project) else { return };
+    if !set.libraries.iter().any(|p| crate::tree::is_tree(&p.kinds)) {
+        return;
+    }
+    let home = atlas_dist::home::Home::from_env();
+    let tree = match crate::tree::Tree::open(&home, project) {
+        Ok(t) => t,
+        Err(e) => return tracing::warn!("{}: not following its edits: {e:#}", project.display()),
+    };
+    let handle = rt.handle().clone();
+    let status = atlas_mcp::live::pending(&format!("{}@{}", tree.shown(), crate::tree::LIVE));
+    crate::tree::watch::start(
+        home,
+        tree,
+        status,
+        Box::new(move |built| {
+            if built.is_ok() {
+                let _guard = handle.enter();
+                atlas_mcp::live::nudge();
+            }
+        }),
+    );
 }
 
 /// One look at the set: each library it names that is not served yet, opened and
@@ -297,6 +330,7 @@ fn add_from_set(
         }
         let Some(dir) = home.resolve_version(&p.name, &p.version) else { continue };
         let origin = match set.libraries.iter().filter(|q| q.name == p.name).count() {
+            _ if crate::tree::is_tree(&p.kinds) => Origin::Installed { home: home.clone(), name: p.name.clone() },
             1 => Origin::Project { home: home.clone(), project: project.to_owned(), name: p.name.clone() },
             _ => Origin::Folder(dir.clone()),
         };

@@ -16,6 +16,7 @@ mod eval;
 mod export;
 mod gc;
 mod info;
+mod init;
 mod install;
 mod locate;
 mod models;
@@ -66,6 +67,10 @@ enum Command {
     /// Package versions as libraries: build each from its published artifact (a
     /// crate, an npm package, a Python sdist; none of its code runs) and install it.
     Add(add::Args),
+    /// Make a project known to its agents: sync its locked dependencies, index its
+    /// working tree as `project:NAME` (followed on every save by the servers), and
+    /// write the MCP config of the editors it uses.
+    Init(init::Args),
     /// Install exactly the versions the project's lockfiles pin and write its library
     /// set, which `atlas serve rag|fs --project DIR` serves.
     Sync(sync::Args),
@@ -125,6 +130,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Update(a) => a.run(&cfg),
         Command::Add(a) => a.run(&cfg),
         Command::Sync(a) => a.run(&cfg),
+        Command::Init(a) => a.run(&cfg),
         Command::Bundles(a) => a.run(),
         Command::Gc(a) => a.run(),
         Command::Backup(a) => a.run(),

@@ -29,6 +29,10 @@ pub(super) struct Args {
     /// An installed bundle's name or a bundle folder.
     #[arg(long, env = "ATLAS_BUNDLE")]
     bundle: Option<String>,
+    /// A project's libraries instead: its dependencies (`atlas sync`) and its own
+    /// working tree (`atlas init`), searched together.
+    #[arg(long, value_name = "DIR", conflicts_with = "bundle")]
+    project: Option<std::path::PathBuf>,
     #[arg(long, default_value = "hybrid", value_parser = parse_mode)]
     mode: Mode,
     /// How many hits (1 to 1000).
@@ -62,14 +66,25 @@ pub(super) struct Args {
 
 impl Args {
     pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
-        let (dir, _) = locate(self.bundle, cfg)?;
+        let keyword_only = (self.mode == Mode::Keyword && !self.rerank) || self.symbol || self.references;
+        let bundles = match &self.project {
+            Some(project) => {
+                let located = super::locate::locate_project(project)?;
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                let opts = open_options(cfg, OpenOptions { keyword_only, ..OpenOptions::default() })?;
+                super::locate::open_libraries(&rt, located, (Vec::new(), Vec::new()), &opts)?.bundles()
+            }
+            None => {
+                let (dir, _) = locate(self.bundle.clone(), cfg)?;
+                vec![std::sync::Arc::new(open(
+                    &dir,
+                    open_options(cfg, OpenOptions { keyword_only, ..OpenOptions::default() })?,
+                )?)]
+            }
+        };
         if self.symbol || self.references {
-            let b = std::sync::Arc::new(open(
-                &dir,
-                open_options(cfg, OpenOptions { keyword_only: true, ..OpenOptions::default() })?,
-            )?);
             return code_lookup(
-                &b,
+                &bundles,
                 &self.query,
                 self.symbol,
                 self.symbol_kind.as_deref(),
@@ -77,8 +92,6 @@ impl Args {
                 self.json,
             );
         }
-        let keyword_only = self.mode == Mode::Keyword && !self.rerank;
-        let b = open(&dir, open_options(cfg, OpenOptions { keyword_only, ..OpenOptions::default() })?)?;
         let kind = self.kind.map(|k| match k {
             Kind::Docs => ChunkKind::Docs,
             Kind::Code => ChunkKind::Code,
@@ -101,7 +114,16 @@ impl Args {
             tuning: None,
         }
         .options(MAX_TOP_K);
-        let hits = b.search(&self.query, &opts)?;
+        let hits = match bundles.as_slice() {
+            [b] => b.search(&self.query, &opts)?,
+            many => {
+                let merged = atlas_runtime::search::search_all(many, &self.query, &opts)?;
+                for s in &merged.skipped {
+                    eprintln!("atlas: {} {}", s.library, s.why);
+                }
+                merged.searched.hits
+            }
+        };
         let text = if self.json {
             format!(
                 "{}\n",
@@ -116,26 +138,23 @@ impl Args {
 
 /// `--symbol` and `--references`: the symbol table's answer, as text or JSON.
 fn code_lookup(
-    b: &std::sync::Arc<atlas_runtime::Bundle>,
+    bundles: &[std::sync::Arc<atlas_runtime::Bundle>],
     name: &str,
     definitions: bool,
     kind: Option<&str>,
     language: Option<&str>,
     json: bool,
 ) -> anyhow::Result<()> {
-    if b.symbols().is_empty() {
+    if bundles.iter().all(|b| b.symbols().is_empty()) {
         anyhow::bail!(atlas_runtime::exit::UsageError(
             "the bundle has no symbol table (no code, or built before symbol tables); rebuild it with atlas-pipeline"
                 .into()
         ));
     }
-    let bundles = [b.clone()];
     let text = if definitions {
         let q = atlas_mcp::code::SymbolQuery { name, prefix: false, kind, language };
-        let found: Vec<atlas_mcp::code::SymbolOut> = atlas_mcp::code::find_symbol(&bundles, &q)
-            .iter()
-            .map(|(b, i)| atlas_mcp::code::symbol_out(b, *i))
-            .collect();
+        let found: Vec<atlas_mcp::code::SymbolOut> =
+            atlas_mcp::code::find_symbol(bundles, &q).iter().map(|(b, i)| atlas_mcp::code::symbol_out(b, *i)).collect();
         if json {
             format!("{}\n", serde_json::to_string_pretty(&serde_json::json!({ "name": name, "definitions": found }))?)
         } else if found.is_empty() {
@@ -153,7 +172,7 @@ fn code_lookup(
             s
         }
     } else {
-        let (files, _) = atlas_mcp::code::find_references(&bundles, name)?;
+        let (files, _) = atlas_mcp::code::find_references(bundles, name)?;
         let total: usize = files.iter().map(|f| f.references.len()).sum();
         if json {
             let v =
@@ -193,6 +212,10 @@ fn render(hits: &[Hit]) -> String {
         let what = match (&h.symbol, &h.language) {
             (Some(sym), Some(lang)) => format!("{} {sym} ({lang})", h.symbol_kind.as_deref().unwrap_or("symbol")),
             _ => h.kind.to_string(),
+        };
+        let what = match h.origin {
+            Some(o) => format!("{what}, {}", o.label()),
+            None => what,
         };
         s.push_str(&format!("{:>2}. {:.4}  {place}  [{what}]\n    {}\n", i + 1, h.score, h.citation()));
         for line in h.snippet.lines().filter(|l| !l.trim().is_empty()).take(3) {

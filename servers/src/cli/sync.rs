@@ -39,7 +39,7 @@ pub(super) struct Args {
 struct Kinds(Vec<String>);
 
 /// How `add` and `sync` build packages.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub(super) struct Build {
     /// Use only what is cached (a package's artifact, cargo's own download cache); say
     /// what is missing.
@@ -77,6 +77,11 @@ impl Build {
 
 impl Args {
     pub(super) fn run(self, cfg: &Config) -> anyhow::Result<()> {
+        self.sync(cfg, true)
+    }
+
+    /// The sync; the editor config printed at the end when `print_config`.
+    fn sync(self, cfg: &Config, print_config: bool) -> anyhow::Result<()> {
         let project = std::path::absolute(&self.dir)?;
         if !project.is_dir() {
             anyhow::bail!(UsageError(format!("{} is not a folder; pass the project's folder", project.display())));
@@ -142,8 +147,12 @@ impl Args {
                 }
             }
         }
-        // What `atlas add --project` added by hand stays: no lockfile needs to name it.
+        // What `atlas add --project` added by hand stays: no lockfile needs to name it;
+        // and so does the project's own tree (`atlas init`).
         let added = atlas_dist::project::ADDED;
+        for p in before.libraries.iter().filter(|p| crate::tree::is_tree(&p.kinds)) {
+            set.libraries.push(p.clone());
+        }
         for p in before.libraries.iter().filter(|p| p.kinds.iter().any(|k| k == added)) {
             match set.libraries.iter_mut().find(|q| q.name == p.name && q.version == p.version) {
                 Some(q) if q.kinds.iter().any(|k| k == added) => {}
@@ -217,7 +226,7 @@ impl Args {
                 })).collect::<Vec<_>>(),
             });
             super::print(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
-        } else {
+        } else if print_config {
             super::print(&crate::manage::editor_config(
                 &project_key(&project),
                 &["--project", &project.display().to_string()],
@@ -239,6 +248,13 @@ impl Args {
         }
         Ok(())
     }
+}
+
+/// `atlas init`'s sync of `project`: every direct dependency, by keyword only when
+/// `keyword_only`, without the editor config (init writes it).
+pub(super) fn for_init(project: &Path, cfg: &Config, build: &Build, keyword_only: bool) -> anyhow::Result<()> {
+    let build = Build { keyword_only, ..build.clone() };
+    Args { dir: project.to_owned(), all: false, only: None, build, json: false }.sync(cfg, false)
 }
 
 /// How many packages of each kind, in the kinds' order (`3 runtime, 1 dev`); a package

@@ -234,7 +234,7 @@ pub fn pipeline_yaml(w: &Wanted, pass: Pass, settings: &Path) -> String {
 }
 
 /// The `atlas-pipeline` binary: `ATLAS_PIPELINE`, else beside this one, else on PATH.
-fn pipeline_bin() -> anyhow::Result<PathBuf> {
+pub(crate) fn pipeline_bin() -> anyhow::Result<PathBuf> {
     if let Some(p) = std::env::var_os("ATLAS_PIPELINE").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
@@ -301,12 +301,12 @@ fn build(home: &Home, w: &Wanted, pass: Pass, opts: &Options, bar: &indicatif::P
 
 /// Whether a line of the pipeline's stderr may say why it failed: not Rust's hint
 /// about backtraces, which follows a panic and would hide it.
-fn tells_why(line: &str) -> bool {
+pub(crate) fn tells_why(line: &str) -> bool {
     !(line.starts_with("note: run with `RUST_BACKTRACE") || line.starts_with("note: Some details are omitted"))
 }
 
 /// The signal that ended a child, if one did.
-fn signal(status: &std::process::ExitStatus) -> Option<i32> {
+pub(crate) fn signal(status: &std::process::ExitStatus) -> Option<i32> {
     #[cfg(unix)]
     {
         std::os::unix::process::ExitStatusExt::signal(status)
@@ -320,7 +320,7 @@ fn signal(status: &std::process::ExitStatus) -> Option<i32> {
 
 /// The one line a failed build is reported with: the pipeline's own error, or its
 /// panic or allocation failure, and the signal that ended it.
-fn failure(last: &str, signal: Option<i32>) -> String {
+pub(crate) fn failure(last: &str, signal: Option<i32>) -> String {
     let why = last.trim_start_matches("atlas-pipeline: ").trim_start_matches("error: ");
     let ended = match signal {
         Some(9) => Some("atlas-pipeline was killed (signal 9: out of memory, or stopped by hand)".to_owned()),

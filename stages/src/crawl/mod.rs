@@ -6,7 +6,8 @@
 //!   later runs update with conditional GETs ([`site`], with [`llms`], [`fetch`],
 //!   [`robots`], [`html`]);
 //! - `git` and `github`: repositories read at a commit ([`repo`], [`git`], [`github`]);
-//! - `package`: a published package at an exact version, from its registry ([`package`]).
+//! - `package`: a published package at an exact version, from its registry ([`package`]);
+//! - `tree`: a project's working tree as git would show it ([`tree`]).
 //!
 //! Its external input is a snapshot digest of each source, so an unchanged source makes
 //! the stage (and everything after it) a cache hit.
@@ -21,6 +22,7 @@ pub mod package;
 pub mod repo;
 pub mod robots;
 pub mod site;
+pub mod tree;
 
 use std::collections::BTreeMap;
 
@@ -108,6 +110,12 @@ impl Crawl {
                             atlas_runtime::words::count(n, "page")
                         ));
                     }
+                    scans.insert(name.clone(), scan);
+                }
+                SourceConfig::Tree { path, exclude, include_secrets } => {
+                    let root = cfg.resolve(path);
+                    let scan = tree::scan_tree(&root, exclude, include_secrets, p.max_file_bytes)
+                        .with_context(|| format!("source {name}"))?;
                     scans.insert(name.clone(), scan);
                 }
                 SourceConfig::LlmsTxt { url, sections, max_pages, allow_hosts } => {
@@ -257,6 +265,9 @@ fn empty_source(name: &str, src: &SourceConfig, scan: &Scan) -> String {
             why.push_str(&format!("; check the repositories and the include globs {include:?}"));
         }
         SourceConfig::LlmsTxt { url, .. } => why.push_str(&format!("; check {url}")),
+        SourceConfig::Tree { path, .. } => {
+            why.push_str(&format!("; check that {} holds text files git does not ignore", path.display()));
+        }
         SourceConfig::Package { spec, include, .. } => {
             why.push_str(&format!("; check that {spec} holds files matching {include:?}"));
         }

@@ -268,7 +268,7 @@ impl Stage for Pack {
             let docs: Vec<_> = crawl.docs.iter().filter(|d| &d.source == name).collect();
             let commits: BTreeSet<String> = docs.iter().filter_map(|d| d.commit.clone()).collect();
             let url = match src {
-                SourceConfig::Local { path, .. } => Some(path.display().to_string()),
+                SourceConfig::Local { path, .. } | SourceConfig::Tree { path, .. } => Some(path.display().to_string()),
                 SourceConfig::LlmsTxt { url, .. } | SourceConfig::Git { url, .. } => Some(url.clone()),
                 SourceConfig::Github { owner, api_url, .. } => Some(format!("{api_url} ({owner})")),
                 SourceConfig::Package { spec, .. } => Some(spec.clone()),

@@ -154,6 +154,19 @@ pub enum SourceConfig {
         #[serde(default = "default_package_exclude")]
         exclude: Vec<String>,
     },
+    /// A project's working tree as git would show it, uncommitted edits and untracked
+    /// files included (`atlas init`): ignore files followed, `.git/`, binaries, links
+    /// and secret files left out. Its index never leaves the machine: no remote cache
+    /// reads or writes it, and `publish` refuses it.
+    Tree {
+        path: PathBuf,
+        /// More to leave out, past the ignore files.
+        #[serde(default)]
+        exclude: Vec<String>,
+        /// Secret files (`.env*`, `*.pem`, …) to index after all.
+        #[serde(default)]
+        include_secrets: Vec<String>,
+    },
     /// An owner's GitHub repositories that carry `topic`, each read as a git source
     /// at its default branch. The token comes from GITHUB_TOKEN.
     Github {
@@ -211,6 +224,7 @@ impl SourceConfig {
             SourceConfig::Git { .. } => "git",
             SourceConfig::Github { .. } => "github",
             SourceConfig::Package { .. } => "package",
+            SourceConfig::Tree { .. } => "tree",
         }
     }
 }
@@ -470,6 +484,17 @@ pub(super) fn validate(config: &PipelineConfig, dir: &Path, text: &str) -> Resul
                     _ => {}
                 }
                 check_globs(name, include, exclude, &at)?;
+            }
+            SourceConfig::Tree { path, exclude, include_secrets } => {
+                let full = resolve(path);
+                if !full.is_dir() {
+                    return Err(ConfigError(format!(
+                        "{} sources.{name}.path: {} is not a folder; name the project's folder (relative to the config file)",
+                        at(Some(name), "path"),
+                        full.display()
+                    )));
+                }
+                check_globs(name, include_secrets, exclude, &at)?;
             }
             SourceConfig::Github { api_url, include, exclude, .. } => {
                 if !(api_url.starts_with("http://") || api_url.starts_with("https://")) {

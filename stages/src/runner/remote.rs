@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use atlas_dist::store::Store;
 
+use super::SourceConfig;
 use super::stage::Loaded;
 
 /// The remote build cache as configured for this machine: where, how long a request
@@ -55,6 +56,10 @@ impl RemoteCache {
     /// trust policy (docs/pipeline.md: pipeline.yaml's fields, then the config file's;
     /// `ATLAS_CACHE_READ_ONLY=1` makes this machine a reader).
     pub fn configured(cfg: &Loaded) -> anyhow::Result<Option<RemoteCache>> {
+        // A working tree's index never leaves the machine, whatever is configured.
+        if cfg.config.sources.values().any(|s| matches!(s, SourceConfig::Tree { .. })) {
+            return Ok(None);
+        }
         let user = atlas_dist::config::load().map_err(atlas_dist::edge)?.0.cache;
         let team = &cfg.config.cache;
         let url = match std::env::var("ATLAS_CACHE_REMOTE").ok().filter(|v| !v.is_empty()) {

@@ -1,0 +1,264 @@
+//! A project's own working tree as a library, `project:NAME`, beside its locked
+//! dependencies (`atlas init`).
+//!
+//! The tree is built by `atlas-pipeline`, as a package is ([`crate::deps`]): a
+//! generated config with one `tree` source, the same stages and the same ranking as
+//! any bundle, through a cache of the tree's own under `ATLAS_HOME/trees/`, so a
+//! rebuild after an edit re-cleans, re-chunks and re-embeds only the files that
+//! changed. Each build is installed as the next version of the library (`0.0.N`), by
+//! the one atomic switch every install uses; a server follows `current` and swaps
+//! whole, so a query sees the tree before or after a batch of changes, never half.
+//! [`watch`] rebuilds on every batch of saves.
+
+pub mod watch;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use atlas_dist::home::Home;
+
+/// The kind a working tree's entry in a project's set carries; such an entry follows
+/// the library's `current`, not the version it names.
+pub use atlas_dist::project::TREE;
+
+/// The version a tree's library is served as, whichever build serves: its labels and
+/// paths (`project:app@live`, `project+app@live/src/lib.rs`) stay put across edits.
+/// Each build is installed in its own folder (`0.0.N`) all the same.
+pub const LIVE: &str = "live";
+
+/// Versions of a tree's library kept installed: the one serving and the one before,
+/// which calls in flight may still read.
+const KEEP: usize = 2;
+
+/// The tree of one project, as this home builds and serves it.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    /// The project's folder, absolute.
+    pub root: PathBuf,
+    /// The library's stored name (`project+NAME`).
+    pub name: String,
+    /// Where its builds and cache live.
+    pub work: PathBuf,
+}
+
+/// How one build came out.
+#[derive(Debug)]
+pub struct Built {
+    pub version: String,
+    pub took: Duration,
+    /// Whether it carries vectors.
+    pub vectors: bool,
+    /// Whether it installed a new version (false: what serves already held it).
+    pub changed: bool,
+}
+
+impl Tree {
+    /// The tree at `root` in `home`: its library's name is the folder's, unless another
+    /// folder took that name first (`project:app-2`).
+    pub fn open(home: &Home, root: &Path) -> anyhow::Result<Tree> {
+        let root = std::path::absolute(root)?;
+        if !root.is_dir() {
+            bail!(atlas_runtime::exit::UsageError(format!(
+                "{} is not a folder; pass the project's folder",
+                root.display()
+            )));
+        }
+        let key = &atlas_runtime::hash::blake3_bytes(root.to_string_lossy().as_bytes())[..16];
+        let work = home.atlas_home().join("trees").join(key);
+        std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+        let name_file = work.join("name");
+        if let Ok(name) = std::fs::read_to_string(&name_file)
+            && atlas_runtime::safe_path::is_safe_name(name.trim())
+        {
+            return Ok(Tree { root, name: name.trim().to_owned(), work });
+        }
+        let base = library_base(&root);
+        let taken = |n: &str| home.resolve(n).is_some() || home.dir(n).exists();
+        let name = (1..)
+            .map(|i| if i == 1 { base.clone() } else { format!("{base}-{i}") })
+            .find(|n| !taken(n))
+            .expect("an unbounded search finds a free name");
+        std::fs::write(&name_file, &name).with_context(|| format!("writing {}", name_file.display()))?;
+        Ok(Tree { root, name, work })
+    }
+
+    /// The library as agents name it (`project:NAME`).
+    pub fn shown(&self) -> String {
+        atlas_runtime::package::shown_name(&self.name)
+    }
+
+    /// Builds the tree as it is now and installs it as the library's next version:
+    /// without vectors when `vectors` is false (keyword and symbols at once), else
+    /// with them (each unchanged file's vectors reused).
+    pub fn build(&self, home: &Home, vectors: bool) -> anyhow::Result<Built> {
+        let t = Instant::now();
+        // One build of a tree at a time, across processes: the name's lock.
+        let lock = home.lock(&self.name).map_err(atlas_dist::edge)?;
+        let version = next_version(home.current(&self.name).as_deref());
+        let build = self.work.join("builds").join(&version);
+        let _ = std::fs::remove_dir_all(&build);
+        std::fs::create_dir_all(&build).with_context(|| format!("creating {}", build.display()))?;
+        let config = build.join("pipeline.yaml");
+        std::fs::write(&config, self.pipeline_yaml(vectors))
+            .with_context(|| format!("writing {}", config.display()))?;
+        let out = build.join("out");
+        let mut cmd = Command::new(crate::deps::pipeline_bin()?);
+        cmd.arg("--config")
+            .arg(&config)
+            .arg("--cache-dir")
+            .arg(self.work.join("cache"))
+            .arg("--lock-wait")
+            .arg("600")
+            .args(["run", "--offline", "--out"])
+            .arg(&out)
+            .env("ATLAS_HOME", atlas_runtime::model::atlas_home())
+            .env("ATLAS_CACHE_REMOTE", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let output = cmd.spawn().context("starting atlas-pipeline")?.wait_with_output()?;
+        if !output.status.success() {
+            let text = String::from_utf8_lossy(&output.stderr);
+            let last = text.lines().rev().find(|l| crate::deps::tells_why(l)).unwrap_or_default();
+            let _ = std::fs::remove_dir_all(&build);
+            bail!(
+                "{}",
+                crate::deps::failure(&atlas_runtime::utf8::printable(last.trim()), crate::deps::signal(&output.status))
+            );
+        }
+        let staged = out.join("bundle");
+        let m = atlas_runtime::manifest::verify(&staged).with_context(|| format!("checking {}", staged.display()))?;
+        // A build that changes nothing served (only ignored files moved, or a restart
+        // with nothing changed) installs nothing.
+        if let Some(now) = home.resolve(&self.name).and_then(|d| atlas_runtime::manifest::read_manifest(&d).ok())
+            && now.artifacts == m.artifacts
+        {
+            let _ = std::fs::remove_dir_all(&build);
+            return Ok(Built {
+                version: now_version(home, &self.name),
+                took: t.elapsed(),
+                vectors: now.embedding_rows > 0,
+                changed: false,
+            });
+        }
+        let record = atlas_dist::home::Record {
+            name: self.name.clone(),
+            version: version.clone(),
+            source: format!("tree:{}", self.root.display()),
+            sha256: String::new(),
+            remote_id: None,
+            size: atlas_dist::home::dir_size(&staged),
+            installed: atlas_dist::home::now(),
+            signed_by: None,
+            trust: None,
+            created: m.created.clone(),
+        };
+        home.commit(&lock, &staged, &record, KEEP).map_err(atlas_dist::edge)?;
+        let _ = std::fs::remove_dir_all(&build);
+        Ok(Built { version, took: t.elapsed(), vectors: m.embedding_rows > 0, changed: true })
+    }
+
+    /// Whether the installed copy has vectors (None when none is installed).
+    pub fn has_vectors(&self, home: &Home) -> Option<bool> {
+        let dir = home.resolve(&self.name)?;
+        atlas_runtime::manifest::read_manifest(&dir).ok().map(|m| m.embedding_rows > 0 || m.chunk_count == 0)
+    }
+
+    /// The pipeline config of one build.
+    fn pipeline_yaml(&self, vectors: bool) -> String {
+        let q = |v: &str| serde_json::to_string(v).expect("a string");
+        let mut y = format!(
+            "# Written by `atlas init`: the working tree of {}.\nname: {}\nsources:\n  {}:\n    kind: tree\n    path: {}\nstages:\n",
+            self.shown(),
+            q(&self.name),
+            // Paths read as the project's: `app/src/lib.rs`.
+            self.name.trim_start_matches("project+"),
+            q(&self.root.display().to_string()),
+        );
+        if !vectors {
+            y.push_str("  embed:\n    enabled: false\n");
+        }
+        y.push_str(&format!(
+            "  pack:\n    version: {}\n    description: {}\n",
+            q(LIVE),
+            q(&format!("the working tree of {}, as it is on disk", self.shown()))
+        ));
+        y
+    }
+
+    /// Puts the tree in `project`'s set (kind [`TREE`]), keeping what is there.
+    pub fn add_to_set(&self, home: &Home) -> anyhow::Result<PathBuf> {
+        use atlas_dist::project::{Pinned, Set};
+        let mut set = Set::read(&self.root).map_err(atlas_dist::edge)?.unwrap_or_default();
+        set.libraries.retain(|p| p.name != self.name);
+        set.libraries.push(Pinned {
+            name: self.name.clone(),
+            version: LIVE.into(),
+            lockfile: None,
+            kinds: vec![TREE.into()],
+        });
+        set.libraries.sort();
+        set.write(&self.root, home.atlas_home()).map_err(atlas_dist::edge)
+    }
+}
+
+/// The installed version serving `name` now.
+fn now_version(home: &Home, name: &str) -> String {
+    home.current(name).unwrap_or_default()
+}
+
+/// The tree's entry in a set: the library that follows `current`.
+pub fn is_tree(kinds: &[String]) -> bool {
+    kinds.iter().any(|k| k == TREE)
+}
+
+/// `project+NAME` from the folder's name: ASCII letters, digits, `-` and `_`.
+fn library_base(root: &Path) -> String {
+    let name = root.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let plain: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') { c } else { '-' }).collect();
+    let plain = plain.trim_matches('-');
+    let plain = if plain.is_empty() { "project" } else { plain };
+    format!("project+{}", atlas_runtime::utf8::clip_chars(plain, 60))
+}
+
+/// The version after `current`: `0.0.N+1`.
+fn next_version(current: Option<&str>) -> String {
+    let n = current.and_then(|v| v.strip_prefix("0.0.")).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+    format!("0.0.{}", n.saturating_add(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trees_library_is_named_by_its_folder_and_its_versions_only_go_up() {
+        assert_eq!(library_base(Path::new("/w/my app!")), "project+my-app");
+        assert_eq!(library_base(Path::new("/")), "project+project");
+        assert_eq!(next_version(None), "0.0.1");
+        assert_eq!(next_version(Some("0.0.41")), "0.0.42");
+        assert!(
+            semver::Version::parse(&next_version(Some("0.0.9"))).unwrap() > semver::Version::parse("0.0.9").unwrap()
+        );
+        assert_eq!(atlas_runtime::package::shown_name("project+my-app"), "project:my-app");
+        assert_eq!(atlas_runtime::package::stored_name("project:my-app"), "project+my-app");
+    }
+
+    #[test]
+    fn two_folders_of_one_name_get_two_libraries() {
+        let t = tempfile::tempdir().unwrap();
+        let home = Home::new(&t.path().join("home"));
+        for p in ["a/app", "b/app"] {
+            std::fs::create_dir_all(t.path().join(p)).unwrap();
+        }
+        let a = Tree::open(&home, &t.path().join("a/app")).unwrap();
+        std::fs::create_dir_all(home.dir(&a.name)).unwrap();
+        let b = Tree::open(&home, &t.path().join("b/app")).unwrap();
+        assert_eq!((a.name.as_str(), b.name.as_str()), ("project+app", "project+app-2"));
+        // The same folder keeps its name.
+        assert_eq!(Tree::open(&home, &t.path().join("a/app")).unwrap().name, "project+app");
+    }
+}
