@@ -559,3 +559,57 @@ fn a_keyword_only_open_never_reads_the_graph_it_would_not_walk() {
     assert_eq!(ids(&kw), ids(&open(dir)));
     assert!(!ids(&kw).is_empty());
 }
+
+/// Issue 68 item 6: a crate's guide written as `//!` in a code file is docs: the docs
+/// filter finds it in every mode, cited at the comment's lines, beside a README that
+/// does not answer.
+#[test]
+fn the_docs_filter_finds_a_guide_written_as_inner_doc_comments() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let guide = "//! ## Subcommands\n\
+                 //!\n\
+                 //! A subcommand is a command nested under the top-level one, with its own\n\
+                 //! arguments and its own help, like `git commit` under `git`.\n\
+                 //! Declare it with `Command::subcommand`, then match on the name the user\n\
+                 //! typed to run it.\n\
+                 //!\n\
+                 //! ```rust\n\
+                 //! let cmd = Command::new(\"git\").subcommand(Command::new(\"commit\"));\n\
+                 //! ```\n\
+                 \n\
+                 pub use super::chapter_3 as next;\n";
+    for (rel, text) in [
+        ("README.md", "# Widgets\n\nA library of widgets for terminals. Install it with `cargo add widgets`.\n"),
+        ("src/_tutorial/chapter_2.rs", guide),
+        ("src/lib.rs", "pub fn parse(args: &[String]) -> usize {\n    args.len()\n}\n"),
+    ] {
+        let p = work.path().join("code").join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let cfg = work.path().join("pipeline.yaml");
+    std::fs::write(
+        &cfg,
+        "name: guide\nsources:\n  code:\n    kind: local\n    path: code\n    include: [\"**/*.rs\", \"**/*.md\"]\n",
+    )
+    .unwrap();
+    run(atlas_e2e::pipeline().arg("-c").arg(&cfg).arg("run")).success();
+    let b = open(&work.path().join(".atlas/build/bundle"));
+    let q = "how do I declare a subcommand with its own arguments and help";
+    let docs = Filters { kind: Some(atlas_runtime::ChunkKind::Docs), ..Filters::default() };
+    for m in [Mode::Keyword, Mode::Vector, Mode::Hybrid] {
+        let hits = search(&b, q, SearchOptions { mode: m, filters: docs.clone(), ..SearchOptions::default() });
+        let first = &hits[0];
+        assert_eq!(first.path, "code/src/_tutorial/chapter_2.rs", "{m:?}: {hits:#?}");
+        assert_eq!(first.kind, atlas_runtime::ChunkKind::Docs, "{m:?}");
+        assert_eq!(first.citation(), "code/src/_tutorial/chapter_2.rs#L1-L10", "{m:?}");
+        assert_eq!(first.heading_path, ["Subcommands"], "{m:?}");
+    }
+    // The guide left the code: the code filter finds the `pub use` line alone in it.
+    let code = Filters { kind: Some(atlas_runtime::ChunkKind::Code), ..Filters::default() };
+    let hits = search(&b, q, SearchOptions { mode: Mode::Keyword, filters: code, ..SearchOptions::default() });
+    assert!(hits.iter().all(|h| !h.snippet.contains("subcommand")), "{hits:#?}");
+}

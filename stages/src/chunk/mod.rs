@@ -1,6 +1,7 @@
 //! chunk: each cleaned document → chunks with their heading path and line range.
 //! Markdown is split at headings ([`markdown`]); code by syntax tree into functions,
-//! classes and their members ([`code`]); other text into line windows. Each document is
+//! classes and their members ([`code`]), its documentation written in code (a
+//! module's guide, long doc comments) chunked as docs; other text into line windows. Each document is
 //! memoised on its cleaned content; then, across documents, `cluster_tags` and the
 //! docs ↔ code cross-links are added ([`links`]) and the chunks are written as
 //! `chunks.parquet` (its schema: `atlas_runtime::chunk_table`).
@@ -93,9 +94,9 @@ pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkPara
     let markdown = is_markdown(&doc.rel);
     let language = language_of(&doc.rel);
     let path = doc.path();
-    let record = |c: DocChunk, i: usize, title: &str| ChunkRecord {
+    let record = |c: DocChunk, i: usize, title: &str, kind: ChunkKind| ChunkRecord {
         chunk_id: chunk_id(&doc.source, &path, &c.heading_path, c.part),
-        kind: if markdown { ChunkKind::Docs } else { ChunkKind::Code },
+        kind,
         language: language.map(str::to_owned),
         source: doc.source.clone(),
         section: doc.section.clone(),
@@ -122,20 +123,28 @@ pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkPara
     };
     if markdown {
         let title = cleaned.title.clone().or_else(|| first_h1(&cleaned.text)).unwrap_or_else(|| stem.to_owned());
-        let chunks =
-            chunk_markdown(&cleaned.text, params).into_iter().enumerate().map(|(i, c)| record(c, i, &title)).collect();
+        let chunks = chunk_markdown(&cleaned.text, params)
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| record(c, i, &title, ChunkKind::Docs))
+            .collect();
         return DocChunks { chunks, license_lines: 0, ..DocChunks::default() };
     }
     let code = language.and_then(|l| code::chunk_code(&cleaned.text, l, &doc.rel, params));
     let Some(code) = code else {
-        let chunks =
-            chunk_lines(&cleaned.text, params).into_iter().enumerate().map(|(i, c)| record(c, i, file)).collect();
+        let chunks = chunk_lines(&cleaned.text, params)
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| record(c, i, file, ChunkKind::Code))
+            .collect();
         return DocChunks { chunks, license_lines: 0, ..DocChunks::default() };
     };
     let license_lines = code.dropped_lines("license");
     let (defs, refs) = (code.defs, code.refs);
+    // Parts count per heading path across the file's code and docs chunks alike, so an
+    // item's docs chunk (heading path: its symbol) gets an id of its own.
     let mut seen: BTreeMap<Vec<String>, u32> = BTreeMap::new();
-    let chunks = code
+    let mut chunks: Vec<ChunkRecord> = code
         .chunks
         .into_iter()
         .enumerate()
@@ -152,7 +161,7 @@ pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkPara
                 end_line: c.end_line,
             };
             *part += 1;
-            let mut r = record(dc, i, file);
+            let mut r = record(dc, i, file, ChunkKind::Code);
             r.symbol = c.symbol;
             r.symbol_kind = Some(c.symbol_kind);
             r.signature = c.signature;
@@ -160,16 +169,51 @@ pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkPara
             r
         })
         .collect();
+    // After the code, so that a code file's first chunk (ordinal 0) stays code: the
+    // embedder gives a page's opening to a file whose first chunk is docs.
+    for block in &code.docs {
+        // A guide's title is its first H1, as a page's is.
+        let title = block.symbol.is_none().then(|| first_h1(&block.text)).flatten();
+        let title = title.as_deref().unwrap_or(file);
+        for c in docs_in_code(block, params) {
+            let part = seen.entry(c.heading_path.clone()).or_default();
+            let c = DocChunk { part: *part, ..c };
+            *part += 1;
+            chunks.push(record(c, chunks.len(), title, ChunkKind::Docs));
+        }
+    }
     DocChunks { chunks, license_lines, defs, refs }
+}
+
+/// The docs chunks of documentation written in code ([`code::DocBlock`]), at the
+/// file's lines: a module's guide chunked as a markdown page; an item's doc comment
+/// whole (split only past `max_chars`) under its symbol's heading path. Their text is
+/// markdown (rustdoc) or reST prose, whose underlined titles read as headings.
+fn docs_in_code(block: &code::DocBlock, params: &ChunkParams) -> Vec<DocChunk> {
+    let whole = ChunkParams { split_level: 0, ..params.clone() };
+    let p = if block.symbol.is_some() { &whole } else { params };
+    let offset = block.start_line - 1;
+    chunk_markdown(&block.text, p)
+        .into_iter()
+        .map(|c| DocChunk {
+            heading_path: block.symbol.iter().cloned().chain(c.heading_path).collect(),
+            start_line: c.start_line + offset,
+            end_line: c.end_line + offset,
+            ..c
+        })
+        .collect()
 }
 
 impl Stage for Chunk {
     const NAME: &'static str = "chunk";
+    /// 7: documentation written in code is docs: a module's guide (`//!`, a module
+    ///    docstring) leaves the code for docs chunks; exported items' long doc
+    ///    comments get a docs chunk too.
     /// 5: definitions say whether the package exports them.
     /// 4: the symbol table (definitions and references) beside the chunks.
     /// 3: containers nested past MAX_SCOPE_DEPTH are chunked as lines.
     /// 2: per-document items carry licence counts; code chunks.
-    const VERSION: u32 = 5;
+    const VERSION: u32 = 7;
     const DEPS: &'static [&'static str] = &["clean-gitbook"];
     type Params = ChunkParams;
     type Prepared = ();
@@ -295,7 +339,12 @@ fn symbol_table(
     let docs: Vec<symbols::DocSymbols<'_>> = parsed
         .iter()
         .filter_map(|p| {
-            let mut chunks: Vec<&ChunkRecord> = all.get(p.first..)?.iter().take_while(|c| c.path == p.path).collect();
+            let mut chunks: Vec<&ChunkRecord> = all
+                .get(p.first..)?
+                .iter()
+                .take_while(|c| c.path == p.path)
+                .filter(|c| c.kind == ChunkKind::Code)
+                .collect();
             let head = *chunks.first()?;
             chunks.sort_by_key(|c| c.start_line);
             Some(symbols::DocSymbols {

@@ -295,3 +295,187 @@ fn code_windows_cover_every_line_once() {
         }
     }
 }
+
+/// A code file's chunks as `kind ordinal [lines] heading path | title`, docs chunks
+/// with their text; each chunk's lines must be the file's lines its text came from.
+fn render_code(rel: &str, src: &str) -> String {
+    let cleaned = atlas_stages::artifacts::Cleaned { text: src.to_owned(), ..Default::default() };
+    let chunks = chunk_document(&doc(rel), &cleaned, &ChunkParams::default());
+    let ids: std::collections::BTreeSet<&str> = chunks.iter().map(|c| c.chunk_id.as_str()).collect();
+    assert_eq!(ids.len(), chunks.len(), "chunk ids are distinct");
+    let lines: Vec<&str> = src.lines().collect();
+    let mut out = String::new();
+    for c in &chunks {
+        let docs = c.kind == atlas_runtime::ChunkKind::Docs;
+        out.push_str(&format!(
+            "{} #{} [{}-{}] {} | title={}\n",
+            c.kind,
+            c.ordinal,
+            c.start_line,
+            c.end_line,
+            c.heading_path.join(" > "),
+            c.title
+        ));
+        if !docs {
+            continue;
+        }
+        let text: Vec<&str> = c.text[c.overlap_chars as usize..].lines().collect();
+        assert_eq!(text.len() as u32, c.end_line - c.start_line + 1, "one line of text per line of the file");
+        for (t, l) in text.iter().zip(&lines[c.start_line as usize - 1..]) {
+            assert!(l.contains(t.trim()), "{t:?} is on line {l:?}");
+            out.push_str(&format!("  {t}\n").replace("  \n", "\n"));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_rust_files_guide_and_long_item_docs_are_docs_chunks_at_their_lines() {
+    let src = r#"// SPDX-License-Identifier: MIT
+//! # Tutorial
+//!
+//! Build a parser from a few calls.
+//!
+//! ## Quick start
+//!
+//! Add the crate, then call [`Parser::new`]:
+//!
+//! ```rust
+//! let p = Parser::new();
+//! ```
+
+#![warn(missing_docs)]
+
+/// Parses arguments.
+///
+/// Reads them left to right, expanding `--flag=value` and grouped short flags,
+/// and stops at the first `--`.
+///
+/// # Examples
+///
+/// ```
+/// let p = Parser::new();
+/// ```
+#[derive(Debug)]
+pub struct Parser {
+    args: Vec<String>,
+}
+
+/// A short doc stays with the code.
+pub fn short() {}
+
+/// A private item's long doc is not the package's documentation.
+///
+/// One.
+/// Two.
+/// Three.
+/// Four.
+fn private() {}
+"#;
+    expect![[r#"
+        code #0 [14-14]  | title=lib.rs
+        code #1 [16-29] Parser | title=lib.rs
+        code #2 [31-32] short | title=lib.rs
+        code #3 [34-40] private | title=lib.rs
+        docs #4 [2-4] Tutorial | title=Tutorial
+          # Tutorial
+
+          Build a parser from a few calls.
+        docs #5 [6-12] Tutorial > Quick start | title=Tutorial
+          ## Quick start
+
+          Add the crate, then call [`Parser::new`]:
+
+          ```rust
+          let p = Parser::new();
+          ```
+        docs #6 [16-25] Parser | title=lib.rs
+          Parses arguments.
+
+          Reads them left to right, expanding `--flag=value` and grouped short flags,
+          and stops at the first `--`.
+
+          # Examples
+
+          ```
+          let p = Parser::new();
+          ```
+    "#]]
+    .assert_eq(&render_code("src/lib.rs", src));
+}
+
+#[test]
+fn a_python_module_docstring_and_long_class_docstrings_are_docs_chunks() {
+    let src = r#""""Loading settings.
+
+Settings come from the environment and from ``.env`` files;
+values already set in the environment win.
+"""
+
+import os
+
+
+class Loader:
+    """Reads a ``.env`` file.
+
+    Each line is ``KEY=value``; blank lines and ``#`` comments are skipped.
+    Quotes around a value are removed, and ``${VAR}`` expands.
+    Variables already set are kept unless ``override`` is true.
+
+    Example:
+        >>> Loader(".env").load(override=False)
+    """
+
+    def load(self, override=False):
+        """Sets the variables."""
+        return {}
+
+
+class _Private:
+    """Hidden.
+
+    One.
+    Two.
+    Three.
+    Four.
+    """
+"#;
+    expect![[r#"
+        code #0 [7-7]  | title=settings.py
+        code #1 [10-23] Loader | title=settings.py
+        code #2 [26-33] _Private | title=settings.py
+        docs #3 [1-4]  | title=settings.py
+          Loading settings.
+
+          Settings come from the environment and from ``.env`` files;
+          values already set in the environment win.
+        docs #4 [11-18] Loader | title=settings.py
+          Reads a ``.env`` file.
+
+          Each line is ``KEY=value``; blank lines and ``#`` comments are skipped.
+          Quotes around a value are removed, and ``${VAR}`` expands.
+          Variables already set are kept unless ``override`` is true.
+
+          Example:
+              >>> Loader(".env").load(override=False)
+    "#]]
+    .assert_eq(&render_code("pkg/settings.py", src));
+}
+
+#[test]
+fn a_file_that_is_all_guide_is_docs_and_a_short_guide_stays_code() {
+    let guide: String = (1..=40).map(|i| format!("//! Line {i} of the chapter.\n")).collect();
+    let src = format!("{guide}\npub use super::chapter_1 as next;\n");
+    let cleaned = atlas_stages::artifacts::Cleaned { text: src.clone(), ..Default::default() };
+    let chunks = chunk_document(&doc("src/_tutorial/chapter_0.rs"), &cleaned, &ChunkParams::default());
+    let docs: Vec<_> = chunks.iter().filter(|c| c.kind == atlas_runtime::ChunkKind::Docs).collect();
+    assert_eq!(docs.len(), 1);
+    assert_eq!((docs[0].start_line, docs[0].end_line), (1, 40));
+    assert!(docs[0].text.starts_with("Line 1 of the chapter.\nLine 2"));
+    assert!(chunks.iter().all(|c| c.kind == atlas_runtime::ChunkKind::Docs || c.start_line == 42));
+
+    let short = "//! Utilities.\n\npub fn f() {}\n";
+    let cleaned = atlas_stages::artifacts::Cleaned { text: short.to_owned(), ..Default::default() };
+    let chunks = chunk_document(&doc("src/util.rs"), &cleaned, &ChunkParams::default());
+    assert!(chunks.iter().all(|c| c.kind == atlas_runtime::ChunkKind::Code), "{chunks:?}");
+}

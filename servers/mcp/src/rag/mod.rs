@@ -136,12 +136,12 @@ impl RagServer {
         };
         // The right tool, said once.
         let try_instead = other.map(|(kind, _)| if kind == ChunkKind::Code { "search_code" } else { "search_docs" });
-        let instead = match other {
-            Some((kind, c)) => format!(
-                "the {kind} answer this more surely (confidence {c:.2}): call {} for it\n",
-                if kind == ChunkKind::Code { "search_code" } else { "search_docs" }
-            ),
-            None => String::new(),
+        let instead = match (other, try_instead) {
+            (Some((kind, c)), Some(tool)) => {
+                let who = if kind == ChunkKind::Code { "the code answers" } else { "the docs answer" };
+                format!("{who} this more surely (confidence {c:.2}): call {tool} for it\n")
+            }
+            _ => String::new(),
         };
         let (s, failed) = match found {
             Ok(f) => f,

@@ -16,6 +16,9 @@
 //! - A leading comment block that carries a licence is dropped and counted; so are
 //!   blank lines between chunks. Every line of a file is in exactly one chunk or
 //!   dropped.
+//! - The module's guide (Rust `//!`, a Python module docstring) is dropped from the
+//!   code and kept as a [`DocBlock`], which the chunk stage chunks as docs; so is a
+//!   copy of each exported item's long doc comment, which stays in its code chunk too.
 //!
 //! What differs by language (which nodes are items, what a file exports) is in the
 //! language's own module; the chunking itself is the same for all.
@@ -36,7 +39,8 @@ mod rust;
 mod tidy;
 
 use constants::constants;
-use docs::{doc_comment, item_row};
+pub use docs::DocBlock;
+use docs::{doc_comment, item_doc, item_row, module_guide};
 use functions::split_function;
 use references::references;
 use tidy::{account_gaps, merge_tiny};
@@ -72,6 +76,10 @@ pub struct CodeChunks {
     /// Identifier uses, `(name, 1-based line)`, each once per line; the chunk stage
     /// keeps those that name a definition of the corpus.
     pub refs: Vec<(String, u32)>,
+    /// Documentation written in the code, chunked as docs, in line order: the
+    /// module's guide (its lines dropped as `docs`, in no code chunk) and long doc
+    /// comments of exported items (also in their item's code chunk).
+    pub docs: Vec<DocBlock>,
 }
 
 /// A definition in one file (the chunk stage places it in its chunk).
@@ -240,6 +248,7 @@ pub fn chunk_code(src: &str, language: &str, path: &str, params: &ChunkParams) -
         return Some(cx.out);
     }
     let mut children: Vec<Node<'_>> = (0..root.child_count()).filter_map(|i| root.child(i)).collect();
+    module_guide(&mut cx, &mut children);
     drop_license(&mut cx, &mut children);
     let units = units(&cx, &children, false);
     let mut chunks = Vec::new();
@@ -253,6 +262,8 @@ pub fn chunk_code(src: &str, language: &str, path: &str, params: &ChunkParams) -
     cx.out.defs.dedup();
     cx.out.defs.truncate(MAX_DEFS_PER_FILE);
     cx.out.refs = references(&cx, root);
+    cx.out.docs.sort_by(|a, b| (a.start_line, &a.symbol).cmp(&(b.start_line, &b.symbol)));
+    cx.out.docs.dedup_by(|a, b| a.start_line == b.start_line);
     Some(cx.out)
 }
 
@@ -543,6 +554,12 @@ fn record_def(cx: &mut Ctx<'_>, name: &str, kind: &str, attached_from: usize, no
     }
     let item_row = item_row(cx, node);
     let doc = doc_comment(cx, attached_from, item_row, node);
+    let exported = exported(cx, name, attached_from, node);
+    if exported != Some(false)
+        && let Some(block) = item_doc(cx, name, attached_from, item_row, node)
+    {
+        cx.out.docs.push(block);
+    }
     cx.out.defs.push(CodeDef {
         name: name.to_owned(),
         kind: kind.to_owned(),
@@ -550,7 +567,7 @@ fn record_def(cx: &mut Ctx<'_>, name: &str, kind: &str, attached_from: usize, no
         end_line: end_row(node) as u32 + 1,
         signature: (!sig.is_empty()).then(|| sig.to_owned()),
         doc,
-        exported: exported(cx, name, attached_from, node),
+        exported,
     });
 }
 
