@@ -101,7 +101,8 @@ impl Client {
     /// Where in the file's top-level object the servers live, and each entry's shape.
     fn layout(&self, root: &CstObject) -> Layout {
         match self {
-            Client::ClaudeCode | Client::Cursor => Layout { path: &["mcpServers"], shape: Shape::McpServers },
+            Client::ClaudeCode => Layout { path: &["mcpServers"], shape: Shape::ClaudeCode },
+            Client::Cursor => Layout { path: &["mcpServers"], shape: Shape::Cursor },
             Client::VsCode => Layout { path: &["servers"], shape: Shape::VsCode },
             Client::Zed => Layout { path: &["context_servers"], shape: Shape::Zed },
             Client::Opencode => {
@@ -175,6 +176,14 @@ impl fmt::Display for Action {
     }
 }
 
+/// One of our server entries in a plan, and what happens to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The entry's name ([`Server::key`]).
+    pub key: String,
+    pub action: Action,
+}
+
 /// What [`plan`] would write to one client's config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilePlan {
@@ -188,7 +197,7 @@ pub struct FilePlan {
     /// Whether `new` differs from the file now, so [`apply`] writes it.
     pub changed: bool,
     /// What happens to each server entry, by its key, in the order given.
-    pub entries: Vec<(String, Action)>,
+    pub entries: Vec<Entry>,
 }
 
 /// A file [`apply`] wrote.
@@ -304,8 +313,10 @@ struct Layout {
 
 #[derive(Clone, Copy)]
 enum Shape {
-    /// Claude Code and Cursor: `{"command", "args"}` (Claude Code with `"type": "stdio"`).
-    McpServers,
+    /// Claude Code: `{"type": "stdio", "command", "args"}`.
+    ClaudeCode,
+    /// Cursor: `{"command", "args"}`.
+    Cursor,
     /// VS Code: `{"type": "stdio", "command", "args"}`.
     VsCode,
     /// Zed: `{"command", "args"}`.
@@ -317,16 +328,15 @@ enum Shape {
 }
 
 /// The fields of our entry for `server`, in the order a new entry lists them.
-fn fields(client: Client, shape: Shape, server: &Server) -> Vec<(&'static str, Value)> {
+fn fields(shape: Shape, server: &Server) -> Vec<(&'static str, Value)> {
     let args = Value::from(server.args.clone());
     let argv =
         || Value::from(std::iter::once(server.command.clone()).chain(server.args.iter().cloned()).collect::<Vec<_>>());
     match shape {
-        Shape::McpServers if client == Client::ClaudeCode => {
+        Shape::Cursor | Shape::Zed => vec![("command", server.command.clone().into()), ("args", args)],
+        Shape::ClaudeCode | Shape::VsCode => {
             vec![("type", "stdio".into()), ("command", server.command.clone().into()), ("args", args)]
         }
-        Shape::McpServers | Shape::Zed => vec![("command", server.command.clone().into()), ("args", args)],
-        Shape::VsCode => vec![("type", "stdio".into()), ("command", server.command.clone().into()), ("args", args)],
         Shape::OpencodeV1 => vec![("type", "local".into()), ("command", argv()), ("enabled", true.into())],
         Shape::OpencodeV2 => vec![("type", "local".into()), ("command", argv())],
     }
@@ -339,7 +349,7 @@ fn merge(
     path: &Path,
     old: Option<&[u8]>,
     servers: &[Server],
-) -> Result<(Vec<u8>, Vec<(String, Action)>), ConfigError> {
+) -> Result<(Vec<u8>, Vec<Entry>), ConfigError> {
     let malformed = |why: String| ConfigError::Malformed { path: path.to_owned(), why };
     let text = match old {
         Some(bytes) => std::str::from_utf8(bytes).map_err(|e| malformed(format!("it is not UTF-8 text ({e})")))?,
@@ -372,7 +382,7 @@ fn merge(
     }
     let mut entries = Vec::new();
     for server in servers {
-        let fields = fields(client, layout.shape, server);
+        let fields = fields(layout.shape, server);
         let action = match container.get(&server.key) {
             None => {
                 container.append(&server.key, object(&fields));
@@ -402,7 +412,7 @@ fn merge(
                 }
             },
         };
-        entries.push((server.key.clone(), action));
+        entries.push(Entry { key: server.key.clone(), action });
     }
     let mut out = format!("{bom}{root}");
     if fresh && !out.ends_with('\n') {
@@ -410,7 +420,7 @@ fn merge(
     }
     // Nothing to change: the bytes as they were, whatever the tree prints.
     if let Some(old) = old
-        && entries.iter().all(|(_, a)| *a == Action::Unchanged)
+        && entries.iter().all(|e| e.action == Action::Unchanged)
         && !fresh
     {
         return Ok((old.to_vec(), entries));
@@ -530,7 +540,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = run(dir.path(), Client::ClaudeCode, &atlas());
         assert_eq!(p.path, dir.path().join(".mcp.json"));
-        assert_eq!(p.entries, vec![("atlas".to_owned(), Action::Added)]);
+        assert_eq!(p.entries, vec![Entry { key: "atlas".into(), action: Action::Added }]);
         assert_eq!(
             text(&p),
             "{\n  \"mcpServers\": {\n    \"atlas\": {\n      \"type\": \"stdio\",\n      \"command\": \"atlas\",\n      \"args\": [\"serve\", \"rag\"]\n    }\n  }\n}\n"
@@ -676,7 +686,7 @@ mod tests {
             std::fs::remove_file(&backup).unwrap();
             let plans = plan(dir.path(), &[client], &atlas()).unwrap();
             assert!(!plans[0].changed, "{client}");
-            assert_eq!(plans[0].entries, vec![("atlas".to_owned(), Action::Unchanged)]);
+            assert_eq!(plans[0].entries, vec![Entry { key: "atlas".into(), action: Action::Unchanged }]);
             assert!(apply(&plans).unwrap().is_empty());
             assert_eq!(std::fs::read(&first.path).unwrap(), bytes, "{client}");
             assert!(!backup.exists(), "{client}: a run that changes nothing writes no backup");
@@ -692,7 +702,7 @@ mod tests {
             "{\n  \"mcpServers\": {\n    \"atlas\": {\"command\": \"/old/atlas\", \"args\": [\"serve\"], \"env\": {\"A\": \"1\"}},\n    \"z\": {\"command\": \"z\"}\n  }\n}\n",
         );
         let p = run(dir.path(), Client::Cursor, &atlas());
-        assert_eq!(p.entries, vec![("atlas".to_owned(), Action::Updated)]);
+        assert_eq!(p.entries, vec![Entry { key: "atlas".into(), action: Action::Updated }]);
         assert_eq!(
             text(&p),
             "{\n  \"mcpServers\": {\n    \"atlas\": {\"command\": \"atlas\", \"args\": [\"serve\", \"rag\"], \"env\": {\"A\": \"1\"}},\n    \"z\": {\"command\": \"z\"}\n  }\n}\n"
