@@ -58,6 +58,64 @@ impl std::str::FromStr for ChunkKind {
     }
 }
 
+/// Why a chunk's file is not the package's own hand-written code (issue 68 item 7).
+/// The chunk stage decides it from the file's path and content (its rules:
+/// `atlas_stages::chunk::origin`); a search ranks such chunks below the package's own
+/// ([`crate::search`]), and a hit says which it is. Stored as the `origin` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// Another project's code copied in (`vendor/`, `third_party/`, `node_modules/`).
+    Vendored,
+    /// Minified or bundled (`*.min.js`, a bundler's output, very long lines).
+    Minified,
+    /// Written by a tool (`@generated`, `DO NOT EDIT`, `*_pb2.py`).
+    Generated,
+    /// A legacy compatibility tree beside the package's main code (`pydantic/v1/`).
+    Legacy,
+}
+
+impl Origin {
+    /// Every origin, in the order the chunk stage checks a file's.
+    pub const ALL: [Origin; 4] = [Origin::Vendored, Origin::Minified, Origin::Generated, Origin::Legacy];
+
+    /// `vendored`, `minified`, `generated` or `legacy`: the stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Vendored => "vendored",
+            Origin::Minified => "minified",
+            Origin::Generated => "generated",
+            Origin::Legacy => "legacy",
+        }
+    }
+
+    /// What a hit from such a file says of it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Origin::Vendored => "vendored code",
+            Origin::Minified => "minified or bundled code",
+            Origin::Generated => "generated code",
+            Origin::Legacy => "a legacy compatibility tree",
+        }
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Origin {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Origin, String> {
+        Origin::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| format!("unknown origin {s:?}; use vendored, minified, generated or legacy"))
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChunkRecord {
     /// blake3(source, path, heading path, part), 32 hex chars.
@@ -101,6 +159,10 @@ pub struct ChunkRecord {
     pub mentions: Vec<String>,
     /// Code: ids of the docs chunks that mention this chunk's symbols.
     pub mentioned_in: Vec<String>,
+    /// Not the package's own code: why ([`Origin`]); `None` for its own. A bundle
+    /// written before the column reads as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
 }
 
 fn heading_item() -> Arc<Field> {
@@ -136,6 +198,7 @@ pub fn schema() -> SchemaRef {
         Field::new("symbols", DataType::List(heading_item()), false),
         Field::new("mentions", DataType::List(heading_item()), false),
         Field::new("mentioned_in", DataType::List(heading_item()), false),
+        utf8("origin", true),
     ];
     let metadata =
         std::collections::HashMap::from([("atlas.chunks.schema_version".to_owned(), SCHEMA_VERSION.to_string())]);
@@ -185,6 +248,7 @@ pub fn to_parquet(chunks: &[ChunkRecord]) -> Result<Vec<u8>> {
         list(|c| &c.symbols),
         list(|c| &c.mentions),
         list(|c| &c.mentioned_in),
+        Arc::new(chunks.iter().map(|c| c.origin.map(Origin::as_str)).collect::<StringArray>()),
     ];
     let batch = RecordBatch::try_new(schema.clone(), columns)?;
     let props = WriterProperties::builder()
@@ -263,6 +327,14 @@ fn decode(batches: Vec<RecordBatch>, with_text: bool) -> Result<Vec<ChunkRecord>
                 .map_or_else(Vec::new, |h| (0..h.len()).map(|j| h.value(j).to_owned()).collect())
         };
         let is_code = column::<BooleanArray>(&b, "is_code")?;
+        // Optional: bundles written before it have no `origin` column.
+        let origin = if b.column_by_name("origin").is_some() { Some(s("origin")?) } else { None };
+        let origin_of = |i: usize| -> Result<Option<Origin>> {
+            let Some(a) = origin.filter(|a| !a.is_null(i)) else { return Ok(None) };
+            a.value(i).parse().map(Some).map_err(|e: String| {
+                Error::Parquet(parquet::errors::ParquetError::General(format!("chunks.parquet: {e}")))
+            })
+        };
         let opt = |a: &StringArray, i: usize| (!a.is_null(i)).then(|| a.value(i).to_owned());
         for i in 0..b.num_rows() {
             let heads = strings(heading_path, i);
@@ -294,6 +366,7 @@ fn decode(batches: Vec<RecordBatch>, with_text: bool) -> Result<Vec<ChunkRecord>
                 symbols: strings(symbols, i),
                 mentions: strings(mentions, i),
                 mentioned_in: strings(mentioned_in, i),
+                origin: origin_of(i)?,
             });
         }
     }
@@ -332,12 +405,33 @@ mod tests {
             symbols: vec!["x".into()],
             mentions: vec![],
             mentioned_in: vec!["id".into()],
+            origin: None,
         };
         let mut d = c.clone();
         d.heading_path = vec![];
+        d.origin = Some(Origin::Legacy);
         d.url = Some("https://x".into());
         let bytes = to_parquet(&[c.clone(), d.clone()]).unwrap();
         assert_eq!(from_parquet(&bytes).unwrap(), vec![c.clone(), d.clone()]);
         assert_eq!(bytes, to_parquet(&[c, d]).unwrap());
+    }
+
+    #[test]
+    fn a_bundle_without_the_origin_column_reads_as_the_packages_own_code() {
+        let c = ChunkRecord { chunk_id: "a".into(), origin: Some(Origin::Vendored), ..ChunkRecord::default() };
+        let bytes = to_parquet(std::slice::from_ref(&c)).unwrap();
+        // The same rows without the column (projected away): a bundle from before it.
+        let old = crate::table::read_shared(bytes::Bytes::from(bytes), "chunks.parquet", &["origin"]).unwrap();
+        assert!(old[0].column_by_name("origin").is_none());
+        let mut buf = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut buf, old[0].schema(), None).unwrap();
+        for b in &old {
+            w.write(b).unwrap();
+        }
+        w.close().unwrap();
+        let read = from_parquet(&buf).unwrap();
+        assert_eq!(read, vec![ChunkRecord { origin: None, ..c }]);
+        assert_eq!("legacy".parse::<Origin>(), Ok(Origin::Legacy));
+        assert!("own".parse::<Origin>().is_err());
     }
 }

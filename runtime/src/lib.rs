@@ -134,6 +134,6 @@ pub(crate) fn corrupt_at(path: std::path::PathBuf, e: Error) -> Error {
 }
 
 pub use bundle::{Bundle, OpenOptions};
-pub use chunk_table::ChunkKind;
+pub use chunk_table::{ChunkKind, Origin};
 pub use hit::Hit;
 pub use search::{Mode, SearchOptions, Searched};

@@ -560,6 +560,59 @@ fn a_keyword_only_open_never_reads_the_graph_it_would_not_walk() {
     assert!(!ids(&kw).is_empty());
 }
 
+/// Issue 68 item 7: a vendored copy and a minified bundle that hold the package's own
+/// words, and more of the query's, rank below the package's own file in every mode, and
+/// their hits say what they are.
+#[test]
+fn the_packages_own_code_ranks_above_vendored_and_minified_copies_of_its_words() {
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let own = "\"\"\"Retry helpers.\"\"\"\n\n\ndef retry_with_backoff(send, attempts):\n    \"\"\"Retry a request with exponential backoff after a timeout.\"\"\"\n    for n in range(attempts):\n        try:\n            return send()\n        except TimeoutError:\n            sleep(2 ** n)\n";
+    // The copies say the query's words more often than the package's own file.
+    let copy =
+        own.replace("after a timeout.", "after a timeout: retry the request again, with backoff, after each timeout.");
+    let minified = format!(
+        "function retryWithBackoff(send,attempts){{/* retry a request with exponential backoff after a timeout; retry */{}}}\n",
+        "var n=0;".repeat(400)
+    );
+    for (rel, text) in
+        [("pkg/retry.py", own.to_owned()), ("pkg/_vendor/urllib3/retry.py", copy), ("static/retry.min.js", minified)]
+    {
+        let p = work.path().join("code").join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let cfg = work.path().join("pipeline.yaml");
+    std::fs::write(
+        &cfg,
+        "name: origin\nsources:\n  code:\n    kind: local\n    path: code\n    include: [\"**/*.py\", \"**/*.js\"]\n",
+    )
+    .unwrap();
+    run(atlas_e2e::pipeline().arg("-c").arg(&cfg).arg("run")).success();
+    let b = open(&work.path().join(".atlas/build/bundle"));
+    let origins: Vec<_> = b.chunks().iter().map(|c| (c.path.as_str(), c.origin)).collect();
+    assert!(origins.iter().all(|(p, o)| match *p {
+        "code/pkg/retry.py" => o.is_none(),
+        "code/pkg/_vendor/urllib3/retry.py" => *o == Some(atlas_runtime::Origin::Vendored),
+        _ => *o == Some(atlas_runtime::Origin::Minified),
+    }));
+    assert_eq!(b.info().by_origin.values().sum::<usize>(), origins.iter().filter(|(_, o)| o.is_some()).count());
+    let q = "how do I retry a request with exponential backoff after a timeout";
+    for m in [Mode::Keyword, Mode::Vector, Mode::Hybrid] {
+        let hits = search(&b, q, mode(m));
+        let paths: Vec<(&str, Option<atlas_runtime::Origin>)> =
+            hits.iter().map(|h| (h.path.as_str(), h.origin)).collect();
+        assert_eq!(paths[0], ("code/pkg/retry.py", None), "{m:?}: {paths:?}");
+        assert!(paths.iter().any(|(p, o)| p.contains("_vendor") && o.is_some()), "{m:?}: {paths:?}");
+        // Without the rule the vendored copy, which says the words more often, is first.
+        let even = Tuning { not_own_code: 1.0, ..Tuning::default() };
+        let hits = search(&b, q, SearchOptions { tuning: even, ..mode(m) });
+        assert_eq!(hits[0].origin, Some(atlas_runtime::Origin::Vendored), "{m:?}: {hits:#?}");
+    }
+}
+
 /// Issue 68 item 6: a crate's guide written as `//!` in a code file is docs: the docs
 /// filter finds it in every mode, cited at the comment's lines, beside a README that
 /// does not answer.

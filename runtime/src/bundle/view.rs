@@ -31,6 +31,10 @@ pub struct BundleInfo {
     pub embedding_rows: usize,
     pub by_kind: BTreeMap<String, usize>,
     pub by_section: BTreeMap<String, usize>,
+    /// Chunks whose file is not the package's own code, by [`crate::Origin`] (none
+    /// listed: all its own).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_origin: BTreeMap<String, usize>,
     pub sources: Vec<crate::manifest::SourceInfo>,
     pub modes: Vec<String>,
     pub vector_index: String,
@@ -115,6 +119,7 @@ impl Bundle {
             symbol_kind: c.symbol_kind.clone(),
             mentions: c.mentions.clone(),
             mentioned_in,
+            origin: c.origin,
         }
     }
 
@@ -122,7 +127,11 @@ impl Bundle {
     pub fn info(&self) -> BundleInfo {
         let mut by_kind = BTreeMap::new();
         let mut by_section = BTreeMap::new();
+        let mut by_origin = BTreeMap::new();
         for c in &self.chunks {
+            if let Some(o) = c.origin {
+                *by_origin.entry(o.as_str().to_owned()).or_insert(0) += 1;
+            }
             *by_kind.entry(c.kind.as_str().to_owned()).or_insert(0) += 1;
             *by_section.entry(c.section.clone()).or_insert(0) += 1;
         }
@@ -141,6 +150,7 @@ impl Bundle {
             embedding_rows: self.rows,
             by_kind,
             by_section,
+            by_origin,
             sources: m.sources.clone(),
             modes,
             vector_index: self.vector_index(),

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 pub(crate) mod snippet;
 
-pub use crate::chunk_table::ChunkKind;
+pub use crate::chunk_table::{ChunkKind, Origin};
 
 /// A chunk another hit links to: the docs that mention a code chunk's symbol.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,6 +52,10 @@ pub struct Hit {
     /// Code: the docs chunks that mention this chunk's symbols.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mentioned_in: Vec<Link>,
+    /// The chunk's file is not the package's own code: vendored, minified, generated
+    /// or a legacy tree (ranked below the package's own; [`Origin::label`] says it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
 }
 
 impl Hit {

@@ -96,6 +96,25 @@ pub(super) fn file_evidence(chunks: &[ChunkRecord], ranked: &mut [(usize, f32)],
     sort_desc(ranked);
 }
 
+/// Chunks of files that are not the package's own code ([`crate::Origin`]) score
+/// `factor` times theirs ([`Tuning::not_own_code`]): below the package's own code at a
+/// like score.
+pub(super) fn not_own_code(chunks: &[ChunkRecord], ranked: &mut [(usize, f32)], factor: f32) {
+    if factor == 1.0 {
+        return;
+    }
+    let mut moved = false;
+    for (i, s) in ranked.iter_mut() {
+        if chunks[*i].origin.is_some() {
+            *s = scale(*s, factor);
+            moved = true;
+        }
+    }
+    if moved {
+        sort_desc(ranked);
+    }
+}
+
 /// Docs ↔ code links: the candidates that one of the `from` top hits links to (a code
 /// chunk whose symbol a docs hit mentions, a docs chunk that mentions a code hit's
 /// symbol) score `factor` times more.
@@ -222,6 +241,21 @@ mod tests {
         let equal = Tuning { keyword_weight: [[1.0, 1.0]; 3], ..Tuning::default() };
         assert_eq!(fused(&equal)[0].0, 1, "equal weights: the model's lead wins");
         assert_eq!(fused(&Tuning::default())[0].0, 2, "the default: the code chunk's keyword lead wins");
+    }
+
+    #[test]
+    fn a_chunk_not_the_packages_own_ranks_below_its_own_at_a_like_score_not_far_above() {
+        let chunk = |origin| ChunkRecord { origin, ..ChunkRecord::default() };
+        let chunks =
+            [chunk(Some(crate::Origin::Vendored)), chunk(None), chunk(Some(crate::Origin::Legacy)), chunk(None)];
+        // Vendored 0.80 beside own 0.75: own first; legacy 0.9 far above own 0.3: still above.
+        let mut ranked = vec![(2, 0.9), (0, 0.80), (1, 0.75), (3, 0.3)];
+        not_own_code(&chunks, &mut ranked, super::super::NOT_OWN_CODE);
+        assert_eq!(ranked.iter().map(|x| x.0).collect::<Vec<_>>(), [1, 2, 0, 3]);
+        // A rerank's negative logit moves down too.
+        let mut ranked = vec![(0, -1.0), (1, -1.5)];
+        not_own_code(&chunks, &mut ranked, 0.5);
+        assert_eq!(ranked, [(1, -1.5), (0, -2.0)]);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub use fusion::fuse;
 pub use merge::{Merged, Skip, Skipped, merge, search_all};
 pub use options::{
     DEFAULT_TOP_K, Filters, Fusion, LATER_WINDOW_WEIGHT, MAX_QUERY_BYTES, MAX_TOOL_TOP_K, MAX_TOP_K, Mode,
-    SearchOptions, SearchRequest, Tuning,
+    NOT_OWN_CODE, SearchOptions, SearchRequest, Tuning,
 };
 pub use query::query_words;
 pub use retrieve::{EXACT_MAX_FILES, MAX_DEFINITIONS};
@@ -40,7 +40,9 @@ use crate::bundle::{Bundle, Candidates};
 use crate::chunk_table::ChunkKind;
 use crate::hit::snippet::passage;
 use crate::{Error, Result};
-use fusion::{diversify, file_evidence, fuse_weighted, keyword_weight, link_boost, mix_kinds, promote, sort_desc};
+use fusion::{
+    diversify, file_evidence, fuse_weighted, keyword_weight, link_boost, mix_kinds, not_own_code, promote, sort_desc,
+};
 use query::spelling_candidates;
 
 /// Candidates each retriever hands to fusion.
@@ -177,6 +179,7 @@ impl Engine<'_> {
             let r = self.retrieve(query, &qvec, opts, opts.mode, want)?;
             (r.ranked.clone(), r)
         };
+        not_own_code(&self.b.chunks, &mut ranked, t.not_own_code);
         // Definitions, then exact strings: a chunk defining a name the query gives, or
         // holding a quoted string, an identifier or the whole query verbatim, goes
         // first in keyword and hybrid mode (grep never loses).

@@ -139,6 +139,8 @@ pub struct Tuning {
     /// Score factor for a chunk from a file of tests when the query asks about tests
     /// (a word of it stems to `test`).
     pub test_questions: f32,
+    /// Score factor for a chunk whose file is not the package's own code ([`NOT_OWN_CODE`]).
+    pub not_own_code: f32,
     /// Rank the chunks that define a name the query gives first (keyword, hybrid).
     pub definitions_first: bool,
     /// Overrides the search's fusion (for comparing them in `atlas eval --tuning`).
@@ -162,6 +164,14 @@ pub struct Tuning {
 /// smallest weight on that plateau (docs/decisions.md, "Code chunks weigh their
 /// keyword score more").
 pub const CODE_KEYWORD_WEIGHT: f32 = 1.15;
+
+/// [`Tuning::not_own_code`]'s default: the score factor for a chunk whose file is not
+/// the package's own code (vendored, minified or bundled, generated, a legacy tree:
+/// [`crate::Origin`]), in every mode and after a rerank. Not fitted: the factor a file
+/// of tests takes ([`Tuning::test_files`]), on the same ground. Such a file repeats or replaces the package's words, so at a
+/// like score the package's own code answers, yet a much better match still shows
+/// (docs/decisions.md, "Issue 68 item 7").
+pub const NOT_OWN_CODE: f32 = 0.5;
 
 /// The place (0-based) a hit of the missing kind takes: the fifth.
 pub const MIX_SLOT: usize = 4;
@@ -198,6 +208,7 @@ impl Default for Tuning {
             cluster_boost: 1.05,
             test_files: 0.5,
             test_questions: 1.5,
+            not_own_code: NOT_OWN_CODE,
             definitions_first: true,
             fusion: None,
             norm: [Norm::MinMax, Norm::Max],

@@ -51,6 +51,7 @@ fn samples() -> Vec<Vec<u8>> {
         symbols: vec![],
         mentions: vec![],
         mentioned_in: vec![],
+        origin: None,
     };
     vec![
         atlas_runtime::symbols::definitions_to_parquet(&vec![d; 5]).unwrap(),

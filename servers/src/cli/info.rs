@@ -44,6 +44,9 @@ fn render(i: &BundleInfo) -> String {
     );
     let counts = |m: &BTreeMap<String, usize>| m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ");
     s.push_str(&format!("  by kind: {}\n  by section: {}\n", counts(&i.by_kind), counts(&i.by_section)));
+    if !i.by_origin.is_empty() {
+        s.push_str(&format!("  not the package's own code (ranked below it): {}\n", counts(&i.by_origin)));
+    }
     for src in &i.sources {
         s.push_str(&format!(
             "  source {} ({}): {}",

@@ -9,6 +9,7 @@
 pub mod code;
 pub mod links;
 pub mod markdown;
+pub mod origin;
 pub mod symbols;
 
 use atlas_runtime::ChunkKind;
@@ -94,6 +95,7 @@ pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkPara
     let markdown = is_markdown(&doc.rel);
     let language = language_of(&doc.rel);
     let path = doc.path();
+    let origin = origin::of_file(&doc.rel, &cleaned.text);
     let record = |c: DocChunk, i: usize, title: &str, kind: ChunkKind| ChunkRecord {
         chunk_id: chunk_id(&doc.source, &path, &c.heading_path, c.part),
         kind,
@@ -120,6 +122,7 @@ pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkPara
         symbols: Vec::new(),
         mentions: Vec::new(),
         mentioned_in: Vec::new(),
+        origin,
     };
     if markdown {
         let title = cleaned.title.clone().or_else(|| first_h1(&cleaned.text)).unwrap_or_else(|| stem.to_owned());
@@ -206,6 +209,7 @@ fn docs_in_code(block: &code::DocBlock, params: &ChunkParams) -> Vec<DocChunk> {
 
 impl Stage for Chunk {
     const NAME: &'static str = "chunk";
+    /// 8: chunks say when their file is not the package's own code (`origin`).
     /// 7: documentation written in code is docs: a module's guide (`//!`, a module
     ///    docstring) leaves the code for docs chunks; exported items' long doc
     ///    comments get a docs chunk too.
@@ -213,7 +217,7 @@ impl Stage for Chunk {
     /// 4: the symbol table (definitions and references) beside the chunks.
     /// 3: containers nested past MAX_SCOPE_DEPTH are chunked as lines.
     /// 2: per-document items carry licence counts; code chunks.
-    const VERSION: u32 = 7;
+    const VERSION: u32 = 8;
     const DEPS: &'static [&'static str] = &["clean-gitbook"];
     type Params = ChunkParams;
     type Prepared = ();
@@ -277,6 +281,7 @@ impl Stage for Chunk {
                 atlas_runtime::words::count(license_files, "file")
             ));
         }
+        out.notes.extend(origin::mark_legacy(&mut all));
         cross_link(&mut all);
         let mut seen = BTreeSet::new();
         for c in &all {

@@ -565,6 +565,7 @@ mod tests {
             symbols: vec![],
             mentions: vec![],
             mentioned_in: vec![],
+            origin: None,
         }
     }
 

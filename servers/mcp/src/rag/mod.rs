@@ -143,10 +143,12 @@ impl RagServer {
             }
             _ => String::new(),
         };
-        let (s, failed) = match found {
+        let (s, mut failed) = match found {
             Ok(f) => f,
             Err(e) => return Ok(output::error(e.to_string())),
         };
+        // A working tree with edits not indexed yet says so, with their count.
+        failed.extend(self.libs.bundles().iter().filter_map(|b| crate::live::pending_note(&b.library())));
         // Keyword scores (BM25) are not calibrated: no confidence for them.
         let confidence = (mode != Mode::Keyword).then(|| {
             Confidence::new(s.confidence, threshold)
@@ -478,6 +480,10 @@ impl RagServer {
                 info.by_section.iter().map(|(k, n)| format!("{} ({n})", inert(k))).collect::<Vec<_>>().join(", "),
             );
             text.push_str(&budget::left_out("sections", cap, full.by_section.len()));
+            if !info.by_origin.is_empty() {
+                let each: Vec<String> = info.by_origin.iter().map(|(k, n)| format!("{n} {k}")).collect();
+                text.push_str(&format!("not the package's own code, ranked below it: {}\n", each.join(", ")));
+            }
             for s in &info.sources {
                 let age = s.fetched_at.as_deref().map(|t| format!(", fetched {}", inert(t))).unwrap_or_default();
                 text.push_str(&format!(

@@ -14,8 +14,9 @@ pub(super) fn hit_text(i: usize, h: &Hit, detail: Detail) -> String {
     // Every corpus-derived string outside the fence is made inert (one line, capped).
     let place = inert(&if h.heading_path.is_empty() { h.title.clone() } else { h.heading_path.join(" > ") });
     let sym = h.symbol.as_deref().map(|s| format!(" symbol {}", inert(s))).unwrap_or_default();
+    let origin = h.origin.map(|o| format!(", {}", o.label())).unwrap_or_default();
     let mut text = format!(
-        "{}. [{:.4}] {place} ({}{sym}, {})\n   citation: {}\n   chunk_id: {}\n",
+        "{}. [{:.4}] {place} ({}{sym}, {}{origin})\n   citation: {}\n   chunk_id: {}\n",
         i + 1,
         h.score,
         h.kind,
@@ -50,6 +51,7 @@ pub(super) fn hit_out(h: &Hit, detail: Detail) -> HitOut {
         section: h.section.clone(),
         symbol: h.symbol.clone(),
         symbol_kind: h.symbol_kind.clone(),
+        origin: h.origin.map(|o| o.as_str().to_owned()),
         mentions: if full { h.mentions.clone() } else { Vec::new() },
         mentioned_in: if full { h.mentioned_in.clone() } else { Vec::new() },
         citation: h.citation(),
@@ -150,4 +152,20 @@ pub(super) fn describe(info: &atlas_runtime::bundle::BundleInfo) -> String {
         sources.push_str(&format!(" and {} more", info.sources.len() - SHOWN));
     }
     format!("{} {}: {sources}", info.name, info.version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hit_from_a_file_not_the_packages_own_says_so_in_text_and_structure() {
+        let own = Hit { library: "p@1".into(), path: "pkg/p/a.py".into(), title: "a.py".into(), ..Hit::default() };
+        let vendored = Hit { origin: Some(atlas_runtime::Origin::Vendored), ..own.clone() };
+        assert!(!hit_text(0, &own, Detail::Brief).contains("vendored"));
+        assert!(hit_text(0, &vendored, Detail::Brief).contains("(docs, p@1, vendored code)"));
+        assert_eq!(hit_out(&vendored, Detail::Brief).origin.as_deref(), Some("vendored"));
+        let json = serde_json::to_value(hit_out(&own, Detail::Brief)).unwrap();
+        assert!(json.get("origin").is_none(), "{json}");
+    }
 }

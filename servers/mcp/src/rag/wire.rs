@@ -195,6 +195,10 @@ pub struct HitOut {
     pub symbol: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub symbol_kind: Option<String>,
+    /// The file is not the package's own code: vendored, minified, generated or legacy
+    /// (ranked below the package's own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
     /// Docs: the corpus symbols this chunk mentions.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mentions: Vec<String>,
@@ -362,6 +366,8 @@ struct BundleInfoSchema {
     embedding_rows: usize,
     by_kind: std::collections::BTreeMap<String, usize>,
     by_section: std::collections::BTreeMap<String, usize>,
+    /// Chunks whose file is not the package's own code, by origin (absent: none).
+    by_origin: Option<std::collections::BTreeMap<String, usize>>,
     sources: Vec<serde_json::Value>,
     modes: Vec<String>,
     vector_index: String,
