@@ -466,7 +466,7 @@ class _Private:
 fn a_file_that_is_all_guide_is_docs_and_a_short_guide_stays_code() {
     let guide: String = (1..=40).map(|i| format!("//! Line {i} of the chapter.\n")).collect();
     let src = format!("{guide}\npub use super::chapter_1 as next;\n");
-    let cleaned = atlas_stages::artifacts::Cleaned { text: src.clone(), ..Default::default() };
+    let cleaned = atlas_stages::artifacts::Cleaned { text: src, ..Default::default() };
     let chunks = chunk_document(&doc("src/_tutorial/chapter_0.rs"), &cleaned, &ChunkParams::default());
     let docs: Vec<_> = chunks.iter().filter(|c| c.kind == atlas_runtime::ChunkKind::Docs).collect();
     assert_eq!(docs.len(), 1);

@@ -39,6 +39,15 @@ fn assert_invariants(path: &str, src: &str, out: &CodeChunks) {
     for (i, n) in seen.iter().enumerate() {
         assert_eq!(*n, 1, "{path}:{}: line in {n} chunks/drops: {:?}", i + 1, lines[i]);
     }
+    // Documentation written in code: one line of text per line of the file, each
+    // found on its line.
+    for d in &out.docs {
+        let text: Vec<&str> = d.text.split('\n').collect();
+        assert_eq!(text.len() as u32, d.end_line - d.start_line + 1, "{path}: docs {}-{}", d.start_line, d.end_line);
+        for (t, l) in text.iter().zip(&lines[d.start_line as usize - 1..]) {
+            assert!(l.contains(t.trim()), "{path}: docs line {t:?} is not on {l:?}");
+        }
+    }
 }
 
 fn render(out: &CodeChunks) -> String {
@@ -319,7 +328,7 @@ fn slow_every_file_of_both_repos_is_covered_with_exact_ranges() {
     let Some(root) = crate::corpora::corpora() else { return };
     let p = ChunkParams::default();
     for (repo, exts) in [("concrete-ml/repo", &["py"][..]), ("tfhe-rs/repo", &["rs"][..])] {
-        let (mut n, mut lines, mut license) = (0, 0, 0);
+        let (mut n, mut lines, mut license, mut guides, mut item_docs) = (0, 0, 0, 0, 0);
         for f in files(&root.join(repo), exts) {
             let src = std::fs::read_to_string(&f).unwrap();
             let path = f.display().to_string();
@@ -327,8 +336,13 @@ fn slow_every_file_of_both_repos_is_covered_with_exact_ranges() {
             n += 1;
             lines += src.lines().count();
             license += out.dropped_lines("license");
+            guides += out.docs.iter().filter(|d| d.symbol.is_none()).count();
+            item_docs += out.docs.iter().filter(|d| d.symbol.is_some()).count();
         }
-        eprintln!("{repo}: {n} files, {lines} lines, {license} licence lines dropped");
+        eprintln!(
+            "{repo}: {n} files, {lines} lines, {license} licence lines dropped, \
+             {guides} module guides and {item_docs} long item docs as docs"
+        );
         assert!(n > 50);
     }
 }
@@ -445,12 +459,13 @@ fn real_structure_python_check_inputs() {
     check_real(
         "concrete-ml/repo/src/concrete/ml/common/check_inputs.py",
         expect![[r#"
-        1-13 module -
-        16-32 function check_array_and_assert
-        35-54 function check_X_y_and_assert
-        57-74 function check_X_y_and_assert_multi_output
-        77-77 module -
-    "#]],
+            7-13 module -
+            16-32 function check_array_and_assert
+            35-54 function check_X_y_and_assert
+            57-74 function check_X_y_and_assert_multi_output
+            77-77 module -
+            dropped 1-5 docs
+        "#]],
     );
 }
 

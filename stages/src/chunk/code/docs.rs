@@ -102,12 +102,9 @@ pub(super) fn module_guide(cx: &mut Ctx<'_>, children: &mut Vec<Node<'_>>) {
     let mut runs: Vec<(usize, usize)> = Vec::new(); // inclusive indices into children
     match cx.lang {
         Lang::Rust => {
-            let lead = children
-                .iter()
-                .position(|n| !(cx.lang.is_comment(n.kind()) || n.kind() == "inner_attribute_item"))
-                .unwrap_or(children.len());
-            for k in 0..lead {
-                let t = text(children[k], cx.src);
+            let leading = |n: &Node<'_>| cx.lang.is_comment(n.kind()) || n.kind() == "inner_attribute_item";
+            for (k, &n) in children.iter().enumerate().take_while(|(_, n)| leading(n)) {
+                let t = text(n, cx.src);
                 if t.starts_with("//!") || t.starts_with("/*!") {
                     match runs.last_mut() {
                         Some(r) if r.1 + 1 == k => r.1 = k,
