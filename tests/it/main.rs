@@ -22,6 +22,7 @@ mod hostile_servers;
 mod incremental;
 mod layout;
 mod libraries;
+mod live_tree;
 mod mcp;
 mod pack;
 mod package;

@@ -63,7 +63,9 @@ impl Args {
             tree.shown(),
             built.took.as_secs_f64()
         );
-        if !opts.keyword_only && atlas_runtime::model::default_provisioned() {
+        let embed = !opts.keyword_only && atlas_runtime::model::default_provisioned();
+        tree.set_wants_vectors(embed)?;
+        if embed {
             if deps {
                 super::sync::for_init(&project, cfg, &self.build, false)?;
             }

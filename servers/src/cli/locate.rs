@@ -301,7 +301,7 @@ fn watch_tree(rt: &tokio::runtime::Runtime, project: &Path) {
         tree,
         status,
         Box::new(move |built| {
-            if built.is_ok() {
+            if built.is_ok_and(|b| b.changed) {
                 let _guard = handle.enter();
                 atlas_mcp::live::nudge();
             }

@@ -28,6 +28,9 @@ pub use atlas_dist::project::TREE;
 /// Each build is installed in its own folder (`0.0.N`) all the same.
 pub const LIVE: &str = "live";
 
+/// The file under a tree's work folder that says it is embedded.
+const VECTORS_MARK: &str = "vectors";
+
 /// Versions of a tree's library kept installed: the one serving and the one before,
 /// which calls in flight may still read.
 const KEEP: usize = 2;
@@ -160,10 +163,22 @@ impl Tree {
         Ok(Built { version, took: t.elapsed(), vectors: m.embedding_rows > 0, changed: true })
     }
 
-    /// Whether the installed copy has vectors (None when none is installed).
-    pub fn has_vectors(&self, home: &Home) -> Option<bool> {
-        let dir = home.resolve(&self.name)?;
-        atlas_runtime::manifest::read_manifest(&dir).ok().map(|m| m.embedding_rows > 0 || m.chunk_count == 0)
+    /// Whether the tree is embedded: `atlas init` said so (not `--keyword-only`) with
+    /// the model here. Edits keep it so; a large batch is built by keyword first.
+    pub fn wants_vectors(&self) -> bool {
+        self.work.join(VECTORS_MARK).is_file() && atlas_runtime::model::default_provisioned()
+    }
+
+    /// Records whether the tree is to be embedded ([`Tree::wants_vectors`]).
+    pub fn set_wants_vectors(&self, yes: bool) -> anyhow::Result<()> {
+        let mark = self.work.join(VECTORS_MARK);
+        match yes {
+            true => std::fs::write(&mark, b"").with_context(|| format!("writing {}", mark.display())),
+            false => match std::fs::remove_file(&mark) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+                _ => Ok(()),
+            },
+        }
     }
 
     /// The pipeline config of one build.

@@ -89,11 +89,13 @@ fn run(home: &Home, tree: &Tree, status: &Status, on_built: &OnBuilt) -> anyhow:
             continue;
         }
         status.fetch_add(relevant, Ordering::SeqCst);
-        let vectors = tree.has_vectors(home).unwrap_or(false) && relevant <= VECTORS_AT_ONCE;
+        // A tree built with vectors keeps them; one built by keyword only stays so.
+        let embedded = tree.wants_vectors();
+        let vectors = embedded && relevant <= VECTORS_AT_ONCE;
         build(home, tree, status, on_built, vectors);
         // A large batch was built by keyword first: its vectors follow once the tree
         // is quiet.
-        if !vectors && atlas_runtime::model::default_provisioned() && rx_is_quiet(&rx) {
+        if embedded && !vectors && rx_is_quiet(&rx) {
             build(home, tree, status, on_built, true);
         }
     }
@@ -115,8 +117,7 @@ fn rx_is_quiet(rx: &std::sync::mpsc::Receiver<Vec<PathBuf>>) -> bool {
 
 /// One build at start: a restart after edits made while nothing watched.
 fn catch_up(home: &Home, tree: &Tree, status: &Status, on_built: &OnBuilt) {
-    let vectors = tree.has_vectors(home).unwrap_or(false);
-    build(home, tree, status, on_built, vectors);
+    build(home, tree, status, on_built, tree.wants_vectors());
 }
 
 fn build(home: &Home, tree: &Tree, status: &Status, on_built: &OnBuilt, vectors: bool) {
@@ -124,6 +125,15 @@ fn build(home: &Home, tree: &Tree, status: &Status, on_built: &OnBuilt, vectors:
     match tree.build(home, vectors) {
         Ok(b) => {
             status.fetch_sub(pending.min(status.load(Ordering::SeqCst)), Ordering::SeqCst);
+            if b.changed {
+                tracing::info!(
+                    "{}: indexed as {} in {:.2}s{}",
+                    tree.shown(),
+                    b.version,
+                    b.took.as_secs_f64(),
+                    if b.vectors { ", with vectors" } else { ", by keyword and symbols" }
+                );
+            }
             on_built(Ok(&b));
         }
         Err(e) => {
