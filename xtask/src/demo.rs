@@ -4,7 +4,9 @@
 //! empty cache then builds from), say what it holds, verify it, rerun the eval it ships, search it, ask it a
 //! question, serve the web page and fetch a search from it, install
 //! the archive as a user would (`atlas install`), smoke-test both servers, run `atlas
-//! doctor`, and print the editor config that serves the installed bundle by name.
+//! doctor`, sync a project's dependencies and ask the agent over them, index this
+//! repository's working tree with `atlas init` and find an edit as soon as it is
+//! saved, and print the editor config that serves the installed bundle by name.
 
 use std::process::Command;
 
@@ -164,7 +166,82 @@ fn dependencies(atlas: &std::path::Path) -> anyhow::Result<()> {
         search.arg("search").arg(query).args(["--bundle", "crate:humantime"]).args(args);
         status(search)?;
     }
-    Ok(())
+    // The agent over the project's whole set, without an LLM: the evidence, each
+    // passage with its citation.
+    let question = "how do I parse a duration like 2h 30m?";
+    say(&format!("\n$ atlas agent {question:?} --project target/demo-deps --budget 500"));
+    let mut agent = Command::new(atlas);
+    agent.arg("agent").arg(question).arg("--project").arg(&project).args(["--budget", "500"]);
+    status(agent)?;
+    live(atlas)
+}
+
+/// This repository's own working tree, live: `atlas init` on a copy of its tracked
+/// files, a server that follows it, an edit, and how soon a search finds the edit.
+fn live(atlas: &std::path::Path) -> anyhow::Result<()> {
+    let root = crate::project_root();
+    let copy = root.join("target/demo-live/atlas");
+    let _ = std::fs::remove_dir_all(&copy);
+    let files = output({
+        let mut c = Command::new("git");
+        c.arg("-C").arg(&root).args(["ls-files", "-z"]);
+        c
+    })?;
+    for rel in files.split('\0').filter(|r| !r.is_empty()) {
+        let to = copy.join(rel);
+        std::fs::create_dir_all(to.parent().context("a file has a folder")?)?;
+        // A file git tracks but the checkout lacks is left out, as git would show it.
+        let _ = std::fs::copy(root.join(rel), &to);
+    }
+    say(
+        "\n$ atlas init target/demo-live/atlas --keyword-only --client claude-code   (this repository's tracked files)",
+    );
+    let mut init = Command::new(atlas);
+    init.arg("init").arg(&copy).args(["--keyword-only", "--client", "claude-code", "--no-deps"]);
+    status(init)?;
+    say("\n$ atlas serve rag --project target/demo-live/atlas   (follows every save), then an edit:");
+    let mut serve = Command::new(atlas);
+    serve
+        .arg("serve")
+        .arg("rag")
+        .arg("--project")
+        .arg(&copy)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut server = serve.spawn().context("starting atlas serve rag")?;
+    // Give its watcher a moment to start: what it sees is what follows.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let edited = copy.join("cache/src/lib.rs");
+    let mut text = std::fs::read_to_string(&edited).context("reading cache/src/lib.rs")?;
+    text.push_str("\n/// Counts the gooseberries in a demo basket.\npub fn gooseberry_count() -> usize {\n    3\n}\n");
+    let t = std::time::Instant::now();
+    std::fs::write(&edited, text)?;
+    let found = loop {
+        let mut search = Command::new(atlas);
+        search.arg("search").arg("--project").arg(&copy).args(["gooseberries basket", "--mode", "keyword", "-k", "1"]);
+        let out = output(search).unwrap_or_default();
+        if out.contains("gooseberry_count") {
+            break Some(out);
+        }
+        if t.elapsed() > std::time::Duration::from_secs(30) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let took = t.elapsed();
+    let _ = server.kill();
+    let _ = server.wait();
+    match found {
+        Some(out) => {
+            say(&format!(
+                "$ atlas search --project target/demo-live/atlas \"gooseberries basket\" --mode keyword -k 1\n{out}"
+            ));
+            say(&format!("(the edit to cache/src/lib.rs was found {:.2}s after the save)", took.as_secs_f64()));
+            Ok(())
+        }
+        None => anyhow::bail!("the edit to cache/src/lib.rs was not searchable 30s after the save"),
+    }
 }
 
 /// Starts the web page on a free port, fetches a search from it, and stops it.
