@@ -215,6 +215,18 @@ pub fn project(dir: &std::path::Path) -> Vec<Check> {
         _ => crate::deps::lockfiles::Select::default(),
     };
     let read = match crate::deps::lockfiles::read(&project, &select) {
+        // A project without dependencies that `atlas init` indexed: its tree alone.
+        Ok(r) if r.found.is_empty()
+            && let Ok(Some(set)) = atlas_dist::project::Set::read(&project)
+            && let Some(tree) = set.libraries.iter().find(|p| crate::tree::is_tree(&p.kinds)) =>
+        {
+            let home = Home::from_env();
+            let shown = atlas_runtime::package::shown_name(&tree.name);
+            return match home.resolve(&tree.name) {
+                Some(_) => vec![check(LABEL, Status::Ok, format!("{}: {shown} serves its working tree", project.display()), "")],
+                None => fail(format!("{shown}, the working tree, is not indexed"), &format!("run `atlas init {}`", project.display())),
+            };
+        }
         Ok(r) if r.found.is_empty() => {
             return fail(
                 format!("{} has no lockfile ({})", project.display(), crate::deps::lockfiles::LOCKFILES.join(", ")),
@@ -248,6 +260,18 @@ pub fn project(dir: &std::path::Path) -> Vec<Check> {
         .unwrap_or_default();
     for p in &set.libraries {
         let shown = format!("{}@{}", atlas_runtime::package::shown_name(&p.name), p.version);
+        // The project's own tree (`atlas init`) follows its `current`; no lockfile names it.
+        if crate::tree::is_tree(&p.kinds) {
+            if home.resolve(&p.name).is_none() {
+                out.push(check(
+                    LABEL,
+                    Status::Fail,
+                    format!("{shown}, the working tree, is not indexed"),
+                    &format!("run `atlas init {}`", project.display()),
+                ));
+            }
+            continue;
+        }
         if home.resolve_version(&p.name, &p.version).is_none() {
             out.push(check(
                 LABEL,
