@@ -33,10 +33,15 @@ const NEW_FILE_MODE: u32 = 0o644;
 /// A coding agent or editor whose project-scoped MCP config `atlas init` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Client {
+    /// Claude Code: `.mcp.json`.
     ClaudeCode,
+    /// Cursor: `.cursor/mcp.json`.
     Cursor,
+    /// VS Code (Copilot's agent mode): `.vscode/mcp.json`.
     VsCode,
+    /// Zed: `.zed/settings.json`.
     Zed,
+    /// opencode: `opencode.json`.
     Opencode,
 }
 
@@ -181,12 +186,14 @@ impl fmt::Display for Action {
 pub struct Entry {
     /// The entry's name ([`Server::key`]).
     pub key: String,
+    /// What the plan does to it.
     pub action: Action,
 }
 
 /// What [`plan`] would write to one client's config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilePlan {
+    /// The client whose file this is.
     pub client: Client,
     /// The config file ([`Client::config_path`]).
     pub path: PathBuf,
@@ -203,7 +210,9 @@ pub struct FilePlan {
 /// A file [`apply`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
+    /// The client whose file this is.
     pub client: Client,
+    /// The file written.
     pub path: PathBuf,
     /// Where the file's previous bytes were copied (`<file>.atlas-backup`); `None` when
     /// the file is new.
