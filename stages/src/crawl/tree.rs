@@ -66,8 +66,16 @@ pub fn scan_tree(root: &Path, exclude: &[String], secrets: &[String], max_bytes:
         if rel.as_os_str().is_empty() {
             continue;
         }
-        let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+        let lossy = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
         let Some(kind) = entry.file_type() else { continue };
+        // A name that is not UTF-8 cannot be cited or read back by its name.
+        if rel.to_str().is_none() {
+            if !kind.is_dir() {
+                scan.skipped.push((lossy.escape_debug().to_string(), "its name is not UTF-8".to_owned()));
+            }
+            continue;
+        }
+        let rel = lossy;
         if kind.is_dir() || !excluded.keep(&rel) {
             continue;
         }
@@ -201,5 +209,31 @@ mod tests {
             }
         }
         assert!(files.contains(&"ok.rs"), "{files:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_2_gb_file_a_link_loop_and_hostile_names_are_one_note_each_and_the_rest_scans() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "ok.rs", "fn ok() {}\n");
+        // Sparse: 2 GB on paper, nothing on disk; refused by its size before a read.
+        std::fs::File::create(root.join("huge.log")).unwrap().set_len(2 << 30).unwrap();
+        std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
+        std::fs::create_dir(root.join("d")).unwrap();
+        std::os::unix::fs::symlink("..", root.join("d/up")).unwrap();
+        std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"bad\xffname.rs")), "fn x() {}\n").unwrap();
+        std::fs::write(root.join("ctl\u{1b}[2Jname.rs"), "fn y() {}\n").unwrap();
+        let scan = scan_tree(root, &[], &[], 4 << 20).unwrap();
+        let files: Vec<&str> = scan.files.iter().map(|f| f.rel.as_str()).collect();
+        assert_eq!(files, ["ok.rs"]);
+        let skipped: Vec<String> = scan.skipped.iter().map(|(r, w)| format!("{r}: {w}")).collect();
+        assert!(skipped.iter().any(|s| s.starts_with("huge.log: 2147483648 bytes")), "{skipped:?}");
+        assert!(skipped.iter().any(|s| s.starts_with("loop: a symlink")), "{skipped:?}");
+        assert!(skipped.iter().any(|s| s.starts_with("d/up: a symlink")), "{skipped:?}");
+        // Names are printed escaped, never raw.
+        assert_eq!(skipped.len(), 5, "{skipped:?}");
+        assert!(skipped.iter().all(|s| !s.contains('\u{1b}')), "{skipped:?}");
     }
 }
