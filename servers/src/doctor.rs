@@ -267,7 +267,7 @@ pub fn project(dir: &std::path::Path) -> Vec<Check> {
                     LABEL,
                     Status::Fail,
                     format!("{shown}, the working tree, is not indexed"),
-                    &format!("run `atlas init {}`", project.display()),
+                    format!("run `atlas init {}`", project.display()),
                 ));
             }
             continue;

@@ -12,7 +12,7 @@ pub mod cli;
 pub(crate) mod deps;
 pub(crate) mod doctor;
 pub(crate) mod eval;
-pub mod init;
+pub(crate) mod init;
 pub(crate) mod llm;
 pub(crate) mod manage;
 pub(crate) mod smoke;

@@ -192,7 +192,7 @@ mod tests {
         {
             use std::os::unix::fs::PermissionsExt as _;
             write(root, "locked.rs", "fn locked() {}\n");
-            std::fs::set_permissions(root.join("locked.rs"), std::fs::Permissions::from_mode(0)).unwrap();
+            std::fs::set_permissions(root.join("locked.rs"), std::fs::Permissions::from_mode(0o000)).unwrap();
             assert!(std::process::Command::new("mkfifo").arg(root.join("pipe")).status().unwrap().success());
         }
         let scan = scan_tree(root, &[], &[], 1000).unwrap();
