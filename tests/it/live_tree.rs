@@ -199,3 +199,102 @@ fn publish_refuses_a_working_trees_bundle() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("never leaves this machine"), "{err}");
 }
+
+/// Bad input while serving: 1,000 files written at once are one or a few batches; a
+/// build that dies mid-way (as a kill -9 leaves it) leaves the previous index serving;
+/// two servers on one tree share its builds; the folder deleted under a running server
+/// leaves its last index serving.
+#[test]
+fn a_burst_a_killed_build_two_servers_and_a_deleted_folder_leave_the_tree_served() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, root) = (t.path().join("home"), t.path().join("lab"));
+    write(&root, "src/lib.rs", "/// Measures the pomelo yield.\npub fn pomelo_yield() -> u32 {\n    7\n}\n");
+    let p = root.to_str().unwrap();
+    atlas_e2e::run(atlas(&home).args(["init", p, "--keyword-only", "--no-deps", "--client", "cursor"])).success();
+    assert!(root.join(".cursor/mcp.json").is_file());
+
+    // A build that aborts mid-way (the pipeline dies as a kill -9 leaves it): a one-line
+    // error, and the previous index still answers.
+    write(&root, "src/lib.rs", "/// Measures the tamarind yield.\npub fn tamarind_yield() -> u32 {\n    7\n}\n");
+    let r =
+        atlas_e2e::run(atlas(&home).args(["init", p, "--keyword-only"]).env("ATLAS_FAILPOINT", "crash-after:chunk:1"));
+    assert_ne!(r.code, Some(0), "{r:?}");
+    assert!(r.stderr.contains("atlas-pipeline aborted (signal 6)"), "{}", r.stderr);
+    let search = |q: &str| atlas_e2e::run(atlas(&home).args(["search", "--project", p, q, "--mode", "keyword"]));
+    assert!(search("pomelo").success().stdout.contains("pomelo_yield"));
+
+    let logs = tempfile::tempdir().unwrap();
+    let (rag_log, fs_log) = (logs.path().join("rag.log"), logs.path().join("fs.log"));
+    let serve = |which: &str, log: &Path| {
+        let mut cmd = crate::mcp::atlas(&["serve", which, "--project", p], log);
+        cmd.env("ATLAS_HOME", &home).env("XDG_CONFIG_HOME", home.join("config")).env_remove("ATLAS_BUNDLE");
+        cmd
+    };
+    crate::mcp::rt().block_on(async {
+        // Two servers started at once, as an editor starts them: one builds, both serve.
+        let (rag, fs) = tokio::join!(
+            rmcp::ServiceExt::serve((), crate::mcp::child_transport(serve("rag", &rag_log), &rag_log)),
+            rmcp::ServiceExt::serve((), crate::mcp::child_transport(serve("fs", &fs_log), &fs_log)),
+        );
+        let (rag, fs) = (rag.unwrap(), fs.unwrap());
+        let code = |q: &str| crate::mcp::call(&rag, "search_code", json!({"query": q, "mode": "keyword", "top_k": 3}));
+        // The edit the killed build missed is caught up at start.
+        let t0 = Instant::now();
+        while !crate::mcp::ok(code("tamarind").await).0.contains("tamarind_yield") {
+            assert!(t0.elapsed() < Duration::from_secs(30), "no catch-up: {}", crate::mcp::read(&rag_log));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // 1,000 files in one burst.
+        let versions = || std::fs::read_dir(home.join("bundles/project+lab")).unwrap().count();
+        let before = std::fs::read_to_string(home.join("bundles/project+lab/current")).ok();
+        for i in 0..1000 {
+            write(
+                &root,
+                &format!("src/burst/b{i}.rs"),
+                &format!("/// Burst file {i}.\npub fn burst_{i}() -> u32 {{\n    {i}\n}}\n"),
+            );
+        }
+        let t0 = Instant::now();
+        loop {
+            let (text, _) = crate::mcp::ok(crate::mcp::call(&rag, "find_symbol", json!({"name": "burst_999"})).await);
+            if text.contains("burst_999")
+                && crate::mcp::ok(crate::mcp::call(&rag, "find_symbol", json!({"name": "burst_0"})).await)
+                    .0
+                    .contains("b0.rs")
+            {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(120), "the burst never came: {}", crate::mcp::read(&rag_log));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        eprintln!(
+            "1,000 files searchable after {:?}; {} entries in the library's folder (current was {before:?})",
+            t0.elapsed(),
+            versions()
+        );
+        // The fs server follows the same builds: it lists the new files.
+        let t0 = Instant::now();
+        loop {
+            let r = crate::mcp::call(&fs, "read_file", json!({"path": "lab/src/burst/b999.rs"})).await;
+            if r.is_error != Some(true) && crate::mcp::text(&r).contains("burst_999") {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "fs never followed: {}", crate::mcp::text(&r));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // One writer: the two logs do not both build.
+        let built = |log: &Path| crate::mcp::read(log).matches("indexed as").count();
+        assert!(
+            built(&rag_log) == 0 || built(&fs_log) == 0,
+            "both servers built:\n{}\n{}",
+            crate::mcp::read(&rag_log),
+            crate::mcp::read(&fs_log)
+        );
+        // The folder deleted under the running servers: the last index still answers.
+        std::fs::remove_dir_all(&root).unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(crate::mcp::ok(code("tamarind").await).0.contains("tamarind_yield"));
+        rag.cancel().await.unwrap();
+        fs.cancel().await.unwrap();
+    });
+}
