@@ -216,15 +216,24 @@ pub fn project(dir: &std::path::Path) -> Vec<Check> {
     };
     let read = match crate::deps::lockfiles::read(&project, &select) {
         // A project without dependencies that `atlas init` indexed: its tree alone.
-        Ok(r) if r.found.is_empty()
-            && let Ok(Some(set)) = atlas_dist::project::Set::read(&project)
-            && let Some(tree) = set.libraries.iter().find(|p| crate::tree::is_tree(&p.kinds)) =>
+        Ok(r)
+            if r.found.is_empty()
+                && let Ok(Some(set)) = atlas_dist::project::Set::read(&project)
+                && let Some(tree) = set.libraries.iter().find(|p| crate::tree::is_tree(&p.kinds)) =>
         {
             let home = Home::from_env();
             let shown = atlas_runtime::package::shown_name(&tree.name);
             return match home.resolve(&tree.name) {
-                Some(_) => vec![check(LABEL, Status::Ok, format!("{}: {shown} serves its working tree", project.display()), "")],
-                None => fail(format!("{shown}, the working tree, is not indexed"), &format!("run `atlas init {}`", project.display())),
+                Some(_) => vec![check(
+                    LABEL,
+                    Status::Ok,
+                    format!("{}: {shown} serves its working tree", project.display()),
+                    "",
+                )],
+                None => fail(
+                    format!("{shown}, the working tree, is not indexed"),
+                    &format!("run `atlas init {}`", project.display()),
+                ),
             };
         }
         Ok(r) if r.found.is_empty() => {
