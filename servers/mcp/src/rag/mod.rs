@@ -256,7 +256,7 @@ impl RagServer {
 
     #[tool(
         title = "Search the documentation",
-        description = "Ranked search over the documentation pages of the served libraries (all of them merged, or the one `library` names). Use it first for how-to and concept questions; each hit has its library@version, a citation (the page URL with its heading anchor, or file + line range), a snippet (detail=full, the default; brief leaves it out), a chunk_id for get_chunk, and a link to its file as a resource. Modes: hybrid (default), vector (meaning), keyword (exact words and names). The reply keeps to max_tokens (default 8000) and ends with a next_cursor when hits were left out.",
+        description = "Ranked search over the documentation of the served libraries (all of them merged, or the one `library` names): their pages, and the guides and long doc comments written in their code (`//!`, `///`, docstrings). Use it first for how-to and concept questions; each hit has its library@version, a citation (the page URL with its heading anchor, or file + line range), a snippet (detail=full, the default; brief leaves it out), a chunk_id for get_chunk, and a link to its file as a resource. Modes: hybrid (default), vector (meaning), keyword (exact words and names). The reply keeps to max_tokens (default 8000) and ends with a next_cursor when hits were left out.",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         input_schema = output::input_schema::<SearchDocsArgs>(),
         output_schema = output::output_schema::<SearchOut>()
