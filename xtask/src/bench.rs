@@ -1,4 +1,4 @@
-//! `cargo xtask bench [pipeline|search|mcp|tokens|dist|web|cache|embed|pg|sync]`: figures and their baselines side by side
+//! `cargo xtask bench [pipeline|search|mcp|tokens|dist|web|cache|embed|pg|sync|live]`: figures and their baselines side by side
 //! in one run, on the real corpora (ATLAS_CORPORA). The benchmark programs live under
 //! one roof, `tests/bench/` (examples of the atlas-e2e crate), with the Python
 //! baselines in `tests/bench/python/`.
@@ -50,10 +50,14 @@ enum Which {
     /// `atlas sync` on this workspace's Cargo.lock into an empty home, offline from the
     /// local cargo cache: wall time, chunks, vectors, disk; then a one-dependency bump.
     Sync,
+    /// The working tree as a library (`atlas init`, `serve --project`): first index of a
+    /// ≥50k-file tree, edit-to-searchable per mode, restart, a branch switch, idle CPU;
+    /// then a PyPI peer on the same tree.
+    Live,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    if !matches!(args.which, Which::Sync) {
+    if !matches!(args.which, Which::Sync | Which::Live) {
         corpora()?;
     }
     match args.which {
@@ -67,6 +71,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Which::Embed => embed_variants().and_then(|()| embed()),
         Which::Pg => pg(),
         Which::Sync => crate::sync_bench::run(),
+        Which::Live => crate::live_bench::run(),
     }
 }
 

@@ -8,6 +8,7 @@ mod bench;
 mod ci;
 mod demo;
 mod eval;
+mod live_bench;
 mod package;
 mod provision;
 mod setup;

@@ -157,7 +157,7 @@ fn train(release: Profile, work: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(to)?;
     for e in std::fs::read_dir(from)?.flatten() {
         let (src, dst) = (e.path(), to.join(e.file_name()));
@@ -171,7 +171,7 @@ fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
 }
 
 /// An empty ATLAS_HOME that shares the provisioned model and ONNX Runtime.
-fn fresh_home(home: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn fresh_home(home: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(home)?;
     let real = std::env::var_os("ATLAS_HOME").map_or_else(
         || PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/atlas"),
