@@ -61,6 +61,10 @@ enum Command {
         /// Then publish the archive where pipeline.yaml's `publish:` says (implies --archive).
         #[arg(long)]
         publish: bool,
+        /// Write the bundle folder alone, not each stage's outputs beside it (what a
+        /// working tree's rebuild after an edit needs).
+        #[arg(long, conflicts_with_all = ["until", "publish"])]
+        bundle_only: bool,
     },
     /// Publish the archive `run --archive` wrote: to a GitHub release and/or object storage.
     Publish {
@@ -183,7 +187,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             };
             write_stdout(&crate::publish::publish(&cfg, &out_dir(out.as_ref(), &cfg), &flags)?)
         }
-        Command::Run { until, force, offline, out, sections, max_pages, archive, publish } => {
+        Command::Run { until, force, offline, out, sections, max_pages, archive, publish, bundle_only } => {
             if let Some(u) = until {
                 dag::check_stage_name(u, "--until", &registry)?;
             }
@@ -239,7 +243,9 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             for c in summary.corruptions.iter().chain(&cache.take_warnings()) {
                 progress.log(&format!("warning: {c}"));
             }
-            let written = dag::materialize(&cache, &out_dir, &registry, &summary.stages, *archive || *publish)
+            let stages: Vec<_> =
+                summary.stages.iter().filter(|s| !*bundle_only || s.name == "pack").cloned().collect();
+            let written = dag::materialize(&cache, &out_dir, &registry, &stages, *archive || *publish)
                 .with_context(|| format!("writing outputs to {}", out_dir.display()))?;
             eprintln!("{}", dag::summary_table(&summary));
             for p in &written {

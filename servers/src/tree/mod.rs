@@ -114,7 +114,7 @@ impl Tree {
             .arg(self.work.join("cache"))
             .arg("--lock-wait")
             .arg("600")
-            .args(["run", "--offline", "--out"])
+            .args(["run", "--offline", "--bundle-only", "--out"])
             .arg(&out)
             .env("ATLAS_HOME", atlas_runtime::model::atlas_home())
             .env("ATLAS_CACHE_REMOTE", "off")
