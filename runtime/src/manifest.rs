@@ -115,7 +115,44 @@ pub struct SourceInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetched_at: Option<String>,
     pub files: usize,
+    /// The files the build left out, grouped by why (absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
 }
+
+/// Files of one source left out for one reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// `too large`, `binary`, `secret`, `link`, `not a regular file`, `unreadable`
+    /// or `other`.
+    pub reason: String,
+    pub files: usize,
+    /// Their count by extension (`(none)` for a name without one).
+    pub by_extension: BTreeMap<String, usize>,
+    /// The first of them by path, at most [`LEFT_OUT_NAMED`].
+    pub paths: Vec<String>,
+}
+
+impl LeftOut {
+    /// `3 too large (2 .bin, 1 .log)`: the count, the reason, and the counts by extension,
+    /// most first; the paths are the caller's to show, made safe for where they go.
+    pub fn summary(&self) -> String {
+        let mut exts: Vec<(&String, &usize)> = self.by_extension.iter().collect();
+        exts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let exts: Vec<String> = exts
+            .iter()
+            .take(8)
+            .map(
+                |(e, n)| if e.as_str() == "(none)" { format!("{n} without an extension") } else { format!("{n} .{e}") },
+            )
+            .collect();
+        let more = if self.by_extension.len() > 8 { ", …" } else { "" };
+        format!("{} {} ({}{more})", self.files, self.reason, exts.join(", "))
+    }
+}
+
+/// The most paths a [`LeftOut`] names.
+pub const LEFT_OUT_NAMED: usize = 50;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelInfo {

@@ -192,3 +192,25 @@ pub struct PackManifest {
     pub version: String,
     pub files: BTreeMap<String, Digest>,
 }
+
+/// The reason group of a skipped file's why, as a bundle's `left_out` counts them:
+/// `too large`, `binary`, `secret`, `link`, `not a regular file`, `unreadable` or
+/// `other`. The whys are this crate's own: each
+/// source's scan writes them into [`CrawlManifest::skipped`].
+pub fn left_out_reason(why: &str) -> &'static str {
+    if why.contains("over max_file_bytes") || why.contains("grew past") {
+        "too large"
+    } else if why.starts_with("binary") || why.starts_with("not UTF-8 text") {
+        "binary"
+    } else if why.starts_with("a secret file") {
+        "secret"
+    } else if why.contains("symlink") || why.starts_with("a link") {
+        "link"
+    } else if why.starts_with("not a regular file") {
+        "not a regular file"
+    } else if why.starts_with("not read") {
+        "unreadable"
+    } else {
+        "other"
+    }
+}

@@ -243,8 +243,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             for c in summary.corruptions.iter().chain(&cache.take_warnings()) {
                 progress.log(&format!("warning: {c}"));
             }
-            let stages: Vec<_> =
-                summary.stages.iter().filter(|s| !*bundle_only || s.name == "pack").cloned().collect();
+            let stages: Vec<_> = summary.stages.iter().filter(|s| !*bundle_only || s.name == "pack").cloned().collect();
             let written = dag::materialize(&cache, &out_dir, &registry, &stages, *archive || *publish)
                 .with_context(|| format!("writing outputs to {}", out_dir.display()))?;
             eprintln!("{}", dag::summary_table(&summary));

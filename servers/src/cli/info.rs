@@ -58,6 +58,14 @@ fn render(i: &BundleInfo) -> String {
             s.push_str(&format!(" from {u}"));
         }
         s.push('\n');
+        for g in &src.left_out {
+            let named = g.reason == "too large" || g.files <= 5;
+            let paths: Vec<String> = g.paths.iter().map(|p| atlas_runtime::utf8::printable(p)).collect();
+            match named {
+                true => s.push_str(&format!("    left out: {}: {}\n", g.summary(), paths.join(", "))),
+                false => s.push_str(&format!("    left out: {}\n", g.summary())),
+            }
+        }
     }
     s
 }

@@ -136,7 +136,7 @@ impl Tree {
         // A build that changes nothing served (only ignored files moved, or a restart
         // with nothing changed) installs nothing.
         if let Some(now) = home.resolve(&self.name).and_then(|d| atlas_runtime::manifest::read_manifest(&d).ok())
-            && now.artifacts == m.artifacts
+            && same_but_created(&now, &m)
         {
             let _ = std::fs::remove_dir_all(&build);
             return Ok(Built {
@@ -217,6 +217,18 @@ impl Tree {
         set.libraries.sort();
         set.write(&self.root, home.atlas_home()).map_err(atlas_dist::edge)
     }
+}
+
+/// Whether two manifests list the same bundle, whenever each was built.
+fn same_but_created(a: &atlas_runtime::manifest::Manifest, b: &atlas_runtime::manifest::Manifest) -> bool {
+    let plain = |m: &atlas_runtime::manifest::Manifest| {
+        let mut v = serde_json::to_value(m).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("created");
+        }
+        v
+    };
+    plain(a) == plain(b)
 }
 
 /// The installed version serving `name` now.

@@ -57,6 +57,10 @@ impl Scan {
             k.str("url", f.url.as_deref().unwrap_or_default()).str("section", f.section.as_deref().unwrap_or_default());
             k.str("repo", f.repo.as_deref().unwrap_or_default()).str("commit", f.commit.as_deref().unwrap_or_default());
         }
+        // What was left out, and why, is part of what the bundle says.
+        for (rel, why) in &self.skipped {
+            k.str("skipped", rel).str("why", why);
+        }
         k.str("fetched_at", self.fetched_at.as_deref().unwrap_or_default());
         // Only a source that has one says so: every other snapshot keeps its digest.
         if let Some(s) = &self.summary {

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Context as _;
 use atlas_cache::{Digest, KeyBuilder};
-use atlas_runtime::manifest::{Artifact, FORMAT_VERSION, Manifest, ModelInfo, SourceInfo};
+use atlas_runtime::manifest::{Artifact, FORMAT_VERSION, LEFT_OUT_NAMED, LeftOut, Manifest, ModelInfo, SourceInfo};
 use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{
@@ -159,8 +159,8 @@ fn config_digest(cfg: &Loaded) -> String {
 impl Stage for Pack {
     const NAME: &'static str = "pack";
     /// 3: the shipped eval (`stages.pack.eval`); 4: `chunks.text`; 5: the symbol table;
-    /// 6: the prompts (`stages.pack.prompts`).
-    const VERSION: u32 = 6;
+    /// 6: the prompts (`stages.pack.prompts`); 7: each source's `left_out`.
+    const VERSION: u32 = 7;
     /// It also reads the sources (crawl) and the mirror (clean-gitbook).
     const DEPS: &'static [&'static str] = &["crawl", "clean-gitbook", "chunk", "embed", "tune", "bm25"];
     type Params = PackParams;
@@ -280,6 +280,7 @@ impl Stage for Pack {
                 commits: commits.into_iter().collect(),
                 fetched_at: crawl.fetched_at.get(name).cloned(),
                 files: docs.len(),
+                left_out: left_out(name, &crawl.skipped),
             });
         }
         artifacts.sort_by(|a, b| a.path.cmp(&b.path));
@@ -348,9 +349,56 @@ impl Stage for Pack {
     }
 }
 
+/// The files of source `name` the crawl skipped, grouped by reason, in the order of
+/// the reasons' names; each group counted by extension and naming its first paths.
+fn left_out(name: &str, skipped: &[(String, String)]) -> Vec<LeftOut> {
+    let prefix = format!("{name}/");
+    let mut groups: BTreeMap<&'static str, LeftOut> = BTreeMap::new();
+    for (path, why) in skipped {
+        let Some(rel) = path.strip_prefix(&prefix) else { continue };
+        let reason = crate::artifacts::left_out_reason(why);
+        let g = groups.entry(reason).or_insert_with(|| LeftOut {
+            reason: reason.to_owned(),
+            files: 0,
+            by_extension: BTreeMap::new(),
+            paths: Vec::new(),
+        });
+        g.files += 1;
+        let file = rel.rsplit('/').next().unwrap_or(rel);
+        let ext = match file.rsplit_once('.') {
+            Some((stem, ext)) if !stem.is_empty() && ext.len() <= 16 => ext.to_ascii_lowercase(),
+            _ => "(none)".to_owned(),
+        };
+        *g.by_extension.entry(ext).or_default() += 1;
+        if g.paths.len() < LEFT_OUT_NAMED {
+            g.paths.push(rel.to_owned());
+        }
+    }
+    groups.into_values().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_left_out_are_grouped_by_reason_and_counted_by_extension() {
+        let skipped = [
+            ("t/big.bin".to_owned(), "5000 bytes is over max_file_bytes (10)".to_owned()),
+            ("t/logo.png".to_owned(), "binary (it holds NUL bytes)".to_owned()),
+            ("t/a/b.png".to_owned(), "not UTF-8 text".to_owned()),
+            ("t/.env".to_owned(), "a secret file (name it in include_secrets to index it)".to_owned()),
+            ("other/x.png".to_owned(), "binary (it holds NUL bytes)".to_owned()),
+        ];
+        let out = left_out("t", &skipped);
+        let by: BTreeMap<&str, &LeftOut> = out.iter().map(|g| (g.reason.as_str(), g)).collect();
+        assert_eq!(by.keys().copied().collect::<Vec<_>>(), ["binary", "secret", "too large"]);
+        assert_eq!(by["binary"].files, 2);
+        assert_eq!(by["binary"].by_extension, BTreeMap::from([("png".to_owned(), 2)]));
+        assert_eq!(by["binary"].paths, ["logo.png", "a/b.png"]);
+        assert_eq!(by["secret"].by_extension, BTreeMap::from([("(none)".to_owned(), 1)]));
+        assert_eq!(by["too large"].paths, ["big.bin"]);
+    }
 
     #[test]
     fn a_bundle_takes_its_one_packages_summary_only_when_the_config_asks() {

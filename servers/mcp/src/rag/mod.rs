@@ -492,6 +492,18 @@ impl RagServer {
                     inert(&s.kind),
                     inert(s.url.as_deref().unwrap_or("-"))
                 ));
+                // Each file left out said once: the whole group's paths when they are
+                // few or too large to index, else the count.
+                for g in &s.left_out {
+                    let named = g.reason == "too large" || g.files <= 5;
+                    let paths = match named {
+                        true => {
+                            format!(": {}", g.paths.iter().map(|p| inert(p).to_string()).collect::<Vec<_>>().join(", "))
+                        }
+                        false => String::new(),
+                    };
+                    text.push_str(&format!("  left out: {}{paths}\n", g.summary()));
+                }
             }
             text.push_str(&budget::left_out("sources", cap, full.sources.len()));
             let source_age_days = info
