@@ -8,7 +8,7 @@
 //! | origin    | by path                                                    | by content                                   |
 //! |-----------|------------------------------------------------------------|----------------------------------------------|
 //! | vendored  | a folder (never the file's own name) named in [`VENDOR_DIRS`] | –                                         |
-//! | minified  | `*.min.*`, `*.bundle.*`, `*-bundle.*` of [`BUNDLE_EXTS`]     | code (a known language, not markdown): lines averaging over [`MINIFIED_MEAN_LINE`] bytes in a file of at least [`MINIFIED_MIN_BYTES`]; or one line of at least [`MINIFIED_LONG_LINE`] bytes holding half the file; or JavaScript of at least [`BUNDLE_MIN_BYTES`] with a bundler's runtime or a source-map comment |
+//! | minified  | `*.min.*`, `*.bundle.*`, `*-bundle.*` of [`BUNDLE_EXTS`]     | code (a known language, not markdown): a median line over [`MINIFIED_MEDIAN_LINE`] bytes in a file of at least [`MINIFIED_MIN_BYTES`]; or one line of at least [`MINIFIED_LONG_LINE`] bytes holding half the file; or JavaScript of at least [`BUNDLE_MIN_BYTES`] with a bundler's runtime or a source-map comment |
 //! | generated | [`GENERATED_SUFFIXES`] (`*.pb.go`, `*_pb2.py`, `*.generated.*`) | a [`GENERATED_MARKERS`] phrase in the first [`HEADER_LINES`] lines |
 //! | legacy    | a folder named in [`LEGACY_DIRS`] whose parent folder holds more files beside it than in it ([`legacy_trees`]) | – |
 //!
@@ -27,8 +27,10 @@ pub const VENDOR_DIRS: &[&str] =
 /// Extensions a `*.min.*` or `*.bundle.*` name marks as minified or bundled.
 pub const BUNDLE_EXTS: &[&str] = &["js", "mjs", "cjs", "css"];
 
-/// A file of code whose non-empty lines average more bytes than this is minified.
-pub const MINIFIED_MEAN_LINE: usize = 250;
+/// A file of code whose median non-empty line is longer than this (bytes) is
+/// minified. The median, not the mean: a hand-written file with a few huge data lines
+/// (he's entity tables, a precompiled template) has short lines otherwise.
+pub const MINIFIED_MEDIAN_LINE: usize = 200;
 /// …when it holds at least this many bytes (a short file of long lines is data).
 pub const MINIFIED_MIN_BYTES: usize = 2_000;
 /// One line this long, holding half the file or more, is a minified file's body.
@@ -89,13 +91,10 @@ fn is_minified_name(file: &str) -> bool {
 
 /// Minified or bundled by its lines, or (JavaScript) by its size and a bundler's marks.
 fn is_minified_text(file: &str, text: &str) -> bool {
-    let (mut lines, mut bytes, mut longest) = (0usize, 0usize, 0usize);
-    for l in text.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
-        lines += 1;
-        bytes += l.len();
-        longest = longest.max(l.len());
-    }
-    if bytes >= MINIFIED_MIN_BYTES && bytes / lines.max(1) > MINIFIED_MEAN_LINE {
+    let mut lengths: Vec<usize> = text.lines().map(|l| l.trim_end().len()).filter(|&n| n > 0).collect();
+    lengths.sort_unstable();
+    let (bytes, longest) = (lengths.iter().sum::<usize>(), lengths.last().copied().unwrap_or(0));
+    if bytes >= MINIFIED_MIN_BYTES && lengths[lengths.len() / 2] > MINIFIED_MEDIAN_LINE {
         return true;
     }
     if longest >= MINIFIED_LONG_LINE && longest * 2 >= bytes {
@@ -232,6 +231,10 @@ mod tests {
         assert_eq!(of_file("lib/data.js", &long), Some(Origin::Minified));
         assert_eq!(of_file("README.md", &long), None);
         assert_eq!(of_file("NOTES.txt", &long), None);
+        // A few huge data lines among short ones (he's entity tables): its own code.
+        let tables =
+            format!("var a = 1;\n{}", format!("var t = '{}';\nvar b = 2;\nvar c = 3;\n", "x".repeat(5000)).repeat(4));
+        assert_eq!(of_file("he.js", &tables), None);
         // Normal code, even long, is not; a short file of long lines is data.
         let normal = "    let value = compute(a, b, c);\n".repeat(2000);
         assert_eq!(of_file("src/lib.rs", &normal), None);
