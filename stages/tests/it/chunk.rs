@@ -334,7 +334,8 @@ fn a_rust_files_guide_and_long_item_docs_are_docs_chunks_at_their_lines() {
     let src = r#"// SPDX-License-Identifier: MIT
 //! # Tutorial
 //!
-//! Build a parser from a few calls.
+//! Build a parser from a few calls: declare the arguments, parse, then read the
+//! values back by name.
 //!
 //! ## Quick start
 //!
@@ -349,7 +350,11 @@ fn a_rust_files_guide_and_long_item_docs_are_docs_chunks_at_their_lines() {
 /// Parses arguments.
 ///
 /// Reads them left to right, expanding `--flag=value` and grouped short flags,
-/// and stops at the first `--`.
+/// and stops at the first `--`. A value that starts with `-` needs the `=` form;
+/// a flag given twice keeps its last value.
+///
+/// An unknown flag is an error that names it, with the closest known one, and the
+/// usage line.
 ///
 /// # Examples
 ///
@@ -364,6 +369,17 @@ pub struct Parser {
 /// A short doc stays with the code.
 pub fn short() {}
 
+/// One line over an example is not prose enough.
+///
+/// # Examples
+///
+/// ```
+/// let a = example();
+/// let b = example();
+/// assert_eq!(a, b);
+/// ```
+pub fn example() -> u8 { 0 }
+
 /// A private item's long doc is not the package's documentation.
 ///
 /// One.
@@ -373,15 +389,17 @@ pub fn short() {}
 fn private() {}
 "#;
     expect![[r#"
-        code #0 [14-14]  | title=lib.rs
-        code #1 [16-29] Parser | title=lib.rs
-        code #2 [31-32] short | title=lib.rs
-        code #3 [34-40] private | title=lib.rs
-        docs #4 [2-4] Tutorial | title=Tutorial
+        code #0 [15-15]  | title=lib.rs
+        code #1 [17-34] Parser | title=lib.rs
+        code #2 [36-37] short | title=lib.rs
+        code #3 [39-48] example | title=lib.rs
+        code #4 [50-56] private | title=lib.rs
+        docs #5 [2-5] Tutorial | title=Tutorial
           # Tutorial
 
-          Build a parser from a few calls.
-        docs #5 [6-12] Tutorial > Quick start | title=Tutorial
+          Build a parser from a few calls: declare the arguments, parse, then read the
+          values back by name.
+        docs #6 [7-13] Tutorial > Quick start | title=Tutorial
           ## Quick start
 
           Add the crate, then call [`Parser::new`]:
@@ -389,11 +407,15 @@ fn private() {}
           ```rust
           let p = Parser::new();
           ```
-        docs #6 [16-25] Parser | title=lib.rs
+        docs #7 [17-30] Parser | title=lib.rs
           Parses arguments.
 
           Reads them left to right, expanding `--flag=value` and grouped short flags,
-          and stops at the first `--`.
+          and stops at the first `--`. A value that starts with `-` needs the `=` form;
+          a flag given twice keeps its last value.
+
+          An unknown flag is an error that names it, with the closest known one, and the
+          usage line.
 
           # Examples
 
@@ -421,6 +443,7 @@ class Loader:
     Each line is ``KEY=value``; blank lines and ``#`` comments are skipped.
     Quotes around a value are removed, and ``${VAR}`` expands.
     Variables already set are kept unless ``override`` is true.
+    A missing file is not an error: nothing is loaded.
 
     Example:
         >>> Loader(".env").load(override=False)
@@ -442,19 +465,20 @@ class _Private:
 "#;
     expect![[r#"
         code #0 [7-7]  | title=settings.py
-        code #1 [10-23] Loader | title=settings.py
-        code #2 [26-33] _Private | title=settings.py
+        code #1 [10-24] Loader | title=settings.py
+        code #2 [27-34] _Private | title=settings.py
         docs #3 [1-4]  | title=settings.py
           Loading settings.
 
           Settings come from the environment and from ``.env`` files;
           values already set in the environment win.
-        docs #4 [11-18] Loader | title=settings.py
+        docs #4 [11-19] Loader | title=settings.py
           Reads a ``.env`` file.
 
           Each line is ``KEY=value``; blank lines and ``#`` comments are skipped.
           Quotes around a value are removed, and ``${VAR}`` expands.
           Variables already set are kept unless ``override`` is true.
+          A missing file is not an error: nothing is loaded.
 
           Example:
               >>> Loader(".env").load(override=False)

@@ -76,21 +76,31 @@ pub struct DocBlock {
     pub symbol: Option<String>,
 }
 
-/// A module guide shorter than this many lines ([`doc_lines`]) stays in the code: a
-/// one-line "Utilities." says nothing a docs search needs.
+/// A module guide with fewer lines of prose than this ([`prose_lines`]) stays in the
+/// code: a one-line "Utilities." says nothing a docs search needs.
 pub const MIN_GUIDE_LINES: usize = 3;
-/// An item's doc comment of at least this many lines ([`doc_lines`]) is also a docs
-/// chunk: several lines of prose, or a summary with an example. Shorter ones are found
-/// with their code (and as the definition's doc).
+/// An item's doc comment with at least this many lines of prose ([`prose_lines`]) is
+/// also a docs chunk: several sentences that explain. Shorter ones, and a one-line
+/// summary over an example, are found with their code (and as the definition's doc).
 pub const MIN_ITEM_DOC_LINES: usize = 6;
-/// Characters of a line of doc text that count as one line ([`doc_lines`]): a
+/// Characters of a line of doc text that count as one line ([`prose_lines`]): a
 /// docstring written as one long line is as much prose as a wrapped one.
 const DOC_LINE_CHARS: usize = 80;
 
-/// How many lines of text `lines` hold: blank lines not counted, a long line once per
-/// [`DOC_LINE_CHARS`] characters.
-fn doc_lines(lines: &[String]) -> usize {
-    lines.iter().filter(|l| !l.trim().is_empty()).map(|l| l.chars().count().div_ceil(DOC_LINE_CHARS)).sum()
+/// How many lines of prose `lines` hold: not blank lines, headings (`# Examples`),
+/// fenced code or doctest lines (`>>>`, `...`); a long line once per
+/// [`DOC_LINE_CHARS`] characters. An example is code: a method's doc that is a
+/// summary over `use tfhe::prelude::*; …` answers a docs question no better than its
+/// code does.
+fn prose_lines(lines: &[String]) -> usize {
+    let mut fence = crate::text::Fence::default();
+    lines
+        .iter()
+        .filter(|l| !fence.step(l))
+        .map(|l| l.trim())
+        .filter(|t| !(t.is_empty() || t.starts_with('#') || t.starts_with(">>>") || t.starts_with("...")))
+        .map(|t| t.chars().count().div_ceil(DOC_LINE_CHARS))
+        .sum()
 }
 
 /// Takes the module's guide out of the file's top-level nodes `children` into
@@ -145,7 +155,7 @@ pub(super) fn module_guide(cx: &mut Ctx<'_>, children: &mut Vec<Node<'_>>) {
                 lines[ns - s + i] = l;
             }
         }
-        if doc_lines(&lines) < MIN_GUIDE_LINES {
+        if prose_lines(&lines) < MIN_GUIDE_LINES {
             continue;
         }
         cx.out.docs.push(DocBlock {
@@ -193,7 +203,7 @@ pub(super) fn item_doc(cx: &Ctx<'_>, symbol: &str, from: usize, item_row: usize,
     } else {
         comment_doc(cx, from, item_row.min(cx.lines.len()))?
     };
-    if doc_lines(&lines) < MIN_ITEM_DOC_LINES {
+    if prose_lines(&lines) < MIN_ITEM_DOC_LINES {
         return None;
     }
     let end = s + lines.len() - 1;
