@@ -209,6 +209,8 @@ fn docs_in_code(block: &code::DocBlock, params: &ChunkParams) -> Vec<DocChunk> {
 
 impl Stage for Chunk {
     const NAME: &'static str = "chunk";
+    /// 10: a Rust guide runs from its first `//!` to its last, the attributes between
+    ///    (`#![doc = include_str!(…)]`) kept as written.
     /// 9: an item's doc or a guide counts its prose only (not examples) against its
     ///    threshold.
     /// 8: chunks say when their file is not the package's own code (`origin`).
@@ -219,7 +221,7 @@ impl Stage for Chunk {
     /// 4: the symbol table (definitions and references) beside the chunks.
     /// 3: containers nested past MAX_SCOPE_DEPTH are chunked as lines.
     /// 2: per-document items carry licence counts; code chunks.
-    const VERSION: u32 = 9;
+    const VERSION: u32 = 10;
     const DEPS: &'static [&'static str] = &["clean-gitbook"];
     type Params = ChunkParams;
     type Prepared = ();

@@ -487,6 +487,47 @@ class _Private:
 }
 
 #[test]
+fn a_guide_with_included_examples_between_its_lines_is_one_docs_chunk() {
+    // clap's src/_derive/_tutorial.rs, shortened.
+    let src = r#"//! ## Quick Start
+//!
+//! You can create an application declaratively with a `struct` and some
+//! attributes. First, ensure `clap` is available with the `derive` feature.
+//!
+//! Here is a preview of the type of application you can make:
+//! ```rust
+#![doc = include_str!("../../examples/demo.rs")]
+//! ```
+//!
+//! Which can be used as:
+//! ```console
+#![doc = include_str!("../../examples/demo.md")]
+//! ```
+#![allow(unused_imports)]
+use crate::builder::ArgAction;
+"#;
+    expect![[r#"
+        code #0 [15-16]  | title=_tutorial.rs
+        docs #1 [1-14] Quick Start | title=_tutorial.rs
+          ## Quick Start
+
+          You can create an application declaratively with a `struct` and some
+          attributes. First, ensure `clap` is available with the `derive` feature.
+
+          Here is a preview of the type of application you can make:
+          ```rust
+          #![doc = include_str!("../../examples/demo.rs")]
+          ```
+
+          Which can be used as:
+          ```console
+          #![doc = include_str!("../../examples/demo.md")]
+          ```
+    "#]]
+    .assert_eq(&render_code("src/_derive/_tutorial.rs", src));
+}
+
+#[test]
 fn a_file_that_is_all_guide_is_docs_and_a_short_guide_stays_code() {
     let guide: String = (1..=40).map(|i| format!("//! Line {i} of the chapter.\n")).collect();
     let src = format!("{guide}\npub use super::chapter_1 as next;\n");

@@ -104,69 +104,66 @@ fn prose_lines(lines: &[String]) -> usize {
 }
 
 /// Takes the module's guide out of the file's top-level nodes `children` into
-/// `cx.out.docs`, its lines dropped from the code as `docs`: each run of Rust inner doc
-/// comments among the comments and inner attributes before the first item, or a Python
-/// module docstring, when it holds [`MIN_GUIDE_LINES`] lines. A run that shares a line
-/// with other code stays code.
+/// `cx.out.docs`, its lines dropped from the code as `docs`, when it holds
+/// [`MIN_GUIDE_LINES`] lines of prose: a Python module docstring, or the Rust inner
+/// doc comments (`//!`, `/*! */`) among the comments and inner attributes before the
+/// first item, from the first to the last, with what lies between them (clap's
+/// tutorial interleaves `#![doc = include_str!(…)]` examples) kept as written. A guide
+/// that shares a line with other code stays code.
 pub(super) fn module_guide(cx: &mut Ctx<'_>, children: &mut Vec<Node<'_>>) {
-    let mut runs: Vec<(usize, usize)> = Vec::new(); // inclusive indices into children
-    match cx.lang {
+    let is_inner_doc = |n: Node<'_>| {
+        let t = text(n, cx.src);
+        cx.lang.is_comment(n.kind()) && (t.starts_with("//!") || t.starts_with("/*!"))
+    };
+    let span = match cx.lang {
         Lang::Rust => {
             let leading = |n: &Node<'_>| cx.lang.is_comment(n.kind()) || n.kind() == "inner_attribute_item";
-            for (k, &n) in children.iter().enumerate().take_while(|(_, n)| leading(n)) {
-                let t = text(n, cx.src);
-                if t.starts_with("//!") || t.starts_with("/*!") {
-                    match runs.last_mut() {
-                        Some(r) if r.1 + 1 == k => r.1 = k,
-                        _ => runs.push((k, k)),
-                    }
-                }
-            }
+            let lead = children.iter().take_while(|n| leading(n)).count();
+            let first = children[..lead].iter().position(|&n| is_inner_doc(n));
+            let last = children[..lead].iter().rposition(|&n| is_inner_doc(n));
+            first.zip(last)
         }
-        Lang::Python => {
-            if let Some(k) = children.iter().position(|n| !cx.lang.is_comment(n.kind()))
-                && is_docstring(children[k])
-            {
-                runs.push((k, k));
-            }
-        }
-        _ => {}
+        Lang::Python => children
+            .iter()
+            .position(|n| !cx.lang.is_comment(n.kind()))
+            .filter(|&k| is_docstring(children[k]))
+            .map(|k| (k, k)),
+        _ => None,
+    };
+    let Some((a, b)) = span else { return };
+    let (s, e) = (children[a].start_position().row, end_row(children[b]));
+    let alone = a.checked_sub(1).is_none_or(|p| end_row(children[p]) < s)
+        && children.get(b + 1).is_none_or(|n| n.start_position().row > e);
+    if !alone {
+        return;
     }
-    // Back to front, so the indices of the runs before stay valid.
-    for (a, b) in runs.into_iter().rev() {
-        let (s, e) = (children[a].start_position().row, end_row(children[b]));
-        let alone = a.checked_sub(1).is_none_or(|p| end_row(children[p]) < s)
-            && children.get(b + 1).is_none_or(|n| n.start_position().row > e);
-        let mut lines = vec![String::new(); e - s + 1];
-        for &n in &children[a..=b] {
-            if !alone || !fills_its_lines(cx, n) {
-                lines.clear();
-                break;
-            }
-            let (ns, ne) = (n.start_position().row, end_row(n));
-            let stripped = if cx.lang == Lang::Python {
-                docstring_lines(&cx.lines[ns..=ne])
-            } else if text(n, cx.src).starts_with("/*!") {
-                block_lines(&cx.lines[ns..=ne], "/*!")
-            } else {
-                vec![line_doc(cx.lines[ns], "//!")]
-            };
-            for (i, l) in stripped.into_iter().enumerate() {
-                lines[ns - s + i] = l;
-            }
+    let mut lines: Vec<String> = cx.lines[s..=e].iter().map(|l| l.trim_end().to_owned()).collect();
+    for &n in &children[a..=b] {
+        let (ns, ne) = (n.start_position().row, end_row(n));
+        let stripped = if cx.lang == Lang::Python {
+            docstring_lines(&cx.lines[ns..=ne])
+        } else if !is_inner_doc(n) {
+            continue; // an attribute or a plain comment between: as written
+        } else if text(n, cx.src).starts_with("/*!") {
+            block_lines(&cx.lines[ns..=ne], "/*!")
+        } else {
+            vec![line_doc(cx.lines[ns], "//!")]
+        };
+        for (i, l) in stripped.into_iter().enumerate() {
+            lines[ns - s + i] = l;
         }
-        if prose_lines(&lines) < MIN_GUIDE_LINES {
-            continue;
-        }
-        cx.out.docs.push(DocBlock {
-            start_line: s as u32 + 1,
-            end_line: e as u32 + 1,
-            text: lines.join("\n"),
-            symbol: None,
-        });
-        cx.out.dropped.push((s as u32 + 1, e as u32 + 1, "docs"));
-        children.drain(a..=b);
     }
+    if prose_lines(&lines) < MIN_GUIDE_LINES {
+        return;
+    }
+    cx.out.docs.push(DocBlock {
+        start_line: s as u32 + 1,
+        end_line: e as u32 + 1,
+        text: lines.join("\n"),
+        symbol: None,
+    });
+    cx.out.dropped.push((s as u32 + 1, e as u32 + 1, "docs"));
+    children.drain(a..=b);
 }
 
 /// Whether `n` is a statement that is only a string literal (a docstring).
