@@ -14,8 +14,8 @@
 //! - the same edits through a peer from PyPI (`jcodemunch-mcp`, in a venv under
 //!   target/), through its own MCP tools ([`peer`]).
 //!
-//! `BENCH_LIVE_EDITS` (100), `BENCH_LIVE_COPIES` (3), `BENCH_LIVE_IDLE_S` (60) and
-//! `BENCH_LIVE_SKIP` (`small`, `big`, `peer`, comma-separated) size it.
+//! `BENCH_LIVE_EDITS` (100), `BENCH_LIVE_COPIES` (3), `BENCH_LIVE_IDLE_S` (60),
+//! `BENCH_LIVE_SMALL_FILES` (every tracked file) and `BENCH_LIVE_SKIP` (`small`, `big`, `peer`, comma-separated) size it.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader, Write as _};
@@ -38,10 +38,12 @@ const POLL: Duration = Duration::from_millis(20);
 const SWITCHED: usize = 500;
 
 pub fn run() -> anyhow::Result<()> {
-    // `BENCH_LIVE_PROFILE=debug`: the test build as it is (nothing built), to try the
-    // bench itself; its figures are not the product's.
+    // `BENCH_LIVE_PROFILE=debug`: the test build as it is, to try the bench itself (its
+    // figures are not the product's); `built`: the release binaries as they are, on a
+    // machine where other work keeps changing the sources.
     let profile = match std::env::var("BENCH_LIVE_PROFILE").as_deref() {
         Ok("debug") => Profile::Debug,
+        Ok("built") => Profile::Release,
         _ => {
             crate::setup::run(Profile::Release)?;
             Profile::Release
@@ -54,7 +56,12 @@ pub fn run() -> anyhow::Result<()> {
     let skip = std::env::var("BENCH_LIVE_SKIP").unwrap_or_default();
     let skips = |part: &str| skip.split(',').any(|s| s.trim() == part);
     let atlas = profile.bin("atlas");
-    say(&format!("bench live: {}", machine()));
+    say(&format!(
+        "bench live: {} binaries ({}); {}",
+        format!("{profile:?}").to_lowercase(),
+        atlas.display(),
+        machine()
+    ));
     if !skips("small") {
         small(&atlas, &home, &work.join("small"))?;
     }
@@ -91,7 +98,8 @@ fn small(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
         c.arg("-C").arg(crate::project_root()).args(["ls-files", "-z"]);
         c
     })?;
-    for rel in tracked.split('\0').filter(|r| !r.is_empty()) {
+    let most = env_num("BENCH_LIVE_SMALL_FILES", usize::MAX);
+    for rel in tracked.split('\0').filter(|r| !r.is_empty()).take(most) {
         let (from, to) = (crate::project_root().join(rel), dir.join(rel));
         if from.is_file() {
             std::fs::create_dir_all(to.parent().context("a parent")?)?;
@@ -181,27 +189,29 @@ fn small(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
         "  restart with nothing changed: initialize answered {:.0} ms after the start, the first search holding the \
          last edit {}",
         ms(init_t),
-        first.map_or_else(|| "never came".to_owned(), |d| format!("{:.0} ms after it", ms(d)))
+        first.map_or_else(|| "never came".to_owned(), |d| format!("answered {:.0} ms after the start", ms(d)))
     ));
     settle(&mut server)?;
 
-    // The switch.
+    // The switch: a batch of more than 32 files is built by keyword first, its
+    // vectors after; the other modes answer by keyword meanwhile.
+    let name = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    let library = home.join("bundles").join(format!("project+{name}"));
+    let before = std::fs::read_link(library.join("current")).ok();
     let t = Instant::now();
     git(dir, &["checkout", "-q", "switch"])?;
     let checkout = t.elapsed();
     let found = wait_for(&mut server, &block_file, &block, t)?;
+    let vectors = vectors_follow(&library, before.as_deref(), t);
+    let found: Vec<String> = found
+        .iter()
+        .map(|(m, d)| format!("{m} {}", d.map_or_else(|| "never".to_owned(), |d| format!("{:.2}s", d.as_secs_f64()))))
+        .collect();
     say(&format!(
         "  branch switch: `git checkout` of a branch changing {SWITCHED} files ({:.0} ms); a word of the branch \
-         searchable by {}",
+         searchable by {}; {vectors}",
         ms(checkout),
-        found
-            .iter()
-            .map(|(m, d)| format!(
-                "{m} {}",
-                d.map_or_else(|| "never".to_owned(), |d| format!("{:.2}s", d.as_secs_f64()))
-            ))
-            .collect::<Vec<_>>()
-            .join(", ")
+        found.join(", ")
     ));
 
     // Idle.
@@ -223,6 +233,35 @@ fn small(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
     ));
     server.stop();
     Ok(())
+}
+
+/// How long after `t` a version of `library` newer than `before` and with vectors was
+/// installed (each version installed meanwhile said), waiting up to 2 min.
+fn vectors_follow(library: &Path, before: Option<&Path>, t: Instant) -> String {
+    let mut seen: Vec<(PathBuf, f64, u64)> = Vec::new();
+    while t.elapsed() < Duration::from_secs(120) {
+        if let Ok(now) = std::fs::read_link(library.join("current"))
+            && Some(now.as_path()) != before
+            && seen.last().is_none_or(|(v, _, _)| *v != now)
+        {
+            let m: Value = std::fs::read(library.join(&now).join("manifest.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            let rows = m["embedding_rows"].as_u64().unwrap_or(0);
+            seen.push((now, t.elapsed().as_secs_f64(), rows));
+            if rows > 0 {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let list =
+        seen.iter().map(|(v, s, r)| format!("{} at {s:.2}s ({r} vectors)", v.display())).collect::<Vec<_>>().join(", ");
+    match seen.last() {
+        Some((_, s, r)) if *r > 0 => format!("vectors installed {s:.2}s after the checkout (versions: {list})"),
+        _ => format!("no version with vectors within 120s of the checkout (versions: {list})"),
+    }
 }
 
 /// `atlas init --no-deps [--keyword-only] DIR`, returning its stderr.
@@ -353,7 +392,7 @@ fn hits_in(reply: &Value, rel: &str, line: u64) -> bool {
 /// Gives the server's first build at start (its catch-up) time to finish, then asks
 /// it something.
 fn settle(server: &mut Server) -> anyhow::Result<()> {
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(5));
     let _ = server.call("get_bundle_info", json!({}))?;
     Ok(())
 }
