@@ -304,3 +304,100 @@ fn a_burst_a_killed_build_two_servers_and_a_deleted_folder_leave_the_tree_served
         fs.cancel().await.unwrap();
     });
 }
+
+/// The same stages and the same ranking (issue 69, item 3): a real repository indexed
+/// live by `atlas init`, edited while served, and, once settled, searched beside a bundle
+/// `atlas-pipeline` builds from the same tree: the first ten hits are the same in every
+/// mode. Needs the corpora (ATLAS_CORPORA) and the model.
+#[test]
+fn the_live_index_once_settled_ranks_as_the_pipelines_bundle_of_the_same_tree() {
+    let Some(corpora) = std::env::var_os("ATLAS_CORPORA") else {
+        atlas_e2e::skip("ATLAS_CORPORA is unset (set it to ../shared/corpora)");
+        return;
+    };
+    if !crate::embed::model_ready() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let home = crate::distribution::home(&t.path().join("home"));
+    let root = t.path().join("cml");
+    // concrete-ml's deployment and serialization code, and its guides: a tree the
+    // development set asks about.
+    let repo = Path::new(&corpora).join("concrete-ml/repo");
+    for sub in ["src/concrete/ml/deployment", "src/concrete/ml/common/serialization", "docs/guides"] {
+        let (from, to) = (repo.join(sub), root.join(sub));
+        for e in std::fs::read_dir(&from).unwrap().flatten().filter(|e| e.path().is_file()) {
+            std::fs::create_dir_all(&to).unwrap();
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+    let p = root.to_str().unwrap();
+    atlas_e2e::run(atlas(&home).args(["init", p, "--no-deps", "--client", "claude-code"])).success();
+    // An edit while served, then settled: the server's watcher rebuilds it.
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("rag.log");
+    let mut cmd = crate::mcp::atlas(&["serve", "rag", "--project", p], &log);
+    cmd.env("ATLAS_HOME", &home).env("XDG_CONFIG_HOME", home.join("config")).env_remove("ATLAS_BUNDLE");
+    let edited = root.join("src/concrete/ml/deployment/fhe_client_server.py");
+    crate::mcp::rt().block_on(async {
+        let c = rmcp::ServiceExt::serve((), crate::mcp::child_transport(cmd, &log)).await.unwrap();
+        let mut text = std::fs::read_to_string(&edited).unwrap();
+        text.push_str("\n\ndef quokka_reconcile(keys):\n    \"\"\"Reconciles the quokka evaluation keys.\"\"\"\n    return keys\n");
+        std::fs::write(&edited, text).unwrap();
+        let t0 = Instant::now();
+        loop {
+            let r = crate::mcp::call(&c, "find_symbol", json!({"name": "quokka_reconcile"})).await;
+            if crate::mcp::ok(r).0.contains("fhe_client_server.py") {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(120), "the edit never came: {}", crate::mcp::read(&log));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Settled: the vectors pass of the same batch has run too.
+        let t0 = Instant::now();
+        while !crate::mcp::read(&log).contains("with vectors") {
+            assert!(t0.elapsed() < Duration::from_secs(120), "never embedded: {}", crate::mcp::read(&log));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        c.cancel().await.unwrap();
+    });
+    // The pipeline's own bundle of the same tree, named as `atlas init` names it.
+    let cfg = t.path().join("pipeline.yaml");
+    std::fs::write(
+        &cfg,
+        format!("name: project+cml\nsources:\n  cml:\n    kind: tree\n    path: {p:?}\nstages:\n  pack:\n    version: live\n"),
+    )
+    .unwrap();
+    let out = t.path().join("built");
+    let r = atlas_e2e::run(
+        std::process::Command::new(atlas_e2e::bin("atlas-pipeline"))
+            .args(["--config", cfg.to_str().unwrap(), "run", "--out", out.to_str().unwrap()])
+            .env("ATLAS_HOME", &home),
+    );
+    r.success();
+    let bundle = out.join("bundle");
+    let questions: Vec<String> =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../xtask/eval/code-concrete-ml.jsonl"))
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| v["query"].as_str().map(str::to_owned))
+            .take(12)
+            .collect();
+    assert!(questions.len() >= 10);
+    let top = |args: &[&str], q: &str, mode: &str| -> Vec<String> {
+        let r = atlas_e2e::run(atlas(&home).arg("search").args(args).args([q, "--mode", mode, "-k", "10", "--json"]))
+            .success();
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        v["hits"].as_array().unwrap().iter().map(|h| format!("{} {}", h["chunk_id"], h["citation"])).collect()
+    };
+    for q in &questions {
+        for mode in ["keyword", "vector", "hybrid"] {
+            let live = top(&["--project", p], q, mode);
+            let built = top(&["--bundle", bundle.to_str().unwrap()], q, mode);
+            assert!(!live.is_empty(), "{mode}: {q}");
+            assert_eq!(live, built, "{mode}: {q}");
+        }
+    }
+}

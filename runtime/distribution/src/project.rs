@@ -183,7 +183,18 @@ pub fn named(atlas_home: &Path) -> BTreeSet<(String, String)> {
     for entry in entries.flatten().take(MAX_PROJECTS) {
         let record = read_capped(&entry.path()).ok().flatten().and_then(|b| serde_json::from_slice::<Record>(&b).ok());
         match record.map(|r| Set::read(&r.dir)) {
-            Some(Ok(Some(set))) => out.extend(set.libraries.into_iter().map(|p| (p.name, p.version))),
+            Some(Ok(Some(set))) => {
+                let home = crate::home::Home::new(atlas_home);
+                for p in set.libraries {
+                    // A working tree's entry names the version serving it now.
+                    if p.kinds.iter().any(|k| k == TREE)
+                        && let Some(current) = home.current(&p.name)
+                    {
+                        out.insert((p.name.clone(), current));
+                    }
+                    out.insert((p.name, p.version));
+                }
+            }
             // A broken set keeps its record: its versions stay safe until it is fixed.
             Some(Err(_)) => {}
             _ => {
