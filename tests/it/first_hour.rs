@@ -284,6 +284,7 @@ fn the_right_tool_is_said_once() {
         let (text, v) = ok(call(&c, "search_docs", json!({"query": "InvoiceBuilder add_line"})).await);
         assert_eq!(v["try_instead"], "search_code", "{text}");
         assert_eq!(text.matches("call search_code").count(), 1, "{text}");
+        assert!(text.contains("the code answers this more surely"), "{text}");
         let (text, v) = ok(call(&c, "search_docs", json!({"query": "How do I install with Helm?"})).await);
         assert!(v.get("try_instead").is_none(), "{text}");
         c.cancel().await.unwrap();
