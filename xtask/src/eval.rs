@@ -326,10 +326,11 @@ mod projects {
         }
         let home = std::env::var_os("ATLAS_HOME")
             .map_or_else(|| "~/.cache/atlas".into(), |h| h.to_string_lossy().into_owned());
-        let installed = std::fs::read_dir(Path::new(&home).join("bundles")).map_or(0, |d| d.count());
+        let bundles = std::fs::read_dir(Path::new(&home).join("bundles"));
+        let installed = bundles.map_or(0, |d| d.flatten().filter(|e| e.path().is_dir()).count());
         if installed > 0 {
             say(&format!(
-                "eval projects: ATLAS_HOME ({home}) holds {installed} bundles already; packages it holds are not \
+                "eval projects: ATLAS_HOME ({home}) holds {installed} libraries already; packages it holds are not \
                  rebuilt, so their sync times are not a cold sync's"
             ));
         }
