@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{ChunkManifest, CleanManifest, Cleaned, DocEntry};
 use crate::runner::{Ctx, Outputs, ParamError, Stage, StageOutput, check_range, load_json};
-use crate::text::{is_markdown, language_of};
+use crate::text::{doc_format, language_of};
 pub use links::{cluster_tags, cross_link};
 use markdown::{DocChunk, chunk_lines, chunk_markdown, first_h1};
 
@@ -92,7 +92,7 @@ pub fn chunk_document(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkParams) -
 pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkParams) -> DocChunks {
     let file = doc.rel.rsplit('/').next().unwrap_or(&doc.rel);
     let stem = file.rsplit_once('.').map_or(file, |(s, _)| s);
-    let markdown = is_markdown(&doc.rel);
+    let markdown = doc_format(&doc.rel).is_some(); // every doc format is markdown once cleaned
     let language = language_of(&doc.rel);
     let path = doc.path();
     let origin = origin::of_file(&doc.rel, &cleaned.text);
@@ -209,6 +209,7 @@ fn docs_in_code(block: &code::DocBlock, params: &ChunkParams) -> Vec<DocChunk> {
 
 impl Stage for Chunk {
     const NAME: &'static str = "chunk";
+    /// 11: rst, AsciiDoc, MDX, notebooks and HTML files are docs (issue 70).
     /// 10: a Rust guide runs from its first `//!` to its last, the attributes between
     ///    (`#![doc = include_str!(…)]`) kept as written.
     /// 9: an item's doc or a guide counts its prose only (not examples) against its
@@ -221,7 +222,7 @@ impl Stage for Chunk {
     /// 4: the symbol table (definitions and references) beside the chunks.
     /// 3: containers nested past MAX_SCOPE_DEPTH are chunked as lines.
     /// 2: per-document items carry licence counts; code chunks.
-    const VERSION: u32 = 10;
+    const VERSION: u32 = 11;
     const DEPS: &'static [&'static str] = &["clean-gitbook"];
     type Params = ChunkParams;
     type Prepared = ();

@@ -1,8 +1,10 @@
 //! clean-gitbook: GitBook markup → plain CommonMark, keeping every word of content
 //! (the cleaner itself is [`gitbook`]). Markdown documents are cleaned, other files
-//! are mirrored verbatim; each document is memoised on its content. The stage also
+//! are mirrored verbatim; the other doc formats (rst, AsciiDoc, MDX, notebooks, HTML)
+//! become markdown first ([`formats`]). Each document is memoised on its content. The stage also
 //! writes `clean-report.json`: what was converted per file, and what remains.
 
+pub mod formats;
 pub mod gitbook;
 
 use std::collections::BTreeMap;
@@ -13,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::artifacts::{CleanDoc, CleanManifest, Cleaned, CrawlManifest, Residual};
 use crate::runner::{Ctx, Outputs, Stage, StageOutput, load_json};
-use crate::text::is_markdown;
+use crate::text::{DocFormat, doc_format};
 pub use gitbook::{CleanParams, MAX_QUOTE_DEPTH, MAX_TAG_DEPTH, TAGS_TOO_DEEP, TOO_DEEP, clean};
 
 /// The validation report: what was converted per file, and what remains.
@@ -48,8 +50,9 @@ pub struct CleanGitbook;
 impl Stage for CleanGitbook {
     const NAME: &'static str = "clean-gitbook";
     /// 2: depth-limited HTML; nested tables are text in their cell. 3: depth-limited
-    /// GitBook tags and hint quotes.
-    const VERSION: u32 = 3;
+    /// GitBook tags and hint quotes. 4: rst, AsciiDoc, MDX, notebooks and HTML files
+    /// become markdown (issue 70).
+    const VERSION: u32 = 4;
     const DEPS: &'static [&'static str] = &["crawl"];
     type Params = CleanParams;
     type Prepared = ();
@@ -57,19 +60,43 @@ impl Stage for CleanGitbook {
     fn run(&self, params: &CleanParams, ctx: &Ctx<'_>, (): ()) -> anyhow::Result<StageOutput> {
         let crawl: CrawlManifest = ctx.input("crawl")?;
         let mut out = StageOutput::default();
+        // What rst pages' `:ref:` and `:doc:` roles resolve against, per source; an rst
+        // page's memo key holds its source's set.
+        let mut sets: BTreeMap<&str, (formats::DocSet, String)> = BTreeMap::new();
+        for source in crawl.docs.iter().map(|d| d.source.as_str()) {
+            if sets.contains_key(source) || !crawl.docs.iter().any(|d| d.source == source && is_rst(&d.rel)) {
+                continue;
+            }
+            let mut texts = Vec::new();
+            for d in crawl.docs.iter().filter(|d| d.source == source) {
+                let text = if is_rst(&d.rel) {
+                    ctx.cache.get(d.digest)?.and_then(|b| String::from_utf8(b).ok())
+                } else {
+                    None
+                };
+                texts.push((d.rel.as_str(), text));
+            }
+            let set = formats::DocSet::new(texts.iter().map(|(r, t)| (*r, t.as_deref())));
+            let key = Digest::of(&serde_json::to_vec(&set)?).to_hex();
+            sets.insert(source, (set, key));
+        }
+        let empty = (formats::DocSet::default(), String::new());
         let digests = ctx.memoised(
             &crawl.docs,
             |doc| {
-                let markdown = if is_markdown(&doc.rel) { "yes" } else { "no" };
-                ctx.item_key(&[("markdown", markdown)], doc.digest)
+                let format = doc_format(&doc.rel).map_or("none".to_owned(), |f| format!("{f:?}"));
+                let links = if is_rst(&doc.rel) { sets.get(doc.source.as_str()).map_or("", |s| &s.1) } else { "" };
+                ctx.item_key(&[("format", &format), ("links", links)], doc.digest)
             },
             |doc| {
                 let bytes = ctx.cache.get_required(doc.digest)?;
                 let text = String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", doc.path()))?;
-                let cleaned = if is_markdown(&doc.rel) {
-                    clean(&text, params)
-                } else {
-                    Cleaned { text, ..Cleaned::default() } // code is mirrored verbatim
+                let cleaned = match doc_format(&doc.rel) {
+                    Some(format) => {
+                        let set = &sets.get(doc.source.as_str()).unwrap_or(&empty).0;
+                        formats::convert(format, &doc.rel, &text, set, params)
+                    }
+                    None => Cleaned { text, ..Cleaned::default() }, // code is mirrored verbatim
                 };
                 Ok(serde_json::to_vec(&cleaned)?)
             },
@@ -102,6 +129,16 @@ impl Stage for CleanGitbook {
                 atlas_runtime::words::agree(n, "nests", "nest"),
             ));
         }
+        for (key, what) in [
+            (formats::BLOCKS_TOO_DEEP, format!("blocks nested past {} levels, kept as text", formats::MAX_BLOCK_DEPTH)),
+            (formats::UNCLOSED_BLOCK, "a block left open to the end of the page".to_owned()),
+            (formats::NOTEBOOK_INVALID, "not notebook JSON, left out".to_owned()),
+            (formats::CELLS_DROPPED, format!("notebook cells past {} left out", formats::notebook::MAX_CELLS)),
+        ] {
+            if let Some((n, pages)) = report.counted(key) {
+                out.notes.push(format!("{what}: {} ({pages})", atlas_runtime::words::count(n, "page")));
+            }
+        }
         if report.residual_gitbook > 0 {
             out.notes
                 .push(format!("{} GitBook tags left unconverted (see clean-report.json)", report.residual_gitbook));
@@ -127,4 +164,8 @@ impl Stage for CleanGitbook {
         let report: serde_json::Value = load_json(out.cache, m.report, "the clean report")?;
         out.write("clean-report.json", &serde_json::to_vec_pretty(&report)?, true)
     }
+}
+
+fn is_rst(rel: &str) -> bool {
+    doc_format(rel) == Some(DocFormat::Rst)
 }

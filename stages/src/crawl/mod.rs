@@ -15,7 +15,6 @@
 pub mod fetch;
 pub mod git;
 pub mod github;
-pub mod html;
 pub mod llms;
 pub mod local;
 pub mod package;

@@ -190,7 +190,7 @@ fn default_include_all() -> Vec<String> {
 /// examples or vendored code (`default_package_exclude`).
 fn default_package_include() -> Vec<String> {
     let mut all = default_include();
-    all.push("README*".into());
+    all.extend(["README*", "**/*.html", "**/*.htm"].map(String::from));
     all
 }
 
@@ -280,8 +280,8 @@ pub fn version_of_tag(tag: &str) -> String {
 /// chunker knows (config files, data and build output stay out unless included).
 fn default_include() -> Vec<String> {
     const EXTENSIONS: &[&str] = &[
-        "md", "markdown", "rs", "py", "pyi", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx", "go", "java", "c",
-        "h", "cc", "cpp", "cxx", "hpp", "hh",
+        "md", "markdown", "mdx", "rst", "adoc", "asciidoc", "ipynb", "rs", "py", "pyi", "js", "mjs", "cjs", "jsx",
+        "ts", "mts", "cts", "tsx", "go", "java", "c", "h", "cc", "cpp", "cxx", "hpp", "hh",
     ];
     EXTENSIONS.iter().map(|e| format!("**/*.{e}")).collect()
 }

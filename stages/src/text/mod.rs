@@ -2,6 +2,7 @@
 //! spans), what kind of file a path is, and the time stamp format.
 
 pub mod html;
+pub mod page;
 
 /// `(level, text)` of an ATX heading line.
 pub fn atx_heading(line: &str) -> Option<(usize, &str)> {
@@ -97,11 +98,38 @@ pub fn code_spans(s: &str) -> Vec<(usize, usize)> {
     spans
 }
 
-/// Markdown documents go through the GitBook cleaner and the markdown chunker; every
-/// other text file is mirrored verbatim and chunked as code.
-pub fn is_markdown(rel: &str) -> bool {
-    let ext = rel.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
-    matches!(ext.as_deref(), Some("md" | "markdown"))
+/// A documentation format: the clean stage turns each into markdown (the
+/// [`crate::clean::formats`]) and the chunk stage chunks it as docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocFormat {
+    /// `.md`, `.markdown`: the GitBook cleaner.
+    Markdown,
+    /// `.rst`, `.rest`: reStructuredText.
+    Rst,
+    /// `.adoc`, `.asciidoc`, `.asc`.
+    AsciiDoc,
+    /// `.mdx`: markdown with JSX.
+    Mdx,
+    /// `.ipynb`: a Jupyter notebook (JSON).
+    Notebook,
+    /// `.html`, `.htm`: a page through the HTML cleaner.
+    Html,
+}
+
+/// The documentation format of a path, from its extension; None for code and other
+/// text, which is mirrored verbatim and chunked as code.
+pub fn doc_format(rel: &str) -> Option<DocFormat> {
+    let file = rel.rsplit('/').next().unwrap_or(rel);
+    let ext = file.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
+    Some(match ext.as_str() {
+        "md" | "markdown" => DocFormat::Markdown,
+        "rst" | "rest" => DocFormat::Rst,
+        "adoc" | "asciidoc" | "asc" => DocFormat::AsciiDoc,
+        "mdx" => DocFormat::Mdx,
+        "ipynb" => DocFormat::Notebook,
+        "html" | "htm" => DocFormat::Html,
+        _ => return None,
+    })
 }
 
 /// The language of a code file, from its extension (None when unknown).

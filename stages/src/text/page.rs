@@ -1,4 +1,5 @@
-//! HTML pages → markdown, for listed pages that have no `.md` form. Only the main
+//! HTML pages → markdown: listed pages of a site that have no `.md` form, and HTML files
+//! inside a package (the clean stage). Only the main
 //! content is kept (`main`, else `article`, else `body`, without nav, header, footer,
 //! aside, script and style).
 

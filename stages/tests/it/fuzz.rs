@@ -9,9 +9,9 @@ use atlas_stages::chunk::ChunkParams;
 use atlas_stages::chunk::code::chunk_code;
 use atlas_stages::chunk::markdown::chunk_markdown;
 use atlas_stages::clean::{CleanParams, TOO_DEEP, clean};
-use atlas_stages::crawl::html::to_markdown;
 use atlas_stages::crawl::llms::parse_with;
 use atlas_stages::crawl::robots::Robots;
+use atlas_stages::text::page::to_markdown;
 use proptest::prelude::*;
 use url::Url;
 

@@ -5,6 +5,7 @@ mod chunk;
 mod clean;
 mod code;
 mod corpora;
+mod formats;
 mod fuzz;
 mod layout;
 mod llms;

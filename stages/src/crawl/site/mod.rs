@@ -20,11 +20,12 @@ use url::Url;
 
 use super::CrawlParams;
 use super::fetch::{Fetcher, Outcome};
+use super::llms;
 use super::local::{Scan, ScannedFile};
 use super::robots::{self, Robots};
-use super::{html, llms};
 use crate::artifacts::section_of;
 use crate::runner::{Ctx, Progress};
+use crate::text::page as html;
 
 mod mirror;
 
