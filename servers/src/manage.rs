@@ -196,7 +196,12 @@ pub fn bundles(json: bool, unused: bool) -> anyhow::Result<()> {
         // Versions that no project's library set names (`atlas sync` writes the sets).
         let named = atlas_dist::project::named(home.atlas_home());
         for b in &mut list {
-            b.versions.retain(|r| !named.contains(&(b.name.clone(), r.version.clone())));
+            // A working tree's entry (`live`) names whichever copy serves it now.
+            let live = named.contains(&(b.name.clone(), atlas_dist::project::LIVE.to_owned()));
+            let current = b.current.clone();
+            b.versions.retain(|r| {
+                !named.contains(&(b.name.clone(), r.version.clone())) && !(live && current.as_ref() == Some(&r.version))
+            });
         }
         list.retain(|b| !b.versions.is_empty());
     }

@@ -28,6 +28,8 @@ pub const ADDED: &str = "added";
 /// The kind of a project's own working tree in its set (`atlas init`): it follows the
 /// library's `current`, which every batch of edits moves, and `atlas sync` keeps it.
 pub const TREE: &str = "tree";
+/// The version a working tree's entry names: whichever copy `current` points at.
+pub const LIVE: &str = "live";
 /// A working tree's own ignore file, with `.gitignore`'s syntax: what to leave out of
 /// the tree's index beyond what git ignores.
 pub const IGNORE_FILE: &str = ".atlasignore";
@@ -183,18 +185,7 @@ pub fn named(atlas_home: &Path) -> BTreeSet<(String, String)> {
     for entry in entries.flatten().take(MAX_PROJECTS) {
         let record = read_capped(&entry.path()).ok().flatten().and_then(|b| serde_json::from_slice::<Record>(&b).ok());
         match record.map(|r| Set::read(&r.dir)) {
-            Some(Ok(Some(set))) => {
-                let home = crate::home::Home::new(atlas_home);
-                for p in set.libraries {
-                    // A working tree's entry names the version serving it now.
-                    if p.kinds.iter().any(|k| k == TREE)
-                        && let Some(current) = home.current(&p.name)
-                    {
-                        out.insert((p.name.clone(), current));
-                    }
-                    out.insert((p.name, p.version));
-                }
-            }
+            Some(Ok(Some(set))) => out.extend(set.libraries.into_iter().map(|p| (p.name, p.version))),
             // A broken set keeps its record: its versions stay safe until it is fixed.
             Some(Err(_)) => {}
             _ => {

@@ -26,7 +26,7 @@ pub use atlas_dist::project::TREE;
 /// The version a tree's library is served as, whichever build serves: its labels and
 /// paths (`project:app@live`, `project+app@live/src/lib.rs`) stay put across edits.
 /// Each build is installed in its own folder (`0.0.N`) all the same.
-pub const LIVE: &str = "live";
+pub use atlas_dist::project::LIVE;
 
 /// The file under a tree's work folder that says it is embedded.
 const VECTORS_MARK: &str = "vectors";
