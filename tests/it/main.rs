@@ -8,6 +8,7 @@ mod bm25;
 mod cache_faults;
 mod conformance;
 mod crawl;
+mod doc_formats;
 mod distribution;
 mod embed;
 mod eval;
