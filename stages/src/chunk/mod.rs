@@ -209,6 +209,7 @@ fn docs_in_code(block: &code::DocBlock, params: &ChunkParams) -> Vec<DocChunk> {
 
 impl Stage for Chunk {
     const NAME: &'static str = "chunk";
+    /// 12: C, C++, C#, Ruby, PHP, Kotlin, Swift, Scala, Bash and Lua are parsed (issue 70).
     /// 11: rst, AsciiDoc, MDX, notebooks and HTML files are docs (issue 70).
     /// 10: a Rust guide runs from its first `//!` to its last, the attributes between
     ///    (`#![doc = include_str!(…)]`) kept as written.
@@ -222,7 +223,7 @@ impl Stage for Chunk {
     /// 4: the symbol table (definitions and references) beside the chunks.
     /// 3: containers nested past MAX_SCOPE_DEPTH are chunked as lines.
     /// 2: per-document items carry licence counts; code chunks.
-    const VERSION: u32 = 11;
+    const VERSION: u32 = 12;
     const DEPS: &'static [&'static str] = &["clean-gitbook"];
     type Params = ChunkParams;
     type Prepared = ();

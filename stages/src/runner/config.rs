@@ -281,7 +281,8 @@ pub fn version_of_tag(tag: &str) -> String {
 fn default_include() -> Vec<String> {
     const EXTENSIONS: &[&str] = &[
         "md", "markdown", "mdx", "rst", "adoc", "asciidoc", "ipynb", "rs", "py", "pyi", "js", "mjs", "cjs", "jsx",
-        "ts", "mts", "cts", "tsx", "go", "java", "c", "h", "cc", "cpp", "cxx", "hpp", "hh",
+        "ts", "mts", "cts", "tsx", "go", "java", "c", "h", "cc", "cpp", "cxx", "hpp", "hh", "cs", "rb", "php", "kt",
+        "kts", "swift", "scala", "sc", "sh", "bash", "lua",
     ];
     EXTENSIONS.iter().map(|e| format!("**/*.{e}")).collect()
 }

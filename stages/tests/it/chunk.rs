@@ -251,13 +251,13 @@ fn text_files_without_a_grammar_chunk_as_line_windows_cut_at_blank_lines() {
     let params = ChunkParams { code_max_lines: 6, ..ChunkParams::default() };
     let src = "set -e\n\na() {\n    one\n}\n\nb() {\n    two\n    three\n}\n\n\nc\n";
     expect![[r#"
-        #0 [1-5]  | title=build.sh code
+        #0 [1-5]  | title=build.yaml code
           set -e
 
           a() {
               one
           }
-        #1 [7-12]  | title=build.sh code
+        #1 [7-12]  | title=build.yaml code
           b() {
               two
               three
@@ -265,9 +265,9 @@ fn text_files_without_a_grammar_chunk_as_line_windows_cut_at_blank_lines() {
 
           c
     "#]]
-    .assert_eq(&render("scripts/build.sh", src, &params));
-    let c = chunk_document(&doc("scripts/build.sh"), &clean(src, &CleanParams::default()), &params);
-    assert!(c.iter().all(|c| c.kind == atlas_runtime::ChunkKind::Code && c.language.as_deref() == Some("shell")));
+    .assert_eq(&render("ci/build.yaml", src, &params));
+    let c = chunk_document(&doc("ci/build.yaml"), &clean(src, &CleanParams::default()), &params);
+    assert!(c.iter().all(|c| c.kind == atlas_runtime::ChunkKind::Code && c.language.as_deref() == Some("yaml")));
 }
 
 /// Every non-blank line of a code file lies in exactly one window.

@@ -7,5 +7,6 @@ mod code;
 mod corpora;
 mod formats;
 mod fuzz;
+mod languages;
 mod layout;
 mod llms;

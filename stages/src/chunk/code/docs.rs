@@ -42,8 +42,9 @@ pub(super) fn doc_comment(cx: &Ctx<'_>, from: usize, item_row: usize, node: Node
             text = quoted.trim_matches(['"', '\'']).to_owned();
         }
     } else {
-        for row in from..item_row.min(cx.lines.len()) {
+        for row in doc_from(cx, from, item_row)..item_row.min(cx.lines.len()) {
             let t = cx.lines[row].trim();
+            let t = table_marker(cx, t).map_or(t, |m| &t[m.len()..]);
             let t = t.trim_start_matches("///").trim_start_matches("//!").trim_start_matches("//");
             let t = t.trim_start_matches("/**").trim_start_matches("/*").trim_end_matches("*/");
             let t = t.trim_start_matches('*').trim();
@@ -59,6 +60,26 @@ pub(super) fn doc_comment(cx: &Ctx<'_>, from: usize, item_row: usize, node: Node
         return None;
     }
     Some(atlas_runtime::utf8::clip_chars(&para, atlas_runtime::symbols::MAX_DOC_CHARS))
+}
+
+/// The line doc marker of a table language that `line` (trimmed) starts with.
+fn table_marker(cx: &Ctx<'_>, line: &str) -> Option<&'static str> {
+    let Lang::Table(spec) = cx.lang else { return None };
+    spec.doc_markers.iter().copied().find(|m| line.starts_with(m))
+}
+
+/// Where an item's doc comment starts: `from` (its attached comments), or for a table
+/// language, earlier when comment lines run directly above it outside its scope's
+/// nodes (Ruby puts a class's first member's comment in the class node).
+fn doc_from(cx: &Ctx<'_>, from: usize, item_row: usize) -> usize {
+    if !matches!(cx.lang, Lang::Table(_)) {
+        return from;
+    }
+    let mut r = from.min(item_row);
+    while r > 0 && cx.lines.get(r - 1).is_some_and(|l| table_marker(cx, l.trim()).is_some()) {
+        r -= 1;
+    }
+    r
 }
 
 /// A file's documentation written in its code, chunked as markdown beside the code
@@ -198,7 +219,7 @@ pub(super) fn item_doc(cx: &Ctx<'_>, symbol: &str, from: usize, item_row: usize,
         let (s, e) = (first.start_position().row, end_row(first));
         (s, docstring_lines(cx.lines.get(s..=e)?))
     } else {
-        comment_doc(cx, from, item_row.min(cx.lines.len()))?
+        comment_doc(cx, doc_from(cx, from, item_row), item_row.min(cx.lines.len()))?
     };
     if prose_lines(&lines) < MIN_ITEM_DOC_LINES {
         return None;
@@ -238,6 +259,7 @@ fn comment_doc(cx: &Ctx<'_>, from: usize, to: usize) -> Option<(usize, Vec<Strin
         let marker = match cx.lang {
             Lang::Rust if t.starts_with("///") && !t.starts_with("////") => Some("///"),
             Lang::Go if t.starts_with("//") => Some("//"),
+            Lang::Table(_) => table_marker(cx, t),
             _ => None,
         };
         if let Some(m) = marker {

@@ -21,7 +21,8 @@
 //!   copy of each exported item's long doc comment, which stays in its code chunk too.
 //!
 //! What differs by language (which nodes are items, what a file exports) is in the
-//! language's own module; the chunking itself is the same for all.
+//! language's own module for the first six, and one entry of [`table::SPECS`] for the
+//! others; the chunking itself is the same for all.
 
 use tree_sitter::{Language, Node, Parser};
 
@@ -36,6 +37,7 @@ mod js;
 mod python;
 mod references;
 mod rust;
+mod table;
 mod tidy;
 
 use constants::constants;
@@ -120,6 +122,8 @@ enum Lang {
     Js,
     Go,
     Java,
+    /// A language of the table ([`table::SPECS`]).
+    Table(&'static table::Spec),
 }
 
 impl Lang {
@@ -130,21 +134,31 @@ impl Lang {
             "javascript" | "typescript" => Lang::Js,
             "go" => Lang::Go,
             "java" => Lang::Java,
-            _ => return None,
+            other => Lang::Table(table::spec(other)?),
         })
     }
 
     fn sep(self) -> &'static str {
-        if self == Lang::Rust { "::" } else { "." }
+        match self {
+            Lang::Rust => "::",
+            Lang::Table(spec) => spec.sep,
+            _ => ".",
+        }
     }
 
     fn is_comment(self, kind: &str) -> bool {
-        matches!(kind, "comment" | "line_comment" | "block_comment")
+        match self {
+            Lang::Table(spec) => spec.comments.contains(&kind),
+            _ => matches!(kind, "comment" | "line_comment" | "block_comment"),
+        }
     }
 
     /// Nodes that belong to the item after them (besides comments).
     fn is_attachment(self, kind: &str) -> bool {
-        matches!(kind, "attribute_item" | "decorator")
+        match self {
+            Lang::Table(spec) => spec.attachments.contains(&kind),
+            _ => matches!(kind, "attribute_item" | "decorator"),
+        }
     }
 }
 
@@ -188,6 +202,7 @@ fn item_info<'t>(lang: Lang, n: Node<'t>, src: &str, in_class: bool) -> Option<I
         Lang::Js => js::item(n, src, in_class),
         Lang::Go => go::item(n, src, in_class),
         Lang::Java => java::item(n, src, in_class),
+        Lang::Table(spec) => table::item_info(spec, n, src, in_class),
     }
 }
 
@@ -576,7 +591,7 @@ fn record_def(cx: &mut Ctx<'_>, name: &str, kind: &str, attached_from: usize, no
 /// `#[macro_export]`), Python names without a leading `_` (dunders are public) in
 /// modules without one, an ES module's `export` (its classes' members unless
 /// `private`, `protected` or `#`), Go's capital, Java's `public` (interface members
-/// always). It reads the item as declared: a `pub` item of a private module counts.
+/// always), and the table's rules for the others ([`table::Exported`]). It reads the item as declared: a `pub` item of a private module counts.
 fn exported(cx: &Ctx<'_>, name: &str, attached_from: usize, node: Node<'_>) -> Option<bool> {
     if cx.exports == Exports::None {
         return Some(false);
@@ -587,6 +602,7 @@ fn exported(cx: &Ctx<'_>, name: &str, attached_from: usize, node: Node<'_>) -> O
         Lang::Js => js::exported(cx, name, attached_from, node),
         Lang::Go => go::exported(cx, name, attached_from, node),
         Lang::Java => java::exported(cx, name, attached_from, node),
+        Lang::Table(spec) => table::exported(cx, spec, name, node),
     }
 }
 

@@ -14,7 +14,9 @@ pub(super) fn references(cx: &Ctx<'_>, root: Node<'_>) -> Vec<(String, u32)> {
     let mut cursor = root.walk();
     'walk: loop {
         let n = cursor.node();
-        if n.child_count() == 0 && IDENTIFIER_KINDS.contains(&n.kind()) {
+        let names = IDENTIFIER_KINDS.contains(&n.kind())
+            || (n.kind() == "word" && n.parent().is_some_and(|p| p.kind() == "command_name"));
+        if n.child_count() == 0 && names {
             let name = text(n, cx.src);
             let line = n.start_position().row as u32 + 1;
             if name.len() >= 2 && !defined_on.contains(&(name, line)) && seen.insert((name.to_owned(), line)) {
@@ -39,7 +41,8 @@ pub(super) fn references(cx: &Ctx<'_>, root: Node<'_>) -> Vec<(String, u32)> {
     out
 }
 
-/// Leaf node kinds that name something, across the grammars.
+/// Leaf node kinds that name something, across the grammars (and a Bash command's
+/// `word`).
 const IDENTIFIER_KINDS: &[&str] = &[
     "identifier",
     "type_identifier",
@@ -47,4 +50,7 @@ const IDENTIFIER_KINDS: &[&str] = &[
     "property_identifier",
     "shorthand_property_identifier",
     "package_identifier",
+    "constant",
+    "simple_identifier",
+    "name",
 ];

@@ -1,0 +1,218 @@
+//! The ten languages of the chunker's table (issue 70): per language, a small source
+//! with a doc-commented function, a type with a method and a private item; its chunks,
+//! qualified symbols, `exported` and docs. And deep nesting that must not overflow.
+
+use atlas_stages::chunk::ChunkParams;
+use atlas_stages::chunk::code::{CodeChunks, CodeDef, chunk_code};
+use atlas_stages::text::language_of;
+
+fn parse(path: &str, src: &str) -> CodeChunks {
+    let lang = language_of(path).unwrap_or_else(|| panic!("{path}: a language"));
+    chunk_code(src, lang, path, &ChunkParams::default()).unwrap_or_else(|| panic!("{path}: a tree-sitter language"))
+}
+
+fn def<'a>(out: &'a CodeChunks, name: &str) -> &'a CodeDef {
+    out.defs.iter().find(|d| d.name == name).unwrap_or_else(|| {
+        let names: Vec<_> = out.defs.iter().map(|d| (&d.name, &d.kind, d.exported)).collect();
+        panic!("no definition {name}: {names:?}")
+    })
+}
+
+/// `path` holds `src`; each `(name, kind, exported, doc)` is a definition, and every
+/// definition is in one of the file's chunks (by symbol or as a listed member).
+fn check(path: &str, src: &str, expected: &[(&str, &str, bool, Option<&str>)]) {
+    let out = parse(path, src);
+    for &(name, kind, exported, doc) in expected {
+        let d = def(&out, name);
+        assert_eq!(d.kind, kind, "{path}: kind of {name}");
+        assert_eq!(d.exported, Some(exported), "{path}: exported of {name}");
+        assert_eq!(d.doc.as_deref(), doc, "{path}: doc of {name}");
+        let lines = d.start_line..=d.end_line;
+        assert!(
+            out.chunks
+                .iter()
+                .any(|c| c.start_line <= *lines.start() && c.end_line >= *lines.end()
+                    || c.symbol.as_deref() == Some(name)),
+            "{path}: {name} in a chunk"
+        );
+    }
+    let lines = src.lines().count() as u32;
+    let covered: u32 = out.chunks.iter().map(|c| c.end_line - c.start_line + 1).sum::<u32>()
+        + out.dropped.iter().map(|d| d.1 - d.0 + 1).sum::<u32>();
+    assert_eq!(covered, lines, "{path}: every line in one chunk or dropped");
+}
+
+#[test]
+fn c_functions_structs_and_static() {
+    check(
+        "src/geo.c",
+        "#include <stdio.h>\n\n/** Adds two numbers. */\nint add(int a, int b) { return a + b; }\n\n// Used here only.\nstatic int helper(void) { return 1; }\n\n/* A point. */\nstruct point { int x; int y; };\n\ntypedef struct { int z; } zed;\n\nchar *name_of(struct point *p) {\n    return \"p\";\n}\n",
+        &[
+            ("add", "function", true, Some("Adds two numbers.")),
+            ("helper", "function", false, Some("Used here only.")),
+            ("point", "struct", true, Some("A point.")),
+            ("zed", "type", true, None),
+            ("name_of", "function", true, None),
+        ],
+    );
+}
+
+#[test]
+fn cpp_classes_methods_and_sections() {
+    check(
+        "src/shape.cpp",
+        "namespace geo {\n/// A shape.\nclass Shape {\n public:\n  /// Its area.\n  double area() const { return 0; }\n private:\n  int hidden() { return 1; }\n};\nstruct P { int x() { return 1; } };\n}\n\n/// Around it.\ndouble geo::Shape::perimeter() const { return 1; }\ntemplate <typename T> T biggest(T a, T b) { return a; }\nstatic void helper() {}\n",
+        &[
+            ("geo::Shape", "class", true, Some("A shape.")),
+            ("geo::Shape::area", "method", true, Some("Its area.")),
+            ("geo::Shape::hidden", "method", false, None),
+            ("geo::P::x", "method", true, None),
+            ("geo::Shape::perimeter", "method", true, Some("Around it.")),
+            ("biggest", "function", true, None),
+            ("helper", "function", false, None),
+        ],
+    );
+}
+
+#[test]
+fn csharp_public_members() {
+    check(
+        "src/Shape.cs",
+        "namespace Geo {\n  /// <summary>A shape.</summary>\n  public class Shape {\n    /// <summary>Its area.</summary>\n    public double Area() { return 0; }\n    private int Hidden() { return 1; }\n    public Shape() {}\n  }\n  interface IFoo { void Bar(); }\n  public interface IPub { void Baz(); }\n}\n",
+        &[
+            ("Geo.Shape", "class", true, Some("<summary>A shape.</summary>")),
+            ("Geo.Shape.Area", "method", true, Some("<summary>Its area.</summary>")),
+            ("Geo.Shape.Hidden", "method", false, None),
+            ("Geo.Shape.Shape", "method", true, None),
+            ("Geo.IFoo.Bar", "method", false, None),
+            ("Geo.IPub.Baz", "method", true, None),
+        ],
+    );
+}
+
+#[test]
+fn ruby_modules_classes_and_private_sections() {
+    check(
+        "lib/geo.rb",
+        "module Geo\n  # A shape.\n  class Shape\n    # Its area.\n    def area\n      0\n    end\n\n    def self.build\n      new\n    end\n\n    private\n\n    def hidden\n      1\n    end\n  end\nend\n\n# Says hello.\ndef greet\n  puts 'hi'\nend\n",
+        &[
+            ("Geo::Shape", "class", true, Some("A shape.")),
+            ("Geo::Shape::area", "method", true, Some("Its area.")),
+            ("Geo::Shape::build", "method", true, None),
+            ("Geo::Shape::hidden", "method", false, None),
+            ("greet", "function", true, Some("Says hello.")),
+        ],
+    );
+}
+
+#[test]
+fn php_visibility() {
+    check(
+        "src/Shape.php",
+        "<?php\nnamespace Geo;\n\n/** Adds two numbers. */\nfunction add($a, $b) { return $a + $b; }\n\n/** A shape. */\nclass Shape {\n    /** Its area. */\n    public function area() { return 0; }\n    private function hidden() { return 1; }\n    protected function kept() { return 2; }\n    function plain() { return 3; }\n}\n",
+        &[
+            ("add", "function", true, Some("Adds two numbers.")),
+            ("Shape", "class", true, Some("A shape.")),
+            ("Shape::area", "method", true, Some("Its area.")),
+            ("Shape::hidden", "method", false, None),
+            ("Shape::kept", "method", false, None),
+            ("Shape::plain", "method", true, None),
+        ],
+    );
+}
+
+#[test]
+fn kotlin_modifiers() {
+    check(
+        "src/Shape.kt",
+        "package geo\n\n/** Adds two numbers. */\nfun add(a: Int, b: Int): Int = a + b\n\nprivate fun helper() {}\n\n/** A shape. */\nclass Shape {\n    /** Its area. */\n    fun area(): Double = 0.0\n    private fun hidden() {}\n    internal fun inner() {}\n}\n",
+        &[
+            ("add", "function", true, Some("Adds two numbers.")),
+            ("helper", "function", false, None),
+            ("Shape", "class", true, Some("A shape.")),
+            ("Shape.area", "method", true, Some("Its area.")),
+            ("Shape.hidden", "method", false, None),
+            ("Shape.inner", "method", false, None),
+        ],
+    );
+}
+
+#[test]
+fn swift_modifiers_and_extensions() {
+    check(
+        "Sources/Shape.swift",
+        "/// Adds two numbers.\npublic func add(_ a: Int, _ b: Int) -> Int { return a + b }\n\nfunc helper() {}\n\n/// A shape.\npublic class Shape {\n    /// Its area.\n    public func area() -> Double { return 0 }\n    private func hidden() {}\n}\n\nstruct Point { func norm() -> Int { 0 } }\n\nextension Shape {\n    public func scaled() -> Shape { self }\n}\n",
+        &[
+            ("add", "function", true, Some("Adds two numbers.")),
+            ("helper", "function", false, None),
+            ("Shape", "class", true, Some("A shape.")),
+            ("Shape.area", "method", true, Some("Its area.")),
+            ("Shape.hidden", "method", false, None),
+            ("Point", "struct", false, None),
+            ("Shape.scaled", "method", true, None),
+        ],
+    );
+}
+
+#[test]
+fn scala_private() {
+    check(
+        "src/Util.scala",
+        "package geo\n\n/** Helpers. */\nobject Util {\n  /** Adds two numbers. */\n  def add(a: Int, b: Int): Int = a + b\n  private def helper(): Unit = ()\n}\n\nclass Shape {\n  def area: Double = 0\n}\n\ntrait Named { def name(): String }\n",
+        &[
+            ("Util", "class", true, Some("Helpers.")),
+            ("Util.add", "method", true, Some("Adds two numbers.")),
+            ("Util.helper", "method", false, None),
+            ("Shape.area", "method", true, None),
+            ("Named", "trait", true, None),
+        ],
+    );
+}
+
+#[test]
+fn bash_functions() {
+    check(
+        "bin/tool.sh",
+        "#!/bin/bash\nset -e\n\n# Greets someone.\ngreet() {\n  echo \"hi $1\"\n}\n\nfunction _private_fn {\n  greet x\n}\n",
+        &[("greet", "function", true, Some("Greets someone.")), ("_private_fn", "function", false, None)],
+    );
+    let out = parse("bin/tool.sh", "greet() {\n  echo hi\n}\nrun() {\n  greet\n}\n");
+    assert!(out.refs.contains(&("greet".to_owned(), 5)), "{:?}", out.refs);
+}
+
+#[test]
+fn lua_local_and_module_functions() {
+    check(
+        "lua/geo.lua",
+        "--- Adds two numbers.\nfunction add(a, b) return a + b end\n\nlocal function helper() end\n\nlocal M = {}\n\n--- Its area.\nfunction M.area(s) return 0 end\n\nfunction M:scale(k) return self end\n\nreturn M\n",
+        &[
+            ("add", "function", true, Some("Adds two numbers.")),
+            ("helper", "function", false, None),
+            ("M.area", "method", true, Some("Its area.")),
+            ("M.scale", "method", true, None),
+        ],
+    );
+}
+
+/// 100k-deep nesting in C blocks and Lua tables: no stack overflow, the file is
+/// chunked (as lines past the depth the chunker follows).
+#[test]
+fn deep_nesting_in_the_new_languages_does_not_overflow() {
+    let depth = 100_000;
+    let c = format!("int f(void) {{\n{}\n{}\n}}\nint g(void) {{ return 1; }}\n", "{".repeat(depth), "}".repeat(depth));
+    let lua = format!("local t = {}1{}\nfunction g() return 1 end\n", "{".repeat(depth), "}".repeat(depth));
+    let cpp = format!("{}\nint g() {{ return 1; }}\n{}\n", "namespace a {\n".repeat(2_000), "}\n".repeat(2_000));
+    for (path, src) in [("deep.c", c), ("deep.lua", lua), ("deep.cpp", cpp)] {
+        let src2 = src.clone();
+        let out = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || parse(path, &src2))
+            .expect("thread")
+            .join()
+            .unwrap_or_else(|_| panic!("{path}: chunking panicked"));
+        let lines = src.lines().count() as u32;
+        let covered: u32 = out.chunks.iter().map(|c| c.end_line - c.start_line + 1).sum::<u32>()
+            + out.dropped.iter().map(|d| d.1 - d.0 + 1).sum::<u32>();
+        assert_eq!(covered, lines, "{path}: every line in one chunk or dropped");
+    }
+}
