@@ -86,3 +86,57 @@ fn each_doc_format_is_built_and_searched_as_docs() {
         assert_eq!(first.citation(), format!("{path}{cite}"), "{q}");
     }
 }
+
+/// The issue's "Packages" figure over a build folder (ATLAS_DOC_FORMATS_BUILD, built
+/// from extracted packages, one local source each): per source, the doc files in a
+/// supported format (every file in `mirror/`) and how many became docs chunks, now and
+/// before issue 70 (when only markdown did). Skips when unset.
+#[test]
+fn doc_files_that_become_chunks() {
+    let Some(build) = std::env::var_os("ATLAS_DOC_FORMATS_BUILD") else {
+        return atlas_e2e::skip("ATLAS_DOC_FORMATS_BUILD is not set");
+    };
+    let build = std::path::PathBuf::from(build);
+    let chunks = atlas_runtime::chunk_table::read_file(&build.join("chunks.parquet")).unwrap();
+    let chunked: std::collections::BTreeSet<&str> =
+        chunks.iter().filter(|c| c.kind == ChunkKind::Docs).map(|c| c.path.as_str()).collect();
+    eprintln!("| source | doc files | bytes | chunked before | after | bytes before | after |");
+    eprintln!("|---|---|---|---|---|---|---|");
+    let mut sources: Vec<_> = std::fs::read_dir(build.join("mirror")).unwrap().map(|e| e.unwrap().path()).collect();
+    sources.sort();
+    for dir in sources {
+        let source = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let (mut files, mut bytes, mut before, mut after, mut bytes_before, mut bytes_after) = (0, 0, 0, 0, 0, 0);
+        let mut todo = vec![dir.clone()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    todo.push(p);
+                    continue;
+                }
+                let rel = p.strip_prefix(&dir).unwrap().to_string_lossy().replace('\\', "/");
+                let Some(format) = atlas_stages::text::doc_format(&rel) else { continue };
+                let size = std::fs::metadata(&p).unwrap().len();
+                files += 1;
+                bytes += size;
+                if chunked.contains(format!("{source}/{rel}").as_str()) {
+                    after += 1;
+                    bytes_after += size;
+                    if format == atlas_stages::text::DocFormat::Markdown {
+                        before += 1;
+                        bytes_before += size;
+                    }
+                }
+            }
+        }
+        let pct = |a: u64, b: u64| if b == 0 { 0.0 } else { 100.0 * a as f64 / b as f64 };
+        eprintln!(
+            "| {source} | {files} | {bytes} | {before} ({:.0} %) | {after} ({:.0} %) | {:.0} % | {:.0} % |",
+            pct(before, files),
+            pct(after, files),
+            pct(bytes_before, bytes),
+            pct(bytes_after, bytes)
+        );
+    }
+}

@@ -106,7 +106,7 @@ pub enum DocFormat {
     Markdown,
     /// `.rst`, `.rest`: reStructuredText.
     Rst,
-    /// `.adoc`, `.asciidoc`, `.asc`.
+    /// `.adoc`, `.asciidoc` (not `.asc`: PGP signatures use it).
     AsciiDoc,
     /// `.mdx`: markdown with JSX.
     Mdx,
@@ -124,7 +124,7 @@ pub fn doc_format(rel: &str) -> Option<DocFormat> {
     Some(match ext.as_str() {
         "md" | "markdown" => DocFormat::Markdown,
         "rst" | "rest" => DocFormat::Rst,
-        "adoc" | "asciidoc" | "asc" => DocFormat::AsciiDoc,
+        "adoc" | "asciidoc" => DocFormat::AsciiDoc,
         "mdx" => DocFormat::Mdx,
         "ipynb" => DocFormat::Notebook,
         "html" | "htm" => DocFormat::Html,
