@@ -50,11 +50,14 @@ pub fn run() -> anyhow::Result<()> {
         }
     };
     let work = std::env::temp_dir().join("atlas-bench-live");
-    let _ = std::fs::remove_dir_all(work.join("home"));
-    let _ = std::fs::remove_dir_all(work.join("small"));
-    let home = crate::sync_bench::fresh_home(&work.join("home"))?;
     let skip = std::env::var("BENCH_LIVE_SKIP").unwrap_or_default();
     let skips = |part: &str| skip.split(',').any(|s| s.trim() == part);
+    let _ = std::fs::remove_dir_all(work.join("home"));
+    // The peer runs on the small tree as the last run left it when that is skipped.
+    if !skips("small") {
+        let _ = std::fs::remove_dir_all(work.join("small"));
+    }
+    let home = crate::sync_bench::fresh_home(&work.join("home"))?;
     let atlas = profile.bin("atlas");
     say(&format!(
         "bench live: {} binaries ({}); {}",
@@ -111,10 +114,10 @@ fn small(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
     git(dir, &["commit", "-q", "-m", "start"])?;
     let files = crate::files_under(dir)?.into_iter().filter(|f| !f.starts_with(".git/")).count();
     let t = Instant::now();
-    let init = init(atlas, home, dir, false)?;
+    let init = init(atlas, home, dir, modes().len() < MODES.len())?;
     say(&format!(
-        "small tree: a copy of this repository's {files} tracked files; `atlas init --no-deps` (keyword, then \
-         vectors) in {:.1}s:",
+        "small tree: a copy of this repository's {files} tracked files; `atlas init --no-deps{}` in {:.1}s:",
+        if modes().len() < MODES.len() { " --keyword-only" } else { "" },
         t.elapsed().as_secs_f64()
     ));
     for l in init.lines().filter(|l| l.contains("searchable") || l.contains("embedded")) {
@@ -152,7 +155,7 @@ fn small(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
          MCP session polling every {} ms, from the write to the first reply holding it:",
         POLL.as_millis()
     ));
-    for mode in MODES {
+    for &mode in modes() {
         let v = times.remove(mode).unwrap_or_default();
         say(&format!(
             "    {mode:<8} p50 {:>6.0} ms  p95 {:>6.0} ms  max {:>6.0} ms  ({} found, {} not within {}s)",
@@ -298,8 +301,13 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The modes each edit is looked for in.
-const MODES: [&str; 4] = ["keyword", "symbol", "vector", "hybrid"];
+/// The modes each edit is looked for in: with `BENCH_LIVE_VECTORS=0` the tree is
+/// indexed keyword-only and only the first two are.
+const MODES: [&str; 4] = ["keyword", "symbol", "hybrid", "vector"];
+
+fn modes() -> &'static [&'static str] {
+    if std::env::var("BENCH_LIVE_VECTORS").is_ok_and(|v| v == "0") { &MODES[..2] } else { &MODES[..] }
+}
 
 /// What one edit appended: the function's name, the sentence of its doc comment, and
 /// the line the doc comment is on.
@@ -345,8 +353,9 @@ fn wait_for(
     t: Instant,
 ) -> anyhow::Result<Vec<(&'static str, Option<Duration>)>> {
     let mut found: BTreeMap<&'static str, Duration> = BTreeMap::new();
-    while found.len() < MODES.len() && t.elapsed() < EDIT_TIMEOUT {
-        for mode in MODES {
+    let modes = modes();
+    while found.len() < modes.len() && t.elapsed() < EDIT_TIMEOUT {
+        for &mode in modes {
             if found.contains_key(mode) {
                 continue;
             }
@@ -363,10 +372,14 @@ fn wait_for(
                     hits_in(&r, rel, 0)
                 }
                 m => {
-                    let r = server.call(
-                        "search_code",
-                        json!({"query": block.sentence, "mode": m, "top_k": 10, "detail": "brief"}),
-                    )?;
+                    // Hybrid: the name too (its keyword half); vector: the sentence alone,
+                    // among 50 (earlier edits' sentences share its words).
+                    let (query, k) = match m {
+                        "hybrid" => (format!("{} {}", block.name, block.sentence), 10),
+                        _ => (block.sentence.clone(), 50),
+                    };
+                    let r = server
+                        .call("search_code", json!({"query": query, "mode": m, "top_k": k, "detail": "brief"}))?;
                     hits_in(&r, rel, block.line)
                 }
             };
@@ -376,7 +389,7 @@ fn wait_for(
         }
         std::thread::sleep(POLL);
     }
-    Ok(MODES.iter().map(|m| (*m, found.get(m).copied())).collect())
+    Ok(modes.iter().map(|m| (*m, found.get(m).copied())).collect())
 }
 
 /// Whether a search reply has a hit in `rel` that reaches `line` (0: any): the
