@@ -81,6 +81,9 @@ pub struct DocChunks {
     pub defs: Vec<code::CodeDef>,
     #[serde(default)]
     pub refs: Vec<(String, u32)>,
+    /// Code nested deeper than the chunker follows ([`code::CodeChunks::too_deep`]).
+    #[serde(default)]
+    pub too_deep: bool,
 }
 
 /// Chunks of one cleaned document, without the cross-document fields (cluster_tags,
@@ -185,7 +188,7 @@ pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkPara
             chunks.push(record(c, chunks.len(), title, ChunkKind::Docs));
         }
     }
-    DocChunks { chunks, license_lines, defs, refs }
+    DocChunks { chunks, license_lines, defs, refs, too_deep: code.too_deep }
 }
 
 /// The docs chunks of documentation written in code ([`code::DocBlock`]), at the
@@ -256,10 +259,11 @@ impl Stage for Chunk {
         let tags = cluster_tags(&paths);
         let mut all = Vec::new();
         let mut parsed: Vec<Parsed> = Vec::new();
-        let (mut license_lines, mut license_files) = (0u64, 0usize);
+        let (mut license_lines, mut license_files, mut deep) = (0u64, 0usize, Vec::new());
         for (doc, d) in cleaned.docs.iter().zip(digests) {
-            let DocChunks { chunks: mut records, license_lines: dropped, defs, refs } =
+            let DocChunks { chunks: mut records, license_lines: dropped, defs, refs, too_deep } =
                 ctx.load(d, "document chunks")?;
+            deep.extend(too_deep.then(|| doc.doc.path()));
             if !defs.is_empty() || !refs.is_empty() {
                 parsed.push(Parsed { first: all.len(), path: doc.doc.path(), defs, refs });
             }
@@ -287,6 +291,7 @@ impl Stage for Chunk {
                 atlas_runtime::words::count(license_files, "file")
             ));
         }
+        out.notes.extend(code::deep_note(&deep));
         out.notes.extend(origin::mark_legacy(&mut all));
         cross_link(&mut all);
         let mut seen = BTreeSet::new();

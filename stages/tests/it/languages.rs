@@ -195,7 +195,7 @@ fn lua_local_and_module_functions() {
 }
 
 /// 100k-deep nesting in C blocks and Lua tables: no stack overflow, the file is
-/// chunked (as lines past the depth the chunker follows).
+/// chunked (as lines past the depth the chunker follows) and said to nest too deep.
 #[test]
 fn deep_nesting_in_the_new_languages_does_not_overflow() {
     let depth = 100_000;
@@ -214,5 +214,7 @@ fn deep_nesting_in_the_new_languages_does_not_overflow() {
         let covered: u32 = out.chunks.iter().map(|c| c.end_line - c.start_line + 1).sum::<u32>()
             + out.dropped.iter().map(|d| d.1 - d.0 + 1).sum::<u32>();
         assert_eq!(covered, lines, "{path}: every line in one chunk or dropped");
+        assert!(out.too_deep, "{path}: nesting noted");
     }
+    assert!(!parse("ok.c", "int g(void) { return 1; }\n").too_deep);
 }

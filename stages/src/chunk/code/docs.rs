@@ -44,6 +44,9 @@ pub(super) fn doc_comment(cx: &Ctx<'_>, from: usize, item_row: usize, node: Node
     } else {
         for row in doc_from(cx, from, item_row)..item_row.min(cx.lines.len()) {
             let t = cx.lines[row].trim();
+            if t.starts_with("#!") {
+                continue; // a shebang
+            }
             let t = table_marker(cx, t).map_or(t, |m| &t[m.len()..]);
             let t = t.trim_start_matches("///").trim_start_matches("//!").trim_start_matches("//");
             let t = t.trim_start_matches("/**").trim_start_matches("/*").trim_end_matches("*/");
@@ -65,7 +68,8 @@ pub(super) fn doc_comment(cx: &Ctx<'_>, from: usize, item_row: usize, node: Node
 /// The line doc marker of a table language that `line` (trimmed) starts with.
 fn table_marker(cx: &Ctx<'_>, line: &str) -> Option<&'static str> {
     let Lang::Table(spec) = cx.lang else { return None };
-    spec.doc_markers.iter().copied().find(|m| line.starts_with(m))
+    // A shebang (`#!/bin/bash`) is no comment of the item below it.
+    spec.doc_markers.iter().copied().find(|m| line.starts_with(m) && !line.starts_with("#!"))
 }
 
 /// Where an item's doc comment starts: `from` (its attached comments), or for a table

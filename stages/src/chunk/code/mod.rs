@@ -82,6 +82,9 @@ pub struct CodeChunks {
     /// module's guide (its lines dropped as `docs`, in no code chunk) and long doc
     /// comments of exported items (also in their item's code chunk).
     pub docs: Vec<DocBlock>,
+    /// Whether the file nests past [`MAX_SCOPE_DEPTH`] containers or [`MAX_TREE_DEPTH`]
+    /// syntax levels: its deep part is chunked as plain lines.
+    pub too_deep: bool,
 }
 
 /// A definition in one file (the chunk stage places it in its chunk).
@@ -239,6 +242,42 @@ enum Exports {
 /// Containers nested deeper than this (a hostile file can nest thousands) are chunked
 /// as plain lines instead of being split member by member.
 const MAX_SCOPE_DEPTH: usize = 32;
+/// Syntax levels past which a file counts as [`CodeChunks::too_deep`] (100k nested
+/// blocks parse, but nothing the chunker cuts at lies that deep).
+const MAX_TREE_DEPTH: usize = 1_000;
+
+/// The one-line note for the files (`paths`) that nest code too deep, if any.
+pub fn deep_note(paths: &[String]) -> Option<String> {
+    let first = paths.first()?;
+    let more = if paths.len() > 1 { format!(" and {} more", paths.len() - 1) } else { String::new() };
+    Some(format!(
+        "code nested past {MAX_SCOPE_DEPTH} containers or {MAX_TREE_DEPTH} syntax levels, its deep part chunked as \
+         lines: {} ({first}{more})",
+        atlas_runtime::words::count(paths.len(), "file")
+    ))
+}
+
+/// Whether the tree under `root` is deeper than [`MAX_TREE_DEPTH`] (walked without
+/// recursion, stopping there).
+fn deeper_than_limit(root: Node<'_>) -> bool {
+    let mut cursor = root.walk();
+    let mut depth = 0usize;
+    loop {
+        if cursor.goto_first_child() {
+            depth += 1;
+            if depth > MAX_TREE_DEPTH {
+                return true;
+            }
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() {
+                return false;
+            }
+            depth -= 1;
+        }
+    }
+}
 
 /// Chunks one code file. `language` as `source::language_of` names it.
 pub fn chunk_code(src: &str, language: &str, path: &str, params: &ChunkParams) -> Option<CodeChunks> {
@@ -277,6 +316,7 @@ pub fn chunk_code(src: &str, language: &str, path: &str, params: &ChunkParams) -
     cx.out.defs.dedup();
     cx.out.defs.truncate(MAX_DEFS_PER_FILE);
     cx.out.refs = references(&cx, root);
+    cx.out.too_deep |= deeper_than_limit(root);
     cx.out.docs.sort_by(|a, b| (a.start_line, &a.symbol).cmp(&(b.start_line, &b.symbol)));
     cx.out.docs.dedup_by(|a, b| a.start_line == b.start_line);
     Some(cx.out)
@@ -421,6 +461,7 @@ fn signature(cx: &Ctx<'_>, n: Node<'_>) -> String {
 /// Chunks the units of one scope; `prefix` qualifies symbols.
 fn scope<'t>(cx: &mut Ctx<'_>, scope_units: Vec<Unit<'t>>, prefix: &str, out: &mut Vec<CodeChunk>) {
     if cx.depth >= MAX_SCOPE_DEPTH {
+        cx.out.too_deep = true;
         if let (Some(first), Some(last)) = (scope_units.first(), scope_units.last()) {
             module_code(cx, first.start, last.end, prefix, out);
         }
