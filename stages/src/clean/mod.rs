@@ -63,20 +63,15 @@ impl Stage for CleanGitbook {
         // What rst pages' `:ref:` and `:doc:` roles resolve against, per source; an rst
         // page's memo key holds its source's set.
         let mut sets: BTreeMap<&str, (formats::DocSet, String)> = BTreeMap::new();
-        for source in crawl.docs.iter().map(|d| d.source.as_str()) {
-            if sets.contains_key(source) || !crawl.docs.iter().any(|d| d.source == source && is_rst(&d.rel)) {
-                continue;
-            }
-            let mut texts = Vec::new();
+        let rst_sources: std::collections::BTreeSet<&str> =
+            crawl.docs.iter().filter(|d| is_rst(&d.rel)).map(|d| d.source.as_str()).collect();
+        for source in rst_sources {
+            let mut set = formats::DocSet::default();
             for d in crawl.docs.iter().filter(|d| d.source == source) {
-                let text = if is_rst(&d.rel) {
-                    ctx.cache.get(d.digest)?.and_then(|b| String::from_utf8(b).ok())
-                } else {
-                    None
-                };
-                texts.push((d.rel.as_str(), text));
+                // Each rst page read once and let go: only its labels are kept.
+                let bytes = if is_rst(&d.rel) { ctx.cache.get(d.digest)? } else { None };
+                set.add(&d.rel, bytes.as_deref().and_then(|b| std::str::from_utf8(b).ok()));
             }
-            let set = formats::DocSet::new(texts.iter().map(|(r, t)| (*r, t.as_deref())));
             let key = Digest::of(&serde_json::to_vec(&set)?).to_hex();
             sets.insert(source, (set, key));
         }

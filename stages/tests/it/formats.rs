@@ -339,3 +339,82 @@ fn notebooks_huge_or_invalid_are_bounded() {
         assert!(c.text.is_empty() && c.counts.contains_key(formats::NOTEBOOK_INVALID), "{:?}", c.counts);
     }
 }
+
+/// Random pages of each format's syntax: no panic, and rst, AsciiDoc and MDX keep
+/// their lines (an rst code block closing at the end of the page may add one).
+#[test]
+fn random_markup_never_panics_and_keeps_lines() {
+    const PIECES: &[&str] = &[
+        "\n",
+        "\n\n",
+        "  ",
+        "   ",
+        "::",
+        ".. ",
+        ".. note::",
+        ".. code-block:: py",
+        ".. _x:",
+        ":ref:`x`",
+        ":doc:`../a`",
+        "`a <b>`_",
+        "``",
+        "`",
+        "====",
+        "----",
+        "****",
+        "....",
+        "////",
+        "[source,py]",
+        "[NOTE]",
+        "NOTE: ",
+        "= T",
+        "== T",
+        "<<a,b>>",
+        "xref:a[b]",
+        "<Tab",
+        ">",
+        "</Tab>",
+        "<>",
+        "{/*",
+        "*/}",
+        "{",
+        "}",
+        "import x",
+        "export {",
+        "```",
+        "# h",
+        "é",
+        "日本",
+        "\t",
+        "'",
+        "\"",
+        "text",
+        "|===",
+    ];
+    let mut seed: u64 = 0x5eed;
+    let mut next = || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) as usize
+    };
+    for _ in 0..3000 {
+        let n = next() % 40;
+        let page: String = (0..n).map(|_| PIECES[next() % PIECES.len()]).collect();
+        for rel in ["p.rst", "p.adoc", "p.mdx"] {
+            let c = convert(rel, &page);
+            let (got, want) = (c.text.split('\n').count(), page.split('\n').count());
+            assert!(got == want || rel == "p.rst" && got > want, "{rel} {page:?} → {:?}", c.text);
+        }
+        convert("p.ipynb", &page);
+    }
+}
+
+#[test]
+fn rst_labels_and_links_in_bulk_stay_linear() {
+    let labels: String = (0..100_000).map(|i| format!(".. _l{i}:\n")).collect();
+    let links: String = (0..100_000).map(|i| format!(":ref:`l{i}` :doc:`/a{i}`\n")).collect();
+    let page = format!("{labels}\nTitle\n=====\n\n{links}");
+    let t0 = Instant::now();
+    let c = convert_among("docs/big.rst", &page, &[("docs/a1.rst", "A\n=\n")]);
+    assert!(t0.elapsed().as_secs_f64() < 5.0, "{:?}", t0.elapsed());
+    assert!(c.text.contains("[/a1](a1.rst)") && c.text.contains("[l1](#l1)"), "resolved");
+}

@@ -13,7 +13,7 @@ pub mod mdx;
 pub mod notebook;
 pub mod rst;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -39,7 +39,7 @@ pub const CELLS_DROPPED: &str = "notebook-cells-dropped";
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct DocSet {
     /// Every document's path inside the source.
-    pub paths: Vec<String>,
+    pub paths: BTreeSet<String>,
     /// Label → the page defining it and the title of the section it opens.
     pub labels: BTreeMap<String, (String, String)>,
 }
@@ -49,19 +49,21 @@ impl DocSet {
     pub fn new<'a>(docs: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) -> DocSet {
         let mut set = DocSet::default();
         for (rel, text) in docs {
-            set.paths.push(rel.to_owned());
-            if let Some(text) = text {
-                for (label, title) in rst::labels(text) {
-                    set.labels.entry(label).or_insert_with(|| (rel.to_owned(), title));
-                }
-            }
+            set.add(rel, text);
         }
-        set.paths.sort();
         set
     }
 
+    /// Adds a document (with its text when it is an rst page).
+    pub fn add(&mut self, rel: &str, text: Option<&str>) {
+        self.paths.insert(rel.to_owned());
+        for (label, title) in text.map(rst::labels).unwrap_or_default() {
+            self.labels.entry(label).or_insert_with(|| (rel.to_owned(), title));
+        }
+    }
+
     fn has(&self, rel: &str) -> bool {
-        self.paths.binary_search_by(|p| p.as_str().cmp(rel)).is_ok()
+        self.paths.contains(rel)
     }
 }
 

@@ -74,7 +74,9 @@ pub fn labels(text: &str) -> Vec<(String, String)> {
         if name.is_empty() || name.contains(": ") {
             continue; // an external target (`.. _name: https://…`)
         }
-        let next = lines[i + 1..].iter().position(|l| !l.trim().is_empty() && !l.trim().starts_with(".. _"));
+        // The section it stands before, looked for a few lines on (so a run of labels
+        // stays linear).
+        let next = lines[i + 1..].iter().take(32).position(|l| !l.trim().is_empty() && !l.trim().starts_with(".. _"));
         let title = next
             .map(|j| i + 1 + j)
             .and_then(|j| {
@@ -180,7 +182,8 @@ fn body(lines: &[&str], depth: usize, st: &mut State<'_>, out: &mut Vec<String>)
             let start = i + 2 + lines[i + 2..].iter().take_while(|l| l.trim().is_empty()).count();
             let end = block_end(lines, start, ind);
             if end > start {
-                let para = if t == "::" { String::new() } else { inline(&line[..line.len() - 1], st) };
+                let para =
+                    if t == "::" { String::new() } else { inline(&line.trim_end()[..line.trim_end().len() - 1], st) };
                 out.push(no_heading(&para));
                 i = fenced(lines, i + 1, start, end, "", out);
                 continue;
@@ -401,8 +404,8 @@ fn resolve_doc(target: &str, st: &State<'_>) -> Option<String> {
         // From the docs root: the shortest path that ends with it.
         exts.iter()
             .filter_map(|e| {
-                let want = format!("{abs}{e}");
-                st.set.paths.iter().filter(|p| *p == &want || p.ends_with(&format!("/{want}"))).min_by_key(|p| p.len())
+                let (want, under) = (format!("{abs}{e}"), format!("/{abs}{e}"));
+                st.set.paths.iter().filter(|p| **p == want || p.ends_with(&under)).min_by_key(|p| p.len())
             })
             .next()
             .cloned()
