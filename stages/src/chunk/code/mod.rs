@@ -359,6 +359,14 @@ fn drop_license(cx: &mut Ctx<'_>, children: &mut Vec<Node<'_>>) {
 /// Groups a scope's nodes into items (with comments and attributes directly above
 /// them) and runs of other code.
 fn units<'t>(cx: &Ctx<'_>, nodes: &[Node<'t>], in_class: bool) -> Vec<Unit<'t>> {
+    let opened;
+    let nodes = match cx.lang {
+        Lang::Table(spec) if !spec.transparent.is_empty() => {
+            opened = table::open_transparent(spec, nodes);
+            &opened[..]
+        }
+        _ => nodes,
+    };
     let mut out: Vec<Unit<'t>> = Vec::new();
     let mut pending: Option<usize> = None; // start row of comments/attributes awaiting an item
     let mut pending_end = 0usize;
@@ -559,11 +567,21 @@ fn scope_inner<'t>(cx: &mut Ctx<'_>, scope_units: Vec<Unit<'t>>, prefix: &str, o
     flush(cx, &mut code_run, out);
 }
 
+/// The nodes of a container's body, [`table::Spec::transparent`] ones opened.
+fn scope_nodes<'t>(cx: &Ctx<'_>, body: Node<'t>) -> Vec<Node<'t>> {
+    let nodes: Vec<Node<'t>> = (0..body.child_count()).filter_map(|i| body.child(i)).collect();
+    match cx.lang {
+        Lang::Table(spec) => table::open_transparent(spec, &nodes),
+        _ => nodes,
+    }
+}
+
 /// Qualified names of the items directly inside a container body.
 fn member_names(cx: &Ctx<'_>, body: Node<'_>, prefix: &str) -> Vec<String> {
     let sep = cx.lang.sep();
-    (0..body.named_child_count())
-        .filter_map(|i| body.named_child(i))
+    scope_nodes(cx, body)
+        .into_iter()
+        .filter(|m| m.is_named())
         .filter_map(|m| item_info(cx.lang, m, cx.src, true))
         .map(|i| format!("{prefix}{sep}{}", i.name))
         .collect()
@@ -665,8 +683,7 @@ fn member_defs(cx: &mut Ctx<'_>, body: Node<'_>, prefix: &str, in_class: bool, d
     }
     let sep = cx.lang.sep();
     let mut attached: Option<usize> = None;
-    for i in 0..body.named_child_count() {
-        let Some(m) = body.named_child(i) else { continue };
+    for m in scope_nodes(cx, body).into_iter().filter(|m| m.is_named()) {
         if cx.lang.is_comment(m.kind()) || cx.lang.is_attachment(m.kind()) {
             attached.get_or_insert(m.start_position().row);
             continue;

@@ -18,6 +18,10 @@ pub(super) struct Spec {
     pub wrappers: &'static [&'static str],
     /// Node kinds that hold a container's members when the grammar names no `body` field.
     pub bodies: &'static [&'static str],
+    /// Nodes that are no item but whose children are read as the scope's own (C's
+    /// `#ifdef`, `extern "C" {…}`, Kotlin's `companion object`, Ruby's `class << self`,
+    /// a Bash script wrapped in `{ … }`).
+    pub transparent: &'static [&'static str],
     /// What joins a container's name to its members' (`Shape::area`, `Shape.area`).
     pub sep: &'static str,
     /// Comment node kinds.
@@ -130,6 +134,14 @@ pub(super) const SPECS: &[Spec] = &[
         language: "c",
         items: C_ITEMS,
         wrappers: &[],
+        transparent: &[
+            "preproc_if",
+            "preproc_ifdef",
+            "preproc_else",
+            "preproc_elif",
+            "linkage_specification",
+            "declaration_list",
+        ],
         bodies: &[],
         sep: ".",
         comments: C_COMMENTS,
@@ -141,6 +153,14 @@ pub(super) const SPECS: &[Spec] = &[
         language: "cpp",
         items: CPP_ITEMS,
         wrappers: &["template_declaration"],
+        transparent: &[
+            "preproc_if",
+            "preproc_ifdef",
+            "preproc_else",
+            "preproc_elif",
+            "linkage_specification",
+            "declaration_list",
+        ],
         bodies: &[],
         sep: "::",
         comments: C_COMMENTS,
@@ -168,6 +188,7 @@ pub(super) const SPECS: &[Spec] = &[
             item("namespace_declaration", "mod", Name::Field("name"), Body::Members),
         ],
         wrappers: &[],
+        transparent: &[],
         bodies: &[],
         sep: ".",
         comments: C_COMMENTS,
@@ -189,6 +210,7 @@ pub(super) const SPECS: &[Spec] = &[
             item("singleton_method", "method", Name::Field("name"), Body::None),
         ],
         wrappers: &[],
+        transparent: &["singleton_class", "body_statement"],
         bodies: &[],
         sep: "::",
         comments: C_COMMENTS,
@@ -207,6 +229,7 @@ pub(super) const SPECS: &[Spec] = &[
             item("method_declaration", "method", Name::Field("name"), Body::None),
         ],
         wrappers: &[],
+        transparent: &[],
         bodies: &[],
         sep: "::",
         comments: C_COMMENTS,
@@ -222,6 +245,7 @@ pub(super) const SPECS: &[Spec] = &[
             item("object_declaration", "class", Name::Field("name"), Body::Members),
         ],
         wrappers: &[],
+        transparent: &["companion_object", "class_body"],
         bodies: &["class_body", "enum_class_body"],
         sep: ".",
         comments: &["line_comment", "block_comment"],
@@ -244,6 +268,7 @@ pub(super) const SPECS: &[Spec] = &[
             item("typealias_declaration", "type", Name::Field("name"), Body::None),
         ],
         wrappers: &[],
+        transparent: &[],
         bodies: &[],
         sep: ".",
         comments: &["comment", "multiline_comment"],
@@ -268,6 +293,7 @@ pub(super) const SPECS: &[Spec] = &[
             item("type_definition", "type", Name::Field("name"), Body::None),
         ],
         wrappers: &[],
+        transparent: &[],
         bodies: &[],
         sep: ".",
         comments: &["comment", "block_comment"],
@@ -279,6 +305,7 @@ pub(super) const SPECS: &[Spec] = &[
         language: "shell",
         items: &[item("function_definition", "function", Name::Field("name"), Body::None)],
         wrappers: &[],
+        transparent: &["compound_statement", "if_statement", "elif_clause", "else_clause"],
         bodies: &[],
         sep: ".",
         comments: C_COMMENTS,
@@ -290,6 +317,7 @@ pub(super) const SPECS: &[Spec] = &[
         language: "lua",
         items: &[item("function_declaration", "function", Name::Field("name"), Body::None)],
         wrappers: &[],
+        transparent: &[],
         bodies: &[],
         sep: ".",
         comments: C_COMMENTS,
@@ -298,6 +326,30 @@ pub(super) const SPECS: &[Spec] = &[
         exported: Exported { modifiers: &["local"], deny: &["local"], ..NO_EXPORT_RULES },
     },
 ];
+
+/// How deep [`Spec::transparent`] nodes are opened (`#ifdef` in `#ifdef`).
+const MAX_TRANSPARENT_DEPTH: usize = 8;
+
+/// A scope's nodes with [`Spec::transparent`] ones replaced by their children, to
+/// [`MAX_TRANSPARENT_DEPTH`] levels.
+pub(super) fn open_transparent<'t>(spec: &Spec, nodes: &[Node<'t>]) -> Vec<Node<'t>> {
+    fn open<'t>(spec: &Spec, n: Node<'t>, depth: usize, out: &mut Vec<Node<'t>>) {
+        if depth >= MAX_TRANSPARENT_DEPTH || !spec.transparent.contains(&n.kind()) {
+            out.push(n);
+            return;
+        }
+        for i in 0..n.child_count() {
+            if let Some(c) = n.child(i) {
+                open(spec, c, depth + 1, out);
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(nodes.len());
+    for &n in nodes {
+        open(spec, n, 0, &mut out);
+    }
+    out
+}
 
 /// The entry for a language, by the name `language_of` gives.
 pub(super) fn spec(language: &str) -> Option<&'static Spec> {
