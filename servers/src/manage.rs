@@ -199,9 +199,8 @@ pub fn bundles(json: bool, unused: bool) -> anyhow::Result<()> {
             // A working tree's entry (`live`) names whichever copy serves it now.
             let live = named.contains(&(b.name.clone(), atlas_dist::project::LIVE.to_owned()));
             let current = b.current.clone();
-            b.versions.retain(|r| {
-                !named.contains(&(b.name.clone(), r.version.clone())) && !(live && current.as_ref() == Some(&r.version))
-            });
+            let serving = |v: &String| live && current.as_ref() == Some(v);
+            b.versions.retain(|r| !named.contains(&(b.name.clone(), r.version.clone())) && !serving(&r.version));
         }
         list.retain(|b| !b.versions.is_empty());
     }
