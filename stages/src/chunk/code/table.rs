@@ -19,7 +19,7 @@ pub(super) struct Spec {
     /// Node kinds that hold a container's members when the grammar names no `body` field.
     pub bodies: &'static [&'static str],
     /// Nodes that are no item but whose children are read as the scope's own (C's
-    /// `#ifdef`, `extern "C" {…}`, Kotlin's `companion object`, Ruby's `class << self`,
+    /// `#ifdef`, `extern "C" {…}`, Kotlin's `companion object`, Ruby's `class << self` and `do` blocks,
     /// a Bash script wrapped in `{ … }`).
     pub transparent: &'static [&'static str],
     /// What joins a container's name to its members' (`Shape::area`, `Shape.area`).
@@ -210,7 +210,7 @@ pub(super) const SPECS: &[Spec] = &[
             item("singleton_method", "method", Name::Field("name"), Body::None),
         ],
         wrappers: &[],
-        transparent: &["singleton_class", "body_statement"],
+        transparent: &["singleton_class", "body_statement", "call", "do_block", "block", "block_body", "begin"],
         bodies: &[],
         sep: "::",
         comments: C_COMMENTS,
