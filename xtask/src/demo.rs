@@ -169,9 +169,9 @@ fn dependencies(atlas: &std::path::Path) -> anyhow::Result<()> {
     // The agent over the project's whole set, without an LLM: the evidence, each
     // passage with its citation.
     let question = "how do I parse a duration like 2h 30m?";
-    say(&format!("\n$ atlas agent {question:?} --project target/demo-deps --budget 500"));
+    say(&format!("\n$ atlas agent {question:?} --project target/demo-deps --budget 1200"));
     let mut agent = Command::new(atlas);
-    agent.arg("agent").arg(question).arg("--project").arg(&project).args(["--budget", "500"]);
+    agent.arg("agent").arg(question).arg("--project").arg(&project).args(["--budget", "1200"]);
     status(agent)?;
     live(atlas)
 }

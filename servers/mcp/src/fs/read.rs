@@ -37,8 +37,9 @@ pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs, budget: usize
     }
     let offset = floor_char_boundary(first, offset);
     // The lines come back twice (the fenced text and the structured `text`), and the
-    // reply's frame takes some: what is left of the budget, halved, caps the window.
-    let budget_cap = budget.saturating_sub(READ_FRAME_BYTES) / 2;
+    // reply's frame takes some: what is left of the budget, halved, caps the window;
+    // at the smallest budgets, a line's worth all the same (not one byte).
+    let budget_cap = budget.saturating_sub(READ_FRAME_BYTES).max(2 * READ_MIN_WINDOW_BYTES) / 2;
     let byte_cap = READ_MAX_BYTES.min(budget_cap.max(1));
     let cap_name = if byte_cap < READ_MAX_BYTES {
         "budget (max_tokens)".to_owned()
@@ -108,6 +109,8 @@ pub(super) fn read_window(fs: &Fs, prefix: &str, a: &ReadFileArgs, budget: usize
 /// What the reply of `read_file` spends besides the lines themselves (the fence, the
 /// notes, the structured fields), in bytes.
 const READ_FRAME_BYTES: usize = 900;
+/// The least of a file one read returns, whatever its budget: a line's worth.
+const READ_MIN_WINDOW_BYTES: usize = 240;
 
 /// The cursor binding of a read: the file and where it was asked to end.
 pub(super) fn read_key(path: &str, end_line: Option<usize>) -> String {
