@@ -205,7 +205,10 @@ fn small(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
     git(dir, &["checkout", "-q", "switch"])?;
     let checkout = t.elapsed();
     let found = wait_for(&mut server, &block_file, &block, t)?;
-    let vectors = vectors_follow(&library, before.as_deref(), t);
+    let vectors = match modes().len() < MODES.len() {
+        true => "the tree is keyword-only".to_owned(),
+        false => vectors_follow(&library, before.as_deref(), t),
+    };
     let found: Vec<String> = found
         .iter()
         .map(|(m, d)| format!("{m} {}", d.map_or_else(|| "never".to_owned(), |d| format!("{:.2}s", d.as_secs_f64()))))
