@@ -20,7 +20,7 @@ pub(super) struct Spec {
     pub bodies: &'static [&'static str],
     /// Nodes that are no item but whose children are read as the scope's own (C's
     /// `#ifdef`, `extern "C" {…}`, Kotlin's `companion object`, Ruby's `class << self` and `do` blocks,
-    /// a Bash script wrapped in `{ … }`).
+    /// a Bash script wrapped in `{ … }`, Lua's `if not package.searchpath then … end`).
     pub transparent: &'static [&'static str],
     /// What joins a container's name to its members' (`Shape::area`, `Shape.area`).
     pub sep: &'static str,
@@ -37,11 +37,14 @@ pub(super) struct Spec {
 /// A node kind that is an item.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct Item {
+    /// The grammar's node kind (`function_definition`).
     pub node: &'static str,
     /// function (a method inside a class), method, class, struct, enum, union,
     /// interface, trait, type, mod (members are functions), impl (defines no name).
     pub kind: &'static str,
+    /// Where its name is.
     pub name: Name,
+    /// Whether it holds members.
     pub body: Body,
 }
 
@@ -317,7 +320,7 @@ pub(super) const SPECS: &[Spec] = &[
         language: "lua",
         items: &[item("function_declaration", "function", Name::Field("name"), Body::None)],
         wrappers: &[],
-        transparent: &[],
+        transparent: &["if_statement", "elseif_statement", "else_statement", "do_statement", "block"],
         bodies: &[],
         sep: ".",
         comments: C_COMMENTS,
