@@ -268,11 +268,11 @@ fn raw_name(n: tree_sitter::Node<'_>, src: &str) -> Option<String> {
 #[test]
 fn real_code_per_language() {
     let Some(root) = std::env::var_os("ATLAS_LANG_REPOS") else {
-        return println!("skipped: ATLAS_LANG_REPOS is not set");
+        return eprintln!("skipped: ATLAS_LANG_REPOS is not set");
     };
     let root = std::path::PathBuf::from(root);
-    println!("| language | files | functions found | became definitions | share | Hit@1 (20 names) |");
-    println!("|---|---|---|---|---|---|");
+    eprintln!("| language | files | functions found | became definitions | share | Hit@1 (20 names) |");
+    eprintln!("|---|---|---|---|---|---|");
     for &(language, kinds) in FUNCTION_NODES {
         let dir = root.join(language);
         let mut files = Vec::new();
@@ -369,7 +369,7 @@ fn real_code_per_language() {
             })
             .collect();
         let hits = pool.len() - misses.len();
-        println!(
+        eprintln!(
             "| {language} | {} | {found} | {kept} | {:.3} | {:.2} ({hits}/{}) |",
             files.len(),
             if found == 0 { 0.0 } else { kept as f64 / found as f64 },
@@ -377,7 +377,7 @@ fn real_code_per_language() {
             pool.len()
         );
         if !misses.is_empty() {
-            println!("  {language} misses: {misses:?}");
+            eprintln!("  {language} misses: {misses:?}");
         }
     }
 }
