@@ -119,7 +119,7 @@ fn a_working_tree_is_served_beside_its_set_and_every_kind_of_edit_is_followed() 
         assert!(text.contains("project:shop@live"), "{text}");
         // What was left out is said once, by reason, in the library's info.
         let (info, _) = crate::mcp::ok(crate::mcp::call(&c, "get_bundle_info", json!({})).await);
-        assert!(info.contains("left out: 2 secret") && info.contains(".env") && info.contains("deploy/id_rsa"), "{info}");
+        assert!(info.contains("left out: 3 secret") && info.contains(".env") && info.contains(".mcp.json") && info.contains("deploy/id_rsa"), "{info}");
         assert!(info.contains("left out: 1 too large (1 .sql): data/dump.sql"), "{info}");
         // Nothing ignored and no secret is served.
         for q in ["ignored_build_output", "marmalade", AWS_KEY, PRIVATE_KEY] {

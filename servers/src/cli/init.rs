@@ -55,6 +55,17 @@ impl Args {
         } else if !self.no_deps {
             eprintln!("atlas: {} has no lockfile: its dependencies are not synced", project.display());
         }
+        // The configs before the tree's first build, which then sees the tree as the
+        // servers will (a config is a file of the tree, left out as a secret).
+        let written = clients::apply(&plans)?;
+        for p in &plans {
+            let what = match (p.changed, written.iter().find(|w| w.path == p.path).and_then(|w| w.backup.as_ref())) {
+                (false, _) => "already up to date".to_owned(),
+                (true, Some(b)) => format!("written (the previous file is {})", b.display()),
+                (true, None) => "written".to_owned(),
+            };
+            eprintln!("atlas: {} for {}: {what}", p.path.display(), p.client);
+        }
         let tree = crate::tree::Tree::open(&home, &project)?;
         let built = tree.build(&home, false)?;
         tree.add_to_set(&home)?;
@@ -73,15 +84,6 @@ impl Args {
             eprintln!("atlas: {}: embedded ({:.1}s)", tree.shown(), built.took.as_secs_f64());
         } else if !opts.keyword_only {
             eprintln!("atlas: run `atlas setup` (ONNX Runtime and the model), then `atlas init` again, to embed them");
-        }
-        let written = clients::apply(&plans)?;
-        for p in &plans {
-            let what = match (p.changed, written.iter().find(|w| w.path == p.path).and_then(|w| w.backup.as_ref())) {
-                (false, _) => "already up to date".to_owned(),
-                (true, Some(b)) => format!("written (the previous file is {})", b.display()),
-                (true, None) => "written".to_owned(),
-            };
-            eprintln!("atlas: {} for {}: {what}", p.path.display(), p.client);
         }
         eprintln!("atlas: the servers follow every save; start your editor's agent in {}", project.display());
         Ok(())

@@ -28,6 +28,10 @@ pub use atlas_dist::project::TREE;
 /// Each build is installed in its own folder (`0.0.N`) all the same.
 pub use atlas_dist::project::LIVE;
 
+/// The file under a tree's work folder holding the fingerprint of the tree the
+/// installed copy was built from ([`Tree::fingerprint`]).
+const FINGERPRINT: &str = "fingerprint";
+
 /// The file under a tree's work folder that says it is embedded.
 const VECTORS_MARK: &str = "vectors";
 
@@ -97,6 +101,8 @@ impl Tree {
     /// with them (each unchanged file's vectors reused).
     pub fn build(&self, home: &Home, vectors: bool) -> anyhow::Result<Built> {
         let t = Instant::now();
+        // Taken before the build reads the tree: an edit made while it runs differs.
+        let seen = self.fingerprint();
         // One build of a tree at a time, across processes: the name's lock.
         let lock = home.lock(&self.name).map_err(atlas_dist::edge)?;
         let version = next_version(home.current(&self.name).as_deref());
@@ -139,6 +145,7 @@ impl Tree {
             && same_but_created(&now, &m)
         {
             let _ = std::fs::remove_dir_all(&build);
+            let _ = std::fs::write(self.work.join(FINGERPRINT), &seen);
             return Ok(Built {
                 version: now_version(home, &self.name),
                 took: t.elapsed(),
@@ -160,7 +167,52 @@ impl Tree {
         };
         home.commit(&lock, &staged, &record, KEEP).map_err(atlas_dist::edge)?;
         let _ = std::fs::remove_dir_all(&build);
+        let _ = std::fs::write(self.work.join(FINGERPRINT), &seen);
         Ok(Built { version, took: t.elapsed(), vectors: m.embedding_rows > 0, changed: true })
+    }
+
+    /// The tree as a walk sees it, without reading a file: each path the tree source
+    /// would consider (the same ignore files, `.git/` and `.atlas/` left out, links not
+    /// followed), with its size and modification time, hashed.
+    pub fn fingerprint(&self) -> String {
+        let walker = ignore::WalkBuilder::new(&self.root)
+            .hidden(false)
+            .git_ignore(true)
+            .git_exclude(true)
+            .git_global(true)
+            .require_git(false)
+            .parents(true)
+            .follow_links(false)
+            .add_custom_ignore_filename(atlas_dist::project::IGNORE_FILE)
+            .filter_entry(|e| e.depth() == 0 || (e.file_name() != ".git" && e.file_name() != ".atlas"))
+            .sort_by_file_name(Ord::cmp)
+            .build();
+        let mut h = atlas_runtime::hash::Blake3::new();
+        for e in walker.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                continue;
+            }
+            let modified = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+            h.update(e.path().as_os_str().as_encoded_bytes());
+            h.update(&m.len().to_le_bytes());
+            h.update(&modified.map_or(0, |d| d.as_nanos()).to_le_bytes());
+        }
+        h.hex()
+    }
+
+    /// Whether the tree is as it was when the installed copy was built (a restart with
+    /// nothing changed builds nothing).
+    pub fn unchanged_since_built(&self, home: &Home) -> bool {
+        home.resolve(&self.name).is_some()
+            && std::fs::read_to_string(self.work.join(FINGERPRINT)).is_ok_and(|f| f == self.fingerprint())
+    }
+
+    /// Whether the installed copy carries vectors (an empty tree needs none).
+    pub fn embedded(&self, home: &Home) -> bool {
+        home.resolve(&self.name)
+            .and_then(|d| atlas_runtime::manifest::read_manifest(&d).ok())
+            .is_some_and(|m| m.embedding_rows > 0 || m.chunk_count == 0)
     }
 
     /// Whether the tree is embedded: `atlas init` said so (not `--keyword-only`) with

@@ -115,8 +115,12 @@ fn rx_is_quiet(rx: &std::sync::mpsc::Receiver<Vec<PathBuf>>) -> bool {
     matches!(rx.try_recv(), Err(std::sync::mpsc::TryRecvError::Empty))
 }
 
-/// One build at start: a restart after edits made while nothing watched.
+/// One build at start when the tree moved while nothing watched (a walk of sizes and
+/// modification times says so; nothing is read or hashed when it did not).
 fn catch_up(home: &Home, tree: &Tree, status: &Status, on_built: &OnBuilt) {
+    if tree.unchanged_since_built(home) && (!tree.wants_vectors() || tree.embedded(home)) {
+        return;
+    }
     build(home, tree, status, on_built, tree.wants_vectors());
 }
 

@@ -15,9 +15,29 @@ use atlas_cache::Digest;
 use super::local::{Globs, Scan, ScannedFile, not_text};
 
 /// File names that hold credentials: left out unless a source's `include_secrets`
-/// names them. Matched against the file's name, in any folder.
-pub const SECRET_FILES: &[&str] =
-    &[".env*", "*.pem", "*.key", "id_rsa*", "*.p12", "credentials*.json", ".npmrc", ".pypirc", ".netrc"];
+/// names them. Matched against the file's name, in any folder. Editors' MCP configs
+/// (and the backups `atlas init` keeps of them) count: their servers' `env` often
+/// holds an API key.
+pub const SECRET_FILES: &[&str] = &[
+    ".env*",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "*.p12",
+    "credentials*.json",
+    ".npmrc",
+    ".pypirc",
+    ".netrc",
+    ".mcp.json",
+    "mcp.json",
+    "opencode.json",
+    "opencode.jsonc",
+    "*.atlas-backup",
+];
+
+/// Paths that hold credentials whatever their name says: Zed's project settings carry
+/// its context servers' `env`.
+const SECRET_PATHS: &[&str] = &[".zed/settings.json"];
 
 use atlas_dist::project::IGNORE_FILE;
 
@@ -31,7 +51,7 @@ pub fn is_secret(rel: &str) -> bool {
         }
         b.build().expect("fixed globs")
     });
-    set.is_match(rel.rsplit('/').next().unwrap_or(rel))
+    set.is_match(rel.rsplit('/').next().unwrap_or(rel)) || SECRET_PATHS.contains(&rel)
 }
 
 /// Walks the working tree at `root`. `exclude` globs leave more out; `secrets` globs
@@ -158,6 +178,10 @@ mod tests {
         write(root, "config/credentials-prod.json", "{}\n");
         write(root, "notes/private.md", "ignored by .atlasignore\n");
         write(root, ".atlasignore", "notes/\n");
+        write(root, ".mcp.json", "{\"mcpServers\": {\"x\": {\"env\": {\"API_KEY\": \"k\"}}}}\n");
+        write(root, ".cursor/mcp.json", "{}\n");
+        write(root, ".zed/settings.json", "{}\n");
+        write(root, ".mcp.json.atlas-backup", "{}\n");
         write(root, ".git/config", "[core]\n");
         std::fs::write(root.join("logo.png"), [0x89, b'P', b'N', b'G', 0, 0, 1]).unwrap();
         #[cfg(unix)]
@@ -169,7 +193,17 @@ mod tests {
         let files: Vec<&str> = scan.files.iter().map(|f| f.rel.as_str()).collect();
         assert_eq!(files, [".atlasignore", ".github/workflows/ci.yml", ".gitignore", "src/.gitignore", "src/lib.rs"]);
         let skipped: Vec<&str> = scan.skipped.iter().map(|(r, _)| r.as_str()).collect();
-        for s in [".env", ".env.local", "keys/id_rsa", "config/credentials-prod.json", "logo.png"] {
+        for s in [
+            ".env",
+            ".env.local",
+            "keys/id_rsa",
+            "config/credentials-prod.json",
+            "logo.png",
+            ".mcp.json",
+            ".cursor/mcp.json",
+            ".zed/settings.json",
+            ".mcp.json.atlas-backup",
+        ] {
             assert!(skipped.contains(&s), "{s} in {skipped:?}");
         }
         #[cfg(unix)]
