@@ -90,8 +90,10 @@ fn each_doc_format_is_built_and_searched_as_docs() {
 /// The issue's "Packages" figure over a build folder (ATLAS_DOC_FORMATS_BUILD, built
 /// from extracted packages, one local source each): per source, the doc files in a
 /// supported format (every file in `mirror/`) and how many became docs chunks, now and
-/// before issue 70 (when only markdown did). Skips when unset.
+/// before issue 70 (when only markdown did). A measurement, not a check: run with
+/// `--ignored`.
 #[test]
+#[ignore = "a measurement over packages ATLAS_DOC_FORMATS_BUILD names; run with --ignored"]
 fn doc_files_that_become_chunks() {
     let Some(build) = std::env::var_os("ATLAS_DOC_FORMATS_BUILD") else {
         return atlas_e2e::skip("ATLAS_DOC_FORMATS_BUILD is not set");

@@ -263,9 +263,10 @@ fn raw_name(n: tree_sitter::Node<'_>, src: &str) -> Option<String> {
 /// `ruby`, `php`, `kotlin`, `swift`, `scala`, `shell`, `lua`): the share of the function
 /// and method nodes tree-sitter finds that become definitions, and symbol lookup
 /// Hit@1 on 20 names defined once (by the raw parse, and no other definition shares
-/// it: a C# class and its constructor do), drawn with seed 70. Skips when
-/// unset.
+/// it: a C# class and its constructor do), drawn with seed 70. A measurement, not a
+/// check: run with `--ignored`.
 #[test]
+#[ignore = "a measurement over repositories ATLAS_LANG_REPOS names; run with --ignored"]
 fn real_code_per_language() {
     let Some(root) = std::env::var_os("ATLAS_LANG_REPOS") else {
         return eprintln!("skipped: ATLAS_LANG_REPOS is not set");
