@@ -118,6 +118,14 @@ pub struct SourceInfo {
     /// The files the build left out, grouped by why (absent: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<LeftOut>,
+    /// How many of `files` are docs (a format the build reads as docs: markdown,
+    /// reStructuredText, AsciiDoc, MDX, notebooks, HTML).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub docs: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Files of one source left out for one reason.
@@ -131,6 +139,23 @@ pub struct LeftOut {
     pub by_extension: BTreeMap<String, usize>,
     /// The first of them by path, at most [`LEFT_OUT_NAMED`].
     pub paths: Vec<String>,
+    /// How many of them are docs by their extension (see [`SourceInfo::docs`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub docs: usize,
+}
+
+impl SourceInfo {
+    /// The doc files left out, when they are at least as many as those kept: one line
+    /// for `atlas add` and `atlas sync` to print (`12 of 15 doc files, 12 too large`).
+    pub fn docs_mostly_left_out(&self) -> Option<String> {
+        let left: usize = self.left_out.iter().map(|g| g.docs).sum();
+        if left == 0 || left < self.docs {
+            return None;
+        }
+        let why: Vec<String> =
+            self.left_out.iter().filter(|g| g.docs > 0).map(|g| format!("{} {}", g.docs, g.reason)).collect();
+        Some(format!("{left} of {} doc files left out ({})", left + self.docs, why.join(", ")))
+    }
 }
 
 impl LeftOut {
@@ -516,6 +541,34 @@ fn is_tantivy_lock(path: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_source_whose_docs_were_mostly_left_out_says_so_in_one_line() {
+        use super::{LeftOut, SourceInfo};
+        let group = |reason: &str, files, docs| LeftOut {
+            reason: reason.into(),
+            files,
+            by_extension: std::collections::BTreeMap::new(),
+            paths: Vec::new(),
+            docs,
+        };
+        let mut s = SourceInfo {
+            name: "x".into(),
+            kind: "package".into(),
+            url: None,
+            commits: Vec::new(),
+            fetched_at: None,
+            files: 10,
+            left_out: vec![group("too large", 3, 3), group("binary", 4, 0)],
+            docs: 2,
+        };
+        assert_eq!(s.docs_mostly_left_out().as_deref(), Some("3 of 5 doc files left out (3 too large)"));
+        s.docs = 4;
+        assert_eq!(s.docs_mostly_left_out(), None);
+        s.left_out.clear();
+        s.docs = 0;
+        assert_eq!(s.docs_mostly_left_out(), None);
+    }
+
     fn sample() -> super::Manifest {
         serde_json::from_value(serde_json::json!({
             "format_version": 1, "name": "docs", "version": "1.2.0", "created": "2026-12-04T19:06:08Z",

@@ -150,9 +150,11 @@ pub fn add(wanted: &[Wanted], pass: Pass, opts: &Options) -> Vec<Done> {
                     bar.enable_steady_tick(Duration::from_millis(200));
                     let outcome = one(&home, w, pass, opts, &bar);
                     let line = match (&outcome, pass) {
-                        (Done::Installed(t), Pass::Keyword) => {
-                            format!("searchable by keyword and symbols in {:.1}s", t.as_secs_f64())
-                        }
+                        (Done::Installed(t), Pass::Keyword) => format!(
+                            "searchable by keyword and symbols in {:.1}s{}",
+                            t.as_secs_f64(),
+                            docs_left_out(&home, &w.spec)
+                        ),
                         (Done::Installed(t), Pass::Vectors) => format!("embedded in {:.1}s", t.as_secs_f64()),
                         (Done::AlreadyInstalled, Pass::Keyword) => "already installed".to_owned(),
                         (Done::AlreadyInstalled, Pass::Vectors) => "already embedded".to_owned(),
@@ -174,6 +176,23 @@ pub fn add(wanted: &[Wanted], pass: Pass, opts: &Options) -> Vec<Done> {
         .into_iter()
         .map(|d| d.unwrap_or_else(|| Done::Failed("not built".into())))
         .collect()
+}
+
+/// `; most of its docs were left out: …` when the installed copy's sources say so
+/// (`atlas info` names each file), else nothing.
+fn docs_left_out(home: &Home, spec: &PackageSpec) -> String {
+    let Some(m) = home
+        .resolve_version(&spec.bundle_name(), &spec.version)
+        .and_then(|d| atlas_runtime::manifest::read_manifest(&d).ok())
+    else {
+        return String::new();
+    };
+    let lines: Vec<String> =
+        m.sources.iter().filter_map(atlas_runtime::manifest::SourceInfo::docs_mostly_left_out).collect();
+    match lines.is_empty() {
+        true => String::new(),
+        false => format!("; most of its docs were left out: {} (`atlas info {spec}`)", lines.join("; ")),
+    }
 }
 
 fn one(home: &Home, w: &Wanted, pass: Pass, opts: &Options, bar: &indicatif::ProgressBar) -> Done {

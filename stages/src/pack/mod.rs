@@ -159,8 +159,9 @@ fn config_digest(cfg: &Loaded) -> String {
 impl Stage for Pack {
     const NAME: &'static str = "pack";
     /// 3: the shipped eval (`stages.pack.eval`); 4: `chunks.text`; 5: the symbol table;
-    /// 6: the prompts (`stages.pack.prompts`); 7: each source's `left_out`.
-    const VERSION: u32 = 7;
+    /// 6: the prompts (`stages.pack.prompts`); 7: each source's `left_out`; 8: and
+    /// its count of docs.
+    const VERSION: u32 = 8;
     /// It also reads the sources (crawl) and the mirror (clean-gitbook).
     const DEPS: &'static [&'static str] = &["crawl", "clean-gitbook", "chunk", "embed", "tune", "bm25"];
     type Params = PackParams;
@@ -281,6 +282,7 @@ impl Stage for Pack {
                 fetched_at: crawl.fetched_at.get(name).cloned(),
                 files: docs.len(),
                 left_out: left_out(name, &crawl.skipped),
+                docs: docs.iter().filter(|d| crate::text::doc_format(&d.rel).is_some()).count(),
             });
         }
         artifacts.sort_by(|a, b| a.path.cmp(&b.path));
@@ -362,8 +364,10 @@ fn left_out(name: &str, skipped: &[(String, String)]) -> Vec<LeftOut> {
             files: 0,
             by_extension: BTreeMap::new(),
             paths: Vec::new(),
+            docs: 0,
         });
         g.files += 1;
+        g.docs += usize::from(crate::text::doc_format(rel).is_some());
         let file = rel.rsplit('/').next().unwrap_or(rel);
         let ext = match file.rsplit_once('.') {
             Some((stem, ext)) if !stem.is_empty() && ext.len() <= 16 => ext.to_ascii_lowercase(),
@@ -398,6 +402,7 @@ mod tests {
         assert_eq!(by["binary"].paths, ["logo.png", "a/b.png"]);
         assert_eq!(by["secret"].by_extension, BTreeMap::from([("(none)".to_owned(), 1)]));
         assert_eq!(by["too large"].paths, ["big.bin"]);
+        assert_eq!((by["binary"].docs, by["secret"].docs), (0, 0));
     }
 
     #[test]
