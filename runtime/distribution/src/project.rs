@@ -33,6 +33,26 @@ pub const LIVE: &str = "live";
 /// A working tree's own ignore file, with `.gitignore`'s syntax: what to leave out of
 /// the tree's index beyond what git ignores.
 pub const IGNORE_FILE: &str = ".atlasignore";
+/// The walk of a project's working tree as git shows it: hidden files kept,
+/// `.gitignore` files (nested), `.git/info/exclude`, the global excludes and
+/// [`IGNORE_FILE`] followed, with or without git; `.git/` and `.atlas/` never entered;
+/// links never followed; by name. The one walker the `tree` source's scan and a
+/// watcher's fingerprint share, so both see the same files.
+pub fn tree_walker(root: &Path) -> ignore::WalkBuilder {
+    let mut b = ignore::WalkBuilder::new(root);
+    b.hidden(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(true)
+        .require_git(false)
+        .parents(true)
+        .follow_links(false)
+        .add_custom_ignore_filename(IGNORE_FILE)
+        .filter_entry(|e| e.depth() == 0 || (e.file_name() != ".git" && e.file_name() != ".atlas"))
+        .sort_by_file_name(Ord::cmp);
+    b
+}
+
 /// The most kinds one library or one selection names.
 const MAX_KINDS: usize = 64;
 /// The longest kind, in bytes (`group:` and a group's name).

@@ -175,18 +175,7 @@ impl Tree {
     /// would consider (the same ignore files, `.git/` and `.atlas/` left out, links not
     /// followed), with its size and modification time, hashed.
     pub fn fingerprint(&self) -> String {
-        let walker = ignore::WalkBuilder::new(&self.root)
-            .hidden(false)
-            .git_ignore(true)
-            .git_exclude(true)
-            .git_global(true)
-            .require_git(false)
-            .parents(true)
-            .follow_links(false)
-            .add_custom_ignore_filename(atlas_dist::project::IGNORE_FILE)
-            .filter_entry(|e| e.depth() == 0 || (e.file_name() != ".git" && e.file_name() != ".atlas"))
-            .sort_by_file_name(Ord::cmp)
-            .build();
+        let walker = atlas_dist::project::tree_walker(&self.root).build();
         let mut h = atlas_runtime::hash::Blake3::new();
         for e in walker.flatten() {
             let Ok(m) = e.metadata() else { continue };

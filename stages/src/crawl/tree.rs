@@ -39,8 +39,6 @@ pub const SECRET_FILES: &[&str] = &[
 /// its context servers' `env`.
 const SECRET_PATHS: &[&str] = &[".zed/settings.json"];
 
-use atlas_dist::project::IGNORE_FILE;
-
 /// Whether `rel`'s file name is a well-known secret file.
 pub fn is_secret(rel: &str) -> bool {
     static SET: std::sync::OnceLock<globset::GlobSet> = std::sync::OnceLock::new();
@@ -60,18 +58,7 @@ pub fn scan_tree(root: &Path, exclude: &[String], secrets: &[String], max_bytes:
     let excluded = Globs::new(&["**".to_owned()], exclude)?;
     let kept_secrets = Globs::new(secrets, &[])?;
     let mut scan = Scan::default();
-    let walker = ignore::WalkBuilder::new(root)
-        .hidden(false)
-        .git_ignore(true)
-        .git_exclude(true)
-        .git_global(true)
-        .require_git(false)
-        .parents(true)
-        .follow_links(false)
-        .add_custom_ignore_filename(IGNORE_FILE)
-        .filter_entry(|e| e.depth() == 0 || (e.file_name() != ".git" && e.file_name() != ".atlas"))
-        .sort_by_file_name(Ord::cmp)
-        .build();
+    let walker = atlas_dist::project::tree_walker(root).build();
     for entry in walker {
         // An unreadable folder or a loop is one skipped line, not the end of the walk.
         let entry = match entry {
