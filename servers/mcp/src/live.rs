@@ -180,3 +180,23 @@ fn stamp(dir: &std::path::Path) -> Option<Stamp> {
     let ino = 0;
     Some((ino, m.len(), m.modified().ok()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_with_edits_not_indexed_says_how_many_until_they_are() {
+        let library = "project:pending-test@live";
+        assert_eq!(pending_note(library), None);
+        pending(library).store(3, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            pending_note(library).as_deref(),
+            Some(
+                "project:pending-test@live: 3 files changed since it was indexed, indexing now; hits from them may be stale"
+            )
+        );
+        pending(library).store(0, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(pending_note(library), None);
+    }
+}
