@@ -7,7 +7,8 @@
 //! `extract-abort:N` (an install aborts after N files unpacked), `extract-enospc:N`
 //! (an install's write fails as a full disk once a file passes N bytes),
 //! `tool-panic:<tool>:N` (the servers' tool `<tool>` panics; N is ignored),
-//! `slow-search:MS` (the fs server's search sleeps MS per file, so a test can cancel it).
+//! `slow-search:MS` (the fs server's search sleeps MS per file, so a test can cancel it),
+//! `slow-tree-build:MS` (a build of a whole working tree sleeps MS first).
 
 /// N, when `ATLAS_FAILPOINT` arms `point` (within `scope`, when given).
 #[cfg(feature = "failpoints")]

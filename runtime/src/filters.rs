@@ -18,6 +18,16 @@ pub struct Filters {
     /// A prefix of the chunk's file path (`<source>/<path>`).
     pub path_prefix: Option<String>,
     pub symbol_kind: Option<String>,
+    /// Chunk paths left out: the files a bundle view hides ([`crate::Bundle::hiding`]),
+    /// set by the engine from the bundle, never by a caller. Local bundles only.
+    #[serde(skip)]
+    pub hidden: Option<std::sync::Arc<std::collections::BTreeSet<String>>>,
+}
+
+/// Whether `hidden` hides the chunk path `path`: it names the file, or a folder above
+/// it (an entry ending in `/`).
+pub fn is_hidden(hidden: &std::collections::BTreeSet<String>, path: &str) -> bool {
+    hidden.contains(path) || path.match_indices('/').any(|(i, _)| hidden.contains(&path[..=i]))
 }
 
 impl Filters {
@@ -28,6 +38,7 @@ impl Filters {
             && eq(&self.language, c.language.as_deref())
             && eq(&self.symbol_kind, c.symbol_kind.as_deref())
             && self.path_prefix.as_deref().is_none_or(|p| c.path.starts_with(p))
+            && self.hidden.as_ref().is_none_or(|h| !is_hidden(h, &c.path))
             && self.repo.as_deref().is_none_or(|r| {
                 c.repo.as_deref().is_some_and(|got| got == r || got.trim_end_matches('/').rsplit('/').next() == Some(r))
             })

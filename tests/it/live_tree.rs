@@ -190,6 +190,76 @@ fn a_working_tree_is_served_beside_its_set_and_every_kind_of_edit_is_followed() 
     }
 }
 
+/// An edit is served before the whole tree is built again: the edited files alone are
+/// built at once and served beside the library, which hides their old copies, for
+/// search, symbols, references and outlines; a deleted file's hits go as fast. Here the
+/// whole build is held for a minute (`slow-tree-build`), so every answer below comes
+/// from the fresh edits.
+#[test]
+fn an_edit_is_searchable_before_the_whole_tree_is_built_again() {
+    let t = tempfile::tempdir().unwrap();
+    let (home, root) = (t.path().join("home"), t.path().join("orchard"));
+    write(&root, "src/lib.rs", "/// Counts the apricots.\npub fn apricot_count() -> u32 {\n    3\n}\n");
+    write(
+        &root,
+        "src/pick.rs",
+        "/// Picks the ripe greengages.\npub fn pick_greengages() -> u32 {\n    apricot_count()\n}\n",
+    );
+    let p = root.to_str().unwrap();
+    atlas_e2e::run(atlas(&home).args(["init", p, "--keyword-only", "--no-deps", "--client", "cursor"])).success();
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("rag.log");
+    let mut cmd = crate::mcp::atlas(&["serve", "rag", "--project", p], &log);
+    cmd.env("ATLAS_HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env_remove("ATLAS_BUNDLE")
+        .env("ATLAS_FAILPOINT", "slow-tree-build:60000");
+    crate::mcp::rt().block_on(async {
+        let c = rmcp::ServiceExt::serve((), crate::mcp::child_transport(cmd, &log)).await.unwrap();
+        let search = |q: &str| crate::mcp::call(&c, "search_code", json!({"query": q, "mode": "hybrid", "top_k": 5}));
+        assert!(crate::mcp::ok(search("apricots").await).0.contains("apricot_count"));
+        // The watcher starts with the server: give it a moment before the first edit.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        write(&root, "src/lib.rs", "/// Counts the damsons.\npub fn damson_count() -> u32 {\n    3\n}\n");
+        let t0 = Instant::now();
+        let text = loop {
+            let (text, _) = crate::mcp::ok(search("damsons").await);
+            if text.contains("damson_count") {
+                break text;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "the edit never came: {text}\n{}", crate::mcp::read(&log));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        eprintln!("the edit was searchable after {:?}, the whole build held", t0.elapsed());
+        assert!(
+            text.contains("orchard/src/lib.rs")
+                && text.contains("edited since it was built are searched by keyword and symbols"),
+            "{text}"
+        );
+        // The old copy is hidden everywhere: search, symbols, references, outline.
+        let (text, _) = crate::mcp::ok(search("apricots").await);
+        assert!(!text.contains("orchard/src/lib.rs") && !text.contains("Counts the apricots"), "{text}");
+        let (_, v) = crate::mcp::ok(crate::mcp::call(&c, "find_symbol", json!({"name": "apricot_count"})).await);
+        assert!(v["definitions"].as_array().is_none_or(|d| d.is_empty()), "{v}");
+        let (_, v) = crate::mcp::ok(crate::mcp::call(&c, "find_symbol", json!({"name": "damson_count"})).await);
+        assert_eq!(v["definitions"][0]["path"], "orchard/src/lib.rs", "{v}");
+        let (_, v) =
+            crate::mcp::ok(crate::mcp::call(&c, "get_file_outline", json!({"path": "orchard/src/lib.rs"})).await);
+        assert_eq!(v["symbols"][0]["name"], "damson_count", "{v}");
+        let (_, v) = crate::mcp::ok(crate::mcp::call(&c, "find_references", json!({"name": "apricot_count"})).await);
+        // The unedited file still calls it.
+        assert!(v.to_string().contains("orchard/src/pick.rs"), "{v}");
+        // A delete: its hits go at once too.
+        std::fs::remove_file(root.join("src/pick.rs")).unwrap();
+        let t0 = Instant::now();
+        while crate::mcp::ok(search("greengages").await).0.contains("pick_greengages") {
+            assert!(t0.elapsed() < Duration::from_secs(20), "the delete never came: {}", crate::mcp::read(&log));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        c.cancel().await.unwrap();
+    });
+}
+
 /// A working tree's index never leaves the machine: `publish` refuses a tree source.
 #[test]
 fn publish_refuses_a_working_trees_bundle() {

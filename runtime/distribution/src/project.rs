@@ -48,9 +48,15 @@ pub fn tree_walker(root: &Path) -> ignore::WalkBuilder {
         .parents(true)
         .follow_links(false)
         .add_custom_ignore_filename(IGNORE_FILE)
-        .filter_entry(|e| e.depth() == 0 || (e.file_name() != ".git" && e.file_name() != ".atlas"))
+        .filter_entry(enters)
         .sort_by_file_name(Ord::cmp);
     b
+}
+
+/// Whether [`tree_walker`] takes `e`: anything but `.git/` and `.atlas/`. A caller
+/// that filters the walk further (`filter_entry` replaces the filter) keeps this one.
+pub fn enters(e: &ignore::DirEntry) -> bool {
+    e.depth() == 0 || (e.file_name() != ".git" && e.file_name() != ".atlas")
 }
 
 /// The most kinds one library or one selection names.

@@ -139,7 +139,25 @@ pub(crate) enum Candidates {
     Remote(Arc<dyn RemoteIndex>),
 }
 
+/// A bundle as served: what was opened, shared by every view of it, and the files
+/// this view hides ([`Bundle::hiding`]).
+#[derive(Clone)]
 pub struct Bundle {
+    opened: Arc<Opened>,
+    /// Chunk paths (`<source>/<path>`) this view leaves out of every search, symbol
+    /// and reference: a working tree's files whose newer copies another bundle holds.
+    hidden: Option<Arc<std::collections::BTreeSet<String>>>,
+}
+
+impl std::ops::Deref for Bundle {
+    type Target = Opened;
+    fn deref(&self) -> &Opened {
+        &self.opened
+    }
+}
+
+/// An opened bundle's files, read once ([`Bundle`] is a view of them).
+pub struct Opened {
     pub dir: PathBuf,
     pub manifest: Manifest,
     pub(crate) chunks: Vec<ChunkRecord>,
@@ -177,11 +195,34 @@ impl std::fmt::Debug for Bundle {
             .field("chunks", &self.chunks.len())
             .field("rows", &self.rows)
             .field("vector_index", &self.vector_index())
+            .field("hidden", &self.hidden.as_ref().map_or(0, |h| h.len()))
             .finish()
     }
 }
 
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened").field("dir", &self.dir).field("chunks", &self.chunks.len()).finish()
+    }
+}
+
 impl Bundle {
+    /// This bundle with the files at `paths` (chunk paths; one ending in `/` is a
+    /// folder) hidden: nothing is read again, and `self` is unchanged.
+    pub fn hiding(&self, paths: Arc<std::collections::BTreeSet<String>>) -> Bundle {
+        Bundle { opened: self.opened.clone(), hidden: Some(paths) }
+    }
+
+    /// Whether this view hides the file at the chunk path `path`.
+    pub fn hides(&self, path: &str) -> bool {
+        self.hidden.as_ref().is_some_and(|h| crate::filters::is_hidden(h, path))
+    }
+
+    /// The files this view hides.
+    pub fn hidden(&self) -> Option<&Arc<std::collections::BTreeSet<String>>> {
+        self.hidden.as_ref()
+    }
+
     /// Whether the bundle is served from a database ([`Bundle::open_remote`]): its
     /// `dir` is then a label, not a folder.
     pub fn is_remote(&self) -> bool {
@@ -333,9 +374,9 @@ impl Bundle {
         }
     }
 
-    /// Whether the bundle holds the chunk `id`.
+    /// Whether the bundle holds the chunk `id` (and does not hide its file).
     pub fn has_chunk(&self, id: &str) -> bool {
-        self.by_id.contains_key(id.trim())
+        self.by_id.get(id.trim()).is_some_and(|&i| !self.hides(&self.chunks[i as usize].path))
     }
 }
 

@@ -190,7 +190,7 @@ impl Bundle {
         };
         let embedder = opts.models.embedder(key);
         let reranker = opts.models.1.clone();
-        let bundle = Bundle {
+        let bundle = Opened {
             dir: p.dir,
             manifest: p.manifest,
             chunks,
@@ -219,7 +219,7 @@ impl Bundle {
                 }
             });
         }
-        Ok(bundle)
+        Ok(Bundle { opened: Arc::new(bundle), hidden: None })
     }
 }
 

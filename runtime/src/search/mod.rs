@@ -135,6 +135,18 @@ impl Engine<'_> {
     /// [`Engine::search_scored`]; in keyword mode with `evidence`, the keyword-only
     /// confidence instead of the top BM25 score.
     fn scored(&self, query: &str, opts: &SearchOptions, evidence: bool) -> Result<Searched> {
+        // A view's hidden files are a filter like any other.
+        let masked;
+        let opts = match self.b.hidden() {
+            Some(h) => {
+                masked = SearchOptions {
+                    filters: Filters { hidden: Some(h.clone()), ..opts.filters.clone() },
+                    ..opts.clone()
+                };
+                &masked
+            }
+            None => opts,
+        };
         let query = query.trim();
         if query.is_empty() {
             return Err(Error::Query("the query is empty; pass some words to search for".into()));

@@ -140,7 +140,10 @@ impl Engine<'_> {
         }
         let query = BooleanQuery::new(clauses);
         let searcher = t.reader.searcher();
-        let post = filters.repo.is_some() || filters.path_prefix.is_some() || filters.symbol_kind.is_some();
+        let post = filters.repo.is_some()
+            || filters.path_prefix.is_some()
+            || filters.symbol_kind.is_some()
+            || filters.hidden.is_some();
         let limit = if post { want * 20 } else { want };
         let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score()).map_err(tantivy_err)?;
         let mut out = Vec::with_capacity(top.len());

@@ -147,6 +147,7 @@ pub fn find_symbol(bundles: &[Arc<Bundle>], q: &SymbolQuery<'_>) -> Vec<(Arc<Bun
             let d = &t.defs[i as usize];
             if q.kind.is_some_and(|k| !d.kind.eq_ignore_ascii_case(k))
                 || q.language.is_some_and(|l| !d.language.eq_ignore_ascii_case(l))
+                || b.hides(&d.path)
             {
                 continue;
             }
@@ -177,7 +178,8 @@ pub fn find_references(bundles: &[Arc<Bundle>], name: &str) -> atlas_runtime::Re
             }
             Err(e) => return Err(e),
         };
-        let mut mine: Vec<&atlas_runtime::symbols::Reference> = all.iter().filter(|r| r.name == short).collect();
+        let mut mine: Vec<&atlas_runtime::symbols::Reference> =
+            all.iter().filter(|r| r.name == short && !b.hides(&r.path)).collect();
         mine.sort_by(|a, z| (&a.path, a.line).cmp(&(&z.path, z.line)));
         for r in mine {
             let line = RefLine { line: r.line, enclosing: r.enclosing.clone(), chunk_id: r.chunk_id.clone() };
@@ -197,9 +199,8 @@ pub fn find_references(bundles: &[Arc<Bundle>], name: &str) -> atlas_runtime::Re
 
 /// The symbols `path` defines in `b`, in line order.
 pub fn outline(b: &Bundle, path: &str) -> Vec<OutlineSymbol> {
-    b.symbols()
-        .in_file(path)
-        .iter()
+    let ids = if b.hides(path) { &[][..] } else { b.symbols().in_file(path) };
+    ids.iter()
         .map(|&i| {
             let d = &b.symbols().defs[i as usize];
             OutlineSymbol {

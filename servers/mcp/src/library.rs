@@ -218,9 +218,21 @@ impl Libraries {
         self.lives().len() + self.1.len() > 1
     }
 
-    /// The bundles serving now, in order.
+    /// The bundles serving now, in order: a working tree's library with its latest
+    /// edits ([`crate::live::Edits`]) is two, the library's view that hides the edited
+    /// files, then their fresh copies.
     pub fn bundles(&self) -> Vec<Arc<Bundle>> {
-        self.lives().iter().map(Live::get).collect()
+        let mut out = Vec::new();
+        for b in self.lives().iter().map(Live::get) {
+            match crate::live::edits(&b.library()) {
+                Some(e) => {
+                    out.push(Arc::new(b.hiding(e.hidden.clone())));
+                    out.extend(e.fresh.clone());
+                }
+                None => out.push(b),
+            }
+        }
+        out
     }
 
     /// The first library (what a single-bundle server serves).
@@ -289,12 +301,11 @@ impl Libraries {
             .into());
         }
         if !matches!(version, Version::Exact(_)) && hits.len() > 1 {
-            // `name` alone or a range: the highest version (semver order, then text).
-            hits.sort_by(|a, b| {
-                let (va, vb) = (&a.manifest.version, &b.manifest.version);
-                as_semver(va).cmp(&as_semver(vb)).then_with(|| va.cmp(vb))
-            });
-            hits = hits.split_off(hits.len() - 1);
+            // `name` alone or a range: the highest version (semver order, then text),
+            // whole (a working tree's library and its fresh edits are one version).
+            let key = |b: &Arc<Bundle>| (as_semver(&b.manifest.version), b.manifest.version.clone());
+            let top = hits.iter().map(key).max();
+            hits.retain(|b| Some(key(b)) == top);
         }
         Ok(hits)
     }
@@ -324,6 +335,10 @@ impl Libraries {
         let line = |s: &search::Skipped| {
             let b = &bundles[s.index];
             match &s.why {
+                search::Skip::KeywordOnly(_) if crate::live::is_fresh_edits(b) => format!(
+                    "{}: the files edited since it was built are searched by keyword and symbols until the whole tree is built again",
+                    s.library
+                ),
                 search::Skip::KeywordOnly(why) => {
                     format!("{} was searched by keyword only ({})", s.library, crate::output::bundle_error(b, why))
                 }

@@ -69,11 +69,51 @@ pub fn nudge() {
 static NUDGE: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 /// The next look at an origin: a second from now, or sooner when nudged.
-async fn tick() {
+pub async fn tick() {
     tokio::select! {
         () = NUDGE.notified() => {}
         () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
     }
+}
+
+/// A working tree's files edited since the library serving it was built: a small
+/// bundle of their new copies (keyword and symbols, built in a fraction of a second
+/// by the same stages) served beside the library, whose view hides their old copies
+/// and those of deleted files. Set whole ([`set_edits`]); a call holds the one it
+/// started with.
+#[derive(Debug)]
+pub struct Edits {
+    /// The edited files' new copies; none when every edited file was deleted.
+    pub fresh: Option<Arc<Bundle>>,
+    /// The chunk paths the library's view hides (one ending in `/` is a folder).
+    pub hidden: Arc<std::collections::BTreeSet<String>>,
+}
+
+static EDITS: std::sync::Mutex<std::collections::BTreeMap<String, Arc<Edits>>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Serves `edits` beside the library labelled `library` (`project:app@live`), or
+/// stops (none: the library holds them all now).
+pub fn set_edits(library: &str, edits: Option<Edits>) {
+    let mut m = EDITS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match edits {
+        Some(e) => m.insert(library.to_owned(), Arc::new(e)),
+        None => m.remove(library),
+    };
+}
+
+/// What is served beside `library` for its tree's latest edits.
+pub fn edits(library: &str) -> Option<Arc<Edits>> {
+    let m = EDITS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if m.is_empty() {
+        return None;
+    }
+    m.get(library).cloned()
+}
+
+/// Whether `b` is the fresh copy of a tree's latest edits.
+pub fn is_fresh_edits(b: &Arc<Bundle>) -> bool {
+    edits(&b.library()).is_some_and(|e| e.fresh.as_ref().is_some_and(|f| Arc::ptr_eq(f, b)))
 }
 
 /// The count of files changed in a working tree since the library serving it now was

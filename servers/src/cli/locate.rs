@@ -230,6 +230,10 @@ pub(super) trait Grows: Clone + Send + Sync + 'static {
     fn serves(&self, name: &str, version: &str) -> bool;
     /// Opens the bundle in `dir`, adds it, and has it follow `origin`.
     fn open_and_add(&self, dir: &Path, origin: Origin) -> anyhow::Result<()>;
+    /// How it opens bundles, when it serves a working tree's fresh edits (rag).
+    fn open_options(&self) -> Option<OpenOptions> {
+        None
+    }
 }
 
 impl Grows for (Libraries, OpenOptions) {
@@ -243,6 +247,10 @@ impl Grows for (Libraries, OpenOptions) {
             atlas_mcp::live::watch(live, origin, self.1.clone());
         }
         Ok(())
+    }
+
+    fn open_options(&self) -> Option<OpenOptions> {
+        Some(self.1.clone())
     }
 }
 
@@ -268,7 +276,7 @@ impl Grows for atlas_mcp::fs::FsServer {
 /// tried again only once the set stops naming it.
 pub(super) fn follow_project(rt: &tokio::runtime::Runtime, project: &Path, server: impl Grows) {
     let Ok(project) = std::path::absolute(project) else { return };
-    watch_tree(rt, &project);
+    watch_tree(rt, &project, server.open_options());
     rt.spawn(async move {
         let mut tried = std::collections::BTreeSet::new();
         loop {
@@ -283,8 +291,10 @@ pub(super) fn follow_project(rt: &tokio::runtime::Runtime, project: &Path, serve
 }
 
 /// Follows the project's own tree when its set has one (`atlas init`): each batch of
-/// edits rebuilt, and this process's servers nudged to swap at once.
-fn watch_tree(rt: &tokio::runtime::Runtime, project: &Path) {
+/// edits built (in the one process that holds the tree's writer lock), this process's
+/// servers nudged to look at once, and, with `opts` (a rag server), the fresh copies
+/// of the files edited since the library was built served beside it.
+fn watch_tree(rt: &tokio::runtime::Runtime, project: &Path, opts: Option<OpenOptions>) {
     let Ok(Some(set)) = atlas_dist::project::Set::read(project) else { return };
     if !set.libraries.iter().any(|p| crate::tree::is_tree(&p.kinds)) {
         return;
@@ -294,19 +304,63 @@ fn watch_tree(rt: &tokio::runtime::Runtime, project: &Path) {
         Ok(t) => t,
         Err(e) => return tracing::warn!("{}: not following its edits: {e:#}", project.display()),
     };
+    let label = format!("{}@{}", tree.shown(), crate::tree::LIVE);
+    if let Some(opts) = opts {
+        let _guard = rt.enter();
+        follow_edits(tree.clone(), label.clone(), opts);
+    }
     let handle = rt.handle().clone();
-    let status = atlas_mcp::live::pending(&format!("{}@{}", tree.shown(), crate::tree::LIVE));
+    let status = atlas_mcp::live::pending(&label);
     crate::tree::watch::start(
         home,
         tree,
         status,
-        Box::new(move |built| {
-            if built.is_ok_and(|b| b.changed) {
+        std::sync::Arc::new(move |built| {
+            if built.is_none_or(|b| b.is_ok_and(|b| b.changed)) {
                 let _guard = handle.enter();
                 atlas_mcp::live::nudge();
             }
         }),
     );
+}
+
+/// Serves beside the tree's library the fresh edits its writer last said
+/// ([`crate::tree::Tree::write_edits`]), looked at on each nudge and every second;
+/// a bundle that does not open leaves the last edits served, logged.
+fn follow_edits(tree: crate::tree::Tree, label: String, opts: OpenOptions) {
+    tokio::spawn(async move {
+        let mut seen = None;
+        loop {
+            atlas_mcp::live::tick().await;
+            let (tree, label, opts) = (tree.clone(), label.clone(), opts.clone());
+            let was = seen.clone();
+            let now = tokio::task::spawn_blocking(move || {
+                let stamp = std::fs::metadata(tree.edits_file()).ok().map(|m| (m.len(), m.modified().ok()));
+                if stamp == was {
+                    return stamp;
+                }
+                let edits = match tree.read_edits() {
+                    None => None,
+                    Some((fresh, hidden)) => {
+                        let fresh = match fresh.map(|d| Bundle::open(&d, opts.clone())).transpose() {
+                            Ok(f) => f.map(std::sync::Arc::new),
+                            Err(e) => {
+                                tracing::warn!("{label}: the fresh edits did not open ({e}); serving the last ones");
+                                return was;
+                            }
+                        };
+                        Some(atlas_mcp::live::Edits { fresh, hidden: std::sync::Arc::new(hidden) })
+                    }
+                };
+                atlas_mcp::live::set_edits(&label, edits);
+                stamp
+            })
+            .await;
+            if let Ok(s) = now {
+                seen = s;
+            }
+        }
+    });
 }
 
 /// One look at the set: each library it names that is not served yet, opened and

@@ -103,6 +103,7 @@ impl Args {
             repo: self.repo,
             path_prefix: self.path_prefix,
             symbol_kind: self.symbol_kind,
+            hidden: None,
         };
         let opts = SearchRequest {
             mode: Some(self.mode),

@@ -32,6 +32,10 @@ pub use atlas_dist::project::LIVE;
 /// installed copy was built from ([`Tree::fingerprint`]).
 const FINGERPRINT: &str = "fingerprint";
 
+/// The file under a tree's work folder that says which edits are served beside the
+/// library ([`Tree::write_edits`]).
+const EDITS: &str = "edits.json";
+
 /// The file under a tree's work folder that says it is embedded.
 const VECTORS_MARK: &str = "vectors";
 
@@ -101,6 +105,10 @@ impl Tree {
     /// with them (each unchanged file's vectors reused).
     pub fn build(&self, home: &Home, vectors: bool) -> anyhow::Result<Built> {
         let t = Instant::now();
+        // A test's slow build of the whole tree: edits must not wait for it.
+        if let Some(ms) = atlas_runtime::failpoint::armed("slow-tree-build", None) {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
         // Taken before the build reads the tree: an edit made while it runs differs.
         let seen = self.fingerprint();
         // One build of a tree at a time, across processes: the name's lock.
@@ -110,32 +118,12 @@ impl Tree {
         let _ = std::fs::remove_dir_all(&build);
         std::fs::create_dir_all(&build).with_context(|| format!("creating {}", build.display()))?;
         let config = build.join("pipeline.yaml");
-        std::fs::write(&config, self.pipeline_yaml(vectors))
+        std::fs::write(&config, self.pipeline_yaml(vectors, &[]))
             .with_context(|| format!("writing {}", config.display()))?;
         let out = build.join("out");
-        let mut cmd = Command::new(crate::deps::pipeline_bin()?);
-        cmd.arg("--config")
-            .arg(&config)
-            .arg("--cache-dir")
-            .arg(self.work.join("cache"))
-            .arg("--lock-wait")
-            .arg("600")
-            .args(["run", "--offline", "--bundle-only", "--out"])
-            .arg(&out)
-            .env("ATLAS_HOME", atlas_runtime::model::atlas_home())
-            .env("ATLAS_CACHE_REMOTE", "off")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let output = cmd.spawn().context("starting atlas-pipeline")?.wait_with_output()?;
-        if !output.status.success() {
-            let text = String::from_utf8_lossy(&output.stderr);
-            let last = text.lines().rev().find(|l| crate::deps::tells_why(l)).unwrap_or_default();
+        if let Err(e) = self.run_pipeline(&config, &self.work.join("cache"), &out, 600) {
             let _ = std::fs::remove_dir_all(&build);
-            bail!(
-                "{}",
-                crate::deps::failure(&atlas_runtime::utf8::printable(last.trim()), crate::deps::signal(&output.status))
-            );
+            return Err(e);
         }
         let staged = out.join("bundle");
         let m = atlas_runtime::manifest::verify(&staged).with_context(|| format!("checking {}", staged.display()))?;
@@ -222,17 +210,140 @@ impl Tree {
         }
     }
 
-    /// The pipeline config of one build.
-    fn pipeline_yaml(&self, vectors: bool) -> String {
+    /// The chunk path of the tree's file `rel` (`app/src/lib.rs`): how its chunks,
+    /// symbols and hits name it.
+    pub fn chunk_path(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.source())
+    }
+
+    /// The name of the tree's one source, which starts its chunk paths.
+    fn source(&self) -> &str {
+        self.name.trim_start_matches("project+")
+    }
+
+    /// Builds the files and folders at `rels` (relative paths) alone, by keyword and
+    /// symbols, into a bundle of their own under the work folder (`edits/N/bundle`),
+    /// through the same stages as [`Tree::build`]: the copies of the files just edited
+    /// that a server serves beside the library until a build of the whole tree holds
+    /// them ([`atlas_mcp::live::Edits`]). None when none of them is left to index.
+    pub fn build_edits(&self, seq: u64, rels: &[String]) -> anyhow::Result<Option<PathBuf>> {
+        let root = self.work.join("edits");
+        let dir = root.join(seq.to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+        // The two builds before this one stay: calls in flight may read them.
+        if let Ok(entries) = std::fs::read_dir(&root) {
+            for e in entries.flatten() {
+                let n = e.file_name().to_string_lossy().parse::<u64>().unwrap_or(0);
+                if n.saturating_add(2) < seq {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        if !rels.iter().any(|r| self.root.join(r).exists()) {
+            return Ok(None);
+        }
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let config = dir.join("pipeline.yaml");
+        std::fs::write(&config, self.pipeline_yaml(false, rels))
+            .with_context(|| format!("writing {}", config.display()))?;
+        let cache = dir.join("cache");
+        let out = dir.join("out");
+        let result = self.run_pipeline(&config, &cache, &out, 30);
+        let _ = std::fs::remove_dir_all(&cache);
+        match result {
+            Ok(()) => {}
+            // Nothing indexable among them (all secret, ignored or binary): nothing to serve.
+            Err(e) if format!("{e:#}").contains("yielded no documents") => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let staged = out.join("bundle");
+        atlas_runtime::manifest::verify(&staged).with_context(|| format!("checking {}", staged.display()))?;
+        Ok(Some(staged))
+    }
+
+    /// Runs `atlas-pipeline` over `config` into `out`, the bundle alone, offline and
+    /// with no remote cache: the one way a tree is built, whole or its edits.
+    fn run_pipeline(&self, config: &Path, cache: &Path, out: &Path, lock_wait_s: u32) -> anyhow::Result<()> {
+        let mut cmd = Command::new(crate::deps::pipeline_bin()?);
+        cmd.arg("--config")
+            .arg(config)
+            .arg("--cache-dir")
+            .arg(cache)
+            .arg("--lock-wait")
+            .arg(lock_wait_s.to_string())
+            .args(["run", "--offline", "--bundle-only", "--out"])
+            .arg(out)
+            .env("ATLAS_HOME", atlas_runtime::model::atlas_home())
+            .env("ATLAS_CACHE_REMOTE", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let output = cmd.spawn().context("starting atlas-pipeline")?.wait_with_output()?;
+        if !output.status.success() {
+            let text = String::from_utf8_lossy(&output.stderr);
+            let last = text.lines().rev().find(|l| crate::deps::tells_why(l)).unwrap_or_default();
+            bail!(
+                "{}",
+                crate::deps::failure(&atlas_runtime::utf8::printable(last.trim()), crate::deps::signal(&output.status))
+            );
+        }
+        Ok(())
+    }
+
+    /// Says which edits every server of this tree serves beside its library: the
+    /// bundle of their fresh copies, and the chunk paths the library hides. Written
+    /// whole (a rename over the last), read by [`Tree::read_edits`].
+    pub fn write_edits(&self, fresh: Option<&Path>, hidden: &std::collections::BTreeSet<String>) -> anyhow::Result<()> {
+        let path = self.work.join(EDITS);
+        let tmp = self.work.join(format!("{EDITS}.tmp"));
+        let body = serde_json::json!({ "fresh": fresh, "hidden": hidden });
+        std::fs::write(&tmp, serde_json::to_vec(&body)?).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// No edits are served beside the library: it holds them all.
+    pub fn clear_edits(&self) {
+        let _ = std::fs::remove_file(self.work.join(EDITS));
+    }
+
+    /// The edits [`Tree::write_edits`] last said, and the file's identity (to read it
+    /// again only when it moves). A file that does not parse is no edits.
+    pub fn read_edits(&self) -> Option<(Option<PathBuf>, std::collections::BTreeSet<String>)> {
+        #[derive(serde::Deserialize)]
+        struct Said {
+            fresh: Option<PathBuf>,
+            hidden: std::collections::BTreeSet<String>,
+        }
+        let bytes = std::fs::read(self.work.join(EDITS)).ok()?;
+        let said: Said = serde_json::from_slice(&bytes).ok()?;
+        // Only a folder under this tree's own work folder is opened.
+        let fresh = said.fresh.filter(|f| f.starts_with(self.work.join("edits")));
+        Some((fresh, said.hidden))
+    }
+
+    /// The edits file's path, for a follower to watch.
+    pub fn edits_file(&self) -> PathBuf {
+        self.work.join(EDITS)
+    }
+
+    /// The pipeline config of one build: the whole tree, or the files `only` names.
+    fn pipeline_yaml(&self, vectors: bool, only: &[String]) -> String {
         let q = |v: &str| serde_json::to_string(v).expect("a string");
         let mut y = format!(
-            "# Written by `atlas init`: the working tree of {}.\nname: {}\nsources:\n  {}:\n    kind: tree\n    path: {}\nstages:\n",
+            "# Written by `atlas init`: the working tree of {}.\nname: {}\nsources:\n  {}:\n    kind: tree\n    path: {}\n",
             self.shown(),
             q(&self.name),
             // Paths read as the project's: `app/src/lib.rs`.
-            self.name.trim_start_matches("project+"),
+            self.source(),
             q(&self.root.display().to_string()),
         );
+        if !only.is_empty() {
+            y.push_str("    only:\n");
+            for o in only {
+                y.push_str(&format!("      - {}\n", q(o)));
+            }
+        }
+        y.push_str("stages:\n");
         if !vectors {
             y.push_str("  embed:\n    enabled: false\n");
         }

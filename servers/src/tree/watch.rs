@@ -1,15 +1,25 @@
-//! Following a working tree's edits: a `notify` watcher, debounced here, that rebuilds the
-//! tree's library after each batch of saves, creates, deletes and renames (a `git
-//! checkout` is one batch), and a polling watcher where events do not arrive
-//! (`ATLAS_WATCH=poll`, or when the system's watcher cannot start). One process per
-//! tree writes (a lock under the tree's work folder); the others follow `current`.
-//! Changes under ignored paths (a build's `target/`), `.git/` and `.atlas/` start no
-//! build.
+//! Following a working tree's edits: a `notify` watcher, debounced here, and a
+//! polling watcher where events do not arrive (`ATLAS_WATCH=poll`, or when the
+//! system's watcher cannot start). One process per tree writes (a lock under the
+//! tree's work folder); the others follow. Changes under ignored paths (a build's
+//! `target/`), `.git/` and `.atlas/` start nothing.
+//!
+//! Each batch of saves, creates, deletes and renames (a `git checkout` is one) goes
+//! two ways at once:
+//! - **fresh:** the files edited since the library was built are built alone, by
+//!   keyword and symbols (a fraction of a second), and every server serves them beside
+//!   the library, whose view hides their old copies ([`atlas_mcp::live::Edits`]);
+//! - **settled:** the whole tree is built again through its cache (seconds, vectors
+//!   included) and installed as the library's next version; the edits it holds then
+//!   leave the fresh bundle.
+//!
+//! An edit of an ignore file changes which files the tree holds: that batch waits for
+//! the whole build, and replies say how many files are pending meanwhile.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use atlas_dist::home::Home;
@@ -23,15 +33,29 @@ pub const DEBOUNCE: Duration = Duration::from_millis(60);
 pub const POLL: Duration = Duration::from_secs(1);
 /// A batch of more files than this is built by keyword first, then with vectors.
 const VECTORS_AT_ONCE: usize = 32;
+/// A batch that would make the fresh bundle larger than this many files waits for
+/// the whole build instead (a large checkout): built alone, they would take as long.
+const FRESH_AT_MOST: usize = 1000;
+/// How long edits stay in the fresh bundle after a build of the whole tree that holds
+/// them is installed: every server of the tree follows the library within a second.
+const SETTLE_GRACE: Duration = Duration::from_millis(1500);
 
-/// Files changed since the library serving now was built
-/// ([`atlas_mcp::live::pending`]).
+/// Files changed and in no index served yet ([`atlas_mcp::live::pending`]).
 type Status = AtomicUsize;
 
-/// Called after each build is installed (to re-open at once) and with each failure.
-pub type OnBuilt = Box<dyn Fn(Result<&super::Built, &anyhow::Error>) + Send + 'static>;
+/// Called after each build of the whole tree is installed and with each failure, and
+/// after each batch of fresh edits is written (`None`): to look again at once.
+pub type OnBuilt = Arc<dyn Fn(Option<Result<&super::Built, &anyhow::Error>>) + Send + Sync + 'static>;
 
-/// Starts following `tree` on a thread of its own, for as long as the process runs.
+/// The files edited since the library serving now was built, each with the batch
+/// that last changed it (relative paths).
+#[derive(Default)]
+struct Edited {
+    batch: u64,
+    files: BTreeMap<String, u64>,
+}
+
+/// Starts following `tree` on threads of its own, for as long as the process runs.
 /// Returns at once; only the process that holds the tree's writer lock builds.
 pub fn start(home: Home, tree: Tree, status: Arc<Status>, on_built: OnBuilt) {
     std::thread::Builder::new()
@@ -47,7 +71,7 @@ pub fn start(home: Home, tree: Tree, status: Arc<Status>, on_built: OnBuilt) {
         .expect("a thread starts");
 }
 
-fn run(home: &Home, tree: &Tree, status: &Status, on_built: &OnBuilt) -> anyhow::Result<()> {
+fn run(home: &Home, tree: &Tree, status: &Arc<Status>, on_built: &OnBuilt) -> anyhow::Result<()> {
     // One writer per tree: the others wait for the lock, and take over if it dies.
     let lock_path = tree.work.join("watch.lock");
     let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?;
@@ -72,8 +96,20 @@ fn run(home: &Home, tree: &Tree, status: &Status, on_built: &OnBuilt) -> anyhow:
         (true, _) => polling(tree, handler, "ATLAS_WATCH=poll")?,
     };
     let mut ignored = Ignored::new(&tree.root, home.atlas_home());
-    // What changed while no watcher ran: one build now, whose cache makes it cheap.
-    catch_up(home, tree, status, on_built);
+    // What changed while no watcher ran: one build now, whose cache makes it cheap;
+    // edits a writer before this one served, that build holds.
+    catch_up(home, tree, on_built);
+    tree.clear_edits();
+    let edited = Arc::new(Mutex::new(Edited::default()));
+    let (settle_tx, settle_rx) = std::sync::mpsc::channel::<usize>();
+    {
+        let (home, tree, status, on_built, edited) =
+            (home.clone(), tree.clone(), status.clone(), on_built.clone(), edited.clone());
+        std::thread::Builder::new()
+            .name("atlas-tree-settle".into())
+            .spawn(move || settle(&home, &tree, &status, &on_built, &edited, &settle_rx))
+            .expect("a thread starts");
+    }
     while let Ok(first) = rx.recv() {
         // A batch: events until the tree is quiet for DEBOUNCE (a checkout is one).
         let mut changed = first;
@@ -84,22 +120,138 @@ fn run(home: &Home, tree: &Tree, status: &Status, on_built: &OnBuilt) -> anyhow:
             tracing::warn!("{}: {} is gone; still serving its last index", tree.shown(), tree.root.display());
             continue;
         }
-        let relevant = ignored.relevant(changed);
-        if relevant == 0 {
+        let batch = ignored.relevant(changed);
+        if batch.is_empty() {
             continue;
         }
-        status.fetch_add(relevant, Ordering::SeqCst);
-        // A tree built with vectors keeps them; one built by keyword only stays so.
-        let embedded = tree.wants_vectors();
-        let vectors = embedded && relevant <= VECTORS_AT_ONCE;
-        build(home, tree, status, on_built, vectors);
-        // A large batch was built by keyword first: its vectors follow once the tree
-        // is quiet.
-        if embedded && !vectors && rx_is_quiet(&rx) {
-            build(home, tree, status, on_built, true);
+        let n = batch.files.len() + usize::from(batch.rules);
+        status.fetch_add(n, Ordering::SeqCst);
+        // Which files an ignore file's edit hides or reveals, the whole build finds out.
+        let large = edited.lock().unwrap_or_else(std::sync::PoisonError::into_inner).files.len() + batch.files.len()
+            > FRESH_AT_MOST;
+        let waiting = if batch.rules || large { n } else { fresh(tree, &edited, &batch.files, status, n, on_built) };
+        if settle_tx.send(waiting).is_err() {
+            break;
         }
     }
     Ok(())
+}
+
+/// Builds the files edited since the library was built (`files` the latest of them),
+/// and says so to every server of the tree; how many files are still pending (all `n`
+/// when the build failed: the whole build takes them).
+fn fresh(
+    tree: &Tree,
+    edited: &Mutex<Edited>,
+    files: &[String],
+    status: &Status,
+    n: usize,
+    on_built: &OnBuilt,
+) -> usize {
+    let mut e = edited.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    e.batch += 1;
+    let batch = e.batch;
+    for f in files {
+        e.files.insert(f.clone(), batch);
+    }
+    match publish(tree, &e) {
+        Ok(()) => {
+            drop(e);
+            sub(status, n);
+            on_built(None);
+            0
+        }
+        Err(err) => {
+            tracing::warn!(
+                "{}: the edited files were not indexed at once: {err:#}; the whole tree is next",
+                tree.shown()
+            );
+            n
+        }
+    }
+}
+
+/// Writes the fresh edits `e` holds (or none) for every server of the tree.
+fn publish(tree: &Tree, e: &Edited) -> anyhow::Result<()> {
+    if e.files.is_empty() {
+        tree.clear_edits();
+        return Ok(());
+    }
+    let rels: Vec<String> = e.files.keys().cloned().collect();
+    let t = std::time::Instant::now();
+    let fresh = tree.build_edits(e.batch, &rels)?;
+    // Each edited path hides its old copy; one that is not a file now (a folder
+    // renamed or deleted) hides what was under it too.
+    let mut hidden = BTreeSet::new();
+    for r in &rels {
+        hidden.insert(tree.chunk_path(r));
+        if !tree.root.join(r).is_file() {
+            hidden.insert(format!("{}/", tree.chunk_path(r)));
+        }
+    }
+    tree.write_edits(fresh.as_deref(), &hidden)?;
+    tracing::debug!(
+        "{}: {} indexed at once in {:?}",
+        tree.shown(),
+        atlas_runtime::words::count(rels.len(), "edited file"),
+        t.elapsed()
+    );
+    Ok(())
+}
+
+/// Takes `n` from the pending count, never below zero.
+fn sub(status: &Status, n: usize) {
+    let _ = status.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(v.saturating_sub(n)));
+}
+
+/// The whole tree built after each batch (batches that come during a build wait and
+/// are one): installed as the library's next version, then the edits it holds taken
+/// out of the fresh bundle.
+fn settle(
+    home: &Home,
+    tree: &Tree,
+    status: &Status,
+    on_built: &OnBuilt,
+    edited: &Mutex<Edited>,
+    rx: &std::sync::mpsc::Receiver<usize>,
+) {
+    while let Ok(first) = rx.recv() {
+        let (mut waiting, mut batches) = (first, 1usize);
+        while let Ok(more) = rx.try_recv() {
+            waiting += more;
+            batches += 1;
+        }
+        // The edits this build will hold: every batch up to now.
+        let held = edited.lock().unwrap_or_else(std::sync::PoisonError::into_inner).batch;
+        let size =
+            edited.lock().unwrap_or_else(std::sync::PoisonError::into_inner).files.len().max(waiting).max(batches);
+        // A tree built with vectors keeps them; one built by keyword only stays so.
+        let embedded = tree.wants_vectors();
+        let vectors = embedded && size <= VECTORS_AT_ONCE;
+        let mut ok = build(home, tree, on_built, vectors);
+        if ok {
+            sub(status, waiting);
+        }
+        // A large batch was built by keyword first: its vectors follow once the tree
+        // is quiet.
+        if ok && embedded && !vectors && rx_is_quiet(rx) {
+            ok = build(home, tree, on_built, true);
+        }
+        if !ok {
+            continue;
+        }
+        std::thread::sleep(SETTLE_GRACE);
+        let mut e = edited.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = e.files.len();
+        e.files.retain(|_, b| *b > held);
+        if e.files.len() != before {
+            if let Err(err) = publish(tree, &e) {
+                tracing::warn!("{}: the edited files were not indexed at once: {err:#}", tree.shown());
+            }
+            drop(e);
+            on_built(None);
+        }
+    }
 }
 
 /// The polling watcher, said once in the log with why.
@@ -110,25 +262,24 @@ fn polling(tree: &Tree, handler: impl notify::EventHandler, why: &str) -> anyhow
     Ok(Box::new(w))
 }
 
-/// Whether no event waits.
-fn rx_is_quiet(rx: &std::sync::mpsc::Receiver<Vec<PathBuf>>) -> bool {
+/// Whether no batch waits.
+fn rx_is_quiet<T>(rx: &std::sync::mpsc::Receiver<T>) -> bool {
     matches!(rx.try_recv(), Err(std::sync::mpsc::TryRecvError::Empty))
 }
 
 /// One build at start when the tree moved while nothing watched (a walk of sizes and
 /// modification times says so; nothing is read or hashed when it did not).
-fn catch_up(home: &Home, tree: &Tree, status: &Status, on_built: &OnBuilt) {
+fn catch_up(home: &Home, tree: &Tree, on_built: &OnBuilt) {
     if tree.unchanged_since_built(home) && (!tree.wants_vectors() || tree.embedded(home)) {
         return;
     }
-    build(home, tree, status, on_built, tree.wants_vectors());
+    build(home, tree, on_built, tree.wants_vectors());
 }
 
-fn build(home: &Home, tree: &Tree, status: &Status, on_built: &OnBuilt, vectors: bool) {
-    let pending = status.load(Ordering::SeqCst);
+/// One build of the whole tree; whether it succeeded.
+fn build(home: &Home, tree: &Tree, on_built: &OnBuilt, vectors: bool) -> bool {
     match tree.build(home, vectors) {
         Ok(b) => {
-            status.fetch_sub(pending.min(status.load(Ordering::SeqCst)), Ordering::SeqCst);
             if b.changed {
                 tracing::info!(
                     "{}: indexed as {} in {:.2}s{}",
@@ -138,12 +289,28 @@ fn build(home: &Home, tree: &Tree, status: &Status, on_built: &OnBuilt, vectors:
                     if b.vectors { ", with vectors" } else { ", by keyword and symbols" }
                 );
             }
-            on_built(Ok(&b));
+            on_built(Some(Ok(&b)));
+            true
         }
         Err(e) => {
             tracing::warn!("{}: indexing failed: {e:#}; still serving the previous index", tree.shown());
-            on_built(Err(&e));
+            on_built(Some(Err(&e)));
+            false
         }
+    }
+}
+
+/// A batch's relevant changes: the files (relative paths, each once) and whether an
+/// ignore file changed.
+#[derive(Debug, Default, PartialEq)]
+struct Batch {
+    files: Vec<String>,
+    rules: bool,
+}
+
+impl Batch {
+    fn is_empty(&self) -> bool {
+        self.files.is_empty() && !self.rules
     }
 }
 
@@ -169,11 +336,11 @@ impl Ignored {
         }
     }
 
-    /// How many of `paths` are relevant changes (each counted once).
-    fn relevant(&mut self, mut paths: Vec<PathBuf>) -> usize {
+    /// Which of `paths` are relevant changes.
+    fn relevant(&mut self, mut paths: Vec<PathBuf>) -> Batch {
         paths.sort();
         paths.dedup();
-        let mut n = 0;
+        let mut batch = Batch::default();
         for p in paths {
             let Ok(rel) = p.strip_prefix(&self.root) else { continue };
             let first = rel.components().next().map(|c| c.as_os_str().to_owned());
@@ -186,14 +353,18 @@ impl Ignored {
                 if let Some(parent) = p.parent() {
                     self.folders.remove(parent);
                 }
-                n += 1;
+                batch.rules = true;
                 continue;
             }
-            if !self.is_ignored(&p) {
-                n += 1;
+            if self.is_ignored(&p) || rel.as_os_str().is_empty() {
+                continue;
+            }
+            // A name that is not UTF-8 is not indexed, and its change is no edit.
+            if let Some(r) = rel.to_str() {
+                batch.files.push(r.replace('\\', "/"));
             }
         }
-        n
+        batch
     }
 
     fn is_ignored(&mut self, path: &Path) -> bool {
@@ -254,9 +425,17 @@ mod tests {
         std::fs::write(root.join("src/.gitignore"), "gen/\n").unwrap();
         let mut ig = Ignored::new(root, &root.join("home"));
         let p = |r: &str| root.join(r);
-        assert_eq!(ig.relevant(vec![p("target/debug/x"), p("a.log"), p(".git/index"), p(".atlas/libraries.json")]), 0);
-        assert_eq!(ig.relevant(vec![p("src/gen/x.rs"), p("home/bundles/x")]), 0);
-        assert_eq!(ig.relevant(vec![p("src/lib.rs"), p("src/lib.rs"), p("README.md")]), 2);
-        assert_eq!(ig.relevant(vec![p("src/.gitignore")]), 1);
+        let files = |b: Batch| (b.files, b.rules);
+        let none: Vec<String> = Vec::new();
+        assert_eq!(
+            files(ig.relevant(vec![p("target/debug/x"), p("a.log"), p(".git/index"), p(".atlas/libraries.json")])),
+            (none.clone(), false)
+        );
+        assert_eq!(files(ig.relevant(vec![p("src/gen/x.rs"), p("home/bundles/x")])), (none.clone(), false));
+        assert_eq!(
+            files(ig.relevant(vec![p("src/lib.rs"), p("src/lib.rs"), p("README.md")])),
+            (vec!["README.md".to_owned(), "src/lib.rs".to_owned()], false)
+        );
+        assert_eq!(files(ig.relevant(vec![p("src/.gitignore")])), (none, true));
     }
 }

@@ -111,9 +111,9 @@ impl Crawl {
                     }
                     scans.insert(name.clone(), scan);
                 }
-                SourceConfig::Tree { path, exclude, include_secrets } => {
+                SourceConfig::Tree { path, exclude, include_secrets, only } => {
                     let root = cfg.resolve(path);
-                    let scan = tree::scan_tree(&root, exclude, include_secrets, p.max_file_bytes)
+                    let scan = tree::scan_tree(&root, exclude, include_secrets, only, p.max_file_bytes)
                         .with_context(|| format!("source {name}"))?;
                     scans.insert(name.clone(), scan);
                 }

@@ -53,12 +53,35 @@ pub fn is_secret(rel: &str) -> bool {
 }
 
 /// Walks the working tree at `root`. `exclude` globs leave more out; `secrets` globs
-/// name secret files to keep after all.
-pub fn scan_tree(root: &Path, exclude: &[String], secrets: &[String], max_bytes: u64) -> anyhow::Result<Scan> {
+/// name secret files to keep after all; a non-empty `only` keeps those files and the
+/// files under those folders (relative paths), and walks no other folder.
+pub fn scan_tree(
+    root: &Path,
+    exclude: &[String],
+    secrets: &[String],
+    only: &[String],
+    max_bytes: u64,
+) -> anyhow::Result<Scan> {
     let excluded = Globs::new(&["**".to_owned()], exclude)?;
     let kept_secrets = Globs::new(secrets, &[])?;
     let mut scan = Scan::default();
-    let walker = atlas_dist::project::tree_walker(root).build();
+    let only: Vec<String> = only.iter().map(|o| o.trim_matches('/').to_owned()).collect();
+    let wanted = move |rel: &str, dir: bool| {
+        only.is_empty()
+            || only.iter().any(|o| {
+                rel == o
+                    || rel.strip_prefix(o.as_str()).is_some_and(|r| r.starts_with('/'))
+                    || (dir && o.strip_prefix(rel).is_some_and(|r| r.starts_with('/')))
+            })
+    };
+    let (top, keep) = (root.to_owned(), wanted.clone());
+    let walker = atlas_dist::project::tree_walker(root)
+        // Replaces the walker's own filter, which it keeps.
+        .filter_entry(move |e| {
+            let rel = e.path().strip_prefix(&top).unwrap_or(e.path()).to_string_lossy().replace('\\', "/");
+            atlas_dist::project::enters(e) && (rel.is_empty() || keep(&rel, e.file_type().is_some_and(|t| t.is_dir())))
+        })
+        .build();
     for entry in walker {
         // An unreadable folder or a loop is one skipped line, not the end of the walk.
         let entry = match entry {
@@ -83,7 +106,7 @@ pub fn scan_tree(root: &Path, exclude: &[String], secrets: &[String], max_bytes:
             continue;
         }
         let rel = lossy;
-        if kind.is_dir() || !excluded.keep(&rel) {
+        if kind.is_dir() || !excluded.keep(&rel) || !wanted(&rel, false) {
             continue;
         }
         if let Err(e) = atlas_runtime::safe_path::check(&rel) {
@@ -176,7 +199,7 @@ mod tests {
             std::os::unix::fs::symlink("/etc", root.join("out")).unwrap();
             std::os::unix::fs::symlink("src/lib.rs", root.join("lib.rs")).unwrap();
         }
-        let scan = scan_tree(root, &[], &[], 1 << 20).unwrap();
+        let scan = scan_tree(root, &[], &[], &[], 1 << 20).unwrap();
         let files: Vec<&str> = scan.files.iter().map(|f| f.rel.as_str()).collect();
         assert_eq!(files, [".atlasignore", ".github/workflows/ci.yml", ".gitignore", "src/.gitignore", "src/lib.rs"]);
         let skipped: Vec<&str> = scan.skipped.iter().map(|(r, _)| r.as_str()).collect();
@@ -197,10 +220,18 @@ mod tests {
         assert!(skipped.contains(&"out") && skipped.contains(&"lib.rs"), "{skipped:?}");
         assert!(!skipped.iter().any(|s| s.starts_with(".git/") || s.starts_with("target")), "{skipped:?}");
         // A secret the config names is kept; an exclude glob leaves more out.
-        let scan = scan_tree(root, &[".github/**".into()], &[".env.local".into()], 1 << 20).unwrap();
+        let scan = scan_tree(root, &[".github/**".into()], &[".env.local".into()], &[], 1 << 20).unwrap();
         let files: Vec<&str> = scan.files.iter().map(|f| f.rel.as_str()).collect();
         assert!(files.contains(&".env.local") && !files.contains(&".env"), "{files:?}");
         assert!(!files.iter().any(|f| f.starts_with(".github")), "{files:?}");
+        // `only`: those files and folders, under the same rules (an ignored or secret
+        // one named there stays out), and nothing else.
+        let only = ["src/lib.rs", ".github", "target/debug/x.rs", ".env", "nope.rs"].map(String::from);
+        let scan = scan_tree(root, &[], &[], &only, 1 << 20).unwrap();
+        let files: Vec<&str> = scan.files.iter().map(|f| f.rel.as_str()).collect();
+        assert_eq!(files, [".github/workflows/ci.yml", "src/lib.rs"]);
+        let skipped: Vec<&str> = scan.skipped.iter().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(skipped, [".env"]);
     }
 
     #[test]
@@ -216,7 +247,7 @@ mod tests {
             std::fs::set_permissions(root.join("locked.rs"), std::fs::Permissions::from_mode(0o000)).unwrap();
             assert!(std::process::Command::new("mkfifo").arg(root.join("pipe")).status().unwrap().success());
         }
-        let scan = scan_tree(root, &[], &[], 1000).unwrap();
+        let scan = scan_tree(root, &[], &[], &[], 1000).unwrap();
         let files: Vec<&str> = scan.files.iter().map(|f| f.rel.as_str()).collect();
         let skipped: std::collections::BTreeMap<&str, &str> =
             scan.skipped.iter().map(|(r, w)| (r.as_str(), w.as_str())).collect();
@@ -246,7 +277,7 @@ mod tests {
         std::os::unix::fs::symlink("..", root.join("d/up")).unwrap();
         std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"bad\xffname.rs")), "fn x() {}\n").unwrap();
         std::fs::write(root.join("ctl\u{1b}[2Jname.rs"), "fn y() {}\n").unwrap();
-        let scan = scan_tree(root, &[], &[], 4 << 20).unwrap();
+        let scan = scan_tree(root, &[], &[], &[], 4 << 20).unwrap();
         let files: Vec<&str> = scan.files.iter().map(|f| f.rel.as_str()).collect();
         assert_eq!(files, ["ok.rs"]);
         let skipped: Vec<String> = scan.skipped.iter().map(|(r, w)| format!("{r}: {w}")).collect();

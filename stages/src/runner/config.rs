@@ -166,6 +166,10 @@ pub enum SourceConfig {
         /// Secret files (`.env*`, `*.pem`, …) to index after all.
         #[serde(default)]
         include_secrets: Vec<String>,
+        /// Only these files and folders (paths relative to `path`), under the same
+        /// rules: a server's build of the files just edited (`atlas init`).
+        #[serde(default)]
+        only: Vec<String>,
     },
     /// An owner's GitHub repositories that carry `topic`, each read as a git source
     /// at its default branch. The token comes from GITHUB_TOKEN.
@@ -486,7 +490,13 @@ pub(super) fn validate(config: &PipelineConfig, dir: &Path, text: &str) -> Resul
                 }
                 check_globs(name, include, exclude, &at)?;
             }
-            SourceConfig::Tree { path, exclude, include_secrets } => {
+            SourceConfig::Tree { path, exclude, include_secrets, only } => {
+                if let Some(bad) = only.iter().find(|o| atlas_runtime::safe_path::check(o).is_err()) {
+                    return Err(ConfigError(format!(
+                        "{} sources.{name}.only: {bad:?} is not a relative path inside the tree; name files under it",
+                        at(Some(name), "only")
+                    )));
+                }
                 let full = resolve(path);
                 if !full.is_dir() {
                     return Err(ConfigError(format!(

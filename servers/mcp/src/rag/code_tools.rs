@@ -194,7 +194,8 @@ impl RagServer {
             Ok(b) => b,
             Err(e) => return Ok(output::error(e)),
         };
-        let holding: Vec<_> = bundles.iter().filter(|b| !b.symbols().in_file(&a.path).is_empty()).collect();
+        let holding: Vec<_> =
+            bundles.iter().filter(|b| !b.hides(&a.path) && !b.symbols().in_file(&a.path).is_empty()).collect();
         let b = match holding.as_slice() {
             [one] => *one,
             [] => {

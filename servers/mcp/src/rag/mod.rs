@@ -148,7 +148,8 @@ impl RagServer {
             Err(e) => return Ok(output::error(e.to_string())),
         };
         // A working tree with edits not indexed yet says so, with their count.
-        failed.extend(self.libs.bundles().iter().filter_map(|b| crate::live::pending_note(&b.library())));
+        let labels: std::collections::BTreeSet<String> = self.libs.bundles().iter().map(|b| b.library()).collect();
+        failed.extend(labels.iter().filter_map(|l| crate::live::pending_note(l)));
         // Keyword scores (BM25) are not calibrated: no confidence for them.
         let confidence = (mode != Mode::Keyword).then(|| {
             Confidence::new(s.confidence, threshold)
