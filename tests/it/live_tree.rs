@@ -214,10 +214,18 @@ fn an_edit_is_searchable_before_the_whole_tree_is_built_again() {
         .env("XDG_CONFIG_HOME", home.join("config"))
         .env_remove("ATLAS_BUNDLE")
         .env("ATLAS_FAILPOINT", "slow-tree-build:60000");
+    let fs_log = logs.path().join("fs.log");
+    let mut fs_cmd = crate::mcp::atlas(&["serve", "fs", "--project", p], &fs_log);
+    fs_cmd
+        .env("ATLAS_HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env_remove("ATLAS_BUNDLE")
+        .env("ATLAS_FAILPOINT", "slow-tree-build:60000");
     crate::mcp::rt().block_on(async {
         let c = rmcp::ServiceExt::serve((), crate::mcp::child_transport(cmd, &log)).await.unwrap();
         let search = |q: &str| crate::mcp::call(&c, "search_code", json!({"query": q, "mode": "hybrid", "top_k": 5}));
         assert!(crate::mcp::ok(search("apricots").await).0.contains("apricot_count"));
+        let fs = rmcp::ServiceExt::serve((), crate::mcp::child_transport(fs_cmd, &fs_log)).await.unwrap();
         // The watcher starts with the server: give it a moment before the first edit.
         tokio::time::sleep(Duration::from_millis(500)).await;
         write(&root, "src/lib.rs", "/// Counts the damsons.\npub fn damson_count() -> u32 {\n    3\n}\n");
@@ -249,6 +257,11 @@ fn an_edit_is_searchable_before_the_whole_tree_is_built_again() {
         let (_, v) = crate::mcp::ok(crate::mcp::call(&c, "find_references", json!({"name": "apricot_count"})).await);
         // The unedited file still calls it.
         assert!(v.to_string().contains("orchard/src/pick.rs"), "{v}");
+        // The fs server reads and greps the file as it is now.
+        let (text, _) = crate::mcp::ok(crate::mcp::call(&fs, "read_file", json!({"path": "orchard/src/lib.rs"})).await);
+        assert!(text.contains("damson_count") && !text.contains("apricot"), "{text}");
+        let (text, _) = crate::mcp::ok(crate::mcp::call(&fs, "search", json!({"pattern": "damsons"})).await);
+        assert!(text.contains("orchard/src/lib.rs"), "{text}");
         // A delete: its hits go at once too.
         std::fs::remove_file(root.join("src/pick.rs")).unwrap();
         let t0 = Instant::now();
@@ -256,6 +269,9 @@ fn an_edit_is_searchable_before_the_whole_tree_is_built_again() {
             assert!(t0.elapsed() < Duration::from_secs(20), "the delete never came: {}", crate::mcp::read(&log));
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        let r = crate::mcp::call(&fs, "read_file", json!({"path": "orchard/src/pick.rs"})).await;
+        assert!(crate::mcp::text(&r).contains("deleted or moved in the working tree"), "{}", crate::mcp::text(&r));
+        fs.cancel().await.unwrap();
         c.cancel().await.unwrap();
     });
 }

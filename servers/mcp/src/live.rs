@@ -116,6 +116,28 @@ pub fn is_fresh_edits(b: &Arc<Bundle>) -> bool {
     edits(&b.library()).is_some_and(|e| e.fresh.as_ref().is_some_and(|f| Arc::ptr_eq(f, b)))
 }
 
+/// The working trees this process serves, by library (stored name, `project+app`):
+/// each one's folder. Their files are read from the tree as it is now (fs `read_file`
+/// and `grep`), not from the copy the index was built from: an agent reads what it is
+/// editing. Set by the one who knows the tree is the project's own (its set says so),
+/// never from a bundle's manifest.
+static TREES: std::sync::Mutex<std::collections::BTreeMap<String, PathBuf>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Serves the library stored as `name` from the working tree at `root`.
+pub fn set_tree_root(name: &str, root: PathBuf) {
+    TREES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name.to_owned(), root);
+}
+
+/// The working tree the library stored as `name` is read from, when it is one.
+pub fn tree_root(name: &str) -> Option<PathBuf> {
+    let m = TREES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if m.is_empty() {
+        return None;
+    }
+    m.get(name).cloned()
+}
+
 /// The count of files changed in a working tree since the library serving it now was
 /// built, by the library's label (`project:app@live`): the tree's watcher keeps it,
 /// and replies say it while it is not zero.

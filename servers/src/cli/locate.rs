@@ -304,6 +304,7 @@ fn watch_tree(rt: &tokio::runtime::Runtime, project: &Path, opts: Option<OpenOpt
         Ok(t) => t,
         Err(e) => return tracing::warn!("{}: not following its edits: {e:#}", project.display()),
     };
+    atlas_mcp::live::set_tree_root(&tree.name, tree.root.clone());
     let label = format!("{}@{}", tree.shown(), crate::tree::LIVE);
     if let Some(opts) = opts {
         let _guard = rt.enter();

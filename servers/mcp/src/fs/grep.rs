@@ -84,7 +84,13 @@ pub(super) fn grep(
             truncated: &mut f.truncated,
             stop,
         };
-        if searcher.search_path(matcher, root.path().join(&file), &mut sink).is_err() {
+        // A working tree's file as it is now; one gone since it was indexed, skipped.
+        let path = match lib.fs.live_path(&file) {
+            Some(Some(live)) => live,
+            Some(None) => continue,
+            None => root.path().join(&file),
+        };
+        if searcher.search_path(matcher, path, &mut sink).is_err() {
             f.skipped.push(rel.clone());
         }
         if f.truncated {

@@ -64,6 +64,27 @@ impl Fs {
         all
     }
 
+    /// Where a working tree's file `raw_rel` (mirror-relative: `<source>/<path>`) is
+    /// now: none when this is no working tree's library; `Some(None)` when the file
+    /// is no longer a regular file reached without a link.
+    pub(crate) fn live_path(&self, raw_rel: &str) -> Option<Option<std::path::PathBuf>> {
+        let m = self.manifest.as_ref().filter(|m| m.version == atlas_dist::project::LIVE)?;
+        let root = crate::live::tree_root(&m.name)?;
+        let (_, rel) = raw_rel.split_once('/')?;
+        atlas_runtime::safe_path::check(rel).ok()?;
+        let mut at = root;
+        for part in rel.split('/') {
+            at.push(part);
+            // No link is followed, at any level: what the tree's index holds is the
+            // same walk's files.
+            match std::fs::symlink_metadata(&at) {
+                Ok(m) if !m.file_type().is_symlink() => {}
+                _ => return Some(None),
+            }
+        }
+        Some(at.is_file().then_some(at))
+    }
+
     /// A plain folder, served as it is.
     pub fn plain(dir: &Path) -> anyhow::Result<Fs> {
         Ok(Fs {
@@ -101,6 +122,15 @@ pub(crate) fn read_checked(fs: &Fs, rel: &str, shown_path: &str) -> Result<(Vec<
         return Err(format!(
             "{shown_path:?} is not one of the bundle's files (its manifest does not list it); use list_files to see them"
         ));
+    }
+    // A working tree's file is read as it is now.
+    if let Some(live) = fs.live_path(&raw_rel) {
+        let live = live.ok_or_else(|| {
+            format!("{shown_path:?} was deleted or moved in the working tree since it was indexed; search again")
+        })?;
+        let bytes = atlas_runtime::safe_path::read_capped(&live, READ_MAX_FILE_BYTES)
+            .map_err(|e| format!("reading {shown_path:?}: {e}"))?;
+        return Ok((bytes, raw_rel));
     }
     // Capped as it is read too: a file that grew since its size was checked is cut.
     let bytes = atlas_runtime::safe_path::read_capped(&path, READ_MAX_FILE_BYTES)
