@@ -47,3 +47,19 @@ impl Filters {
         *self == Filters::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hidden_set_hides_its_files_and_the_files_under_its_folders_only() {
+        let hidden: std::collections::BTreeSet<String> =
+            ["app/src/lib.rs", "app/old/"].into_iter().map(String::from).collect();
+        assert!(is_hidden(&hidden, "app/src/lib.rs"));
+        assert!(is_hidden(&hidden, "app/old/a.rs") && is_hidden(&hidden, "app/old/deep/b.rs"));
+        assert!(!is_hidden(&hidden, "app/src/lib.rs.bak"), "a file is not a prefix");
+        assert!(!is_hidden(&hidden, "app/older/a.rs"), "a folder hides its own files only");
+        assert!(!is_hidden(&hidden, "app/src/main.rs"));
+    }
+}

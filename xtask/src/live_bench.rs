@@ -12,10 +12,15 @@
 //!   unpacked crates under `~/.cargo/registry/src` copied several times, with the peak
 //!   RSS of `atlas` and of the `atlas-pipeline` it runs (from `/proc`);
 //! - the same edits through a peer from PyPI (`jcodemunch-mcp`, in a venv under
-//!   target/), through its own MCP tools ([`peer`]).
+//!   target/), through its own MCP tools ([`peer`]);
+//! - search quality on a live tree ([`quality`]): concrete-ml's repository (from
+//!   `ATLAS_CORPORA`) as a working tree, the code development set asked of Atlas's
+//!   `search_code` and of the peer's `search_symbols`: MRR@10 by file, and each
+//!   reply's size in tokens.
 //!
 //! `BENCH_LIVE_EDITS` (100), `BENCH_LIVE_COPIES` (3), `BENCH_LIVE_IDLE_S` (60),
-//! `BENCH_LIVE_SMALL_FILES` (every tracked file) and `BENCH_LIVE_SKIP` (`small`, `big`, `peer`, comma-separated) size it.
+//! `BENCH_LIVE_SMALL_FILES` (every tracked file) and `BENCH_LIVE_SKIP` (`small`, `big`,
+//! `peer`, `quality`, comma-separated) size it.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader, Write as _};
@@ -74,7 +79,118 @@ pub fn run() -> anyhow::Result<()> {
     if !skips("peer") {
         peer::run(&work, &work.join("small"))?;
     }
+    if !skips("quality") {
+        quality(&atlas, &home, &work.join("quality"))?;
+    }
     Ok(())
+}
+
+/// The code development set whose answers are in concrete-ml's repository.
+const QUALITY_SET: &str = "code-concrete-ml";
+
+/// Search quality on a live tree, Atlas beside the peer: concrete-ml's repository
+/// copied as a working tree, `atlas init --no-deps` (embedded when the model is here),
+/// then each question of [`QUALITY_SET`] that has answers asked of `search_code`
+/// (hybrid, top 10) through `serve rag --project`, and of the peer's `search_symbols`
+/// on its own index of the same copy. A question scores 1/rank of
+/// the first result in one of its expected files (0 past 10). Tokens: a reply's text
+/// bytes / 4, the size an agent reads.
+fn quality(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
+    let Some(corpora) = std::env::var_os("ATLAS_CORPORA") else {
+        say("quality: skipped: ATLAS_CORPORA is unset (set it to ../shared/corpora)");
+        return Ok(());
+    };
+    let repo = Path::new(&corpora).join("concrete-ml/repo");
+    let _ = std::fs::remove_dir_all(dir);
+    crate::sync_bench::copy_dir(&repo, dir)?;
+    let _ = std::fs::remove_dir_all(dir.join(".git"));
+    git(dir, &["init", "-q", "-b", "main"])?;
+    git(dir, &["add", "-A"])?;
+    git(dir, &["commit", "-q", "-m", "start"])?;
+    let questions = questions(QUALITY_SET)?;
+    let t = Instant::now();
+    init(atlas, home, dir, modes().len() < MODES.len())?;
+    let indexed = t.elapsed();
+    let (mut server, _) = Server::start(atlas, home, dir, &dir.with_extension("serve.log"))?;
+    settle(&mut server)?;
+    let mut atlas_scores = Scores::default();
+    let mut brief = Scores::default();
+    for q in &questions {
+        for (detail, scores) in [("normal", &mut atlas_scores), ("brief", &mut brief)] {
+            let r = server
+                .call("search_code", json!({"query": q.query, "mode": "hybrid", "top_k": 10, "detail": detail}))?;
+            let paths: Vec<String> = r["structuredContent"]["hits"]
+                .as_array()
+                .map(|h| h.iter().filter_map(|h| h["path"].as_str().map(str::to_owned)).collect())
+                .unwrap_or_default();
+            scores.add(q, &paths, &r["content"][0]["text"]);
+        }
+    }
+    server.stop();
+    say(&format!(
+        "quality: concrete-ml's repository as a live tree ({} files; `atlas init --no-deps` {:.0}s), the {}          questions of {QUALITY_SET} that have answers, MRR@10 by file and reply tokens (text bytes / 4):",
+        crate::files_under(dir)?.iter().filter(|f| !f.starts_with(".git/")).count(),
+        indexed.as_secs_f64(),
+        questions.len()
+    ));
+    let mode = if modes().len() < MODES.len() { "keyword" } else { "hybrid" };
+    atlas_scores.say(&format!("atlas search_code ({mode}, top 10)"));
+    brief.say(&format!("atlas search_code ({mode}, top 10, detail brief)"));
+    peer::quality(&dir.with_extension("peer-home"), dir, &questions)
+}
+
+/// A development question: its text and the files that answer it.
+struct Question {
+    query: String,
+    expected: Vec<String>,
+}
+
+/// The questions of `xtask/eval/<set>.jsonl` that have answers.
+fn questions(set: &str) -> anyhow::Result<Vec<Question>> {
+    let path = crate::project_root().join(format!("xtask/eval/{set}.jsonl"));
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| {
+            let expected: Vec<String> =
+                v["expected"].as_array()?.iter().filter_map(|e| e["path"].as_str().map(str::to_owned)).collect();
+            (!expected.is_empty())
+                .then(|| Question { query: v["query"].as_str().unwrap_or_default().to_owned(), expected })
+        })
+        .collect())
+}
+
+/// MRR@10 and reply sizes over a set of questions.
+#[derive(Default)]
+struct Scores {
+    reciprocal: Vec<f64>,
+    tokens: Vec<f64>,
+}
+
+impl Scores {
+    /// One question's ranked files (as the tool names them: any prefix before the
+    /// repository-relative path) and its reply.
+    fn add(&mut self, q: &Question, files: &[String], reply: &Value) {
+        let hit = |f: &str| q.expected.iter().any(|e| f == e || f.ends_with(&format!("/{e}")));
+        let rank = files.iter().take(10).position(|f| hit(f));
+        self.reciprocal.push(rank.map_or(0.0, |r| 1.0 / (r + 1) as f64));
+        self.tokens.push(reply.as_str().map_or(0, str::len) as f64 / 4.0);
+    }
+
+    fn say(&self, name: &str) {
+        let n = self.reciprocal.len().max(1) as f64;
+        let top = |k: f64| self.reciprocal.iter().filter(|&&r| r >= 1.0 / k).count() as f64 / n;
+        say(&format!(
+            "    {name:<48} MRR@10 {:.3}  top-1 {:.0}%  top-10 {:.0}%  reply tokens p50 {:.0}, mean {:.0}",
+            self.reciprocal.iter().sum::<f64>() / n,
+            top(1.0) * 100.0,
+            top(10.0) * 100.0,
+            pct(&self.tokens, 50.0),
+            self.tokens.iter().sum::<f64>() / n
+        ));
+    }
 }
 
 /// `nproc` and the CPU model.
@@ -134,13 +250,14 @@ fn small(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
     // The first build at start (catch-up) and one edit untimed: the page cache warm.
     let mut rng = Rng::new();
     settle(&mut server)?;
-    edit_and_wait(&mut server, dir, &rs[0], &mut rng)?;
+    let edits = Fresh::of(home, dir)?;
+    edit_and_wait(&mut server, &edits, dir, &rs[0], &mut rng)?;
     let mut times: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut missed: BTreeMap<&str, usize> = BTreeMap::new();
     let mut last = None;
     for i in 0..n {
         let file = &rs[(1 + i * 7) % rs.len()];
-        let (found, word) = edit_and_wait(&mut server, dir, file, &mut rng)?;
+        let (found, word) = edit_and_wait(&mut server, &edits, dir, file, &mut rng)?;
         for (mode, t) in found {
             match t {
                 Some(t) => times.entry(mode).or_default().push(ms(t)),
@@ -152,7 +269,8 @@ fn small(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
     }
     say(&format!(
         "  edit-to-searchable over {n} edits (one `.rs` file each, a documented function appended), through one \
-         MCP session polling every {} ms, from the write to the first reply holding it:",
+         MCP session polling every {} ms, from the write to the first reply holding it (vector: by its vectors, \
+         once the file left the fresh edits):",
         POLL.as_millis()
     ));
     for &mode in modes() {
@@ -204,7 +322,7 @@ fn small(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
     let t = Instant::now();
     git(dir, &["checkout", "-q", "switch"])?;
     let checkout = t.elapsed();
-    let found = wait_for(&mut server, &block_file, &block, t)?;
+    let found = wait_for(&mut server, &edits, &block_file, &block, t)?;
     let vectors = match modes().len() < MODES.len() {
         true => "the tree is keyword-only".to_owned(),
         false => vectors_follow(&library, before.as_deref(), t),
@@ -324,6 +442,7 @@ struct Block {
 #[allow(clippy::type_complexity)]
 fn edit_and_wait(
     server: &mut Server,
+    edits: &Fresh,
     dir: &Path,
     rel: &str,
     rng: &mut Rng,
@@ -332,7 +451,7 @@ fn edit_and_wait(
     let (text, block) = append_block(&std::fs::read_to_string(&path)?, rng);
     let t = Instant::now();
     std::fs::write(&path, text)?;
-    let found = wait_for(server, rel, &block, t)?;
+    let found = wait_for(server, edits, rel, &block, t)?;
     Ok((found, block.name))
 }
 
@@ -348,9 +467,13 @@ fn append_block(text: &str, rng: &mut Rng) -> (String, Block) {
     (text, Block { name, sentence, line })
 }
 
-/// Polls each mode until it finds `block` in `rel` (or [`EDIT_TIMEOUT`] passes).
+/// Polls each mode until it finds `block` in `rel` (or [`EDIT_TIMEOUT`] passes). A
+/// vector hit counts once the file has left the tree's fresh edits (`edits`: what the
+/// writer says it serves beside the library): before, a vector search reads the
+/// fresh copy by keyword.
 fn wait_for(
     server: &mut Server,
+    edits: &Fresh,
     rel: &str,
     block: &Block,
     t: Instant,
@@ -383,7 +506,7 @@ fn wait_for(
                     };
                     let r = server
                         .call("search_code", json!({"query": query, "mode": m, "top_k": k, "detail": "brief"}))?;
-                    hits_in(&r, rel, block.line)
+                    hits_in(&r, rel, block.line) && (m != "vector" || !edits.holds(rel))
                 }
             };
             if hit {
@@ -393,6 +516,35 @@ fn wait_for(
         std::thread::sleep(POLL);
     }
     Ok(modes.iter().map(|m| (*m, found.get(m).copied())).collect())
+}
+
+/// A working tree's fresh edits as its writer says them (`ATLAS_HOME/trees/*/edits.json`).
+struct Fresh {
+    file: PathBuf,
+    /// The tree's source name, which starts its chunk paths.
+    source: String,
+}
+
+impl Fresh {
+    /// The fresh edits of the tree at `dir` in `home`.
+    fn of(home: &Path, dir: &Path) -> anyhow::Result<Fresh> {
+        let source = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = format!("project+{source}");
+        let work = std::fs::read_dir(home.join("trees"))?
+            .flatten()
+            .find(|e| std::fs::read_to_string(e.path().join("name")).is_ok_and(|n| n.trim() == name))
+            .with_context(|| format!("no work folder of {name} under {}", home.display()))?;
+        Ok(Fresh { file: work.path().join("edits.json"), source })
+    }
+
+    /// Whether the fresh edits hold `rel` (the library's view hides it).
+    fn holds(&self, rel: &str) -> bool {
+        let said: Value =
+            std::fs::read(&self.file).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        said["hidden"]
+            .as_array()
+            .is_some_and(|h| h.iter().any(|p| p.as_str() == Some(&format!("{}/{rel}", self.source))))
+    }
 }
 
 /// Whether a search reply has a hit in `rel` that reaches `line` (0: any): the
@@ -601,6 +753,27 @@ fn big(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
     for l in err.lines().filter(|l| l.contains("searchable")) {
         say(&format!("  {l}"));
     }
+    // A restart with nothing changed: answers at once, and the watcher's look at what
+    // moved while nothing watched (a walk of sizes and times) builds nothing.
+    let log = dir.with_extension("serve.log");
+    let t = Instant::now();
+    let (mut server, init_t) = Server::start(atlas, home, dir, &log)?;
+    let r = server.call("search_code", json!({"query": "parse the input", "mode": "keyword", "top_k": 3}))?;
+    let answered = t.elapsed();
+    let hits = r["structuredContent"]["hits"].as_array().map_or(0, Vec::len);
+    std::thread::sleep(Duration::from_secs(20));
+    let built = std::fs::read_to_string(&log).unwrap_or_default().matches("indexed as").count();
+    let before = cpu_ticks(server.pid());
+    std::thread::sleep(Duration::from_secs(20));
+    let idle = (cpu_ticks(server.pid()) - before) as f64 / clock_ticks() / 20.0 * 100.0;
+    say(&format!(
+        "  restart with nothing changed: initialize {:.0} ms, the first search ({hits} hits) {:.0} ms after the start;          builds at start: {built}; watching: RSS {} MiB (peak {} MiB), CPU {idle:.2} % of one core over 20 s",
+        ms(init_t),
+        ms(answered),
+        status_kb(server.pid(), "VmRSS").unwrap_or(0) >> 10,
+        status_kb(server.pid(), "VmHWM").unwrap_or(0) >> 10,
+    ));
+    server.stop();
     Ok(())
 }
 
@@ -780,7 +953,8 @@ mod peer {
 
     const PACKAGE: &str = "jcodemunch-mcp[watch]==1.108.399";
 
-    pub fn run(work: &Path, dir: &Path) -> anyhow::Result<()> {
+    /// The peer's binary, installed from PyPI into a venv under target/ on first use.
+    fn bin() -> anyhow::Result<std::path::PathBuf> {
         let venv = crate::project_root().join("target/bench-live/peer-venv");
         let bin = venv.join("bin/jcodemunch-mcp");
         if !bin.is_file() {
@@ -796,13 +970,19 @@ mod peer {
             })
             .context("installing the peer from PyPI")?;
         }
-        anyhow::ensure!(dir.is_dir(), "the small tree is not there: run without skipping `small`");
-        let store = work.join("peer-home");
-        let _ = std::fs::remove_dir_all(&store);
+        Ok(bin)
+    }
+
+    /// The peer's first index of `dir` (into `store`, emptied first), then its server
+    /// with its watcher on it; the server, the repository name its tools take, how
+    /// long the index and the handshake took.
+    fn start(store: &Path, dir: &Path, log: &Path) -> anyhow::Result<(Server, String, Duration, Duration)> {
+        let bin = bin()?;
+        let _ = std::fs::remove_dir_all(store);
         let t = Instant::now();
         crate::status({
             let mut c = Command::new(&bin);
-            c.arg("index").arg(dir).env("CODE_INDEX_PATH", &store).current_dir(dir);
+            c.arg("index").arg(dir).env("CODE_INDEX_PATH", store).current_dir(dir);
             c.stdout(std::process::Stdio::null());
             c
         })?;
@@ -811,13 +991,43 @@ mod peer {
         serve
             .args(["serve", "--watcher", "--watcher-no-ai-summaries", "--watcher-path"])
             .arg(dir)
-            .env("CODE_INDEX_PATH", &store)
+            .env("CODE_INDEX_PATH", store)
             .current_dir(dir);
-        let (mut server, init) = Server::spawn(serve, &work.join("peer-serve.log"))?;
+        let (mut server, init) = Server::spawn(serve, log)?;
         let repo = {
             let r = order(&mut server, "index_folder", json!({"path": dir}), true)?;
             r["repo"].as_str().context("index_folder named no repo")?.to_owned()
         };
+        Ok((server, repo, first, init))
+    }
+
+    /// The quality questions through the peer's own search tools ([`super::quality`]).
+    pub fn quality(store: &Path, dir: &Path, questions: &[super::Question]) -> anyhow::Result<()> {
+        let (mut server, repo, first, _) = start(store, dir, &dir.with_extension("peer-serve.log"))?;
+        // Its search tool for a question in words (`search_text` is a substring
+        // search: a sentence finds nothing).
+        let mut symbols = super::Scores::default();
+        for q in questions {
+            let r = server.call(
+                "order",
+                json!({"action": "search_symbols", "args": {"repo": repo, "query": q.query, "max_results": 10},
+                       "allow_state_change": false}),
+            )?;
+            let reply = &r["content"][0]["text"];
+            let parsed: Value = reply.as_str().and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null);
+            let files: Vec<String> =
+                results(&parsed).iter().filter_map(|h| h["file"].as_str().map(str::to_owned)).collect();
+            symbols.add(q, &files, reply);
+        }
+        server.stop();
+        say(&format!("  peer {PACKAGE} on the same copy (its first index {:.1}s):", first.as_secs_f64()));
+        symbols.say("peer search_symbols (top 10)");
+        Ok(())
+    }
+
+    pub fn run(work: &Path, dir: &Path) -> anyhow::Result<()> {
+        anyhow::ensure!(dir.is_dir(), "the small tree is not there: run without skipping `small`");
+        let (mut server, repo, first, init) = start(&work.join("peer-home"), dir, &work.join("peer-serve.log"))?;
         say(&format!(
             "peer {PACKAGE}: first index of the small tree (`jcodemunch-mcp index`) {:.1}s; its server with its watcher \
              answered initialize in {:.0} ms",

@@ -224,7 +224,8 @@ impl Libraries {
     pub fn bundles(&self) -> Vec<Arc<Bundle>> {
         let mut out = Vec::new();
         for b in self.lives().iter().map(Live::get) {
-            match crate::live::edits(&b.library()) {
+            let version = b.dir.file_name().unwrap_or_default().to_string_lossy();
+            match crate::live::edits(&b.library(), &version) {
                 Some(e) => {
                     out.push(Arc::new(b.hiding(e.hidden.clone())));
                     out.extend(e.fresh.clone());

@@ -83,37 +83,56 @@ pub async fn tick() {
 /// started with.
 #[derive(Debug)]
 pub struct Edits {
+    /// The library version (its folder's name, `0.0.N`) these edits complete: once a
+    /// build of the whole tree holds some edits, they leave the fresh bundle, and the
+    /// edits said before serve a server still on the older version. None: any.
+    pub base: Option<String>,
     /// The edited files' new copies; none when every edited file was deleted.
     pub fresh: Option<Arc<Bundle>>,
     /// The chunk paths the library's view hides (one ending in `/` is a folder).
     pub hidden: Arc<std::collections::BTreeSet<String>>,
 }
 
-static EDITS: std::sync::Mutex<std::collections::BTreeMap<String, Arc<Edits>>> =
+/// Edits said per library, oldest first: the newest that fits the version a server
+/// serves is the one served beside it.
+static EDITS: std::sync::Mutex<std::collections::BTreeMap<String, std::collections::VecDeque<Arc<Edits>>>> =
     std::sync::Mutex::new(std::collections::BTreeMap::new());
 
+/// How many edits said are kept per library: enough for a server a few builds behind.
+const EDITS_KEPT: usize = 8;
+
 /// Serves `edits` beside the library labelled `library` (`project:app@live`), or
-/// stops (none: the library holds them all now).
+/// none (the writer went away: the library holds them all).
 pub fn set_edits(library: &str, edits: Option<Edits>) {
     let mut m = EDITS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     match edits {
-        Some(e) => m.insert(library.to_owned(), Arc::new(e)),
-        None => m.remove(library),
-    };
+        Some(e) => {
+            let said = m.entry(library.to_owned()).or_default();
+            said.push_back(Arc::new(e));
+            while said.len() > EDITS_KEPT {
+                said.pop_front();
+            }
+        }
+        None => drop(m.remove(library)),
+    }
 }
 
-/// What is served beside `library` for its tree's latest edits.
-pub fn edits(library: &str) -> Option<Arc<Edits>> {
+/// What is served beside `library` while its version's folder is `version`: the
+/// newest edits said for that version (or for any), else the newest.
+pub fn edits(library: &str, version: &str) -> Option<Arc<Edits>> {
     let m = EDITS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if m.is_empty() {
         return None;
     }
-    m.get(library).cloned()
+    let said = m.get(library)?;
+    let fits = said.iter().rev().find(|e| e.base.as_deref().is_none_or(|b| b == version));
+    fits.or(said.back()).cloned()
 }
 
-/// Whether `b` is the fresh copy of a tree's latest edits.
+/// Whether `b` is the fresh copy of a tree's edits.
 pub fn is_fresh_edits(b: &Arc<Bundle>) -> bool {
-    edits(&b.library()).is_some_and(|e| e.fresh.as_ref().is_some_and(|f| Arc::ptr_eq(f, b)))
+    let m = EDITS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    m.get(&b.library()).is_some_and(|said| said.iter().any(|e| e.fresh.as_ref().is_some_and(|f| Arc::ptr_eq(f, b))))
 }
 
 /// The working trees this process serves, by library (stored name, `project+app`):
@@ -246,6 +265,26 @@ fn stamp(dir: &std::path::Path) -> Option<Stamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_still_on_the_version_before_keeps_the_edits_said_for_it() {
+        let library = "project:edits-test@live";
+        let said = |base: Option<&str>, hidden: &[&str]| Edits {
+            base: base.map(str::to_owned),
+            fresh: None,
+            hidden: Arc::new(hidden.iter().map(|h| (*h).to_owned()).collect()),
+        };
+        assert!(edits(library, "0.0.1").is_none());
+        set_edits(library, Some(said(None, &["a", "b"])));
+        // 0.0.2 holds `a`: said for it, only `b` is still fresh.
+        set_edits(library, Some(said(Some("0.0.2"), &["b"])));
+        let hidden = |v: &str| edits(library, v).map(|e| e.hidden.iter().cloned().collect::<Vec<_>>());
+        assert_eq!(hidden("0.0.1"), Some(vec!["a".to_owned(), "b".to_owned()]), "before its swap");
+        assert_eq!(hidden("0.0.2"), Some(vec!["b".to_owned()]));
+        assert_eq!(hidden("0.0.9"), Some(vec!["b".to_owned()]), "an unknown version: the newest");
+        set_edits(library, None);
+        assert!(edits(library, "0.0.2").is_none());
+    }
 
     #[test]
     fn a_tree_with_edits_not_indexed_says_how_many_until_they_are() {

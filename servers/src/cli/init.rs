@@ -67,7 +67,7 @@ impl Args {
             eprintln!("atlas: {} for {}: {what}", p.path.display(), p.client);
         }
         let tree = crate::tree::Tree::open(&home, &project)?;
-        let built = tree.build(&home, false)?;
+        let built = tree.build(&home, false, false)?;
         tree.add_to_set(&home)?;
         eprintln!(
             "atlas: {}: the working tree is searchable by keyword and symbols ({:.1}s)",
@@ -80,7 +80,7 @@ impl Args {
             if deps {
                 super::sync::for_init(&project, cfg, &self.build, false)?;
             }
-            let built = tree.build(&home, true)?;
+            let built = tree.build(&home, true, false)?;
             eprintln!("atlas: {}: embedded ({:.1}s)", tree.shown(), built.took.as_secs_f64());
         } else if !opts.keyword_only {
             eprintln!("atlas: run `atlas setup` (ONNX Runtime and the model), then `atlas init` again, to embed them");

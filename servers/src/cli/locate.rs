@@ -342,15 +342,19 @@ fn follow_edits(tree: crate::tree::Tree, label: String, opts: OpenOptions) {
                 }
                 let edits = match tree.read_edits() {
                     None => None,
-                    Some((fresh, hidden)) => {
-                        let fresh = match fresh.map(|d| Bundle::open(&d, opts.clone())).transpose() {
+                    Some(said) => {
+                        let fresh = match said.fresh.map(|d| Bundle::open(&d, opts.clone())).transpose() {
                             Ok(f) => f.map(std::sync::Arc::new),
                             Err(e) => {
                                 tracing::warn!("{label}: the fresh edits did not open ({e}); serving the last ones");
                                 return was;
                             }
                         };
-                        Some(atlas_mcp::live::Edits { fresh, hidden: std::sync::Arc::new(hidden) })
+                        Some(atlas_mcp::live::Edits {
+                            base: said.base,
+                            fresh,
+                            hidden: std::sync::Arc::new(said.hidden),
+                        })
                     }
                 };
                 atlas_mcp::live::set_edits(&label, edits);

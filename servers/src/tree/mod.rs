@@ -39,6 +39,10 @@ const EDITS: &str = "edits.json";
 /// The file under a tree's work folder that says it is embedded.
 const VECTORS_MARK: &str = "vectors";
 
+/// The niceness of a whole-tree build running behind the fresh edits.
+#[cfg(unix)]
+const BACKGROUND_NICE: i32 = 10;
+
 /// Versions of a tree's library kept installed: the one serving and the one before,
 /// which calls in flight may still read.
 const KEEP: usize = 2;
@@ -102,8 +106,9 @@ impl Tree {
 
     /// Builds the tree as it is now and installs it as the library's next version:
     /// without vectors when `vectors` is false (keyword and symbols at once), else
-    /// with them (each unchanged file's vectors reused).
-    pub fn build(&self, home: &Home, vectors: bool) -> anyhow::Result<Built> {
+    /// with them (each unchanged file's vectors reused); at a lower priority when
+    /// `background` (a watcher's build behind the fresh edits).
+    pub fn build(&self, home: &Home, vectors: bool, background: bool) -> anyhow::Result<Built> {
         let t = Instant::now();
         // A test's slow build of the whole tree: edits must not wait for it.
         if let Some(ms) = atlas_runtime::failpoint::armed("slow-tree-build", None) {
@@ -121,7 +126,7 @@ impl Tree {
         std::fs::write(&config, self.pipeline_yaml(vectors, &[]))
             .with_context(|| format!("writing {}", config.display()))?;
         let out = build.join("out");
-        if let Err(e) = self.run_pipeline(&config, &self.work.join("cache"), &out, 600) {
+        if let Err(e) = self.run_pipeline(&config, &self.work.join("cache"), &out, 600, background) {
             let _ = std::fs::remove_dir_all(&build);
             return Err(e);
         }
@@ -248,7 +253,7 @@ impl Tree {
             .with_context(|| format!("writing {}", config.display()))?;
         let cache = dir.join("cache");
         let out = dir.join("out");
-        let result = self.run_pipeline(&config, &cache, &out, 30);
+        let result = self.run_pipeline(&config, &cache, &out, 30, false);
         let _ = std::fs::remove_dir_all(&cache);
         match result {
             Ok(()) => {}
@@ -262,8 +267,17 @@ impl Tree {
     }
 
     /// Runs `atlas-pipeline` over `config` into `out`, the bundle alone, offline and
-    /// with no remote cache: the one way a tree is built, whole or its edits.
-    fn run_pipeline(&self, config: &Path, cache: &Path, out: &Path, lock_wait_s: u32) -> anyhow::Result<()> {
+    /// with no remote cache: the one way a tree is built, whole or its edits. A
+    /// `background` build (the whole tree, behind the fresh edits) runs at a lower
+    /// priority, so the next edit's own build is not kept waiting for a core.
+    fn run_pipeline(
+        &self,
+        config: &Path,
+        cache: &Path,
+        out: &Path,
+        lock_wait_s: u32,
+        background: bool,
+    ) -> anyhow::Result<()> {
         let mut cmd = Command::new(crate::deps::pipeline_bin()?);
         cmd.arg("--config")
             .arg(config)
@@ -278,7 +292,15 @@ impl Tree {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        let output = cmd.spawn().context("starting atlas-pipeline")?.wait_with_output()?;
+        let child = cmd.spawn().context("starting atlas-pipeline")?;
+        #[cfg(unix)]
+        if background && let Some(pid) = i32::try_from(child.id()).ok().and_then(rustix::process::Pid::from_raw) {
+            // Before it starts its threads, which inherit it; a failure only costs speed.
+            let _ = rustix::process::setpriority_process(Some(pid), BACKGROUND_NICE);
+        }
+        #[cfg(not(unix))]
+        let _ = background;
+        let output = child.wait_with_output()?;
         if !output.status.success() {
             let text = String::from_utf8_lossy(&output.stderr);
             let last = text.lines().rev().find(|l| crate::deps::tells_why(l)).unwrap_or_default();
@@ -293,11 +315,11 @@ impl Tree {
     /// Says which edits every server of this tree serves beside its library: the
     /// bundle of their fresh copies, and the chunk paths the library hides. Written
     /// whole (a rename over the last), read by [`Tree::read_edits`].
-    pub fn write_edits(&self, fresh: Option<&Path>, hidden: &std::collections::BTreeSet<String>) -> anyhow::Result<()> {
+    pub fn write_edits(&self, edits: &Edits) -> anyhow::Result<()> {
         let path = self.work.join(EDITS);
         let tmp = self.work.join(format!("{EDITS}.tmp"));
-        let body = serde_json::json!({ "fresh": fresh, "hidden": hidden });
-        std::fs::write(&tmp, serde_json::to_vec(&body)?).with_context(|| format!("writing {}", tmp.display()))?;
+        let body = serde_json::to_vec(edits)?;
+        std::fs::write(&tmp, body).with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))
     }
 
@@ -306,19 +328,13 @@ impl Tree {
         let _ = std::fs::remove_file(self.work.join(EDITS));
     }
 
-    /// The edits [`Tree::write_edits`] last said, and the file's identity (to read it
-    /// again only when it moves). A file that does not parse is no edits.
-    pub fn read_edits(&self) -> Option<(Option<PathBuf>, std::collections::BTreeSet<String>)> {
-        #[derive(serde::Deserialize)]
-        struct Said {
-            fresh: Option<PathBuf>,
-            hidden: std::collections::BTreeSet<String>,
-        }
+    /// The edits [`Tree::write_edits`] last said (none when it said none, or the file
+    /// does not parse); a fresh bundle only from under this tree's own work folder.
+    pub fn read_edits(&self) -> Option<Edits> {
         let bytes = std::fs::read(self.work.join(EDITS)).ok()?;
-        let said: Said = serde_json::from_slice(&bytes).ok()?;
-        // Only a folder under this tree's own work folder is opened.
-        let fresh = said.fresh.filter(|f| f.starts_with(self.work.join("edits")));
-        Some((fresh, said.hidden))
+        let mut said: Edits = serde_json::from_slice(&bytes).ok()?;
+        said.fresh = said.fresh.filter(|f| f.starts_with(self.work.join("edits")));
+        Some(said)
     }
 
     /// The edits file's path, for a follower to watch.
@@ -369,6 +385,18 @@ impl Tree {
         set.libraries.sort();
         set.write(&self.root, home.atlas_home()).map_err(atlas_dist::edge)
     }
+}
+
+/// What a tree's writer says its servers serve beside the library
+/// ([`atlas_mcp::live::Edits`], as a file).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Edits {
+    /// The library version these edits complete ([`atlas_mcp::live::Edits::base`]).
+    pub base: Option<String>,
+    /// The fresh bundle's folder.
+    pub fresh: Option<PathBuf>,
+    /// The chunk paths the library's view hides.
+    pub hidden: std::collections::BTreeSet<String>,
 }
 
 /// Whether two manifests list the same bundle, whenever each was built.

@@ -36,9 +36,6 @@ const VECTORS_AT_ONCE: usize = 32;
 /// A batch that would make the fresh bundle larger than this many files waits for
 /// the whole build instead (a large checkout): built alone, they would take as long.
 const FRESH_AT_MOST: usize = 1000;
-/// How long edits stay in the fresh bundle after a build of the whole tree that holds
-/// them is installed: every server of the tree follows the library within a second.
-const SETTLE_GRACE: Duration = Duration::from_millis(1500);
 
 /// Files changed and in no index served yet ([`atlas_mcp::live::pending`]).
 type Status = AtomicUsize;
@@ -53,6 +50,8 @@ pub type OnBuilt = Arc<dyn Fn(Option<Result<&super::Built, &anyhow::Error>>) + S
 struct Edited {
     batch: u64,
     files: BTreeMap<String, u64>,
+    /// The version of the library whose build last took edits out (none yet).
+    base: Option<String>,
 }
 
 /// Starts following `tree` on threads of its own, for as long as the process runs.
@@ -173,13 +172,9 @@ fn fresh(
 
 /// Writes the fresh edits `e` holds (or none) for every server of the tree.
 fn publish(tree: &Tree, e: &Edited) -> anyhow::Result<()> {
-    if e.files.is_empty() {
-        tree.clear_edits();
-        return Ok(());
-    }
     let rels: Vec<String> = e.files.keys().cloned().collect();
     let t = std::time::Instant::now();
-    let fresh = tree.build_edits(e.batch, &rels)?;
+    let fresh = if rels.is_empty() { None } else { tree.build_edits(e.batch, &rels)? };
     // Each edited path hides its old copy; one that is not a file now (a folder
     // renamed or deleted) hides what was under it too.
     let mut hidden = BTreeSet::new();
@@ -189,7 +184,7 @@ fn publish(tree: &Tree, e: &Edited) -> anyhow::Result<()> {
             hidden.insert(format!("{}/", tree.chunk_path(r)));
         }
     }
-    tree.write_edits(fresh.as_deref(), &hidden)?;
+    tree.write_edits(&super::Edits { base: e.base.clone(), fresh, hidden })?;
     tracing::debug!(
         "{}: {} indexed at once in {:?}",
         tree.shown(),
@@ -206,7 +201,8 @@ fn sub(status: &Status, n: usize) {
 
 /// The whole tree built after each batch (batches that come during a build wait and
 /// are one): installed as the library's next version, then the edits it holds taken
-/// out of the fresh bundle.
+/// out of the fresh bundle, said for that version (a server still on the version
+/// before keeps the edits said for it until it swaps).
 fn settle(
     home: &Home,
     tree: &Tree,
@@ -215,36 +211,43 @@ fn settle(
     edited: &Mutex<Edited>,
     rx: &std::sync::mpsc::Receiver<usize>,
 ) {
-    while let Ok(first) = rx.recv() {
-        let (mut waiting, mut batches) = (first, 1usize);
+    // A batch taken while looking whether the tree is quiet: the next round's first.
+    let mut carried = None;
+    loop {
+        let Some(first) = carried.take().or_else(|| rx.recv().ok()) else { return };
+        let mut waiting = first;
         while let Ok(more) = rx.try_recv() {
             waiting += more;
-            batches += 1;
         }
-        // The edits this build will hold: every batch up to now.
-        let held = edited.lock().unwrap_or_else(std::sync::PoisonError::into_inner).batch;
-        let size =
-            edited.lock().unwrap_or_else(std::sync::PoisonError::into_inner).files.len().max(waiting).max(batches);
+        // The edits this build will hold (every batch up to now), and its size.
+        let (held, size) = {
+            let e = edited.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (e.batch, e.files.len() + waiting)
+        };
         // A tree built with vectors keeps them; one built by keyword only stays so.
         let embedded = tree.wants_vectors();
         let vectors = embedded && size <= VECTORS_AT_ONCE;
-        let mut ok = build(home, tree, on_built, vectors);
-        if ok {
+        let mut built = build(home, tree, on_built, vectors);
+        if built.is_some() {
             sub(status, waiting);
         }
         // A large batch was built by keyword first: its vectors follow once the tree
         // is quiet.
-        if ok && embedded && !vectors && rx_is_quiet(rx) {
-            ok = build(home, tree, on_built, true);
+        if built.is_some() && embedded && !vectors {
+            match rx.try_recv() {
+                Ok(next) => carried = Some(next),
+                Err(std::sync::mpsc::TryRecvError::Empty) => built = build(home, tree, on_built, true),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return,
+            }
         }
-        if !ok {
-            continue;
-        }
-        std::thread::sleep(SETTLE_GRACE);
+        let Some(version) = built else { continue };
         let mut e = edited.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let before = e.files.len();
+        let before = (e.files.len(), e.base.clone());
         e.files.retain(|_, b| *b > held);
-        if e.files.len() != before {
+        e.base = Some(version);
+        if (e.files.len(), e.base.clone()) != before {
+            // A folder of its own: the last one may still be open.
+            e.batch += 1;
             if let Err(err) = publish(tree, &e) {
                 tracing::warn!("{}: the edited files were not indexed at once: {err:#}", tree.shown());
             }
@@ -262,23 +265,18 @@ fn polling(tree: &Tree, handler: impl notify::EventHandler, why: &str) -> anyhow
     Ok(Box::new(w))
 }
 
-/// Whether no batch waits.
-fn rx_is_quiet<T>(rx: &std::sync::mpsc::Receiver<T>) -> bool {
-    matches!(rx.try_recv(), Err(std::sync::mpsc::TryRecvError::Empty))
-}
-
 /// One build at start when the tree moved while nothing watched (a walk of sizes and
 /// modification times says so; nothing is read or hashed when it did not).
 fn catch_up(home: &Home, tree: &Tree, on_built: &OnBuilt) {
     if tree.unchanged_since_built(home) && (!tree.wants_vectors() || tree.embedded(home)) {
         return;
     }
-    build(home, tree, on_built, tree.wants_vectors());
+    let _ = build(home, tree, on_built, tree.wants_vectors());
 }
 
-/// One build of the whole tree; whether it succeeded.
-fn build(home: &Home, tree: &Tree, on_built: &OnBuilt, vectors: bool) -> bool {
-    match tree.build(home, vectors) {
+/// One build of the whole tree; the version serving after it (none: it failed).
+fn build(home: &Home, tree: &Tree, on_built: &OnBuilt, vectors: bool) -> Option<String> {
+    match tree.build(home, vectors, true) {
         Ok(b) => {
             if b.changed {
                 tracing::info!(
@@ -290,12 +288,12 @@ fn build(home: &Home, tree: &Tree, on_built: &OnBuilt, vectors: bool) -> bool {
                 );
             }
             on_built(Some(Ok(&b)));
-            true
+            Some(b.version)
         }
         Err(e) => {
             tracing::warn!("{}: indexing failed: {e:#}; still serving the previous index", tree.shown());
             on_built(Some(Err(&e)));
-            false
+            None
         }
     }
 }

@@ -68,7 +68,10 @@ impl ServerHandler for RagServer {
         for b in self.libs.bundles() {
             let label = b.library();
             for a in &b.manifest.artifacts {
-                if let Some(path) = a.path.strip_prefix("mirror/") {
+                // A tree's edited file is listed once, from its fresh copy.
+                if let Some(path) = a.path.strip_prefix("mirror/")
+                    && !b.hides(path)
+                {
                     all.push(crate::resources::resource(&label, path).with_size(a.size));
                 }
             }
@@ -86,7 +89,7 @@ impl ServerHandler for RagServer {
                 crate::resources::parse(&request.uri).map_err(|e| crate::resources::not_found(&request.uri, &e))?;
             let bundles =
                 self.libs.select(Some(&library)).map_err(|e| crate::resources::not_found(&request.uri, &e))?;
-            let Some(b) = bundles.into_iter().find(|b| b.library() == library) else {
+            let Some(b) = bundles.into_iter().find(|b| b.library() == library && !b.hides(&path)) else {
                 return Err(crate::resources::not_found(&request.uri, "name the library as name@version"));
             };
             let read = tokio::task::spawn_blocking(move || crate::mirror::read_bundle_file(&b, &library, &path))
