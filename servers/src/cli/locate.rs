@@ -295,15 +295,8 @@ pub(super) fn follow_project(rt: &tokio::runtime::Runtime, project: &Path, serve
 /// servers nudged to look at once, and, with `opts` (a rag server), the fresh copies
 /// of the files edited since the library was built served beside it.
 fn watch_tree(rt: &tokio::runtime::Runtime, project: &Path, opts: Option<OpenOptions>) {
-    let Ok(Some(set)) = atlas_dist::project::Set::read(project) else { return };
-    if !set.libraries.iter().any(|p| crate::tree::is_tree(&p.kinds)) {
-        return;
-    }
+    let Some(tree) = project_tree(project) else { return };
     let home = atlas_dist::home::Home::from_env();
-    let tree = match crate::tree::Tree::open(&home, project) {
-        Ok(t) => t,
-        Err(e) => return tracing::warn!("{}: not following its edits: {e:#}", project.display()),
-    };
     atlas_mcp::live::set_tree_root(&tree.name, tree.root.clone());
     let label = format!("{}@{}", tree.shown(), crate::tree::LIVE);
     if let Some(opts) = opts {
@@ -325,9 +318,46 @@ fn watch_tree(rt: &tokio::runtime::Runtime, project: &Path, opts: Option<OpenOpt
     );
 }
 
-/// Serves beside the tree's library the fresh edits its writer last said
-/// ([`crate::tree::Tree::write_edits`]), looked at on each nudge and every second;
-/// a bundle that does not open leaves the last edits served, logged.
+/// The project's own tree, when its set has one (`atlas init`).
+fn project_tree(project: &Path) -> Option<crate::tree::Tree> {
+    let set = atlas_dist::project::Set::read(project).ok().flatten()?;
+    if !set.libraries.iter().any(|p| crate::tree::is_tree(&p.kinds)) {
+        return None;
+    }
+    crate::tree::Tree::open(&atlas_dist::home::Home::from_env(), project)
+        .map_err(|e| tracing::warn!("{}: not following its edits: {e:#}", project.display()))
+        .ok()
+}
+
+/// For a command that answers once (`search`, `tool`, `agent --project`): the
+/// project's tree read as it is now (its files live, the fresh edits its server last
+/// said served beside its library), without following it.
+pub(super) fn tree_as_it_is(project: &Path, opts: &OpenOptions) {
+    let Some(tree) = project_tree(project) else { return };
+    atlas_mcp::live::set_tree_root(&tree.name, tree.root.clone());
+    let label = format!("{}@{}", tree.shown(), crate::tree::LIVE);
+    if let Ok(edits) = said_edits(&tree, &label, opts) {
+        atlas_mcp::live::set_edits(&label, edits);
+    }
+}
+
+/// The edits the tree's writer last said ([`crate::tree::Tree::write_edits`]), their
+/// fresh bundle opened; an error (logged) when it does not open.
+fn said_edits(tree: &crate::tree::Tree, label: &str, opts: &OpenOptions) -> Result<Option<atlas_mcp::live::Edits>, ()> {
+    let Some(said) = tree.read_edits() else { return Ok(None) };
+    let fresh = match said.fresh.map(|d| Bundle::open(&d, opts.clone())).transpose() {
+        Ok(f) => f.map(std::sync::Arc::new),
+        Err(e) => {
+            tracing::warn!("{label}: the fresh edits did not open ({e}); serving the last ones");
+            return Err(());
+        }
+    };
+    Ok(Some(atlas_mcp::live::Edits { base: said.base, fresh, hidden: std::sync::Arc::new(said.hidden) }))
+}
+
+/// Serves beside the tree's library the fresh edits its writer last said, looked at
+/// on each nudge and every second; a bundle that does not open leaves the last edits
+/// served, logged.
 fn follow_edits(tree: crate::tree::Tree, label: String, opts: OpenOptions) {
     tokio::spawn(async move {
         let mut seen = None;
@@ -340,24 +370,10 @@ fn follow_edits(tree: crate::tree::Tree, label: String, opts: OpenOptions) {
                 if stamp == was {
                     return stamp;
                 }
-                let edits = match tree.read_edits() {
-                    None => None,
-                    Some(said) => {
-                        let fresh = match said.fresh.map(|d| Bundle::open(&d, opts.clone())).transpose() {
-                            Ok(f) => f.map(std::sync::Arc::new),
-                            Err(e) => {
-                                tracing::warn!("{label}: the fresh edits did not open ({e}); serving the last ones");
-                                return was;
-                            }
-                        };
-                        Some(atlas_mcp::live::Edits {
-                            base: said.base,
-                            fresh,
-                            hidden: std::sync::Arc::new(said.hidden),
-                        })
-                    }
-                };
-                atlas_mcp::live::set_edits(&label, edits);
+                match said_edits(&tree, &label, &opts) {
+                    Ok(edits) => atlas_mcp::live::set_edits(&label, edits),
+                    Err(()) => return was,
+                }
                 stamp
             })
             .await;
@@ -481,7 +497,10 @@ impl Served {
         cfg: &Config,
     ) -> anyhow::Result<(atlas_mcp::local::Local, Libraries)> {
         let located = match &self.project {
-            Some(dir) => locate_project(dir)?,
+            Some(dir) => {
+                tree_as_it_is(dir, &open_options(cfg, OpenOptions::default())?);
+                locate_project(dir)?
+            }
             None => locate_many(self.bundle, self.all, cfg)?,
         };
         start_local(rt, located, cfg)

@@ -72,6 +72,7 @@ impl Args {
                 let located = super::locate::locate_project(project)?;
                 let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
                 let opts = open_options(cfg, OpenOptions { keyword_only, ..OpenOptions::default() })?;
+                super::locate::tree_as_it_is(project, &opts);
                 super::locate::open_libraries(&rt, located, (Vec::new(), Vec::new()), &opts)?.bundles()
             }
             None => {
