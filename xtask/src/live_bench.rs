@@ -116,7 +116,7 @@ fn quality(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
     let mut atlas_scores = Scores::default();
     let mut brief = Scores::default();
     for q in &questions {
-        for (detail, scores) in [("normal", &mut atlas_scores), ("brief", &mut brief)] {
+        for (detail, scores) in [("full", &mut atlas_scores), ("brief", &mut brief)] {
             let r = server
                 .call("search_code", json!({"query": q.query, "mode": "hybrid", "top_k": 10, "detail": detail}))?;
             let paths: Vec<String> = r["structuredContent"]["hits"]
@@ -128,7 +128,7 @@ fn quality(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
     }
     server.stop();
     say(&format!(
-        "quality: concrete-ml's repository as a live tree ({} files; `atlas init --no-deps` {:.0}s), the {}          questions of {QUALITY_SET} that have answers, MRR@10 by file and reply tokens (text bytes / 4):",
+        "quality: concrete-ml's repository as a live tree ({} files; `atlas init --no-deps` {:.0}s), the {} questions of {QUALITY_SET} that have answers, MRR@10 by file and reply tokens (text bytes / 4):",
         crate::files_under(dir)?.iter().filter(|f| !f.starts_with(".git/")).count(),
         indexed.as_secs_f64(),
         questions.len()
@@ -1008,16 +1008,23 @@ mod peer {
         // search: a sentence finds nothing).
         let mut symbols = super::Scores::default();
         for q in questions {
-            let r = server.call(
-                "order",
-                json!({"action": "search_symbols", "args": {"repo": repo, "query": q.query, "max_results": 10},
-                       "allow_state_change": false}),
-            )?;
-            let reply = &r["content"][0]["text"];
-            let parsed: Value = reply.as_str().and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null);
+            let ask = |format: Option<&str>| {
+                let mut a = json!({"action": "search_symbols", "args": {"repo": repo, "query": q.query},
+                                   "allow_state_change": false});
+                if let Some(f) = format {
+                    a["args"]["format"] = json!(f);
+                }
+                a
+            };
+            // What an agent reads (its default, compact encoding when it saves tokens),
+            // and the same search as JSON to read the ranking from.
+            let read = server.call("order", ask(None))?;
+            let r = server.call("order", ask(Some("json")))?;
+            let parsed: Value =
+                r["content"][0]["text"].as_str().and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null);
             let files: Vec<String> =
                 results(&parsed).iter().filter_map(|h| h["file"].as_str().map(str::to_owned)).collect();
-            symbols.add(q, &files, reply);
+            symbols.add(q, &files, &read["content"][0]["text"]);
         }
         server.stop();
         say(&format!("  peer {PACKAGE} on the same copy (its first index {:.1}s):", first.as_secs_f64()));
@@ -1092,7 +1099,12 @@ mod peer {
 
     /// `order(action, args)`: the peer's one front door to its catalog; its reply's
     /// JSON text, parsed.
-    fn order(server: &mut Server, action: &str, args: Value, change: bool) -> anyhow::Result<Value> {
+    /// Searches asked as JSON: by default it answers large results in its own compact
+    /// encoding, which would read here as no results at all.
+    fn order(server: &mut Server, action: &str, mut args: Value, change: bool) -> anyhow::Result<Value> {
+        if action.starts_with("search") {
+            args["format"] = json!("json");
+        }
         let r = server.call("order", json!({"action": action, "args": args, "allow_state_change": change}))?;
         let text = r["content"][0]["text"].as_str().unwrap_or_default();
         Ok(serde_json::from_str(text).unwrap_or(Value::Null))

@@ -32,9 +32,15 @@ pub fn cross_link(all: &mut [ChunkRecord]) {
     if by_name.is_empty() {
         return;
     }
+    // The back links to make, each code chunk's at most MAX_LINKS: collected first (the
+    // docs are borrowed meanwhile), and counted as they are, so a name defined in
+    // thousands of chunks and mentioned in thousands of pages costs no more than the
+    // links kept.
     let mut back: Vec<(usize, String)> = Vec::new();
+    let mut kept = vec![0usize; all.len()];
     for doc in all.iter_mut().filter(|c| c.kind == ChunkKind::Docs) {
         let mut mentions: Vec<String> = Vec::new();
+        let mut targets: BTreeSet<usize> = BTreeSet::new();
         // Its own text: the overlap belongs to the previous chunk.
         for (path, last) in code_identifiers(&doc.text[doc.overlap_chars as usize..]) {
             // The qualified path if it is defined, else its bare last segment.
@@ -44,9 +50,15 @@ pub fn cross_link(all: &mut [ChunkRecord]) {
             if mentions.len() < MAX_LINKS && !mentions.contains(&name) {
                 mentions.push(name);
             }
-            back.extend(hits.iter().map(|&h| (h, doc.chunk_id.clone())));
+            targets.extend(hits.iter().copied());
         }
         doc.mentions = mentions;
+        for h in targets {
+            if kept[h] < MAX_LINKS {
+                kept[h] += 1;
+                back.push((h, doc.chunk_id.clone()));
+            }
+        }
     }
     for (h, id) in back {
         let m = &mut all[h].mentioned_in;

@@ -92,6 +92,20 @@ pub fn chunk_document(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkParams) -
     chunk_document_full(doc, cleaned, params).chunks
 }
 
+/// The most bytes of text a chunk holds. Chunks are cut by lines (code) and
+/// paragraphs (docs), so only a very long line gets here (minified code, a generated
+/// table, a data file on one line): past this, its text is cut at a character
+/// boundary. Well under the bundle's per-value limit, which a reader refuses past.
+pub const MAX_CHUNK_BYTES: usize = 64 * 1024;
+
+/// `text`, cut at [`MAX_CHUNK_BYTES`].
+fn capped(mut text: String) -> String {
+    if text.len() > MAX_CHUNK_BYTES {
+        text.truncate(atlas_runtime::utf8::floor_char_boundary(&text, MAX_CHUNK_BYTES));
+    }
+    text
+}
+
 pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkParams) -> DocChunks {
     let file = doc.rel.rsplit('/').next().unwrap_or(&doc.rel);
     let stem = file.rsplit_once('.').map_or(file, |(s, _)| s);
@@ -113,7 +127,7 @@ pub fn chunk_document_full(doc: &DocEntry, cleaned: &Cleaned, params: &ChunkPara
         description: cleaned.description.clone(),
         heading_path: c.heading_path,
         ordinal: i as u32,
-        text: c.text,
+        text: capped(c.text),
         overlap_chars: c.overlap_chars,
         is_code: c.is_code,
         cluster_tags: String::new(),
@@ -212,6 +226,7 @@ fn docs_in_code(block: &code::DocBlock, params: &ChunkParams) -> Vec<DocChunk> {
 
 impl Stage for Chunk {
     const NAME: &'static str = "chunk";
+    /// 13: a chunk's text is cut at [`MAX_CHUNK_BYTES`] (a minified or generated line).
     /// 12: C, C++, C#, Ruby, PHP, Kotlin, Swift, Scala, Bash and Lua are parsed (issue 70).
     /// 11: rst, AsciiDoc, MDX, notebooks and HTML files are docs (issue 70).
     /// 10: a Rust guide runs from its first `//!` to its last, the attributes between
@@ -226,7 +241,7 @@ impl Stage for Chunk {
     /// 4: the symbol table (definitions and references) beside the chunks.
     /// 3: containers nested past MAX_SCOPE_DEPTH are chunked as lines.
     /// 2: per-document items carry licence counts; code chunks.
-    const VERSION: u32 = 12;
+    const VERSION: u32 = 13;
     const DEPS: &'static [&'static str] = &["clean-gitbook"];
     type Params = ChunkParams;
     type Prepared = ();

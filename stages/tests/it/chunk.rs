@@ -544,3 +544,20 @@ fn a_file_that_is_all_guide_is_docs_and_a_short_guide_stays_code() {
     let chunks = chunk_document(&doc("src/util.rs"), &cleaned, &ChunkParams::default());
     assert!(chunks.iter().all(|c| c.kind == atlas_runtime::ChunkKind::Code), "{chunks:?}");
 }
+
+/// A minified or generated file's very long line makes no chunk past the cap (a
+/// reader refuses a bundle value over 1 MiB): its text is cut, its lines still cited.
+#[test]
+fn a_megabyte_line_makes_a_chunk_no_larger_than_the_cap() {
+    let line = format!("var t=[{}];", "1234567,".repeat(150_000));
+    for rel in ["dist/app.min.js", "data/table.rs", "notes/one-line.md"] {
+        let input = format!("// head\n{line}\nfunction tail() {{ return 1; }}\n");
+        let cleaned = clean(&input, &CleanParams::default());
+        let chunks = chunk_document(&doc(rel), &cleaned, &ChunkParams::default());
+        assert!(!chunks.is_empty(), "{rel}");
+        for c in &chunks {
+            assert!(c.text.len() <= atlas_stages::chunk::MAX_CHUNK_BYTES, "{rel}: {} bytes", c.text.len());
+            assert!(c.start_line >= 1 && c.end_line >= c.start_line, "{rel}");
+        }
+    }
+}
