@@ -31,8 +31,9 @@ pub struct Bm25;
 
 impl Stage for Bm25 {
     const NAME: &'static str = "bm25";
+    /// 3: no background merges (a large index failed: its segments merged away).
     /// 2: canonical segment ids.
-    const VERSION: u32 = 2;
+    const VERSION: u32 = 3;
     const DEPS: &'static [&'static str] = &["chunk"];
     type Params = Bm25Params;
     type Prepared = ();
@@ -65,6 +66,9 @@ impl Stage for Bm25 {
         // One thread: documents keep chunk order, so equal inputs give equal postings.
         let mut writer =
             index.writer_with_num_threads::<TantivyDocument>(1, 64 * 1024 * 1024).context("opening the writer")?;
+        // The one merge is ours, below: a background merge of a large index's segments
+        // would take away the ones it names (and make the layout depend on timing).
+        writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
         for (i, c) in chunks.iter().enumerate() {
             let doc = text_index::document(&schema, i, c);
             writer.add_document(doc).context("indexing a chunk")?;

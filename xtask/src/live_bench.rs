@@ -767,7 +767,7 @@ fn big(atlas: &Path, home: &Path, dir: &Path) -> anyhow::Result<()> {
     std::thread::sleep(Duration::from_secs(20));
     let idle = (cpu_ticks(server.pid()) - before) as f64 / clock_ticks() / 20.0 * 100.0;
     say(&format!(
-        "  restart with nothing changed: initialize {:.0} ms, the first search ({hits} hits) {:.0} ms after the start;          builds at start: {built}; watching: RSS {} MiB (peak {} MiB), CPU {idle:.2} % of one core over 20 s",
+        "  restart with nothing changed: initialize {:.0} ms, the first search ({hits} hits) {:.0} ms after the start; builds at start: {built}; watching: RSS {} MiB (peak {} MiB), CPU {idle:.2} % of one core over 20 s",
         ms(init_t),
         ms(answered),
         status_kb(server.pid(), "VmRSS").unwrap_or(0) >> 10,
