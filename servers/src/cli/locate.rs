@@ -364,7 +364,7 @@ fn follow_edits(tree: crate::tree::Tree, label: String, opts: OpenOptions) {
         loop {
             atlas_mcp::live::tick().await;
             let (tree, label, opts) = (tree.clone(), label.clone(), opts.clone());
-            let was = seen.clone();
+            let was = seen;
             let now = tokio::task::spawn_blocking(move || {
                 let stamp = std::fs::metadata(tree.edits_file()).ok().map(|m| (m.len(), m.modified().ok()));
                 if stamp == was {
