@@ -336,6 +336,14 @@ pub(super) fn tree_as_it_is(project: &Path, opts: &OpenOptions) {
     let Some(tree) = project_tree(project) else { return };
     atlas_mcp::live::set_tree_root(&tree.name, tree.root.clone());
     let label = format!("{}@{}", tree.shown(), crate::tree::LIVE);
+    // Edits said before the library was last installed (a writer gone, `init` run
+    // since) may be older than it: then the library alone is the tree.
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let installed =
+        atlas_dist::home::Home::from_env().resolve(&tree.name).and_then(|d| modified(&d.join("manifest.json")));
+    if installed > modified(&tree.edits_file()) {
+        return;
+    }
     if let Ok(edits) = said_edits(&tree, &label, opts) {
         atlas_mcp::live::set_edits(&label, edits);
     }
