@@ -46,6 +46,12 @@ impl Filters {
     pub(crate) fn is_empty(&self) -> bool {
         *self == Filters::default()
     }
+
+    /// Whether a filter other than a view's hidden files is set: one that may keep few
+    /// chunks (a view hides a few files of many, so it never does).
+    pub(crate) fn narrows(&self) -> bool {
+        !Filters { hidden: None, ..self.clone() }.is_empty()
+    }
 }
 
 #[cfg(test)]

@@ -168,7 +168,7 @@ impl Engine<'_> {
         }
         // A filter no chunk passes (code of a docs-only library) answers at once: a
         // graph search under it would walk the whole graph to find nothing.
-        if opts.top_k == 0 || (!opts.filters.is_empty() && !self.b.chunks.iter().any(|c| opts.filters.keep(c))) {
+        if opts.top_k == 0 || (opts.filters.narrows() && !self.b.chunks.iter().any(|c| opts.filters.keep(c))) {
             return Ok(Searched {
                 hits: Vec::new(),
                 confidence: 0.0,

@@ -55,7 +55,9 @@ impl Engine<'_> {
                         let k = want * 3;
                         if filters.is_empty() && !first_window_only {
                             h.search(q, k, None)
-                        } else if (0..window_chunk.len()).filter(|&r| keep_row(r)).nth(EXACT_MAX_ROWS).is_none() {
+                        } else if (filters.narrows() || first_window_only)
+                            && (0..window_chunk.len()).filter(|&r| keep_row(r)).nth(EXACT_MAX_ROWS).is_none()
+                        {
                             // A filter that keeps few rows: scanning them beats a graph
                             // walk that passes over every row it rejects.
                             vectors.scan(q, k, &keep_row)
